@@ -1,0 +1,85 @@
+"""patchlane: declared, gated, proven and tracked local fixes for upstream training-stack bugs.
+
+``import patchlane`` at the top of a training script reads the registry and registers
+post-import hooks; overlays are applied lazily when their target module is imported. It never
+imports torch or megatron itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _startup
+from ._version import __version__
+from .audit import Decision, Outcome
+from .errors import (
+    DriftError,
+    OverlayError,
+    PatchlaneError,
+    RegistryError,
+    ReproducerError,
+    StrictModeError,
+)
+
+__all__ = [
+    "Decision",
+    "DriftError",
+    "Outcome",
+    "OverlayError",
+    "PatchlaneError",
+    "RegistryError",
+    "ReproducerError",
+    "StrictModeError",
+    "__version__",
+    "apply",
+    "hits",
+    "report",
+    "revert",
+]
+
+
+def apply() -> None:
+    """Re-walk the registry: idempotent; re-applies overlays lost to a reload or a revert."""
+    _startup.current().apply()
+
+
+def revert(entry_id: str) -> Decision:
+    """Restore the original target of ``entry_id`` in this process."""
+    return _startup.current().revert(entry_id)
+
+
+def hits(entry_id: str) -> int:
+    """How many times the overlay of ``entry_id`` ran in this process."""
+    return _startup.current().audit.hits[entry_id]
+
+
+def report() -> dict[str, Any]:
+    """Everything decided in this process, as JSON-ready data."""
+    lane = _startup.current()
+    latest = lane.audit.latest()
+    error = _startup.startup_error()
+    entries = []
+    for entry in lane.registry.entries:
+        decision = latest.get(entry.id)
+        entries.append({
+            "id": entry.id,
+            "kind": entry.kind.value,
+            "status": entry.status.value,
+            "target": entry.target.object_path or entry.target.distribution,
+            "decision": decision.as_dict() if decision else None,
+            "applied": lane.is_applied(entry.id),
+            "hits": lane.audit.hits[entry.id],
+        })
+    return {
+        "patchlane": __version__,
+        "strict": lane.controls.strict,
+        "registries": [str(p) for p in lane.registry.sources],
+        "registry_digest": lane.registry.digest,
+        "startup_error": str(error) if error else None,
+        "entries": entries,
+        "history": [d.as_dict() for d in lane.audit.history()],
+        "summary": _startup.summary_line(lane),
+    }
+
+
+_startup.start()

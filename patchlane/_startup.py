@@ -1,0 +1,102 @@
+"""Where the process-wide lane is built: registries found, loaded all-or-nothing, hooks set."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from importlib import metadata
+from pathlib import Path
+
+from . import _version
+from .audit import AuditLog, Outcome
+from .controls import Controls
+from .errors import PatchlaneError, RegistryError
+from .importer import Lane
+from .registry import Registry, load_registries
+
+__all__ = ["current", "default_registry_path", "registry_paths", "start"]
+
+log = logging.getLogger("patchlane")
+
+_lock = threading.RLock()
+_lane: Lane | None = None
+_startup_error: PatchlaneError | None = None
+
+
+def default_registry_path() -> Path:
+    here = Path(__file__).resolve().parent
+    bundled = here / "_bundle" / "registry.yaml"
+    if bundled.is_file():  # installed from a wheel
+        return bundled
+    return here.parent / "registry.yaml"  # a source checkout
+
+
+def _entry_point_registries() -> list[Path]:
+    paths: list[Path] = []
+    for ep in metadata.entry_points(group="patchlane.registries"):
+        value = ep.load()
+        value = value() if callable(value) else value
+        items = value if isinstance(value, (list, tuple)) else [value]
+        paths.extend(Path(str(item)) for item in items)
+    return paths
+
+
+def registry_paths(controls: Controls) -> list[Path]:
+    paths: list[Path] = []
+    if controls.default_registry:
+        paths.append(default_registry_path())
+    paths.extend(controls.registries)
+    if controls.entry_points:
+        paths.extend(_entry_point_registries())
+    return paths
+
+
+def start(controls: Controls | None = None) -> Lane:
+    """Build the process-wide lane (once). A registry error applies nothing: in strict mode it
+    raises, otherwise it is logged at ERROR and kept for :func:`patchlane.report`."""
+    global _lane, _startup_error
+    with _lock:
+        if _lane is not None:
+            return _lane
+        controls = controls or Controls.from_env()
+        try:
+            registry = load_registries(registry_paths(controls))
+        except RegistryError as exc:
+            _startup_error = exc
+            log.error("patchlane: registry rejected, nothing applied: %s", exc)
+            if controls.strict:
+                raise
+            registry = Registry(entries=(), sources=(), digest="")
+        lane = Lane(registry, controls, AuditLog())
+        _lane = lane
+    lane.start()
+    log.info("%s", summary_line(lane))
+    return lane
+
+
+def current() -> Lane:
+    return _lane if _lane is not None else start()
+
+
+def startup_error() -> PatchlaneError | None:
+    return _startup_error
+
+
+def reset() -> None:
+    """Forget the process-wide lane (tests only; applied wrappers stay until reverted)."""
+    global _lane, _startup_error
+    with _lock:
+        _lane = None
+        _startup_error = None
+
+
+def summary_line(lane: Lane) -> str:
+    latest = lane.audit.latest()
+    groups: dict[str, list[str]] = {}
+    for entry_id, decision in latest.items():
+        groups.setdefault(decision.outcome.value, []).append(entry_id)
+    order = [o.value for o in Outcome]
+    parts = [f"{k}: {','.join(sorted(groups[k]))}" for k in order if k in groups]
+    mode = "strict" if lane.controls.strict else "default"
+    return (f"patchlane {_version.__version__} [{mode}] {len(lane.registry.entries)} entries "
+            f"({lane.registry.digest[:19] or 'no registry'}) | " + (" | ".join(parts) or "none"))

@@ -1,0 +1,1 @@
+"""The ``patchlane`` command line. Only this package prints or exits."""

@@ -1,0 +1,37 @@
+"""``patchlane show ID``: the registry entry, resolved, plus this process's decision."""
+
+from __future__ import annotations
+
+import patchlane
+
+from ._common import lane
+
+
+def run_show(entry_id: str) -> int:
+    entry = lane().registry.get(entry_id)
+    rows: list[tuple[str, object]] = [
+        ("id", entry.id), ("kind", entry.kind.value), ("status", entry.status.value),
+        ("summary", entry.summary), ("owner", entry.owner), ("added", entry.added),
+        ("target", entry.target.object_path or entry.target.distribution),
+        ("distribution", entry.target.distribution), ("applies_to", entry.applies_to),
+        ("upstream.issue", entry.upstream.issue), ("upstream.pr", entry.upstream.pr),
+        ("upstream.forwarded", entry.upstream.forwarded),
+        ("upstream.applied_upstream", entry.upstream.applied_upstream),
+        ("retire_when.release", entry.retire_when.release),
+        ("retire_when.probe", entry.retire_when.probe),
+        ("overlay", entry.overlay), ("reproducer", entry.reproducer),
+        ("registry", entry.source),
+    ]
+    if entry.fingerprint is not None:
+        rows += [("fingerprint.policy", entry.fingerprint.policy.value),
+                 ("fingerprint.covers", ", ".join(entry.fingerprint.covers) or "-"),
+                 ("fingerprint.sha256", ", ".join(entry.fingerprint.sha256))]
+    for key, value in entry.extra.items():
+        rows.append((key, value))
+    found = next(e for e in patchlane.report()["entries"] if e["id"] == entry_id)
+    decision = found["decision"] or {}
+    rows += [("decision", decision.get("outcome", "-")), ("reason", decision.get("reason", "-"))]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key.ljust(width)}  {'-' if value is None else value}")
+    return 0

@@ -1,0 +1,111 @@
+"""One error hierarchy rooted at :class:`PatchlaneError`.
+
+Library code raises; only the CLI maps these to exit codes (``exit_code`` on each class).
+Every message names the file or patch id, what was found, what was expected and the fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "DriftError",
+    "OverlayError",
+    "PatchlaneError",
+    "RegistryError",
+    "ReproducerError",
+    "StrictModeError",
+]
+
+
+class PatchlaneError(Exception):
+    """Root of every error patchlane raises on purpose."""
+
+    exit_code = 1
+
+
+class RegistryError(PatchlaneError, ValueError):
+    """A registry file is malformed. Carries the file, entry id and key that were wrong."""
+
+    exit_code = 3
+
+    def __init__(
+        self,
+        path: Path | str,
+        message: str,
+        *,
+        entry_id: str | None = None,
+        key: str | None = None,
+        found: object = None,
+        expected: str | None = None,
+        fix: str | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.entry_id = entry_id
+        self.key = key
+        self.found = found
+        self.expected = expected
+        self.fix = fix
+        where = self.path
+        if entry_id is not None:
+            where += f": entry {entry_id!r}"
+        if key is not None:
+            where += f", key {key!r}"
+        parts = [f"{where}: {message}"]
+        if expected is not None:
+            parts.append(f"found {found!r}, expected {expected}")
+        if fix is not None:
+            parts.append(f"fix: {fix}")
+        super().__init__("; ".join(parts))
+
+
+class DriftError(PatchlaneError):
+    """The target's source no longer matches the fingerprint recorded in the registry."""
+
+    exit_code = 4
+
+    def __init__(self, entry_id: str, expected: tuple[str, ...], found: str) -> None:
+        self.entry_id = entry_id
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"patch {entry_id!r}: target source changed under us: fingerprint {found} is not one "
+            f"of the recorded {list(expected)}; refusing to patch blindly. Fix: read the new "
+            f"upstream source, re-run the reproducer, then record it with "
+            f"`patchlane fingerprint {entry_id}`"
+        )
+
+
+class OverlayError(PatchlaneError):
+    """An overlay module is missing what the registry says it provides, or failed to apply."""
+
+    exit_code = 5
+
+    def __init__(self, entry_id: str, message: str) -> None:
+        self.entry_id = entry_id
+        super().__init__(f"patch {entry_id!r}: {message}")
+
+
+class StrictModeError(PatchlaneError):
+    """Raised in strict mode for any decision other than ``applied``/``upstream-fixed``."""
+
+    exit_code = 6
+
+    def __init__(self, entry_id: str, outcome: str, reason: str) -> None:
+        self.entry_id = entry_id
+        self.outcome = outcome
+        self.reason = reason
+        super().__init__(
+            f"patch {entry_id!r}: {outcome}: {reason} (PATCHLANE_STRICT=1 turns every skip, "
+            f"refusal and failure into an error; unset it to skip with a logged reason)"
+        )
+
+
+class ReproducerError(PatchlaneError):
+    """A reproducer could not be run (not a pass/fail verdict: the harness itself failed)."""
+
+    exit_code = 7
+
+    def __init__(self, entry_id: str, message: str) -> None:
+        self.entry_id = entry_id
+        super().__init__(f"reproducer {entry_id!r}: {message}")

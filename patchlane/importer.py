@@ -1,0 +1,261 @@
+"""The startup walk: registry -> gate -> probe -> fingerprint -> apply -> audit.
+
+A :class:`Lane` owns one validated registry. It registers a wrapt post-import hook per target
+module; when the module is imported (or at once, if it already is) each entry on it is decided
+once, recorded in the audit, and applied with a wrapt ``FunctionWrapper`` whose original stays
+reachable for :meth:`Lane.revert`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import wrapt
+
+from . import fingerprint as _fingerprint
+from .audit import AuditLog, Decision, Outcome
+from .controls import Controls
+from .errors import DriftError, OverlayError, StrictModeError
+from .gates import check_gate
+from .registry import Entry, FingerprintPolicy, Kind, Registry
+
+__all__ = ["Lane", "load_overlay"]
+
+log = logging.getLogger("patchlane")
+
+OverlayFn = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+@dataclass
+class _Applied:
+    owner: Any
+    attr: str
+    had_own: bool
+    original: Any
+    wrapper: Any
+
+
+def _module_name(kind: str, entry_id: str) -> str:
+    return f"_patchlane_{kind}_{entry_id}"
+
+
+def load_overlay(entry: Entry) -> ModuleType:
+    """Import the overlay file of ``entry`` (once) under a private module name."""
+    assert entry.overlay is not None
+    return _load_file(entry.id, "overlay", entry.overlay)
+
+
+def _load_file(entry_id: str, kind: str, path: Path) -> ModuleType:
+    name = _module_name(kind, entry_id)
+    cached = sys.modules.get(name)
+    if cached is not None and getattr(cached, "__file__", None) == str(path):
+        return cached
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise OverlayError(entry_id, f"cannot load {kind} file {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _split(qualname: str) -> tuple[str, str]:
+    parent, _, attr = qualname.rpartition(".")
+    return parent, attr
+
+
+def _is_ours(obj: object, entry_id: str) -> bool:
+    inner = getattr(obj, "_self_wrapper", None)
+    return getattr(inner, "__patchlane_id__", None) == entry_id
+
+
+class Lane:
+    """One registry's worth of overlays in this process."""
+
+    def __init__(self, registry: Registry, controls: Controls, audit: AuditLog | None = None):
+        self.registry = registry
+        self.controls = controls
+        self.audit = audit if audit is not None else AuditLog()
+        self._applied: dict[str, _Applied] = {}
+        # One lock per entry, not one global lock: a probe may import another target module
+        # while a second thread holds that module's import lock and waits to decide its own
+        # entry. A single lock would deadlock those two threads; per-entry locks cannot.
+        self._locks = {e.id: threading.RLock() for e in registry.entries}
+        self._hooked: set[str] = set()
+        self._hook_lock = threading.Lock()
+
+    # -- walk ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Record every entry and register hooks; decide at once for imported targets."""
+        for entry in self.registry.entries:
+            if not entry.active:
+                self.audit.record(Decision(entry.id, Outcome.RETIRED,
+                                           "status: retired (reproducer kept as a guard)"))
+            elif entry.kind is not Kind.SOURCE_PATCH:
+                self.audit.record(Decision(entry.id, Outcome.LEDGER,
+                                           f"{entry.kind.value}: shown by status, not a patch"))
+        self.apply()
+
+    def apply(self) -> None:
+        """Idempotent re-walk: hook what is not hooked, decide what is imported and unapplied."""
+        for entry in self.registry.entries:
+            if not entry.active or entry.kind is not Kind.SOURCE_PATCH:
+                continue
+            module_name = entry.target.module
+            assert module_name is not None
+            with self._hook_lock:
+                first = module_name not in self._hooked
+                self._hooked.add(module_name)
+            if first:
+                if module_name not in sys.modules:
+                    self.audit.record(Decision(
+                        entry.id, Outcome.PENDING, f"waiting for `import {module_name}`",
+                        distribution=entry.target.distribution,
+                        applies_to=str(entry.applies_to)))
+                # Fires at once when the module is already imported, else right after import.
+                wrapt.register_post_import_hook(self._on_import, module_name)
+            elif module_name in sys.modules:
+                self.decide(entry, sys.modules[module_name])
+
+    def _on_import(self, module: ModuleType) -> None:
+        self._rearm(module.__name__)
+        for entry in self.registry.by_module(module.__name__):
+            if entry.active and entry.kind is Kind.SOURCE_PATCH:
+                self.decide(entry, module)
+
+    def _rearm(self, module_name: str) -> None:
+        # wrapt pops a module's hooks once they fire. `importlib.reload` re-executes the module
+        # body and rebinds fresh, unwrapped classes; putting the hook back makes the reload
+        # (or a re-import after a sys.modules purge) fire it again so the overlay follows.
+        # wrapt has no public call for "hook this module's next load", hence the private dict;
+        # if it is gone, `patchlane.apply()` after a reload still restores the overlay.
+        hooks = getattr(wrapt.importer, "_post_import_hooks", None)
+        lock = getattr(wrapt.importer, "_post_import_hooks_lock", None)
+        if not isinstance(hooks, dict) or lock is None:
+            log.debug("patchlane: wrapt internals changed; reloads need patchlane.apply()")
+            return
+        with lock:
+            pending = hooks.setdefault(module_name, [])
+            if self._on_import not in pending:
+                pending.append(self._on_import)
+
+    # -- one entry -------------------------------------------------------------------------
+
+    def decide(self, entry: Entry, module: ModuleType) -> Decision:
+        with self._locks[entry.id]:
+            current = self._current(entry, module)
+            applied = self._applied.get(entry.id)
+            if applied is not None and current is applied.wrapper:
+                return self.audit.latest()[entry.id]  # idempotent: nothing new happened
+            if _is_ours(current, entry.id):
+                # Wrapped by another Lane in this process (e.g. a second registry load): never
+                # stack a second wrapper on top of the first.
+                return self._finish(entry, Decision(
+                    entry.id, Outcome.APPLIED, "already wrapped by another patchlane lane",
+                    distribution=entry.target.distribution))
+            decision = self._walk(entry, module)
+        return self._finish(entry, decision)
+
+    def _current(self, entry: Entry, module: ModuleType) -> Any:
+        parent_path, attr = _split(entry.target.qualname or "")
+        try:
+            parent = _fingerprint.resolve(module, parent_path) if parent_path else module
+            return vars(parent).get(attr)
+        except (AttributeError, TypeError):
+            return None
+
+    def _walk(self, entry: Entry, module: ModuleType) -> Decision:
+        base = {"distribution": entry.target.distribution,
+                "applies_to": str(entry.applies_to)}
+        reason = self.controls.disabled_reason(entry.id)
+        if reason is not None:
+            return Decision(entry.id, Outcome.SKIPPED_DISABLED, reason, **base)
+        gate = check_gate(entry.target.distribution, entry.applies_to)
+        base["installed"] = gate.found  # type: ignore[assignment]
+        if not gate.open:
+            return Decision(entry.id, Outcome.SKIPPED_GATE, gate.reason, **base)
+        try:
+            overlay = load_overlay(entry)
+            fn = getattr(overlay, "overlay", None)
+            if not callable(fn):
+                raise OverlayError(entry.id, f"{entry.overlay} defines no callable `overlay`")
+            probe = getattr(overlay, "probe", None)
+            if probe is not None and probe(module):
+                return Decision(entry.id, Outcome.UPSTREAM_FIXED,
+                                f"probe: upstream already behaves correctly on {gate.found}",
+                                **base)
+            spec = entry.fingerprint
+            assert spec is not None and entry.target.qualname is not None
+            found = _fingerprint.compute(module, (entry.target.qualname, *spec.covers))
+            fp = {"fingerprint_expected": spec.sha256, "fingerprint_found": found}
+            drift = found not in spec.sha256
+            if drift and spec.policy is FingerprintPolicy.REFUSE:
+                err = DriftError(entry.id, spec.sha256, found)
+                return Decision(entry.id, Outcome.REFUSED_DRIFT, str(err), **base, **fp)
+            self._wrap(entry, module, fn)
+        except Exception as exc:  # recorded, logged, raised in strict mode: never swallowed
+            return Decision(entry.id, Outcome.FAILED_ERROR, f"{type(exc).__name__}: {exc}",
+                            **base)
+        note = " (fingerprint drift tolerated: policy warn)" if drift else ""
+        return Decision(entry.id, Outcome.APPLIED,
+                        f"{gate.reason}; fingerprint {found}{note}", **base, **fp)
+
+    def _wrap(self, entry: Entry, module: ModuleType, fn: OverlayFn) -> None:
+        hits = self.audit.hits
+        entry_id = entry.id
+
+        def counted(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> Any:
+            hits[entry_id] += 1
+            return fn(wrapped, instance, args, kwargs)
+
+        counted.__patchlane_id__ = entry_id  # type: ignore[attr-defined]
+        qualname = entry.target.qualname or ""
+        parent_path, attr = _split(qualname)
+        parent = _fingerprint.resolve(module, parent_path) if parent_path else module
+        had_own = attr in vars(parent)
+        original = vars(parent).get(attr)
+        wrapper = wrapt.wrap_function_wrapper(module, qualname, counted)
+        self._applied[entry.id] = _Applied(parent, attr, had_own, original, wrapper)
+
+    def _finish(self, entry: Entry, decision: Decision) -> Decision:
+        decision = self.audit.record(decision)
+        level = logging.WARNING if decision.outcome.is_problem else logging.INFO
+        log.log(level, "patchlane: %s %s: %s", entry.id, decision.outcome.value, decision.reason)
+        if self.controls.strict and decision.outcome.is_problem:
+            raise StrictModeError(entry.id, decision.outcome.value, decision.reason)
+        return decision
+
+    # -- revert ----------------------------------------------------------------------------
+
+    def revert(self, entry_id: str) -> Decision:
+        entry = self.registry.get(entry_id)
+        with self._locks[entry.id]:
+            applied = self._applied.pop(entry_id, None)
+            if applied is None:
+                raise OverlayError(entry_id, "is not applied in this process; nothing to revert")
+            if vars(applied.owner).get(applied.attr) is applied.wrapper:
+                if applied.had_own:
+                    setattr(applied.owner, applied.attr, applied.original)
+                else:
+                    delattr(applied.owner, applied.attr)
+            return self.audit.record(Decision(entry_id, Outcome.REVERTED,
+                                              "patchlane.revert() restored the original",
+                                              distribution=entry.target.distribution))
+
+    def is_applied(self, entry_id: str) -> bool:
+        applied = self._applied.get(entry_id)
+        return applied is not None and vars(applied.owner).get(applied.attr) is applied.wrapper

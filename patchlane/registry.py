@@ -1,0 +1,564 @@
+"""The registry: ``registry.yaml`` files parsed and validated into frozen :class:`Entry` records.
+
+This is the only place entries are built. Loading is all-or-nothing: every file is parsed and
+every entry validated before anything is returned, so a malformed registry can never leave a
+process half-patched. YAML is read with a safe loader only.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from .errors import RegistryError
+
+__all__ = [
+    "Entry",
+    "FingerprintSpec",
+    "Kind",
+    "Registry",
+    "RetireWhen",
+    "Status",
+    "Target",
+    "Upstream",
+    "load_registries",
+    "parse_registry",
+]
+
+SCHEMA_VERSION = 1
+
+try:  # The C loader is ~10x faster; both are *safe* loaders (no arbitrary object construction).
+    _SafeLoader: type[yaml.SafeLoader] = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - pyyaml built without libyaml
+    _SafeLoader = yaml.SafeLoader
+
+
+class Kind(str, enum.Enum):
+    SOURCE_PATCH = "source_patch"
+    VERSION_FLOOR = "version_floor"
+    COMPAT_GATE = "compat_gate"
+    PACKAGING_PIN = "packaging_pin"
+    CONFIG = "config"
+
+
+class Status(str, enum.Enum):
+    ACTIVE = "active"
+    RETIRED = "retired"
+
+
+class FingerprintPolicy(str, enum.Enum):
+    REFUSE = "refuse"
+    WARN = "warn"
+
+
+@dataclass(frozen=True)
+class Target:
+    distribution: str
+    """Distribution name whose installed metadata version the gate reads (``megatron-core``)."""
+    module: str | None = None
+    qualname: str | None = None
+
+    @property
+    def object_path(self) -> str | None:
+        if self.module is None:
+            return None
+        return f"{self.module}:{self.qualname}" if self.qualname else self.module
+
+
+@dataclass(frozen=True)
+class Upstream:
+    issue: str | None
+    pr: str | None
+    forwarded: str
+    """DEP-3 ``Forwarded``: a URL, ``no`` or ``not-needed``."""
+    applied_upstream: str | None
+    """DEP-3 ``Applied-Upstream``: the release, commit or URL where upstream carries the fix."""
+
+
+@dataclass(frozen=True)
+class RetireWhen:
+    release: SpecifierSet | None
+    """Releases of the target distribution that carry the fix."""
+    probe: bool
+    """Whether the overlay's probe reporting upstream-fixed is part of the retirement evidence."""
+
+
+@dataclass(frozen=True)
+class FingerprintSpec:
+    sha256: tuple[str, ...]
+    policy: FingerprintPolicy
+    covers: tuple[str, ...] = ()
+    """Extra qualnames in the target module whose source the overlay also relies on."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    kind: Kind
+    summary: str
+    target: Target
+    applies_to: SpecifierSet | None
+    upstream: Upstream
+    retire_when: RetireWhen
+    owner: str
+    added: _dt.date
+    status: Status
+    source: Path
+    """The registry file this entry came from; relative paths are resolved against it."""
+    overlay: Path | None = None
+    reproducer: Path | None = None
+    fingerprint: FingerprintSpec | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Kind-specific settings (``requires``, ``pin``, ``settings``...) validated per kind."""
+
+    @property
+    def active(self) -> bool:
+        return self.status is Status.ACTIVE
+
+
+@dataclass(frozen=True)
+class Registry:
+    entries: tuple[Entry, ...]
+    sources: tuple[Path, ...]
+    digest: str
+    """sha256 over the bytes of every source file, in load order: the registry hash in receipts."""
+
+    def get(self, entry_id: str) -> Entry:
+        for entry in self.entries:
+            if entry.id == entry_id:
+                return entry
+        known = ", ".join(e.id for e in self.entries) or "(none)"
+        raise KeyError(f"no registry entry {entry_id!r}; known ids: {known}")
+
+    def by_module(self, module: str) -> tuple[Entry, ...]:
+        return tuple(e for e in self.entries if e.target.module == module)
+
+
+_ID_RE = re.compile(r"^[a-z][a-z0-9_]{2,63}$")
+_DIST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_QUALNAME_RE = _MODULE_RE
+_SHA_RE = re.compile(r"^sha256:[0-9a-f]{32}$")
+_DEP3_FORWARDED = ("no", "not-needed")
+
+_COMMON_REQUIRED = ("id", "kind", "summary", "upstream", "retire_when", "owner", "added", "status")
+_COMMON_OPTIONAL = ("target", "applies_to", "reproducer", "notes", "evidence", "retired")
+_KIND_KEYS: dict[Kind, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # kind: (required, optional) on top of the common keys
+    Kind.SOURCE_PATCH: (("target", "applies_to", "overlay", "reproducer", "fingerprint"), ()),
+    Kind.VERSION_FLOOR: (("target", "requires", "policy"), ()),
+    Kind.COMPAT_GATE: (("check",), ()),
+    Kind.PACKAGING_PIN: (("target", "pin"), ("source",)),
+    Kind.CONFIG: (("settings",), ()),
+}
+
+
+class _Ctx:
+    """Where we are while validating, so every error names the file, entry and key."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entry_id: str | None = None
+
+    def fail(
+        self,
+        message: str,
+        *,
+        key: str | None = None,
+        found: object = None,
+        expected: str | None = None,
+        fix: str | None = None,
+    ) -> RegistryError:
+        return RegistryError(
+            self.path,
+            message,
+            entry_id=self.entry_id,
+            key=key,
+            found=found,
+            expected=expected,
+            fix=fix,
+        )
+
+
+def _expect_type(ctx: _Ctx, value: object, typ: type | tuple[type, ...], key: str, what: str) -> Any:
+    # bool is an int subclass; YAML `yes`/`no` surprises are exactly what this catches.
+    if isinstance(value, bool) and typ is not bool and bool not in (
+        typ if isinstance(typ, tuple) else (typ,)
+    ):
+        raise ctx.fail("wrong type", key=key, found=value, expected=what)
+    if not isinstance(value, typ):
+        raise ctx.fail(
+            "wrong type", key=key, found=value, expected=f"{what} (got {type(value).__name__})"
+        )
+    return value
+
+
+def _check_keys(ctx: _Ctx, data: Mapping[str, Any], required: Iterable[str],
+                optional: Iterable[str], where: str) -> None:
+    required = tuple(required)
+    allowed = set(required) | set(optional)
+    for key in data:
+        if key not in allowed:
+            raise ctx.fail(
+                f"unknown key in {where}",
+                key=str(key),
+                found=key,
+                expected=f"one of {sorted(allowed)}",
+                fix="remove it or correct its spelling",
+            )
+    for key in required:
+        if key not in data or data[key] is None:
+            raise ctx.fail(
+                f"missing required key in {where}",
+                key=key,
+                found=None,
+                expected="a value",
+                fix=f"add `{key}:` to the entry",
+            )
+
+
+def _url_or_none(ctx: _Ctx, value: object, key: str) -> str | None:
+    if value is None:
+        return None
+    text = _expect_type(ctx, value, str, key, "a URL string")
+    if not text.startswith(("https://", "http://")):
+        raise ctx.fail("not a URL", key=key, found=text, expected="an http(s) URL")
+    return str(text)
+
+
+def _specifier(ctx: _Ctx, value: object, key: str) -> SpecifierSet:
+    text = _expect_type(ctx, value, str, key, "a PEP 440 specifier string such as '>=0.14,<0.18'")
+    try:
+        spec = SpecifierSet(text)
+    except InvalidSpecifier as exc:
+        raise ctx.fail(
+            "invalid PEP 440 specifier",
+            key=key,
+            found=text,
+            expected="a PEP 440 specifier such as '>=0.14,<0.18'",
+            fix=str(exc),
+        ) from None
+    if not str(spec):
+        raise ctx.fail("empty specifier", key=key, found=text, expected="at least one clause")
+    return spec
+
+
+def _has_upper_bound(spec: SpecifierSet) -> bool:
+    return any(s.operator in ("<", "<=", "==", "===", "~=") for s in spec)
+
+
+def _relative_file(ctx: _Ctx, value: object, key: str, entry_id: str) -> Path:
+    text = _expect_type(ctx, value, str, key, "a path relative to the registry file")
+    path = (ctx.path.parent / text).resolve()
+    if not path.is_file():
+        raise ctx.fail(
+            "file does not exist",
+            key=key,
+            found=text,
+            expected=f"an existing file relative to {ctx.path.parent}",
+            fix=f"create {path} or correct the path",
+        )
+    if path.suffix != ".py" or path.stem != entry_id:
+        raise ctx.fail(
+            "overlay and reproducer files are named after their entry id",
+            key=key,
+            found=text,
+            expected=f"a file named {entry_id}.py",
+            fix=f"rename it to {entry_id}.py so retiring the patch touches one id",
+        )
+    return path
+
+
+def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
+    data = _expect_type(ctx, value, dict, "target", "a mapping with `distribution` and `object`")
+    needs_object = kind is Kind.SOURCE_PATCH
+    _check_keys(ctx, data, ("distribution", "object") if needs_object else ("distribution",),
+                () if needs_object else ("object",), "target")
+    dist = _expect_type(ctx, data["distribution"], str, "target.distribution",
+                        "a distribution name such as 'megatron-core'")
+    if not _DIST_RE.match(dist):
+        raise ctx.fail("invalid distribution name", key="target.distribution", found=dist,
+                       expected="a PyPI distribution name such as 'megatron-core'")
+    module = qualname = None
+    if data.get("object") is not None:
+        obj = _expect_type(ctx, data["object"], str, "target.object", "'package.module:Qual.name'")
+        module, sep, qualname = obj.partition(":")
+        if not sep or not _MODULE_RE.match(module) or not _QUALNAME_RE.match(qualname):
+            raise ctx.fail(
+                "invalid target object",
+                key="target.object",
+                found=obj,
+                expected="'package.module:Qual.name' (module path, a colon, attribute path)",
+            )
+    return Target(distribution=dist, module=module, qualname=qualname or None)
+
+
+def _upstream(ctx: _Ctx, value: object) -> Upstream:
+    data = _expect_type(ctx, value, dict, "upstream", "a mapping")
+    _check_keys(ctx, data, ("forwarded",), ("issue", "pr", "applied_upstream", "discussion"),
+                "upstream")
+    forwarded = data["forwarded"]
+    if forwarded is False:  # YAML 1.1 reads a bare `no` as false; DEP-3 means the string
+        forwarded = "no"
+    forwarded = _expect_type(ctx, forwarded, str, "upstream.forwarded",
+                             "a URL, 'no' or 'not-needed' (DEP-3 Forwarded)")
+    if forwarded not in _DEP3_FORWARDED:
+        _url_or_none(ctx, forwarded, "upstream.forwarded")
+    applied = data.get("applied_upstream")
+    if applied is not None:
+        applied = str(_expect_type(ctx, applied, str, "upstream.applied_upstream",
+                                   "a release, commit or URL (DEP-3 Applied-Upstream)"))
+    return Upstream(
+        issue=_url_or_none(ctx, data.get("issue"), "upstream.issue"),
+        pr=_url_or_none(ctx, data.get("pr"), "upstream.pr"),
+        forwarded=str(forwarded),
+        applied_upstream=applied,
+    )
+
+
+def _retire_when(ctx: _Ctx, value: object) -> RetireWhen:
+    data = _expect_type(ctx, value, dict, "retire_when", "a mapping with `release` and/or `probe`")
+    _check_keys(ctx, data, (), ("release", "probe"), "retire_when")
+    release = None
+    if data.get("release") is not None:
+        release = _specifier(ctx, data["release"], "retire_when.release")
+    probe = data.get("probe", False)
+    _expect_type(ctx, probe, bool, "retire_when.probe", "true or false")
+    if release is None and not probe:
+        raise ctx.fail(
+            "retirement condition is not machine-checkable",
+            key="retire_when",
+            found=data,
+            expected="`release: <specifier>` and/or `probe: true`",
+            fix="say which upstream release carries the fix, or rely on the overlay's probe",
+        )
+    return RetireWhen(release=release, probe=bool(probe))
+
+
+def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
+    data = _expect_type(ctx, value, dict, "fingerprint", "a mapping with `sha256` and `policy`")
+    _check_keys(ctx, data, ("sha256",), ("policy", "covers"), "fingerprint")
+    raw = data["sha256"]
+    values = [raw] if isinstance(raw, str) else raw
+    _expect_type(ctx, values, list, "fingerprint.sha256", "a fingerprint string or a list of them")
+    for item in values:
+        if not isinstance(item, str) or not _SHA_RE.match(item):
+            raise ctx.fail(
+                "invalid fingerprint",
+                key="fingerprint.sha256",
+                found=item,
+                expected="'sha256:' followed by 32 lowercase hex digits",
+                fix=f"print the current value with `patchlane fingerprint {ctx.entry_id}`",
+            )
+    policy_raw = data.get("policy", "refuse")
+    try:
+        policy = FingerprintPolicy(policy_raw)
+    except ValueError:
+        raise ctx.fail("unknown drift policy", key="fingerprint.policy", found=policy_raw,
+                       expected="'refuse' or 'warn'") from None
+    covers = data.get("covers", [])
+    _expect_type(ctx, covers, list, "fingerprint.covers", "a list of qualnames")
+    for item in covers:
+        if not isinstance(item, str) or not _QUALNAME_RE.match(item):
+            raise ctx.fail("invalid qualname", key="fingerprint.covers", found=item,
+                           expected="a dotted attribute path in the target module")
+    return FingerprintSpec(sha256=tuple(values), policy=policy, covers=tuple(covers))
+
+
+def _date(ctx: _Ctx, value: object, key: str) -> _dt.date:
+    if isinstance(value, _dt.datetime):
+        return value.date()
+    if isinstance(value, _dt.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return _dt.date.fromisoformat(value)
+        except ValueError:
+            pass
+    raise ctx.fail("invalid date", key=key, found=value, expected="an ISO date such as 2026-11-22")
+
+
+def _kind_extra(ctx: _Ctx, kind: Kind, data: Mapping[str, Any]) -> dict[str, Any]:
+    extra: dict[str, Any] = {}
+    if kind is Kind.VERSION_FLOOR:
+        extra["requires"] = _specifier(ctx, data["requires"], "requires")
+        policy = data["policy"]
+        if policy not in ("error", "warn"):
+            raise ctx.fail("unknown policy", key="policy", found=policy,
+                           expected="'error' or 'warn'")
+        extra["policy"] = policy
+    elif kind is Kind.PACKAGING_PIN:
+        extra["pin"] = _specifier(ctx, data["pin"], "pin")
+        if data.get("source") is not None:
+            extra["source"] = _expect_type(ctx, data["source"], str, "source",
+                                           "a URL or description of the known-good source")
+    elif kind is Kind.COMPAT_GATE:
+        extra["check"] = _expect_type(ctx, data["check"], str, "check",
+                                      "'module:function' that validates a run configuration")
+    elif kind is Kind.CONFIG:
+        extra["settings"] = _expect_type(ctx, data["settings"], dict, "settings",
+                                         "a mapping of setting name to value")
+    return extra
+
+
+def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
+    ctx.entry_id = None
+    data = _expect_type(ctx, raw, dict, f"entries[{index}]", "a mapping describing one entry")
+    entry_id = data.get("id")
+    if not isinstance(entry_id, str) or not _ID_RE.match(entry_id):
+        raise ctx.fail(
+            f"entries[{index}] has no valid id",
+            key="id",
+            found=entry_id,
+            expected="a lowercase identifier ([a-z][a-z0-9_]{2,63}) used as the overlay and "
+            "reproducer file name",
+        )
+    ctx.entry_id = entry_id
+    kind_raw = data.get("kind")
+    try:
+        kind = Kind(kind_raw)
+    except ValueError:
+        raise ctx.fail("unknown kind", key="kind", found=kind_raw,
+                       expected=f"one of {[k.value for k in Kind]}") from None
+    required, optional = _KIND_KEYS[kind]
+    _check_keys(ctx, data, _COMMON_REQUIRED + required, _COMMON_OPTIONAL + optional + required,
+                f"a {kind.value} entry")
+    try:
+        status = Status(data["status"])
+    except ValueError:
+        raise ctx.fail("unknown status", key="status", found=data["status"],
+                       expected="'active' or 'retired'") from None
+
+    target = (
+        _target(ctx, data["target"], kind)
+        if data.get("target") is not None
+        else Target(distribution="")
+    )
+    applies_to = None
+    if data.get("applies_to") is not None:
+        applies_to = _specifier(ctx, data["applies_to"], "applies_to")
+        if kind is Kind.SOURCE_PATCH and not _has_upper_bound(applies_to):
+            raise ctx.fail(
+                "source patches need an upper bound",
+                key="applies_to",
+                found=str(applies_to),
+                expected="a specifier with '<', '<=', '==' or '~=' (e.g. '>=0.14,<0.18')",
+                fix="bound it by the first release you have not verified; an unbounded patch "
+                "silently applies to releases nobody has tested",
+            )
+    summary = _expect_type(ctx, data["summary"], str, "summary", "a one-line description")
+    owner = _expect_type(ctx, data["owner"], str, "owner", "a person or team")
+    overlay = reproducer = None
+    if data.get("overlay") is not None:
+        overlay = _relative_file(ctx, data["overlay"], "overlay", entry_id)
+    if data.get("reproducer") is not None:
+        reproducer = _relative_file(ctx, data["reproducer"], "reproducer", entry_id)
+    fingerprint = _fingerprint(ctx, data["fingerprint"]) if "fingerprint" in data else None
+    for key in ("notes", "evidence"):
+        if data.get(key) is not None:
+            _expect_type(ctx, data[key], (str, list, dict), key, "text, a list or a mapping")
+    extra = _kind_extra(ctx, kind, data)
+    for key in ("notes", "evidence", "retired"):
+        if data.get(key) is not None:
+            extra[key] = data[key]
+    return Entry(
+        id=entry_id,
+        kind=kind,
+        summary=summary,
+        target=target,
+        applies_to=applies_to,
+        upstream=_upstream(ctx, data["upstream"]),
+        retire_when=_retire_when(ctx, data["retire_when"]),
+        owner=owner,
+        added=_date(ctx, data["added"], "added"),
+        status=status,
+        source=ctx.path,
+        overlay=overlay,
+        reproducer=reproducer,
+        fingerprint=fingerprint,
+        extra=extra,
+    )
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise RegistryError(path, f"cannot read registry: {exc.strerror}",
+                            fix="check PATCHLANE_REGISTRY and the file permissions") from None
+
+
+def parse_registry(path: Path, text: str | None = None) -> tuple[Entry, ...]:
+    """Parse and validate one registry file. Raises :class:`RegistryError` on any problem."""
+    path = Path(path).resolve()
+    ctx = _Ctx(path)
+    if text is None:
+        text = _read(path).decode("utf-8", errors="replace")
+    try:
+        data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader, see above
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ctx.fail(f"invalid YAML{where}: {getattr(exc, 'problem', exc)}",
+                       fix="fix the YAML syntax") from None
+    if not isinstance(data, dict):
+        raise ctx.fail("registry must be a mapping", found=type(data).__name__,
+                       expected="a mapping with `schema: 1` and `entries: [...]`")
+    _check_keys(ctx, data, ("schema", "entries"), (), "the registry")
+    if data["schema"] != SCHEMA_VERSION:
+        raise ctx.fail("unsupported schema version", key="schema", found=data["schema"],
+                       expected=str(SCHEMA_VERSION),
+                       fix="upgrade patchlane or write the registry for schema 1")
+    raw_entries = data["entries"]
+    if not isinstance(raw_entries, list):
+        raise ctx.fail("wrong type", key="entries", found=raw_entries,
+                       expected="a list of entries")
+    entries = [_entry(ctx, raw, i) for i, raw in enumerate(raw_entries)]
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        if entry.id in seen:
+            ctx.entry_id = entry.id
+            raise ctx.fail("duplicate id", key="id", found=entry.id,
+                           expected=f"a unique id (entries[{seen[entry.id]}] already uses it)")
+        seen[entry.id] = i
+    return tuple(entries)
+
+
+def load_registries(paths: Sequence[Path]) -> Registry:
+    """Load several registry files as one. Duplicate ids across files are an error."""
+    entries: list[Entry] = []
+    digest = hashlib.sha256()
+    owners: dict[str, Path] = {}
+    resolved: list[Path] = []
+    for raw_path in paths:
+        path = Path(raw_path).resolve()
+        if path in resolved:
+            continue  # the same file named twice (default + env) is one registry
+        resolved.append(path)
+        raw = _read(path)
+        parsed = parse_registry(path, raw.decode("utf-8", errors="replace"))
+        digest.update(raw)
+        for entry in parsed:
+            if entry.id in owners:
+                raise RegistryError(
+                    path,
+                    "duplicate id across registries",
+                    entry_id=entry.id,
+                    key="id",
+                    found=entry.id,
+                    expected=f"an id not already declared in {owners[entry.id]}",
+                    fix="rename one of them or drop one registry from PATCHLANE_REGISTRY",
+                )
+            owners[entry.id] = path
+            entries.append(entry)
+    return Registry(entries=tuple(entries), sources=tuple(resolved),
+                    digest="sha256:" + digest.hexdigest())
