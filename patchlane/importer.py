@@ -178,13 +178,14 @@ class Lane:
             return None
 
     def _walk(self, entry: Entry, module: ModuleType) -> Decision:
-        base = {"distribution": entry.target.distribution,
+        # The gate is read first even for disabled entries: the audit always says which
+        # release was installed, whatever was decided.
+        gate = check_gate(entry.target.distribution, entry.applies_to)
+        base = {"distribution": entry.target.distribution, "installed": gate.found,
                 "applies_to": str(entry.applies_to)}
         reason = self.controls.disabled_reason(entry.id)
         if reason is not None:
             return Decision(entry.id, Outcome.SKIPPED_DISABLED, reason, **base)
-        gate = check_gate(entry.target.distribution, entry.applies_to)
-        base["installed"] = gate.found  # type: ignore[assignment]
         if not gate.open:
             return Decision(entry.id, Outcome.SKIPPED_GATE, gate.reason, **base)
         try:

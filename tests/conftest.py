@@ -1,0 +1,147 @@
+"""Shared fixtures.
+
+``fake_target`` builds a tiny *fake target package* (with distribution metadata, a registry and
+an overlay) for the framework's own mechanics: hooks, gates, drift, idempotence. It is never
+evidence that a real patch works; the real-upstream tests live in ``tests/upstream/``.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from patchlane.audit import AuditLog
+from patchlane.controls import Controls
+from patchlane.fingerprint import compute_from_source
+from patchlane.importer import Lane
+from patchlane.registry import load_registries
+
+TARGET_SOURCE = '''
+"""A fake upstream module."""
+
+FIXED = False
+
+
+class Greeter:
+    def greet(self, name):
+        return f"hello {name}"
+
+
+def shout(text):
+    return text.upper()
+'''
+
+OVERLAY_SOURCE = '''
+def overlay(wrapped, instance, args, kwargs):
+    return "patched " + wrapped(*args, **kwargs)
+
+
+def probe(module):
+    return bool(getattr(module, "FIXED", False))
+'''
+
+
+@dataclass
+class FakeTarget:
+    root: Path
+    package: str
+    distribution: str
+    version: str
+    entry_id: str
+
+    @property
+    def module(self) -> str:
+        return f"{self.package}.target"
+
+    @property
+    def registry(self) -> Path:
+        return self.root / "registry.yaml"
+
+    @property
+    def target_file(self) -> Path:
+        return self.root / self.package / "target.py"
+
+    def entry(self, **overrides: Any) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.entry_id,
+            "kind": "source_patch",
+            "summary": "fake target for mechanics tests",
+            "target": {"distribution": self.distribution,
+                       "object": f"{self.module}:Greeter.greet"},
+            "applies_to": ">=1.0,<2.0",
+            "upstream": {"issue": "https://example.invalid/issues/1", "forwarded": "no"},
+            "retire_when": {"release": ">=2.0", "probe": True},
+            "overlay": f"patches/{self.entry_id}.py",
+            "reproducer": f"reproducers/{self.entry_id}.py",
+            "fingerprint": {"policy": "refuse", "sha256": [self.fingerprint()]},
+            "owner": "tests",
+            "added": "2026-11-22",
+            "status": "active",
+        }
+        data.update(overrides)
+        return data
+
+    def fingerprint(self, qualnames: tuple[str, ...] = ("Greeter.greet",)) -> str:
+        return compute_from_source(self.target_file.read_text(), qualnames)
+
+    def write_registry(self, *entries: dict[str, Any]) -> Path:
+        body = {"schema": 1, "entries": list(entries) or [self.entry()]}
+        self.registry.write_text(yaml.safe_dump(body, sort_keys=False))
+        return self.registry
+
+    def write_overlay(self, source: str) -> None:
+        (self.root / "patches" / f"{self.entry_id}.py").write_text(textwrap.dedent(source))
+
+    def lane(self, env: dict[str, str] | None = None, start: bool = True) -> Lane:
+        if not self.registry.exists():
+            self.write_registry()
+        lane = Lane(load_registries([self.registry]), Controls.from_env(env or {}), AuditLog())
+        if start:
+            lane.start()
+        return lane
+
+    def import_target(self) -> Any:
+        import importlib
+
+        return importlib.import_module(self.module)
+
+
+def make_fake(root: Path, version: str = "1.2.0") -> FakeTarget:
+    tag = uuid.uuid4().hex[:10]
+    package = f"plfake_{tag}"
+    fake = FakeTarget(root=root, package=package, distribution=f"plfake-{tag}",
+                      version=version, entry_id=f"fake_{tag}")
+    (root / package).mkdir(parents=True)
+    (root / package / "__init__.py").write_text("")
+    fake.target_file.write_text(TARGET_SOURCE)
+    meta = root / f"plfake_{tag}-{version}.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {fake.distribution}\nVersion: {version}\n")
+    (root / "patches").mkdir()
+    (root / "reproducers").mkdir()
+    fake.write_overlay(OVERLAY_SOURCE)
+    (root / "reproducers" / f"{fake.entry_id}.py").write_text(
+        "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n    pass\n")
+    return fake
+
+
+@pytest.fixture
+def fake_target(tmp_path: Path) -> Iterator[FakeTarget]:
+    fake = make_fake(tmp_path)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        yield fake
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m.startswith(fake.package)
+                     or m.endswith(fake.entry_id)]:
+            del sys.modules[name]
