@@ -15,6 +15,7 @@ state, so the sentinel is a no-op on load. No data iterator is inspected in the 
 
 from __future__ import annotations
 
+import logging
 from types import ModuleType
 from typing import Any
 
@@ -77,7 +78,14 @@ def probe(module: ModuleType) -> bool:
     """True when this release already emits the sharded entry in the steady state."""
     import torch
 
-    machine = module.RerunStateMachine(mode=module.RerunMode.VALIDATE_RESULTS)
+    # The constructor logs "RerunStateMachine initialized in mode ..." at WARNING; from a probe
+    # that line would tell a reader of the training log that the job's machine was set up.
+    upstream_log = logging.getLogger(module.__name__)
+    was_disabled, upstream_log.disabled = upstream_log.disabled, True
+    try:
+        machine = module.RerunStateMachine(mode=module.RerunMode.VALIDATE_RESULTS)
+    finally:
+        upstream_log.disabled = was_disabled
     try:
         result = machine.state_dict(None, "torch_dist")
     except (RuntimeError, ValueError):

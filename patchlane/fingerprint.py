@@ -53,7 +53,7 @@ def _find(tree: ast.Module, qualname: str) -> ast.AST:
             n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == part), None)
         if node is None:
             raise LookupError(f"{qualname!r}: no definition of {part!r} in the source")
-        body = node.body  # type: ignore[attr-defined]
+        body = node.body
     assert node is not None
     return node
 

@@ -142,8 +142,9 @@ class Lane:
         # (or a re-import after a sys.modules purge) fire it again so the overlay follows.
         # wrapt has no public call for "hook this module's next load", hence the private dict;
         # if it is gone, `patchlane.apply()` after a reload still restores the overlay.
-        hooks = getattr(wrapt.importer, "_post_import_hooks", None)
-        lock = getattr(wrapt.importer, "_post_import_hooks_lock", None)
+        internals = sys.modules.get("wrapt.importer")
+        hooks = getattr(internals, "_post_import_hooks", None)
+        lock = getattr(internals, "_post_import_hooks_lock", None)
         if not isinstance(hooks, dict) or lock is None:
             log.debug("patchlane: wrapt internals changed; reloads need patchlane.apply()")
             return
@@ -181,13 +182,18 @@ class Lane:
         # The gate is read first even for disabled entries: the audit always says which
         # release was installed, whatever was decided.
         gate = check_gate(entry.target.distribution, entry.applies_to)
-        base = {"distribution": entry.target.distribution, "installed": gate.found,
-                "applies_to": str(entry.applies_to)}
+
+        def decision(outcome: Outcome, reason: str, found: str | None = None) -> Decision:
+            expected = entry.fingerprint.sha256 if found and entry.fingerprint else ()
+            return Decision(entry.id, outcome, reason, distribution=entry.target.distribution,
+                            installed=gate.found, applies_to=str(entry.applies_to),
+                            fingerprint_expected=expected, fingerprint_found=found)
+
         reason = self.controls.disabled_reason(entry.id)
         if reason is not None:
-            return Decision(entry.id, Outcome.SKIPPED_DISABLED, reason, **base)
+            return decision(Outcome.SKIPPED_DISABLED, reason)
         if not gate.open:
-            return Decision(entry.id, Outcome.SKIPPED_GATE, gate.reason, **base)
+            return decision(Outcome.SKIPPED_GATE, gate.reason)
         try:
             overlay = load_overlay(entry)
             fn = getattr(overlay, "overlay", None)
@@ -195,24 +201,20 @@ class Lane:
                 raise OverlayError(entry.id, f"{entry.overlay} defines no callable `overlay`")
             probe = getattr(overlay, "probe", None)
             if probe is not None and probe(module):
-                return Decision(entry.id, Outcome.UPSTREAM_FIXED,
-                                f"probe: upstream already behaves correctly on {gate.found}",
-                                **base)
+                return decision(Outcome.UPSTREAM_FIXED,
+                                f"probe: upstream already behaves correctly on {gate.found}")
             spec = entry.fingerprint
             assert spec is not None and entry.target.qualname is not None
             found = _fingerprint.compute(module, (entry.target.qualname, *spec.covers))
-            fp = {"fingerprint_expected": spec.sha256, "fingerprint_found": found}
             drift = found not in spec.sha256
             if drift and spec.policy is FingerprintPolicy.REFUSE:
-                err = DriftError(entry.id, spec.sha256, found)
-                return Decision(entry.id, Outcome.REFUSED_DRIFT, str(err), **base, **fp)
+                return decision(Outcome.REFUSED_DRIFT,
+                                str(DriftError(entry.id, spec.sha256, found)), found)
             self._wrap(entry, module, fn)
         except Exception as exc:  # recorded, logged, raised in strict mode: never swallowed
-            return Decision(entry.id, Outcome.FAILED_ERROR, f"{type(exc).__name__}: {exc}",
-                            **base)
+            return decision(Outcome.FAILED_ERROR, f"{type(exc).__name__}: {exc}")
         note = " (fingerprint drift tolerated: policy warn)" if drift else ""
-        return Decision(entry.id, Outcome.APPLIED,
-                        f"{gate.reason}; fingerprint {found}{note}", **base, **fp)
+        return decision(Outcome.APPLIED, f"{gate.reason}; fingerprint {found}{note}", found)
 
     def _wrap(self, entry: Entry, module: ModuleType, fn: OverlayFn) -> None:
         hits = self.audit.hits

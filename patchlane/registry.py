@@ -37,7 +37,7 @@ __all__ = [
 SCHEMA_VERSION = 1
 
 try:  # The C loader is ~10x faster; both are *safe* loaders (no arbitrary object construction).
-    _SafeLoader: type[yaml.SafeLoader] = yaml.CSafeLoader
+    _SafeLoader: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - pyyaml built without libyaml
     _SafeLoader = yaml.SafeLoader
 
@@ -189,11 +189,11 @@ class _Ctx:
         )
 
 
-def _expect_type(ctx: _Ctx, value: object, typ: type | tuple[type, ...], key: str, what: str) -> Any:
+def _expect_type(ctx: _Ctx, value: object, typ: type | tuple[type, ...], key: str,
+                 what: str) -> Any:
     # bool is an int subclass; YAML `yes`/`no` surprises are exactly what this catches.
-    if isinstance(value, bool) and typ is not bool and bool not in (
-        typ if isinstance(typ, tuple) else (typ,)
-    ):
+    types = typ if isinstance(typ, tuple) else (typ,)
+    if isinstance(value, bool) and bool not in types:
         raise ctx.fail("wrong type", key=key, found=value, expected=what)
     if not isinstance(value, typ):
         raise ctx.fail(
@@ -258,7 +258,7 @@ def _has_upper_bound(spec: SpecifierSet) -> bool:
 
 def _relative_file(ctx: _Ctx, value: object, key: str, entry_id: str) -> Path:
     text = _expect_type(ctx, value, str, key, "a path relative to the registry file")
-    path = (ctx.path.parent / text).resolve()
+    path: Path = (ctx.path.parent / text).resolve()
     if not path.is_file():
         raise ctx.fail(
             "file does not exist",
@@ -504,7 +504,7 @@ def parse_registry(path: Path, text: str | None = None) -> tuple[Entry, ...]:
     if text is None:
         text = _read(path).decode("utf-8", errors="replace")
     try:
-        data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader, see above
+        data = yaml.load(text, Loader=_SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

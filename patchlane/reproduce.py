@@ -171,8 +171,7 @@ def run_case(
     if entry.reproducer is None:
         raise ReproducerError(entry.id, "the registry entry declares no reproducer")
     started = time.monotonic()
-    owned = workdir is None
-    root = Path(tempfile.mkdtemp(prefix=f"patchlane-{entry.id}-")) if owned else Path(workdir)
+    root = Path(tempfile.mkdtemp(prefix=f"patchlane-{entry.id}-")) if workdir is None else workdir
     root.mkdir(parents=True, exist_ok=True)
     case_dir = root / f"{mode.value}-{lane}-ws{world_size}"
     case_dir.mkdir(parents=True, exist_ok=True)

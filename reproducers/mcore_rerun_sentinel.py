@@ -38,7 +38,7 @@ def _cpu_only_save_path() -> Iterator[None]:
         return
     saved = torch.cuda.synchronize, torch.cuda.current_device
     torch.cuda.synchronize = lambda *a, **k: None
-    torch.cuda.current_device = lambda: "cpu"
+    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]
     try:
         yield
     finally:

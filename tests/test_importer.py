@@ -13,8 +13,8 @@ import pytest
 import wrapt
 
 from patchlane.audit import Outcome
-from patchlane.fingerprint import compute
 from patchlane.errors import OverlayError, StrictModeError
+from patchlane.fingerprint import compute
 
 from .conftest import FakeTarget
 

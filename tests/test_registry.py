@@ -26,6 +26,7 @@ from packaging.specifiers import SpecifierSet
 from patchlane.errors import PatchlaneError, RegistryError
 from patchlane.registry import (
     Entry,
+    FingerprintPolicy,
     FingerprintSpec,
     Kind,
     RetireWhen,
@@ -173,9 +174,8 @@ def test_valid_registry_parses_into_entry(tmp_path: Path) -> None:
     )
     assert entry.retire_when == RetireWhen(release=SpecifierSet(">=0.18"), probe=True)
     assert entry.fingerprint == FingerprintSpec(
-        sha256=(FP_A, FP_B), policy=entry.fingerprint.policy, covers=("Thing.helper",)
+        sha256=(FP_A, FP_B), policy=FingerprintPolicy.WARN, covers=("Thing.helper",)
     )
-    assert entry.fingerprint.policy.value == "warn"
     assert entry.overlay == (tmp_path / "patches" / f"{ENTRY_ID}.py").resolve()
     assert entry.overlay.is_absolute() and entry.overlay.is_file()
     assert entry.reproducer == (tmp_path / "reproducers" / f"{ENTRY_ID}.py").resolve()
@@ -558,8 +558,8 @@ def test_unknown_key_error_says_how_to_fix(tmp_path: Path) -> None:
 
 
 def test_yaml_syntax_error_reports_line_and_column(tmp_path: Path) -> None:
-    body = "schema: 1\nentries:\n  - id: demo_fix\n    owner: [training-infra\n" * 1
-    body += "    added: 2026-11-22\n    status: active\n\n\n"
+    body = ("schema: 1\nentries:\n  - id: demo_fix\n    owner: [training-infra\n"
+            "    added: 2026-11-22\n    status: active\n\n\n")
     path = write_text(tmp_path, body)
     with pytest.raises(RegistryError, match=r"invalid YAML at line \d+, column \d+") as info:
         parse_registry(path)
@@ -574,6 +574,7 @@ def test_yaml_syntax_error_reports_line_and_column(tmp_path: Path) -> None:
 def test_forwarded_bare_no_is_the_string_no(tmp_path: Path) -> None:
     path = write_registry(tmp_path, [mutate(patch_entry(), "upstream.forwarded", "FORWARDED")])
     body = path.read_text().replace("forwarded: FORWARDED", "forwarded: no")
+    assert "    forwarded: no\n" in body  # bare, unquoted
     path.write_text(body)
     # Precondition: YAML 1.1 really does read the bare word as a boolean.
     loaded = yaml.safe_load(body)
@@ -660,10 +661,63 @@ def test_non_patch_kinds_validate(
 def test_all_kinds_in_one_registry(tmp_path: Path) -> None:
     items = [patch_entry(), version_floor_entry(), packaging_pin_entry(), compat_gate_entry(),
              config_entry()]
-    (path) = write_registry(tmp_path, items)
+    path = write_registry(tmp_path, items)
     parsed = parse_registry(path)
     assert [e.id for e in parsed] == [i["id"] for i in items]
     assert {e.kind for e in parsed} == set(Kind)
+
+
+# -- known gaps (library bugs; strict xfail so a fix shows up as XPASS) -----------------------
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="library bug: `data['schema'] != 1` is False for True and 1.0")
+@pytest.mark.parametrize("schema", [True, 1.0], ids=["bool-true", "float"])
+def test_schema_must_be_the_integer_one(tmp_path: Path, schema: Any) -> None:
+    path = write_registry(tmp_path, top={"schema": schema, "entries": [patch_entry()]})
+    write_files(tmp_path, ENTRY_ID)
+    try:
+        parse_registry(path)
+    except RegistryError as exc:
+        assert exc.key == "schema"
+    else:
+        raise AssertionError(f"schema: {schema!r} was accepted as schema 1")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="library bug: duplicate YAML mapping keys are silently last-wins")
+@pytest.mark.parametrize(
+    ("original", "duplicate"),
+    [
+        pytest.param("    owner: training-infra\n",
+                     "    owner: training-infra\n    owner: somebody-else\n", id="entry-key"),
+        pytest.param("schema: 1\n", "schema: 1\nentries: []\n", id="second-entries-list"),
+    ],
+)
+def test_duplicate_yaml_keys_are_refused(tmp_path: Path, original: str, duplicate: str) -> None:
+    path = write_registry(tmp_path)
+    body = path.read_text()
+    assert original in body
+    path.write_text(body.replace(original, duplicate, 1))
+    try:
+        parse_registry(path)
+    except RegistryError:
+        pass
+    else:
+        raise AssertionError("a registry with a duplicated mapping key was accepted")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="library bug: `fingerprint.sha256: []` passes validation, so the "
+                   "entry can never match and is always refused for drift")
+def test_empty_fingerprint_list_is_refused(tmp_path: Path) -> None:
+    path = write_registry(tmp_path, [mutate(patch_entry(), "fingerprint.sha256", [])])
+    try:
+        parse_registry(path)
+    except RegistryError as exc:
+        assert exc.key == "fingerprint.sha256"
+    else:
+        raise AssertionError("fingerprint.sha256: [] was accepted")
 
 
 # -- safe loading ----------------------------------------------------------------------------

@@ -16,10 +16,11 @@ def run_status(as_json: bool, import_targets: bool) -> int:
     current = lane()
     if import_targets:
         for entry in current.registry.entries:
-            if entry.active and entry.kind is Kind.SOURCE_PATCH and entry.target.module:
-                if check_gate(entry.target.distribution, None).found is not None:
-                    # The post-import hook decides (and records) as the module loads.
-                    importlib.import_module(entry.target.module)
+            installed = check_gate(entry.target.distribution, None).found is not None
+            if (entry.active and entry.kind is Kind.SOURCE_PATCH and entry.target.module
+                    and installed):
+                # The post-import hook decides (and records) as the module loads.
+                importlib.import_module(entry.target.module)
     report = patchlane.report()
     if as_json:
         print(json.dumps(report, indent=2))

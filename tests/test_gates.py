@@ -1,0 +1,145 @@
+"""``check_gate``: installed metadata versions against ``applies_to``, PEP 440 all the way.
+
+Fake distributions are ``<name>-<version>.dist-info/METADATA`` folders in a temporary directory
+put first on ``sys.path``; :mod:`importlib.metadata` finds them like installed ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+
+from patchlane.gates import GateResult, check_gate, installed_version
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Returns ``install(version) -> distribution name`` for a fresh fake distribution."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+
+    def _install(version: str) -> str:
+        n = next(_names)
+        name = f"patchlane-fakedist-{n}"
+        info = site / f"patchlane_fakedist_{n}-0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        )
+        assert sys.path[0] == str(site)
+        return name
+
+    return _install
+
+
+RANGE = ">=0.14,<0.18"
+
+# (installed version, applies_to, gate open?)
+CASES = [
+    pytest.param("0.16.1", RANGE, True, id="in-range"),
+    pytest.param("0.14", RANGE, True, id="lower-bound-included"),
+    pytest.param("0.14.0", RANGE, True, id="lower-bound-padded"),
+    pytest.param("0.17.99", RANGE, True, id="just-below-upper"),
+    pytest.param("0.13.9", RANGE, False, id="below"),
+    pytest.param("0.14.0rc1", RANGE, False, id="rc-of-lower-bound-is-below-it"),
+    pytest.param("0.19.0", RANGE, False, id="above"),
+    pytest.param("0.18.0", RANGE, False, id="upper-bound-excluded"),
+    pytest.param("0.18", RANGE, False, id="upper-bound-excluded-short"),
+    pytest.param("0.18.0.post1", RANGE, False, id="post-release-of-upper-bound"),
+    pytest.param("0.16.2.dev0", RANGE, True, id="dev-release-inside"),
+    pytest.param("0.17.0rc2", RANGE, True, id="rc-inside"),
+    pytest.param("0.18.0rc1", "<0.18", False, id="rc-of-upper-bound-excluded"),
+    pytest.param("0.18.0.dev3", RANGE, False, id="dev-of-upper-bound-excluded"),
+    pytest.param("0.16.1+cu128", RANGE, True, id="local-version-inside"),
+    pytest.param("0.16.1+cu128", "==0.16.1", True, id="local-ignored-by-equality"),
+    pytest.param("2.13.0+cpu", "<2.13.0", False, id="local-of-upper-bound-excluded"),
+    pytest.param("2.12.1+cpu", ">=2.4,<2.13.0", True, id="local-below-upper"),
+    pytest.param("2.13.0a0+git1234abc", ">=2.12,<2.14", True, id="nightly-torch-inside"),
+    pytest.param("0.16.1", "~=0.16.0", True, id="compatible-release-in"),
+    pytest.param("0.17.0", "~=0.16.0", False, id="compatible-release-out"),
+    pytest.param("0.15.3", ">=0.14,<0.18,!=0.15.3", False, id="excluded-release"),
+]
+
+
+@pytest.mark.parametrize(("version", "spec", "is_open"), CASES)
+def test_gate_semantics(install, version: str, spec: str, is_open: bool) -> None:
+    name = install(version)
+    specifier = SpecifierSet(spec)
+    result = check_gate(name, specifier)
+
+    assert isinstance(result, GateResult)
+    assert result.open is is_open
+    assert result.found == version  # the exact installed string, local label and all
+    assert result.distribution == name
+    assert result.required == str(specifier)
+    relation = "is in" if is_open else "is outside"
+    assert result.reason == f"{name} {version} {relation} {specifier}"
+
+
+def test_not_installed_is_closed(install) -> None:
+    install("0.16.1")  # some other distribution is installed; this one is not
+    name = "patchlane-fakedist-never-installed"
+    assert installed_version(name) is None
+    result = check_gate(name, SpecifierSet(RANGE))
+    assert result.open is False
+    assert result.found is None
+    assert result.required == str(SpecifierSet(RANGE))
+    assert result.reason.startswith(f"{name} is not installed")
+    assert "no metadata" in result.reason
+
+
+def test_not_installed_is_closed_even_without_spec() -> None:
+    result = check_gate("patchlane-fakedist-never-installed", None)
+    assert result.open is False
+    assert result.found is None
+    assert result.required == "any"
+    assert "is not installed" in result.reason
+
+
+@pytest.mark.parametrize("version", ["banana", "0.16.1-nvidia-custom", "16.01 beta", "v0.16.1x"])
+def test_non_pep440_version_is_closed(install, version: str) -> None:
+    name = install(version)
+    result = check_gate(name, SpecifierSet(RANGE))
+    assert result.open is False
+    assert result.found == version
+    assert result.reason == f"{name} reports version {version!r}, which is not PEP 440"
+
+
+def test_no_spec_is_open_for_any_installed_version(install) -> None:
+    name = install("0.0.1.dev0")
+    result = check_gate(name, None)
+    assert result.open is True
+    assert result.found == "0.0.1.dev0"
+    assert result.required == "any"
+    assert result.reason == f"{name} 0.0.1.dev0"
+
+
+def test_name_is_normalized_like_pip(install) -> None:
+    name = install("0.16.1")
+    variant = name.replace("-", "_").upper()
+    assert variant != name
+    result = check_gate(variant, SpecifierSet(RANGE))
+    assert result.open is True
+    assert result.found == "0.16.1"
+
+
+def test_fake_distribution_is_found_only_through_sys_path(tmp_path: Path) -> None:
+    site = tmp_path / "elsewhere"
+    info = site / "patchlane_fakedist_scoped-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: patchlane-fakedist-scoped\nVersion: 0.16.1\n"
+    )
+    name = "patchlane-fakedist-scoped"
+    assert check_gate(name, SpecifierSet(RANGE)).found is None
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(site))
+        assert check_gate(name, SpecifierSet(RANGE)).open is True
+    assert check_gate(name, SpecifierSet(RANGE)).found is None
