@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
@@ -333,6 +334,21 @@ def test_wrapped_twice_still_fingerprints_like_the_original(load: Loader) -> Non
     wrapt.wrap_function_wrapper(module, "scale", _passthrough)
     wrapt.wrap_function_wrapper(module, "scale", _passthrough)
     assert module.scale(3) == 6
+    assert compute(module, ["scale"]) == before
+
+
+def test_functools_wraps_wrapper_fingerprints_like_the_original(load: Loader) -> None:
+    # Anyone's wrapper that sets __wrapped__ is looked through, not just wrapt's.
+    module = load(BASE)
+    before = compute(module, ["scale"])
+    original = module.scale
+
+    @functools.wraps(original)
+    def logged(*args: Any, **kwargs: Any) -> Any:
+        return original(*args, **kwargs)
+
+    module.scale = logged
+    assert module.scale is not original and module.scale.__wrapped__ is original
     assert compute(module, ["scale"]) == before
 
 
