@@ -39,6 +39,8 @@ def _dump(node: ast.AST) -> str:
 
 
 def normalized_source(obj: object) -> str:
+    if isinstance(obj, property) and obj.fget is not None:
+        obj = obj.fget  # a property's source is its getter's (as the source-file path sees it)
     # Unwrap our own (or anyone's) wrapt wrapper: the fingerprint is of the upstream code.
     obj = inspect.unwrap(obj)  # type: ignore[arg-type]
     source = textwrap.dedent(inspect.getsource(obj))  # type: ignore[arg-type]

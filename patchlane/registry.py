@@ -37,9 +37,32 @@ __all__ = [
 SCHEMA_VERSION = 1
 
 try:  # The C loader is ~10x faster; both are *safe* loaders (no arbitrary object construction).
-    _SafeLoader: Any = yaml.CSafeLoader
+    _BaseLoader: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - pyyaml built without libyaml
-    _SafeLoader = yaml.SafeLoader
+    _BaseLoader = yaml.SafeLoader
+
+
+class _DuplicateKey(yaml.MarkedYAMLError):
+    pass
+
+
+class _SafeLoader(_BaseLoader):  # type: ignore[misc]
+    """A safe loader that refuses duplicate mapping keys: YAML's last-one-wins would let a
+    second ``entries:`` or ``owner:`` silently replace the first."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise _DuplicateKey(problem=f"duplicate key {key!r}",
+                                    problem_mark=key_node.start_mark)
+            seen.add(key)
+        return dict(super().construct_mapping(node, deep=deep))
+
+
+_SafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                            _SafeLoader.construct_mapping)
 
 
 class Kind(str, enum.Enum):
@@ -203,14 +226,14 @@ def _expect_type(ctx: _Ctx, value: object, typ: type | tuple[type, ...], key: st
 
 
 def _check_keys(ctx: _Ctx, data: Mapping[str, Any], required: Iterable[str],
-                optional: Iterable[str], where: str) -> None:
+                optional: Iterable[str], where: str, prefix: str = "") -> None:
     required = tuple(required)
     allowed = set(required) | set(optional)
     for key in data:
         if key not in allowed:
             raise ctx.fail(
                 f"unknown key in {where}",
-                key=str(key),
+                key=f"{prefix}{key}",
                 found=key,
                 expected=f"one of {sorted(allowed)}",
                 fix="remove it or correct its spelling",
@@ -219,7 +242,7 @@ def _check_keys(ctx: _Ctx, data: Mapping[str, Any], required: Iterable[str],
         if key not in data or data[key] is None:
             raise ctx.fail(
                 f"missing required key in {where}",
-                key=key,
+                key=f"{prefix}{key}",
                 found=None,
                 expected="a value",
                 fix=f"add `{key}:` to the entry",
@@ -282,7 +305,7 @@ def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
     data = _expect_type(ctx, value, dict, "target", "a mapping with `distribution` and `object`")
     needs_object = kind is Kind.SOURCE_PATCH
     _check_keys(ctx, data, ("distribution", "object") if needs_object else ("distribution",),
-                () if needs_object else ("object",), "target")
+                () if needs_object else ("object",), "target", "target.")
     dist = _expect_type(ctx, data["distribution"], str, "target.distribution",
                         "a distribution name such as 'megatron-core'")
     if not _DIST_RE.match(dist):
@@ -305,7 +328,7 @@ def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
 def _upstream(ctx: _Ctx, value: object) -> Upstream:
     data = _expect_type(ctx, value, dict, "upstream", "a mapping")
     _check_keys(ctx, data, ("forwarded",), ("issue", "pr", "applied_upstream", "discussion"),
-                "upstream")
+                "upstream", "upstream.")
     forwarded = data["forwarded"]
     if forwarded is False:  # YAML 1.1 reads a bare `no` as false; DEP-3 means the string
         forwarded = "no"
@@ -327,7 +350,7 @@ def _upstream(ctx: _Ctx, value: object) -> Upstream:
 
 def _retire_when(ctx: _Ctx, value: object) -> RetireWhen:
     data = _expect_type(ctx, value, dict, "retire_when", "a mapping with `release` and/or `probe`")
-    _check_keys(ctx, data, (), ("release", "probe"), "retire_when")
+    _check_keys(ctx, data, (), ("release", "probe"), "retire_when", "retire_when.")
     release = None
     if data.get("release") is not None:
         release = _specifier(ctx, data["release"], "retire_when.release")
@@ -346,10 +369,15 @@ def _retire_when(ctx: _Ctx, value: object) -> RetireWhen:
 
 def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
     data = _expect_type(ctx, value, dict, "fingerprint", "a mapping with `sha256` and `policy`")
-    _check_keys(ctx, data, ("sha256",), ("policy", "covers"), "fingerprint")
+    _check_keys(ctx, data, ("sha256",), ("policy", "covers"), "fingerprint", "fingerprint.")
     raw = data["sha256"]
     values = [raw] if isinstance(raw, str) else raw
     _expect_type(ctx, values, list, "fingerprint.sha256", "a fingerprint string or a list of them")
+    if not values:
+        raise ctx.fail("no fingerprint recorded", key="fingerprint.sha256", found=values,
+                       expected="at least one 'sha256:...' value",
+                       fix=f"record the verified release's value: `patchlane fingerprint "
+                       f"{ctx.entry_id}`")
     for item in values:
         if not isinstance(item, str) or not _SHA_RE.match(item):
             raise ctx.fail(
@@ -467,7 +495,9 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
         if data.get(key) is not None:
             _expect_type(ctx, data[key], (str, list, dict), key, "text, a list or a mapping")
     extra = _kind_extra(ctx, kind, data)
-    for key in ("notes", "evidence", "retired"):
+    if data.get("retired") is not None:
+        extra["retired"] = _date(ctx, data["retired"], "retired")
+    for key in ("notes", "evidence"):
         if data.get(key) is not None:
             extra[key] = data[key]
     return Entry(
@@ -497,12 +527,20 @@ def _read(path: Path) -> bytes:
                             fix="check PATCHLANE_REGISTRY and the file permissions") from None
 
 
+def _decode(path: Path, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RegistryError(path, f"not UTF-8 text (byte {exc.start})",
+                            fix="save the registry as UTF-8") from None
+
+
 def parse_registry(path: Path, text: str | None = None) -> tuple[Entry, ...]:
     """Parse and validate one registry file. Raises :class:`RegistryError` on any problem."""
     path = Path(path).resolve()
     ctx = _Ctx(path)
     if text is None:
-        text = _read(path).decode("utf-8", errors="replace")
+        text = _decode(path, _read(path))
     try:
         data = yaml.load(text, Loader=_SafeLoader)
     except yaml.YAMLError as exc:
@@ -514,7 +552,7 @@ def parse_registry(path: Path, text: str | None = None) -> tuple[Entry, ...]:
         raise ctx.fail("registry must be a mapping", found=type(data).__name__,
                        expected="a mapping with `schema: 1` and `entries: [...]`")
     _check_keys(ctx, data, ("schema", "entries"), (), "the registry")
-    if data["schema"] != SCHEMA_VERSION:
+    if type(data["schema"]) is not int or data["schema"] != SCHEMA_VERSION:
         raise ctx.fail("unsupported schema version", key="schema", found=data["schema"],
                        expected=str(SCHEMA_VERSION),
                        fix="upgrade patchlane or write the registry for schema 1")
@@ -545,7 +583,7 @@ def load_registries(paths: Sequence[Path]) -> Registry:
             continue  # the same file named twice (default + env) is one registry
         resolved.append(path)
         raw = _read(path)
-        parsed = parse_registry(path, raw.decode("utf-8", errors="replace"))
+        parsed = parse_registry(path, _decode(path, raw))
         digest.update(raw)
         for entry in parsed:
             if entry.id in owners:

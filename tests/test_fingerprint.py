@@ -376,9 +376,6 @@ def test_compute_missing_qualname_raises_attribute_error(load: Loader) -> None:
         compute(module, ["Box.nope"])
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="library bug: compute() calls inspect.getsource on the property "
-                   "object itself; compute_from_source() handles the same qualname")
 def test_property_qualname_fingerprints_from_module_and_source(load: Loader) -> None:
     source = "class C:\n    @property\n    def p(self):\n        return 1\n"
     module = load(source)

@@ -349,11 +349,11 @@ BAD: dict[str, Bad] = {
         entry_with("fingerprint"), "missing required key in a source_patch entry",
         key="fingerprint", found=None, expected="a value"),
     "missing-upstream-forwarded": Bad(
-        entry_with("upstream.forwarded"), "missing required key in upstream", key="forwarded",
+        entry_with("upstream.forwarded"), "missing required key in upstream", key="upstream.forwarded",
         found=None, expected="a value"),
     "unknown-upstream-key": Bad(
         entry_with("upstream.isue", "https://x.example/1"), "unknown key in upstream",
-        key="isue", found="isue", expected="'issue'"),
+        key="upstream.isue", found="isue", expected="'issue'"),
     # -- versions
     "applies-to-no-upper-bound": Bad(
         entry_with("applies_to", ">=0.14"), "source patches need an upper bound",
@@ -667,11 +667,9 @@ def test_all_kinds_in_one_registry(tmp_path: Path) -> None:
     assert {e.kind for e in parsed} == set(Kind)
 
 
-# -- known gaps (library bugs; strict xfail so a fix shows up as XPASS) -----------------------
+# -- gaps found while writing these tests, fixed in the library --------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="library bug: `data['schema'] != 1` is False for True and 1.0")
 @pytest.mark.parametrize("schema", [True, 1.0], ids=["bool-true", "float"])
 def test_schema_must_be_the_integer_one(tmp_path: Path, schema: Any) -> None:
     path = write_registry(tmp_path, top={"schema": schema, "entries": [patch_entry()]})
@@ -684,13 +682,11 @@ def test_schema_must_be_the_integer_one(tmp_path: Path, schema: Any) -> None:
         raise AssertionError(f"schema: {schema!r} was accepted as schema 1")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="library bug: duplicate YAML mapping keys are silently last-wins")
 @pytest.mark.parametrize(
     ("original", "duplicate"),
     [
-        pytest.param("    owner: training-infra\n",
-                     "    owner: training-infra\n    owner: somebody-else\n", id="entry-key"),
+        pytest.param("  owner: training-infra\n",
+                     "  owner: training-infra\n  owner: somebody-else\n", id="entry-key"),
         pytest.param("schema: 1\n", "schema: 1\nentries: []\n", id="second-entries-list"),
     ],
 )
@@ -707,9 +703,6 @@ def test_duplicate_yaml_keys_are_refused(tmp_path: Path, original: str, duplicat
         raise AssertionError("a registry with a duplicated mapping key was accepted")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="library bug: `fingerprint.sha256: []` passes validation, so the "
-                   "entry can never match and is always refused for drift")
 def test_empty_fingerprint_list_is_refused(tmp_path: Path) -> None:
     path = write_registry(tmp_path, [mutate(patch_entry(), "fingerprint.sha256", [])])
     try:
@@ -864,3 +857,19 @@ def test_invalid_registry_raises_at_import_in_strict_mode(tmp_path: Path) -> Non
     assert last.startswith("patchlane.errors.RegistryError: ")
     assert str(path.resolve()) in last
     assert "entry 'bad_fix'" in last and "key 'retire_when.probe'" in last
+
+
+def test_non_utf8_registry_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "registry.yaml"
+    path.write_bytes(b"schema: 1\nentries: []\n# caf\xe9\n")
+    with pytest.raises(RegistryError, match="not UTF-8") as info:
+        parse_registry(path)
+    assert info.value.path == str(path.resolve())
+
+
+def test_retired_must_be_a_date(tmp_path: Path) -> None:
+    write_files(tmp_path, ENTRY_ID)
+    path = write_registry(tmp_path, [mutate(patch_entry(), "retired", "last tuesday")])
+    with pytest.raises(RegistryError) as info:
+        parse_registry(path)
+    assert info.value.key == "retired"
