@@ -349,8 +349,8 @@ BAD: dict[str, Bad] = {
         entry_with("fingerprint"), "missing required key in a source_patch entry",
         key="fingerprint", found=None, expected="a value"),
     "missing-upstream-forwarded": Bad(
-        entry_with("upstream.forwarded"), "missing required key in upstream", key="upstream.forwarded",
-        found=None, expected="a value"),
+        entry_with("upstream.forwarded"), "missing required key in upstream",
+        key="upstream.forwarded", found=None, expected="a value"),
     "unknown-upstream-key": Bad(
         entry_with("upstream.isue", "https://x.example/1"), "unknown key in upstream",
         key="upstream.isue", found="isue", expected="'issue'"),
