@@ -18,10 +18,9 @@ __all__ = ["compute", "compute_from_source", "resolve"]
 
 
 def resolve(module: ModuleType, qualname: str) -> object:
-    obj: object = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
+    from .importer import _resolve
+
+    return _resolve(module, qualname)
 
 
 def _strip_docstrings(tree: ast.AST) -> None:

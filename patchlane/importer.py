@@ -13,14 +13,12 @@ import logging
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import wrapt
 
-from . import fingerprint as _fingerprint
 from .audit import AuditLog, Decision, Outcome
 from .controls import Controls
 from .errors import DriftError, OverlayError, StrictModeError
@@ -34,13 +32,17 @@ log = logging.getLogger("patchlane")
 OverlayFn = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
-@dataclass
 class _Applied:
-    owner: Any
-    attr: str
-    had_own: bool
-    original: Any
-    wrapper: Any
+    """What revert needs: where the wrapper sits and what was there before."""
+
+    __slots__ = ("attr", "had_own", "original", "owner", "wrapper")
+
+    def __init__(self, owner: Any, attr: str, had_own: bool, original: Any, wrapper: Any):
+        self.owner = owner
+        self.attr = attr
+        self.had_own = had_own
+        self.original = original
+        self.wrapper = wrapper
 
 
 def _module_name(kind: str, entry_id: str) -> str:
@@ -69,6 +71,13 @@ def _load_file(entry_id: str, kind: str, path: Path) -> ModuleType:
         sys.modules.pop(name, None)
         raise
     return module
+
+
+def _resolve(module: ModuleType, qualname: str) -> object:
+    obj: object = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def _split(qualname: str) -> tuple[str, str]:
@@ -173,7 +182,7 @@ class Lane:
     def _current(self, entry: Entry, module: ModuleType) -> Any:
         parent_path, attr = _split(entry.target.qualname or "")
         try:
-            parent = _fingerprint.resolve(module, parent_path) if parent_path else module
+            parent = _resolve(module, parent_path) if parent_path else module
             return vars(parent).get(attr)
         except (AttributeError, TypeError):
             return None
@@ -205,7 +214,10 @@ class Lane:
                                 f"probe: upstream already behaves correctly on {gate.found}")
             spec = entry.fingerprint
             assert spec is not None and entry.target.qualname is not None
-            found = _fingerprint.compute(module, (entry.target.qualname, *spec.covers))
+            # Imported here, not at module level: ast/hashlib stay out of `import patchlane`.
+            from .fingerprint import compute
+
+            found = compute(module, (entry.target.qualname, *spec.covers))
             drift = found not in spec.sha256
             if drift and spec.policy is FingerprintPolicy.REFUSE:
                 return decision(Outcome.REFUSED_DRIFT,
@@ -228,7 +240,7 @@ class Lane:
         counted.__patchlane_id__ = entry_id  # type: ignore[attr-defined]
         qualname = entry.target.qualname or ""
         parent_path, attr = _split(qualname)
-        parent = _fingerprint.resolve(module, parent_path) if parent_path else module
+        parent = _resolve(module, parent_path) if parent_path else module
         had_own = attr in vars(parent)
         original = vars(parent).get(attr)
         wrapper = wrapt.wrap_function_wrapper(module, qualname, counted)
