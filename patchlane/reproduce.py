@@ -151,6 +151,9 @@ def _extra_registries(entry: Entry) -> list[Path]:
     return [] if entry.source == default else [entry.source]
 
 
+RANK_GRACE_SECONDS = 30.0
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -190,22 +193,31 @@ def run_case(
                                       stderr=subprocess.STDOUT, start_new_session=True))
     timed_out = False
     deadline = started + timeout
+    first_exit: float | None = None
     try:
-        for proc in procs:
-            remaining = max(0.1, deadline - time.monotonic())
-            try:
-                proc.wait(timeout=remaining)
-            except subprocess.TimeoutExpired:
+        while any(p.poll() is None for p in procs):
+            now = time.monotonic()
+            if now >= deadline:
                 timed_out = True
                 break
+            if first_exit is None and any(p.poll() not in (None, 0) for p in procs):
+                first_exit = now
+            # A rank that died leaves its peers blocked in a collective: give them a grace
+            # period to report their own outcome, then stop waiting for the full timeout.
+            if first_exit is not None and now - first_exit > RANK_GRACE_SECONDS:
+                break
+            time.sleep(0.05)
     finally:
-        for proc in procs:
+        killed = [False] * len(procs)
+        for rank, proc in enumerate(procs):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+                killed[rank] = True
         for log_file in logs:
             log_file.close()
-    result = _aggregate(entry, mode, lane, world_size, case_dir, procs, timed_out, timeout)
+    result = _aggregate(entry, mode, lane, world_size, case_dir, procs, timed_out, timeout,
+                        killed)
     result.seconds = time.monotonic() - started
     return result
 
@@ -220,7 +232,7 @@ def _tail(path: Path, lines: int = 25) -> str:
 
 def _aggregate(entry: Entry, mode: Mode, lane: str, world_size: int, case_dir: Path,
                procs: Sequence[subprocess.Popen[bytes]], timed_out: bool,
-               timeout: float) -> CaseResult:
+               timeout: float, killed: Sequence[bool]) -> CaseResult:
     ranks: list[dict[str, Any]] = []
     for rank, proc in enumerate(procs):
         result_file = case_dir / f"rank{rank}.json"
@@ -230,13 +242,18 @@ def _aggregate(entry: Entry, mode: Mode, lane: str, world_size: int, case_dir: P
         elif timed_out:
             data = {"outcome": "error", "stage": "timeout",
                     "message": f"rank {rank} did not finish within {timeout:.0f}s"}
+        elif proc.returncode == -signal.SIGKILL and killed[rank]:
+            data = {"outcome": "error", "stage": "timeout",
+                    "message": f"rank {rank} still running {RANK_GRACE_SECONDS:.0f}s after a "
+                               "peer exited (blocked in a collective?)"}
         elif proc.returncode is not None and proc.returncode < 0:
             data = {"outcome": "error", "stage": "crash",
                     "message": f"rank {rank} killed by signal {-proc.returncode}"}
         else:
             data = {"outcome": "error", "stage": "import",
                     "message": f"rank {rank} exited {proc.returncode} before reporting"}
-        if data.get("outcome") == "error" and proc.returncode == -signal.SIGKILL and not timed_out:
+        if (data.get("outcome") == "error" and proc.returncode == -signal.SIGKILL
+                and not killed[rank]):
             data["stage"] = "oom"  # a SIGKILL we did not send is the kernel's OOM killer
         data["rank"] = rank
         data["exit_code"] = proc.returncode

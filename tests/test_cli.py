@@ -137,3 +137,16 @@ def test_import_logs_one_startup_summary_line() -> None:
     lines = [line for line in out.stderr.splitlines() if line.startswith("patchlane ")]
     assert len(lines) == 1, out.stderr
     assert "mcore_rerun_sentinel" in lines[0] and "pending" in lines[0]
+
+
+def test_fingerprint_works_under_strict_mode_when_the_target_drifted(
+        fake_target: FakeTarget) -> None:
+    env = fake_cli_env(fake_target) | {"PATCHLANE_STRICT": "1"}
+    fake_target.target_file.write_text(
+        fake_target.target_file.read_text().replace("hello", "howdy"))
+    status = cli("status", env=env)
+    assert status.returncode == 6 and "refused: drift" in status.stderr
+    out = cli("fingerprint", fake_target.entry_id, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == fake_target.fingerprint()
+    assert "NOT in the registry" in out.stdout

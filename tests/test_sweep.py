@@ -169,3 +169,19 @@ def test_exit_codes(verdicts: list[Verdict], code: int) -> None:
     from patchlane.sweep import VerdictRow
 
     assert exit_code([VerdictRow("x", "cpu", 1, v, "") for v in verdicts]) == code
+
+
+def test_a_rank_blocked_after_its_peer_died_is_not_waited_for(
+        fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("patchlane.reproduce.RANK_GRACE_SECONDS", 1.0)
+    write_repro(fake_target, "LANES = ('cpu',)\nWORLD_SIZES = (2,)\n"
+                             "def run(ctx):\n    import time\n"
+                             "    if ctx.rank == 1:\n        raise RuntimeError('rank 1 died')\n"
+                             "    time.sleep(120)\n")
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+    result = run_case(entry, Mode.WITH, world_size=2, timeout=100, env=fake_env(fake_target))
+    assert result.seconds < 30
+    assert result.outcome is RunOutcome.ERROR
+    stages = {r["rank"]: r.get("stage") for r in result.ranks}
+    assert stages == {0: "timeout", 1: "run"}, result.ranks
+    assert "after a peer exited" in result.ranks[0]["message"]

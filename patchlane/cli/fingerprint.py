@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from pathlib import Path
 
 from .. import fingerprint
-from ..errors import OverlayError
+from ..errors import OverlayError, StrictModeError
 from ..gates import installed_version
 from ._common import lane
 
@@ -20,8 +21,18 @@ def run_fingerprint(entry_id: str, source: Path | None = None) -> int:
         value = fingerprint.compute_from_source(source.read_text(encoding="utf-8"), qualnames)
         label = str(source)
     else:
-        module = importlib.import_module(entry.target.module)
-        value = fingerprint.compute(module, qualnames)
+        try:
+            module = importlib.import_module(entry.target.module)
+        except StrictModeError:
+            # Strict mode refused the import (drift is exactly when a maintainer runs this):
+            # read the installed module's source instead of importing it.
+            spec = importlib.util.find_spec(entry.target.module)
+            if spec is None or spec.origin is None:
+                raise
+            value = fingerprint.compute_from_source(
+                Path(spec.origin).read_text(encoding="utf-8"), qualnames)
+        else:
+            value = fingerprint.compute(module, qualnames)
         label = f"{entry.target.distribution} {installed_version(entry.target.distribution)}"
     recorded = value in entry.fingerprint.sha256
     print(value)
