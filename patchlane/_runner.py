@@ -2,7 +2,8 @@
 
 The parent (:func:`patchlane.reproduce.run_case`) sets ``PATCHLANE_ONLY`` / ``PATCHLANE_DISABLE``
 so that ``import patchlane`` below applies the overlay, or deliberately does not. The rank writes
-``rank<N>.json`` with its outcome, the stage it reached and the audit of what was applied.
+``rank<N>.json`` with its outcome, the stage it reached (bootstrap, import, setup, run, verify),
+timings, peak memory, provenance and the audit of what was applied.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,16 @@ def _write(workdir: Path, rank: int, data: dict[str, Any]) -> None:
     os.replace(tmp, workdir / f"rank{rank}.json")
 
 
+def _peak_memory(lane: str) -> dict[str, Any]:
+    # ru_maxrss is KiB on Linux: the peak resident set of this rank's interpreter.
+    peak: dict[str, Any] = {"rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                                              / 1024, 1)}
+    torch = sys.modules.get("torch")
+    if lane == "cuda" and torch is not None and torch.cuda.is_available():
+        peak["cuda_max_allocated_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    return peak
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="patchlane._runner")
     parser.add_argument("--entry", required=True)
@@ -31,8 +44,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--world-size", type=int, default=1)
     parser.add_argument("--workdir", type=Path, required=True)
     args = parser.parse_args(argv)
-    stage = "import"
-    result: dict[str, Any] = {"entry_id": args.entry, "mode": args.mode, "lane": args.lane}
+    stage = "bootstrap"
+    timings: dict[str, float] = {}
+    clock = time.monotonic()
+    result: dict[str, Any] = {"entry_id": args.entry, "mode": args.mode, "lane": args.lane,
+                              "rank": args.rank}
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        timings[name] = round(now - clock, 3)
+        clock = now
+
     try:
         import patchlane
         from patchlane import _startup
@@ -42,13 +65,20 @@ def main(argv: list[str] | None = None) -> int:
         lane = _startup.current()
         entry = lane.registry.get(args.entry)
         assert entry.reproducer is not None
-        stage = "setup"
+        lap("bootstrap")
+        stage = "import"
         module = _load_file(entry.id, "reproducer", entry.reproducer)
         ctx = ReproContext(
             entry_id=entry.id, mode=Mode(args.mode), lane=args.lane, rank=args.rank,
             world_size=args.world_size, workdir=args.workdir,
             init_method=(args.workdir / "rendezvous").resolve().as_uri(),
         )
+        lap("import")
+        setup = getattr(module, "setup", None)
+        if setup is not None:
+            stage = "setup"
+            setup(ctx)
+            lap("setup")
         stage = "run"
         try:
             module.run(ctx)
@@ -56,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         except AssertionError as exc:
             outcome, message = "fail", str(exc) or "assertion failed"
             result["traceback"] = traceback.format_exc()
+        lap("run")
         stage = "verify"
         report = patchlane.report()
         decision = next(e for e in report["entries"] if e["id"] == entry.id)
@@ -71,14 +102,25 @@ def main(argv: list[str] | None = None) -> int:
                                    "not exercise the patched code")
         elif outcome_seen != "skipped: disabled" or decision["applied"]:
             raise RuntimeError(f"expected the overlay disabled, audit says {outcome_seen!r}")
+        if args.rank == 0:
+            from patchlane.provenance import environment_overlay, runtime
+            from patchlane.record import verify_distribution
+
+            result["runtime"] = runtime([entry.target.distribution, "torch"])
+            result["record"] = verify_distribution(entry.target.distribution).as_dict()
+            result["environment"] = environment_overlay()
+        lap("verify")
         result.update(outcome=outcome, message=message, stage="")
     except BaseException as exc:  # torch's CheckpointException is a BaseException
         if isinstance(exc, KeyboardInterrupt):
             raise
         low = str(exc).lower()
         oom = isinstance(exc, MemoryError) or "out of memory" in low
+        lap(stage)
         result.update(outcome="error", stage="oom" if oom else stage,
                       message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+    result["timings"] = timings
+    result["peak_memory"] = _peak_memory(args.lane)
     _write(args.workdir, args.rank, result)
     print(json.dumps({k: result.get(k) for k in ("outcome", "stage", "message")}))
     return {"pass": 0, "fail": 1}.get(result["outcome"], 2)

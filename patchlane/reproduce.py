@@ -169,14 +169,16 @@ def run_case(
     timeout: float = 600.0,
     workdir: Path | None = None,
     env: Mapping[str, str] | None = None,
+    flat: bool = False,
 ) -> CaseResult:
-    """Run one case: ``world_size`` fresh interpreters, one per rank, sharing a work dir."""
+    """Run one case: ``world_size`` fresh interpreters, one per rank, sharing a work dir
+    (``workdir/<mode>-<lane>-ws<N>``, or ``workdir`` itself when ``flat``)."""
     if entry.reproducer is None:
         raise ReproducerError(entry.id, "the registry entry declares no reproducer")
     started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix=f"patchlane-{entry.id}-")) if workdir is None else workdir
     root.mkdir(parents=True, exist_ok=True)
-    case_dir = root / f"{mode.value}-{lane}-ws{world_size}"
+    case_dir = root if flat else root / f"{mode.value}-{lane}-ws{world_size}"
     case_dir.mkdir(parents=True, exist_ok=True)
     child_env = case_env(entry, mode, env)
     child_env["MASTER_ADDR"] = "127.0.0.1"
@@ -250,7 +252,7 @@ def _aggregate(entry: Entry, mode: Mode, lane: str, world_size: int, case_dir: P
             data = {"outcome": "error", "stage": "crash",
                     "message": f"rank {rank} killed by signal {-proc.returncode}"}
         else:
-            data = {"outcome": "error", "stage": "import",
+            data = {"outcome": "error", "stage": "bootstrap",
                     "message": f"rank {rank} exited {proc.returncode} before reporting"}
         if (data.get("outcome") == "error" and proc.returncode == -signal.SIGKILL
                 and not killed[rank]):

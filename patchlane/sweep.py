@@ -1,26 +1,45 @@
-"""Verdicts: each active entry's reproducer run without and with its overlay, per lane and size.
+"""The sweep: every active entry's reproducer without and with its overlay, per lane and world
+size, in parallel, into a run directory with a manifest, receipts and reports.
+
+Verdict per (entry, lane, world size):
 
 ``guarding``        fails without the overlay, passes with it: the patch is needed and works.
 ``upstream-fixed``  passes without the overlay: a retirement candidate (not a failure).
 ``broken``          fails with the overlay.
-``error``           a case could not give a verdict (import, setup, run, timeout, crash, oom).
+``error``           a case could not give a verdict (bootstrap, import, setup, run, verify,
+                    timeout, crash, oom).
 ``skipped``         the gate excludes the installed release, or the lane is unavailable.
 """
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import enum
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .gates import check_gate
+from .manifest import CaseState, RunDir, case_id, now
 from .registry import Entry, Kind, Registry
 from .reproduce import CaseResult, Mode, RunOutcome, read_spec, run_case
 
-__all__ = ["EXIT_BROKEN", "EXIT_ERROR", "Verdict", "VerdictRow", "exit_code", "sweep"]
+__all__ = [
+    "EXIT_BROKEN",
+    "EXIT_ERROR",
+    "Shard",
+    "SweepEvent",
+    "Verdict",
+    "VerdictRow",
+    "exit_code",
+    "run_sweep",
+    "sweep",
+    "verdict_of",
+]
 
 EXIT_BROKEN = 10
 EXIT_ERROR = 11
@@ -44,26 +63,65 @@ class VerdictRow:
     reason: str
     installed: str | None = None
     cases: list[CaseResult] = field(default_factory=list)
+    receipts: dict[str, str] = field(default_factory=dict)
+    comparison_key: dict[str, Any] | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.entry_id}[{self.lane}-ws{self.world_size}]"
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "entry_id": self.entry_id, "lane": self.lane, "world_size": self.world_size,
             "verdict": self.verdict.value, "reason": self.reason, "installed": self.installed,
+            "receipts": self.receipts, "comparison_key": self.comparison_key,
             "cases": [c.as_dict() for c in self.cases],
         }
 
 
-def verdict_of(without: CaseResult, with_: CaseResult | None) -> tuple[Verdict, str]:
-    if without.outcome is RunOutcome.ERROR:
-        return Verdict.ERROR, f"without overlay: {without.stage}: {without.message}"
-    if without.outcome is RunOutcome.PASS:
-        return Verdict.UPSTREAM_FIXED, "passes without the overlay: retirement candidate"
-    assert with_ is not None
-    if with_.outcome is RunOutcome.ERROR:
-        return Verdict.ERROR, f"with overlay: {with_.stage}: {with_.message}"
-    if with_.outcome is RunOutcome.FAIL:
-        return Verdict.BROKEN, f"fails with the overlay: {with_.message}"
-    return Verdict.GUARDING, f"fails without ({without.message[:80]}), passes with"
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    """1-based."""
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        try:
+            i, n = (int(x) for x in text.split("/"))
+        except ValueError:
+            raise ValueError(f"--shard {text!r}: expected i/n, e.g. 2/4") from None
+        if not 1 <= i <= n:
+            raise ValueError(f"--shard {text!r}: i must be between 1 and n (1-based)")
+        return cls(i, n)
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def owns(self, position: int) -> bool:
+        return position % self.count == self.index - 1
+
+
+def verdict_of(without: CaseResult | Mapping[str, Any],
+               with_: CaseResult | Mapping[str, Any]) -> tuple[Verdict, str]:
+    w, o = _fields(without), _fields(with_)
+    if w["outcome"] == "error":
+        return Verdict.ERROR, f"without overlay: {w['stage']}: {w['message']}"
+    if o["outcome"] == "error":
+        return Verdict.ERROR, f"with overlay: {o['stage']}: {o['message']}"
+    if o["outcome"] == "fail":
+        return Verdict.BROKEN, f"fails with the overlay: {o['message']}"
+    if w["outcome"] == "pass":
+        return (Verdict.UPSTREAM_FIXED,
+                "passes without the overlay: retirement candidate (reproducer stays as a guard)")
+    return Verdict.GUARDING, f"fails without ({w['message'][:80]}), passes with"
+
+
+def _fields(case: CaseResult | Mapping[str, Any]) -> dict[str, str]:
+    if isinstance(case, CaseResult):
+        return {"outcome": case.outcome.value, "stage": case.stage, "message": case.message}
+    return {"outcome": str(case.get("outcome")), "stage": str(case.get("stage") or ""),
+            "message": str(case.get("message", ""))}
 
 
 def cuda_devices() -> int:
@@ -77,62 +135,165 @@ def cuda_devices() -> int:
         return 0
 
 
-def sweep(
-    registry: Registry,
-    *,
-    lanes: Iterable[str] | None = None,
-    only: Iterable[str] | None = None,
-    timeout: float = 600.0,
-    progress: Callable[[VerdictRow], None] | None = None,
-) -> list[VerdictRow]:
-    gpus = cuda_devices() if lanes is None or "cuda" in lanes else 0
-    wanted = list(lanes) if lanes is not None else (["cpu", "cuda"] if gpus else ["cpu"])
-    ids = set(only) if only else None
-    rows: list[VerdictRow] = []
-    for entry in registry.entries:
-        if not _sweepable(entry) or (ids is not None and entry.id not in ids):
-            continue
-        for row in _entry_rows(entry, wanted, gpus, timeout):
-            rows.append(row)
-            if progress is not None:
-                progress(row)
-    return rows
-
-
-def _sweepable(entry: Entry) -> bool:
-    # Retired entries stay in the sweep: their reproducer is the regression guard.
-    return entry.kind is Kind.SOURCE_PATCH and entry.reproducer is not None
-
-
-def _entry_rows(entry: Entry, lanes: list[str], gpus: int,
-                timeout: float) -> Iterable[VerdictRow]:
-    spec = read_spec(entry)
-    gate = check_gate(entry.target.distribution, entry.applies_to)
-    for lane in lanes:
-        for size in spec.world_sizes:
-            row = VerdictRow(entry.id, lane, size, Verdict.SKIPPED, "", gate.found)
-            if lane not in spec.lanes:
-                row.reason = f"reproducer declares lanes {list(spec.lanes)}"
-            elif lane == "cuda" and gpus < size:
-                row.reason = f"lane unavailable: {gpus} CUDA device(s), world size {size}"
-            elif not gate.open and entry.active:
-                row.reason = f"gate: {gate.reason}"
-            else:
-                without = run_case(entry, Mode.WITHOUT, lane=lane, world_size=size,
-                                   timeout=timeout)
-                row.cases.append(without)
-                with_ = None
-                if without.outcome is RunOutcome.FAIL:
-                    with_ = run_case(entry, Mode.WITH, lane=lane, world_size=size,
-                                     timeout=timeout)
-                    row.cases.append(with_)
-                row.verdict, row.reason = verdict_of(without, with_)
-            yield row
-
-
 def exit_code(rows: Iterable[VerdictRow]) -> int:
     verdicts = {r.verdict for r in rows}
     broken, error = Verdict.BROKEN in verdicts, Verdict.ERROR in verdicts
     if broken and error:
         return EXIT_BROKEN_AND_ERROR
     return EXIT_BROKEN if broken else EXIT_ERROR if error else 0
+
+
+# -- planning ----------------------------------------------------------------------------------
+
+def _sweepable(entry: Entry) -> bool:
+    # Retired entries stay in the sweep: their reproducer is the regression guard.
+    return entry.kind is Kind.SOURCE_PATCH and entry.reproducer is not None
+
+
+def plan(registry: Registry, lanes: list[str], gpus: int, only: set[str] | None,
+         shard: Shard) -> list[dict[str, Any]]:
+    """Rows (entry x lane x world size) this shard owns, each with a skip reason or none."""
+    rows: list[dict[str, Any]] = []
+    position = 0
+    for entry in registry.entries:
+        if not _sweepable(entry) or (only is not None and entry.id not in only):
+            continue
+        spec = read_spec(entry)
+        gate = check_gate(entry.target.distribution, entry.applies_to)
+        for lane in lanes:
+            for size in spec.world_sizes:
+                owned = shard.owns(position)
+                position += 1
+                if not owned:
+                    continue
+                skip = None
+                if lane not in spec.lanes:
+                    skip = f"reproducer declares lanes {list(spec.lanes)}"
+                elif lane == "cuda" and gpus < size:
+                    skip = f"lane unavailable: {gpus} CUDA device(s), world size {size}"
+                elif not gate.open and entry.active:
+                    skip = f"gate: {gate.reason}"
+                rows.append({"entry_id": entry.id, "lane": lane, "world_size": size,
+                             "installed": gate.found, "skip": skip})
+    return rows
+
+
+# -- running -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SweepEvent:
+    case_id: str
+    state: CaseState
+    done: int
+    total: int
+    outcome: str | None = None
+
+
+def run_sweep(
+    registry: Registry,
+    run: RunDir,
+    *,
+    jobs: int = 1,
+    timeout: float = 600.0,
+    env: Mapping[str, str] | None = None,
+    on_event: Callable[[SweepEvent], None] | None = None,
+) -> list[VerdictRow]:
+    """Run every queued case of ``run`` (a fresh plan or a resumed one) and return verdicts."""
+    from .receipts import build_receipt
+
+    header = run.manifest
+    entries = {e.id: e for e in registry.entries}
+    queued = [cid for cid, case in run.cases() if case["state"] == CaseState.QUEUED.value]
+    total = len(run.manifest["cases"])
+    done = total - len(queued)
+    counter = threading.Lock()
+
+    def one(cid: str) -> None:
+        nonlocal done
+        case = run.manifest["cases"][cid]
+        entry = entries[case["entry_id"]]
+        run.transition(cid, CaseState.RUNNING)
+        if on_event:
+            on_event(SweepEvent(cid, CaseState.RUNNING, done, total))
+        started = now()
+        result = run_case(entry, Mode(case["mode"]), lane=case["lane"],
+                          world_size=case["world_size"], timeout=timeout,
+                          workdir=run.case_dir(cid), env=env, flat=True)
+        receipt = build_receipt(run_id=header["run_id"], case_id=cid, entry=entry,
+                                result=result, started=started, finished=now(), header=header)
+        path = run.write_receipt(cid, receipt)
+        state = {RunOutcome.PASS: CaseState.OK, RunOutcome.FAIL: CaseState.FAILED,
+                 RunOutcome.ERROR: CaseState.ERROR}[result.outcome]
+        run.transition(cid, state, outcome=result.outcome.value, stage=result.stage or None,
+                       message=result.message, seconds=round(result.seconds, 3),
+                       receipt=str(path.relative_to(run.path)))
+        with counter:
+            done += 1
+            finished = done
+        if on_event:
+            on_event(SweepEvent(cid, state, finished, total, result.outcome.value))
+
+    with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for future in [pool.submit(one, cid) for cid in queued]:
+            future.result()
+    return verdicts(run)
+
+
+def verdicts(run: RunDir) -> list[VerdictRow]:
+    rows = []
+    cases = dict(run.cases())
+    for row in run.manifest["rows"]:
+        out = VerdictRow(row["entry_id"], row["lane"], row["world_size"], Verdict.SKIPPED,
+                         row["skip"] or "", row.get("installed"))
+        if row["skip"] is None:
+            ids = {m: case_id(row["entry_id"], row["lane"], row["world_size"], m)
+                   for m in ("without", "with")}
+            without, with_ = cases.get(ids["without"]), cases.get(ids["with"])
+            if without is None or with_ is None or not (
+                    CaseState(without["state"]).finished and CaseState(with_["state"]).finished):
+                out.verdict, out.reason = Verdict.ERROR, "case did not finish (resume the run)"
+            else:
+                out.verdict, out.reason = verdict_of(without, with_)
+                out.receipts = {m: cases[c]["receipt"] for m, c in ids.items()}
+                receipt = run.read_receipt(ids["without"])
+                out.comparison_key = receipt["comparison_key"]
+                dists = receipt["provenance"]["runtime"].get("distributions") or {}
+                out.installed = dists.get(_distribution(receipt)) or out.installed
+        rows.append(out)
+    return rows
+
+
+def _distribution(receipt: Mapping[str, Any]) -> str | None:
+    record = receipt["provenance"].get("record") or {}
+    return record.get("distribution")
+
+
+def new_run(registry: Registry, path: Path, *, lanes: list[str] | None, only: Iterable[str] | None,
+            shard: Shard, header: dict[str, Any]) -> RunDir:
+    """Plan a sweep into a fresh run directory: rows, then both modes of each runnable row."""
+    gpus = cuda_devices() if lanes is None or "cuda" in lanes else 0
+    wanted = list(lanes) if lanes else (["cpu", "cuda"] if gpus else ["cpu"])
+    run = RunDir.create(path, {**header, "lanes": wanted, "shard": str(shard),
+                               "cuda_devices": gpus})
+    rows = plan(registry, wanted, gpus, set(only) if only else None, shard)
+    run.manifest["rows"] = rows
+    run.save()
+    for row in rows:
+        if row["skip"] is None:
+            for mode in ("without", "with"):
+                cid = case_id(row["entry_id"], row["lane"], row["world_size"], mode)
+                run.add_case(cid, {"entry_id": row["entry_id"], "lane": row["lane"],
+                                   "world_size": row["world_size"], "mode": mode})
+    return run
+
+
+def sweep(registry: Registry, *, lanes: Iterable[str] | None = None,
+          only: Iterable[str] | None = None, timeout: float = 600.0, jobs: int = 1,
+          run_dir: Path | None = None) -> list[VerdictRow]:
+    """Convenience for tests and the pytest plugin: plan + run into a (temporary) run dir."""
+    import tempfile
+
+    path = run_dir or Path(tempfile.mkdtemp(prefix="patchlane-sweep-"))
+    run = new_run(registry, path, lanes=list(lanes) if lanes else None, only=only,
+                  shard=Shard(1, 1), header={"run_id": path.name})
+    return run_sweep(registry, run, jobs=jobs, timeout=timeout)

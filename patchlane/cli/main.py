@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,12 +40,27 @@ def _parser() -> argparse.ArgumentParser:
                    help="repeatable; default: every size the reproducer declares")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
 
-    p = sub.add_parser("sweep", help="run every reproducer both ways and print verdicts")
+    p = sub.add_parser("sweep", help="run every reproducer both ways into a run directory")
     p.add_argument("--lane", action="append", choices=("cpu", "cuda"),
                    help="repeatable; default: cpu, plus cuda when a GPU is present")
     p.add_argument("--only", action="append", metavar="ID", help="repeatable: limit to ids")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
-    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--jobs", "-j", type=int, default=max(1, (os.cpu_count() or 2) // 2),
+                   help="cases run in parallel (default: half the CPUs)")
+    p.add_argument("--shard", default="1/1", metavar="I/N",
+                   help="run the I-th of N slices of the cases (1-based; Slurm: "
+                   "$((SLURM_ARRAY_TASK_ID+1))/$SLURM_ARRAY_TASK_COUNT)")
+    p.add_argument("--runs-root", type=Path,
+                   help="where run directories go (default: $PATCHLANE_RUNS or ./runs)")
+    p.add_argument("--run-dir", type=Path, help="exact run directory to create")
+    p.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                   help="finish a killed sweep without redoing finished cases")
+    p.add_argument("--compare", type=Path, metavar="PREV_RUN",
+                   help="report verdict changes against an earlier run directory")
+    p.add_argument("--history", type=Path, action="append", metavar="RUN_DIR",
+                   help="earlier run directories for the HTML page's history (repeatable)")
+    p.add_argument("--json", action="store_true", help="print the JSON index")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     return parser
 
 
@@ -65,13 +81,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_reproduce(args.id, args.without_overlay, args.lane, args.world_size,
                                  args.timeout)
         if args.command == "sweep":
-            from .sweep import run_sweep
-            return run_sweep(args.lane, args.only, args.timeout, args.json)
+            from .sweep import run_sweep_command
+            return run_sweep_command(args.lane, args.only, args.timeout, args.json, args.jobs,
+                                     args.shard, args.runs_root, args.run_dir, args.resume,
+                                     args.compare, args.history, args.quiet)
     except PatchlaneError as exc:
         print(f"patchlane: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyError as exc:
         print(f"patchlane: error: {exc.args[0]}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as exc:  # bad option values (e.g. --shard 5/4)
+        print(f"patchlane: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     raise AssertionError(f"unhandled command {args.command!r}")
 

@@ -1,38 +1,91 @@
-"""``patchlane sweep``: every reproducer without and with its overlay, as a verdict table."""
+"""``patchlane sweep``: every reproducer without and with its overlay, into a run directory
+(manifest, receipts, reports), with a verdict table on stdout."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
+import os
+import platform
 import sys
+from pathlib import Path
 
-from ..sweep import VerdictRow, exit_code, sweep
+from .. import _version
+from ..errors import PatchlaneError
+from ..manifest import CaseState, RunDir
+from ..provenance import git_revision, patch_set_digest
+from ..reports import load_index, write_reports
+from ..sweep import Shard, SweepEvent, exit_code, new_run, run_sweep
 from ._common import lane, table
 
+_ROOT = Path(__file__).resolve().parents[2]
 
-def run_sweep(lanes: list[str] | None, only: list[str] | None, timeout: float,
-              as_json: bool) -> int:
+
+def _run_id(shard: Shard) -> str:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    host = platform.node().split(".")[0] or "host"
+    suffix = f"-shard{shard.index}of{shard.count}" if shard.count > 1 else ""
+    return f"{stamp}-{host}{suffix}"
+
+
+class Progress:
+    """A live line on a terminal; one plain line per finished case anywhere else (CI logs)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.live = sys.stderr.isatty() and not os.environ.get("CI")
+        self.quiet = quiet
+
+    def __call__(self, event: SweepEvent) -> None:
+        if self.quiet:
+            return
+        if self.live:
+            label = "running" if event.state is CaseState.RUNNING else event.state.value
+            sys.stderr.write(f"\r\x1b[K[{event.done}/{event.total}] {label}: {event.case_id}")
+            if event.done == event.total and event.state.finished:
+                sys.stderr.write("\n")
+        elif event.state.finished:
+            sys.stderr.write(f"[{event.done}/{event.total}] {event.case_id}: "
+                             f"{event.outcome}\n")
+        sys.stderr.flush()
+
+
+def run_sweep_command(lanes: list[str] | None, only: list[str] | None, timeout: float,
+                      as_json: bool, jobs: int, shard_text: str, runs_root: Path | None,
+                      run_dir: Path | None, resume: Path | None, compare: Path | None,
+                      history: list[Path] | None, quiet: bool) -> int:
     registry = lane().registry
-
-    def progress(row: VerdictRow) -> None:
-        print(f"  {row.entry_id} [{row.lane} ws={row.world_size}]: {row.verdict.value}",
-              file=sys.stderr, flush=True)
-
-    rows = sweep(registry, lanes=lanes, only=only, timeout=timeout, progress=progress)
+    shard = Shard.parse(shard_text)
+    if resume is not None:
+        run = RunDir.open(resume)
+        requeued = run.requeue_unfinished()
+        if not quiet:
+            print(f"resuming {resume}: {len(requeued)} case(s) to run", file=sys.stderr)
+        if run.manifest.get("registry_digest") != registry.digest:
+            raise PatchlaneError(f"{resume}: the registry changed since this run started "
+                                 f"({run.manifest.get('registry_digest')} -> "
+                                 f"{registry.digest}); start a new run instead of resuming")
+    else:
+        root = runs_root or Path(os.environ.get("PATCHLANE_RUNS", "runs"))
+        path = run_dir or root / _run_id(shard)
+        header = {"run_id": path.name, "patchlane": _version.__version__,
+                  "registry_digest": registry.digest, "patch_set": patch_set_digest(registry),
+                  "git": git_revision(_ROOT), "argv": sys.argv[1:],
+                  "sources": [str(p) for p in registry.sources]}
+        run = new_run(registry, path, lanes=lanes, only=only, shard=shard, header=header)
+    rows = run_sweep(registry, run, jobs=jobs, timeout=timeout, on_event=Progress(quiet))
+    previous = load_index(compare) if compare is not None else None
+    index = write_reports(run, rows, previous=previous, history=history or [])
     if as_json:
-        print(json.dumps([r.as_dict() for r in rows], indent=2))
+        print(json.dumps(index, indent=2))
     else:
         print(table(["ENTRY", "LANE", "WS", "INSTALLED", "VERDICT", "REASON"],
                     [[r.entry_id, r.lane, str(r.world_size), r.installed or "-",
                       r.verdict.value, r.reason] for r in rows], width=90))
-        counts: dict[str, int] = {}
-        for r in rows:
-            counts[r.verdict.value] = counts.get(r.verdict.value, 0) + 1
-        print("\n" + ", ".join(f"{v}: {n}" for v, n in sorted(counts.items())))
-        for r in rows:
-            for case in r.cases:
-                if case.outcome.value == "error":
-                    for rank in case.ranks:
-                        if rank.get("log_tail"):
-                            print(f"\n--- {r.entry_id} {case.mode.value} rank {rank['rank']} "
-                                  f"({rank['log']}) ---\n{rank['log_tail']}")
+        counts = ", ".join(f"{k}: {v}" for k, v in sorted(index["counts"].items()))
+        print(f"\n{counts or 'nothing to run'}")
+        if index["counts"].get("upstream-fixed"):
+            print("UPSTREAM FIXED: retirement candidates above (not a failure)")
+        for change in (index.get("compare") or {}).get("changes", []):
+            print(f"change vs {index['compare']['previous_run']}: {dict(change)}")
+        print(f"run directory: {run.path} (summary.md, junit.xml, report.html, receipts/)")
     return exit_code(rows)

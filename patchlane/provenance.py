@@ -1,0 +1,159 @@
+"""Provenance: what exactly ran, so a receipt can be compared only with its own kind.
+
+Everything here is gathered in the process that ran the case (the reproducer already imported
+torch there); the sweep process itself never imports torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ._version import __version__
+from .registry import Registry
+
+__all__ = [
+    "ENV_ALLOW",
+    "comparison_key",
+    "environment_overlay",
+    "git_revision",
+    "host_class",
+    "patch_set_digest",
+    "runtime",
+]
+
+# Environment variables that change what a case does, and nothing else: a receipt never
+# records the whole environment (tokens live there).
+ENV_ALLOW = ("PATCHLANE_", "CUDA_VISIBLE_DEVICES", "NCCL_", "TORCH_", "PYTORCH_", "OMP_NUM_THREADS",
+             "MKL_NUM_THREADS", "TRITON_", "CUBLAS_", "CUDNN_", "NVTE_", "PYTHONHASHSEED",
+             "MASTER_ADDR", "WORLD_SIZE")
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|(^|_)KEY($|_)|AUTH", re.I)
+
+
+def environment_overlay(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if env is None else env
+    return {k: env[k] for k in sorted(env)
+            if k.startswith(ENV_ALLOW) and not _SECRET.search(k)}
+
+
+def git_revision(path: Path) -> dict[str, Any] | None:
+    try:
+        rev = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": rev, "dirty": bool(dirty)}
+
+
+def patch_set_digest(registry: Registry) -> str:
+    """Hash of what would be applied: each active entry's id, gate, fingerprints and overlay."""
+    digest = hashlib.sha256()
+    for entry in sorted(registry.entries, key=lambda e: e.id):
+        if not entry.active:
+            continue
+        digest.update(f"{entry.id}\0{entry.kind.value}\0{entry.applies_to}\0".encode())
+        if entry.fingerprint is not None:
+            digest.update("\0".join(entry.fingerprint.sha256).encode())
+        if entry.overlay is not None:
+            digest.update(entry.overlay.read_bytes())
+    return "sha256:" + digest.hexdigest()
+
+
+def _memory_gib() -> float | None:
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.stdout.strip().splitlines()
+    return lines[0].strip() if lines else None
+
+
+def _torch_info() -> dict[str, Any] | None:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    info: dict[str, Any] = {"version": str(torch.__version__),
+                            "cuda": getattr(torch.version, "cuda", None)}
+    try:
+        info["cudnn"] = torch.backends.cudnn.version() if torch.cuda.is_available() else None
+    except Exception:  # a broken cuDNN install is itself provenance worth recording
+        info["cudnn"] = "unavailable"
+    if torch.cuda.is_available():
+        try:
+            nccl = torch.cuda.nccl.version()
+            info["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
+        except Exception:
+            info["nccl"] = None
+        devices = []
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            devices.append({"name": props.name, "capability": f"{props.major}.{props.minor}",
+                            "memory_gib": round(props.total_memory / 2**30, 1)})
+        info["gpus"] = devices
+        info["driver"] = _nvidia_driver()
+    return info
+
+
+def host_class(torch_info: Mapping[str, Any] | None) -> str:
+    """A coarse, stable name for the hardware: ``cpu-2c-24g`` or ``gpu-8xNVIDIA-H200``."""
+    gpus = (torch_info or {}).get("gpus") or []
+    if gpus:
+        name = re.sub(r"\s+", "-", str(gpus[0]["name"]).strip())
+        return f"gpu-{len(gpus)}x{name}"
+    mem = _memory_gib()
+    return f"cpu-{os.cpu_count()}c-{round(mem) if mem else '?'}g"
+
+
+def runtime(distributions: Iterable[str]) -> dict[str, Any]:
+    """Versions and hardware as seen from inside the process that ran the case."""
+    from importlib import metadata
+
+    versions: dict[str, str | None] = {}
+    for name in distributions:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    torch_info = _torch_info()
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "torch": torch_info,
+        "host_class": host_class(torch_info),
+        "patchlane": __version__,
+        "distributions": versions,
+    }
+
+
+def comparison_key(lane: str, run: Mapping[str, Any]) -> dict[str, Any]:
+    """Two verdicts are comparable only when this key is equal: same lane, same hardware
+    class, same upstream versions (target distributions and torch)."""
+    torch_info = run.get("torch") or {}
+    return {
+        "lane": lane,
+        "host_class": run.get("host_class"),
+        "torch": torch_info.get("version"),
+        "distributions": dict(sorted((run.get("distributions") or {}).items())),
+    }
