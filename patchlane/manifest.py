@@ -17,7 +17,6 @@ import datetime as _dt
 import enum
 import json
 import os
-import shutil
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -141,7 +140,8 @@ class RunDir:
             receipt = self.receipt_path(cid)
             if state.finished and receipt.exists():
                 continue
-            shutil.rmtree(self.case_dir(cid), ignore_errors=True)
+            # The old attempt's work dir stays (its ranks may still be running, orphaned);
+            # the next attempt gets a fresh one.
             self.transition(cid, CaseState.QUEUED)
             requeued.append(cid)
         return requeued

@@ -216,9 +216,12 @@ def run_sweep(
         if on_event:
             on_event(SweepEvent(cid, CaseState.RUNNING, done, total))
         started = now()
+        # One work dir per attempt: ranks orphaned by a killed sweep can never write into the
+        # directory of the attempt that replaces them.
+        workdir = run.case_dir(cid) / f"attempt{run.manifest['cases'][cid]['attempts']}"
         result = run_case(entry, Mode(case["mode"]), lane=case["lane"],
                           world_size=case["world_size"], timeout=timeout,
-                          workdir=run.case_dir(cid), env=env, flat=True)
+                          workdir=workdir, env=env, flat=True)
         receipt = build_receipt(run_id=header["run_id"], case_id=cid, entry=entry,
                                 result=result, started=started, finished=now(), header=header)
         path = run.write_receipt(cid, receipt)
