@@ -61,6 +61,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="earlier run directories for the HTML page's history (repeatable)")
     p.add_argument("--json", action="store_true", help="print the JSON index")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    p = sub.add_parser("matrix", help="run the sweep against release sets (matrix.yaml)")
+    p.add_argument("--file", type=Path, default=Path("matrix.yaml"))
+    p.add_argument("--set", action="append", dest="sets", metavar="NAME",
+                   help="repeatable; default: every set")
+    p.add_argument("--cache", type=Path, default=Path(".cache/releases"),
+                   help="where releases are installed side by side")
+    p.add_argument("--runs-root", type=Path, default=Path("runs/matrix"))
+    p.add_argument("--jobs", "-j", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=600.0)
     return parser
 
 
@@ -85,6 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_sweep_command(args.lane, args.only, args.timeout, args.json, args.jobs,
                                      args.shard, args.runs_root, args.run_dir, args.resume,
                                      args.compare, args.history, args.quiet)
+        if args.command == "matrix":
+            from .matrix import run_matrix_command
+            return run_matrix_command(args.file, args.sets, args.cache, args.runs_root,
+                                      args.jobs, args.timeout)
     except PatchlaneError as exc:
         print(f"patchlane: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -8,27 +8,18 @@ that release, while torch and the rest come from the test environment.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from patchlane.matrix import install_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "releases"
 
 
 def release_dir(distribution: str, version: str) -> Path:
-    target = CACHE / f"{distribution}-{version}"
-    marker = target / ".complete"
-    if not marker.exists():
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
-             str(target), f"{distribution}=={version}"],
-            check=True,
-        )
-        marker.write_text("ok\n")
-    return target
+    return install_dir(f"{distribution}=={version}", CACHE)
 
 
 def release_env(distribution: str, version: str) -> dict[str, str]:

@@ -18,7 +18,7 @@ from patchlane.importer import load_overlay
 from patchlane.registry import Entry
 from patchlane.reproduce import CaseResult, Mode, RunOutcome, run_case
 
-from .conftest import megatron_version, release_env, requires_megatron
+from .conftest import megatron_version, requires_megatron
 
 ENTRY_ID = "mcore_rerun_sentinel"
 MISSING = "Missing key in checkpoint state_dict: rerun_state_machine_state/shard_"
@@ -59,17 +59,6 @@ def test_installed_release_fails_without_and_passes_with(world_size: int,
     check_without(without, version)
     with_ = run_case(entry(), Mode.WITH, world_size=world_size, workdir=tmp_path)
     check_with(with_, version)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("version", ["0.14.0", "0.15.3"])
-def test_older_releases_fail_without_and_pass_with(version: str, tmp_path: Path) -> None:
-    env = release_env("megatron-core", version)
-    for world_size in (1, 2):
-        check_without(run_case(entry(), Mode.WITHOUT, world_size=world_size,
-                               workdir=tmp_path, env=env), version)
-        check_with(run_case(entry(), Mode.WITH, world_size=world_size, workdir=tmp_path,
-                            env=env), version)
 
 
 @pytest.mark.gpu

@@ -1,0 +1,35 @@
+"""``patchlane matrix``: the sweep on each release set, checked against the expected verdicts."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..errors import PatchlaneError
+from ..matrix import load_matrix, run_set
+from ._common import table
+
+EXIT_MISMATCH = 13
+
+
+def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_root: Path,
+                       jobs: int, timeout: float) -> int:
+    sets = load_matrix(file)
+    if names:
+        unknown = set(names) - {s.name for s in sets}
+        if unknown:
+            raise PatchlaneError(f"{file}: no set named {sorted(unknown)}; "
+                                 f"known: {[s.name for s in sets]}")
+        sets = [s for s in sets if s.name in names]
+    rows, failed = [], 0
+    for matrix_set in sets:
+        started = time.monotonic()
+        result = run_set(matrix_set, cache=cache, runs_root=runs_root, jobs=jobs,
+                         timeout=timeout)
+        failed += not result.ok
+        got = "; ".join(f"{k}: {','.join(sorted(set(v)))}" for k, v in result.verdicts.items())
+        rows.append([matrix_set.name, "ok" if result.ok else "MISMATCH", got,
+                     "; ".join(result.mismatches) or "-", f"{time.monotonic() - started:.0f}s",
+                     str(result.run_dir)])
+    print(table(["SET", "RESULT", "VERDICTS", "MISMATCHES", "TIME", "RUN DIR"], rows, width=70))
+    return EXIT_MISMATCH if failed else 0

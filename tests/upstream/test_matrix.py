@@ -1,0 +1,28 @@
+"""The release matrix (matrix.yaml) on real upstream releases: every set gets the verdicts it
+declares: guarding where the bug is, skipped where the gate excludes the release."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patchlane.matrix import MatrixSet, load_matrix, run_set
+
+from .conftest import CACHE, ROOT
+
+SETS = load_matrix(ROOT / "matrix.yaml")
+
+pytestmark = [pytest.mark.upstream, pytest.mark.slow]
+
+
+@pytest.mark.parametrize("matrix_set", SETS, ids=[s.name for s in SETS])
+def test_release_set_gets_its_expected_verdicts(matrix_set: MatrixSet, tmp_path: Path) -> None:
+    result = run_set(matrix_set, cache=CACHE, runs_root=tmp_path, jobs=2)
+    assert result.ok, result.mismatches
+    assert result.exit_code == 0
+    # the run directory is complete evidence: every receipt names the release it ran on
+    for receipt in (result.run_dir / "receipts").glob("*.json"):
+        text = receipt.read_text()
+        for spec in matrix_set.install:
+            assert f'"{spec.split("==")[1]}"' in text, (receipt, spec)
