@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import enum
+import shutil
 import subprocess
 import sys
 import threading
@@ -125,7 +126,10 @@ def _fields(case: CaseResult | Mapping[str, Any]) -> dict[str, str]:
 
 
 def cuda_devices() -> int:
-    # In a child interpreter: the sweep process itself never imports torch.
+    # No NVIDIA device node and no driver tool: no CUDA lane, without paying ~2 s for a torch
+    # import. Otherwise ask torch, in a child interpreter (the sweep never imports torch).
+    if not Path("/dev/nvidiactl").exists() and shutil.which("nvidia-smi") is None:
+        return 0
     code = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

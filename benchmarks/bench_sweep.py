@@ -1,0 +1,107 @@
+"""Sweep wall time vs the slowest single case, measured in the same run (goal <= 1.3x).
+
+A) scheduler: 12 cases (6 fake entries x both modes) whose reproducers sleep 3 s, --jobs 12:
+   what the sweep itself adds (planning, subprocess start, receipts, manifest writes).
+B) the real default registry on the CPU lane (megatron-core reproducers, CPU-bound), with the
+   machine's cores: how far parallel cases are from the slowest one on this hardware.
+
+Prints a table and ends with `RESULT {json}`. Never asserts a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import yaml
+
+
+def fake_registry(root: Path, n: int, seconds: float) -> tuple[Path, str]:
+    from patchlane.fingerprint import compute_from_source
+
+    pkg = root / "plbench_sweep"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    source = "class Greeter:\n    def greet(self, name):\n        return 'hello ' + name\n"
+    (pkg / "target.py").write_text(source)
+    meta = root / "plbench_sweep-1.0.0.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: plbench-sweep\nVersion: 1.0.0\n")
+    (root / "patches").mkdir()
+    (root / "reproducers").mkdir()
+    entries = []
+    for i in range(n):
+        entry_id = f"bench_sleep_{i}"
+        (root / "patches" / f"{entry_id}.py").write_text(
+            "def overlay(w, i, a, k):\n    return 'patched ' + w(*a, **k)\n")
+        (root / "reproducers" / f"{entry_id}.py").write_text(textwrap.dedent(f"""\
+            LANES = ("cpu",)
+            WORLD_SIZES = (1,)
+
+            def run(ctx):
+                import time
+                import plbench_sweep.target as t
+                time.sleep({seconds})
+                assert t.Greeter().greet("a") == "patched hello a", "bug shows"
+            """))
+        entries.append({
+            "id": entry_id, "kind": "source_patch", "summary": "benchmark",
+            "target": {"distribution": "plbench-sweep",
+                       "object": "plbench_sweep.target:Greeter.greet"},
+            "applies_to": ">=1,<2", "upstream": {"forwarded": "no"},
+            "retire_when": {"probe": True}, "overlay": f"patches/{entry_id}.py",
+            "reproducer": f"reproducers/{entry_id}.py",
+            "fingerprint": {"sha256": [compute_from_source(source, ["Greeter.greet"])]},
+            "owner": "bench", "added": "2026-11-22", "status": "active"})
+    path = root / "registry.yaml"
+    path.write_text(yaml.safe_dump({"schema": 1, "entries": entries}, sort_keys=False))
+    return path, str(root)
+
+
+def sweep(run_dir: Path, jobs: int, env: dict[str, str]) -> tuple[float, float, int]:
+    cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir", str(run_dir),
+           "--jobs", str(jobs), "--quiet", "--json"]
+    started = time.monotonic()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    if out.returncode not in (0, 10, 11, 12):
+        raise SystemExit(f"sweep failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    slowest = 0.0
+    cases = 0
+    for receipt in (run_dir / "receipts").glob("*.json"):
+        slowest = max(slowest, json.loads(receipt.read_text())["seconds"])
+        cases += 1
+    return wall, slowest, cases
+
+
+def main() -> int:
+    results: dict[str, object] = {"bench": "sweep", "cpus": os.cpu_count()}
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    base["PYTHONWARNINGS"] = "ignore"
+    with tempfile.TemporaryDirectory() as tmp:
+        registry, pythonpath = fake_registry(Path(tmp) / "fake", 6, 3.0)
+        env = dict(base, PATCHLANE_DEFAULT_REGISTRY="0", PATCHLANE_REGISTRY=str(registry),
+                   PYTHONPATH=pythonpath)
+        wall, slowest, cases = sweep(Path(tmp) / "run-a", 12, env)
+        results.update(a_cases=cases, a_wall_s=round(wall, 2), a_slowest_s=round(slowest, 2),
+                       a_ratio=round(wall / slowest, 3))
+        print(f"A) scheduler: {cases} sleeping cases, --jobs 12: wall {wall:.2f}s, slowest case "
+              f"{slowest:.2f}s, ratio {wall / slowest:.2f}x (goal <= 1.3x)")
+        jobs = os.cpu_count() or 1
+        wall, slowest, cases = sweep(Path(tmp) / "run-b", jobs, base)
+        results.update(b_cases=cases, b_jobs=jobs, b_wall_s=round(wall, 2),
+                       b_slowest_s=round(slowest, 2), b_ratio=round(wall / slowest, 3))
+        print(f"B) real registry: {cases} CPU-bound cases, --jobs {jobs}: wall {wall:.2f}s, "
+              f"slowest case {slowest:.2f}s, ratio {wall / slowest:.2f}x (goal <= 1.3x)")
+    print("RESULT " + json.dumps(results, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
