@@ -182,3 +182,22 @@ def test_reports_and_compare_within_the_same_class(fake_target: FakeTarget,
     assert change["differs"]["distributions"]
     html = (run.path / "report.html").read_text()
     assert fake_target.entry_id in html and "guarding" in html
+
+
+def test_sweep_cli_progress_lines_in_ci_and_resume_refuses_a_changed_registry(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    multi_registry(fake_target, {"a": GUARDING})
+    run_dir = tmp_path / "run"
+    env = env_for(fake_target) | {"CI": "1"}
+    cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir", str(run_dir)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"[1/2] {fake_target.entry_id}_a--cpu--ws1--without: fail" in out.stderr
+    assert "\r" not in out.stderr  # no live line outside a terminal
+    assert "guarding" in out.stdout and str(run_dir) in out.stdout
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 1 and "already exists" in again.stderr
+    fake_target.registry.write_text(fake_target.registry.read_text() + "\n# edited\n")
+    resumed = subprocess.run([*cmd[:4], "--resume", str(run_dir)], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 1 and "registry changed" in resumed.stderr
