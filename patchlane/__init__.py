@@ -35,6 +35,8 @@ __all__ = [
     "hits",
     "report",
     "revert",
+    "run_receipt",
+    "verify_ranks",
 ]
 
 
@@ -51,6 +53,22 @@ def revert(entry_id: str) -> Decision:
 def hits(entry_id: str) -> int:
     """How many times the overlay of ``entry_id`` ran in this process."""
     return _startup.current().audit.hits[entry_id]
+
+
+def verify_ranks(group: Any = None) -> str:
+    """Compare the patch set across all ranks (a collective); raises on any difference.
+    Runs by itself after ``torch.distributed.init_process_group`` unless
+    ``PATCHLANE_VERIFY_RANKS=0``."""
+    from .ranks import verify_ranks as _verify
+
+    return _verify(group)
+
+
+def run_receipt() -> dict[str, Any]:
+    """A JSON-serialisable record of this process's patch set, to store with checkpoints."""
+    from .ranks import run_receipt as _receipt
+
+    return _receipt()
 
 
 def report() -> dict[str, Any]:
@@ -78,7 +96,7 @@ def report() -> dict[str, Any]:
         "startup_error": str(error) if error else None,
         "entries": entries,
         "history": [d.as_dict() for d in lane.audit.history()],
-        "summary": _startup.summary_line(lane),
+        "summary": lane.summary(),
     }
 
 

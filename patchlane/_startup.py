@@ -7,8 +7,9 @@ import threading
 from importlib import metadata
 from pathlib import Path
 
-from . import _version
-from .audit import AuditLog, Outcome
+import wrapt
+
+from .audit import AuditLog
 from .controls import Controls
 from .errors import PatchlaneError, RegistryError
 from .importer import Lane
@@ -83,8 +84,12 @@ def start(controls: Controls | None = None) -> Lane:
             registry = Registry(entries=(), sources=())
         lane = Lane(registry, controls, AuditLog())
         _lane = lane
+    if controls.verify_ranks:
+        # Deferred by name: patchlane.ranks (and torch) load only once torch.distributed does.
+        wrapt.register_post_import_hook("patchlane.ranks:_wrap_init_process_group",
+                                        "torch.distributed")
     lane.start()
-    log.info("%s", summary_line(lane))
+    log.info("%s", lane.summary())
     return lane
 
 
@@ -102,16 +107,3 @@ def reset() -> None:
     with _lock:
         _lane = None
         _startup_error = None
-
-
-def summary_line(lane: Lane) -> str:
-    latest = lane.audit.latest()
-    groups: dict[str, list[str]] = {}
-    for entry_id, decision in latest.items():
-        groups.setdefault(decision.outcome.value, []).append(entry_id)
-    order = [o.value for o in Outcome]
-    parts = [f"{k}: {','.join(sorted(groups[k]))}" for k in order if k in groups]
-    mode = "strict" if lane.controls.strict else "default"
-    sources = ",".join(p.name for p in lane.registry.sources) or "no registry"
-    return (f"patchlane {_version.__version__} [{mode}] {len(lane.registry.entries)} entries "
-            f"({sources}) | " + (" | ".join(parts) or "none"))

@@ -9,6 +9,8 @@
 ``PATCHLANE_DEFAULT_REGISTRY=0``      do not load the registry bundled with patchlane.
 ``PATCHLANE_ENTRY_POINTS=0``          do not load registries from the ``patchlane.registries``
                                entry-point group.
+``PATCHLANE_VERIFY_RANKS=0``          do not compare patch sets across ranks right after
+                               ``torch.distributed.init_process_group`` (patchlane.ranks).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class Controls:
     registries: tuple[Path, ...]
     default_registry: bool
     entry_points: bool
+    verify_ranks: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Controls:
@@ -63,6 +66,7 @@ class Controls:
             registries=tuple(Path(p) for p in extra.split(os.pathsep) if p),
             default_registry=_flag(env, "PATCHLANE_DEFAULT_REGISTRY", True),
             entry_points=_flag(env, "PATCHLANE_ENTRY_POINTS", True),
+            verify_ranks=_flag(env, "PATCHLANE_VERIFY_RANKS", True),
         )
 
     def disabled_reason(self, entry_id: str) -> str | None:

@@ -104,6 +104,8 @@ class Lane:
         self._locks = {e.id: threading.RLock() for e in registry.entries}
         self._hooked: set[str] = set()
         self._hook_lock = threading.Lock()
+        self._started = False
+        self._settled = False
 
     # -- walk ------------------------------------------------------------------------------
 
@@ -117,6 +119,7 @@ class Lane:
                 self.audit.record(Decision(entry.id, Outcome.LEDGER,
                                            f"{entry.kind.value}: shown by status, not a patch"))
         self.apply()
+        self._started = True
 
     def apply(self) -> None:
         """Idempotent re-walk: hook what is not hooked, decide what is imported and unapplied."""
@@ -250,6 +253,11 @@ class Lane:
         decision = self.audit.record(decision)
         level = logging.WARNING if decision.outcome.is_problem else logging.INFO
         log.log(level, "patchlane: %s %s: %s", entry.id, decision.outcome.value, decision.reason)
+        if self._started and not self._settled and not any(
+                d.outcome is Outcome.PENDING for d in self.audit.latest().values()):
+            self._settled = True
+            # The line to grep for in a training log: every entry decided, and why.
+            log.info("%s", self.summary(settled=True))
         if self.controls.strict and decision.outcome.is_problem:
             raise StrictModeError(entry.id, decision.outcome.value, decision.reason)
         return decision
@@ -270,6 +278,23 @@ class Lane:
             return self.audit.record(Decision(entry_id, Outcome.REVERTED,
                                               "patchlane.revert() restored the original",
                                               distribution=entry.target.distribution))
+
+    def summary(self, settled: bool = False) -> str:
+        """One line: what was applied, what was skipped and why, what is still pending."""
+        from ._version import __version__
+
+        groups: dict[Outcome, list[str]] = {}
+        for entry_id, decision in sorted(self.audit.latest().items()):
+            label = entry_id
+            if decision.outcome.is_problem or decision.outcome is Outcome.SKIPPED_DISABLED:
+                label += f" ({decision.reason[:120]})"
+            groups.setdefault(decision.outcome, []).append(label)
+        parts = [f"{o.value}: {', '.join(groups[o])}" for o in Outcome if o in groups]
+        mode = "strict" if self.controls.strict else "default"
+        sources = ",".join(p.name for p in self.registry.sources) or "no registry"
+        head = "patchlane lane settled" if settled else f"patchlane {__version__}"
+        return (f"{head} [{mode}] {len(self.registry.entries)} entries ({sources}) | "
+                + (" | ".join(parts) or "none"))
 
     def is_applied(self, entry_id: str) -> bool:
         applied = self._applied.get(entry_id)

@@ -11,8 +11,6 @@ Lanes: ``cpu`` (gloo) and ``cuda`` (NCCL, one GPU per rank), the same code path.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,27 +20,6 @@ LANES = ("cpu", "cuda")
 WORLD_SIZES = (1, 2)
 
 MISSING_KEY = "rerun_state_machine_state"
-
-
-@contextlib.contextmanager
-def _cpu_only_save_path() -> Iterator[None]:
-    """Two calls in megatron-core's save path assume CUDA even for CPU tensors:
-    ``torch.cuda.synchronize()`` (async writer preload) and ``torch.cuda.current_device()`` (the
-    failure broadcast in async finalize). On a machine without CUDA make the first a no-op and
-    point the second at the CPU. Neither touches the plan caching or the rerun state under test.
-    """
-    import torch
-
-    if torch.cuda.is_available():
-        yield
-        return
-    saved = torch.cuda.synchronize, torch.cuda.current_device
-    torch.cuda.synchronize = lambda *a, **k: None
-    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]
-    try:
-        yield
-    finally:
-        torch.cuda.synchronize, torch.cuda.current_device = saved
 
 
 def _fault_fields(rank: int) -> dict[str, Any]:
@@ -62,6 +39,8 @@ def run(ctx: ReproContext) -> None:
     from megatron.core import rerun_state_machine as rsm
     from megatron.core.dist_checkpointing.mapping import ShardedTensor
     from megatron.core.dist_checkpointing.strategies.torch import TorchDistSaveShardedStrategy
+
+    from patchlane._cpu import cpu_stand_ins
 
     if ctx.lane == "cuda":
         torch.cuda.set_device(ctx.rank)
@@ -84,7 +63,8 @@ def run(ctx: ReproContext) -> None:
         # One strategy object for both saves: the plan cached by the first save is reused.
         strategy = TorchDistSaveShardedStrategy("torch_dist", 1, cached_metadata=True)
         steady_dir, fault_dir = ctx.workdir / "iter_0000010", ctx.workdir / "iter_0000011"
-        with _cpu_only_save_path():
+        # Two save-path calls assume CUDA even for CPU tensors (see patchlane/_cpu.py).
+        with cpu_stand_ins():
             if ctx.rank == 0:
                 steady_dir.mkdir()
                 fault_dir.mkdir()
