@@ -32,6 +32,7 @@ __all__ = [
     "StrictModeError",
     "__version__",
     "apply",
+    "check_config",
     "hits",
     "report",
     "revert",
@@ -69,6 +70,16 @@ def run_receipt() -> dict[str, Any]:
     from .ranks import run_receipt as _receipt
 
     return _receipt()
+
+
+def check_config(config: Any) -> list[Any]:
+    """Run every compat gate on a run's configuration (a Megatron args namespace or a
+    TransformerConfig); raises :class:`patchlane.ledger.CompatGateError` naming the upstream
+    issue when a known-bad combination is configured. Returns the per-gate results."""
+    from .ledger import check_config as _check
+
+    lane = _startup.current()
+    return _check(config, list(lane.registry.entries))
 
 
 def report() -> dict[str, Any]:

@@ -27,12 +27,16 @@ class Outcome(str, enum.Enum):
     FAILED_ERROR = "failed: error"
     REVERTED = "reverted"
     RETIRED = "retired"
-    LEDGER = "ledger"
-    """A non-patch entry: recorded and shown, enforced by its own checks."""
+    LEDGER = "ledger: on demand"
+    """A compat gate: checked when the run calls ``patchlane.check_config``."""
+    LEDGER_OK = "ledger: ok"
+    LEDGER_VIOLATION = "ledger: violation"
+    CONFIG_APPLIED = "config: applied"
 
     @property
     def is_problem(self) -> bool:
-        return self in (Outcome.REFUSED_DRIFT, Outcome.FAILED_ERROR, Outcome.SKIPPED_GATE)
+        return self in (Outcome.REFUSED_DRIFT, Outcome.FAILED_ERROR, Outcome.SKIPPED_GATE,
+                        Outcome.LEDGER_VIOLATION)
 
 
 @dataclass(frozen=True)

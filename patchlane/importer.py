@@ -115,11 +115,82 @@ class Lane:
             if not entry.active:
                 self.audit.record(Decision(entry.id, Outcome.RETIRED,
                                            "status: retired (reproducer kept as a guard)"))
-            elif entry.kind is not Kind.SOURCE_PATCH:
+            elif entry.kind is Kind.COMPAT_GATE:
                 self.audit.record(Decision(entry.id, Outcome.LEDGER,
-                                           f"{entry.kind.value}: shown by status, not a patch"))
+                                           "checked by patchlane.check_config(config)"))
+            elif entry.kind in (Kind.VERSION_FLOOR, Kind.PACKAGING_PIN):
+                self._ledger(entry)
+            elif entry.kind is Kind.CONFIG:
+                self._hook_config(entry)
         self.apply()
         self._started = True
+
+    # -- ledger kinds ----------------------------------------------------------------------
+
+    def _ledger(self, entry: Entry) -> None:
+        from .ledger import LedgerError, check
+
+        result = check(entry)
+        assert result is not None
+        outcome = Outcome.LEDGER_OK if result.ok else Outcome.LEDGER_VIOLATION
+        self._finish(entry, Decision(entry.id, outcome, result.message,
+                                     distribution=entry.target.distribution,
+                                     installed=result.found, applies_to=result.expected))
+        if result.blocking and entry.target.module:
+            def refuse(module: ModuleType) -> None:
+                raise LedgerError(result)
+
+            # policy: error -> the import the floor protects fails, loudly, with the fix.
+            wrapt.register_post_import_hook(refuse, entry.target.module)
+
+    def _hook_config(self, entry: Entry) -> None:
+        by_module: dict[str, dict[str, Any]] = {}
+        for name, value in entry.extra["settings"].items():
+            module, _, attr = name.rpartition(".")
+            by_module.setdefault(module, {})[attr] = value
+        self.audit.record(Decision(entry.id, Outcome.PENDING,
+                                   f"waiting for `import {', '.join(sorted(by_module))}`"))
+        for module_name, settings in by_module.items():
+            def assign(module: ModuleType, settings: dict[str, Any] = settings) -> None:
+                self._assign(entry, module, settings)
+
+            wrapt.register_post_import_hook(assign, module_name)
+
+    def _assign(self, entry: Entry, module: ModuleType, settings: dict[str, Any]) -> None:
+        with self._locks[entry.id]:
+            reason = self.controls.disabled_reason(entry.id)
+            if reason is not None:
+                self._finish(entry, Decision(entry.id, Outcome.SKIPPED_DISABLED, reason))
+                return
+            if entry.target.distribution and entry.applies_to is not None:
+                gate = check_gate(entry.target.distribution, entry.applies_to)
+                if not gate.open:
+                    self._finish(entry, Decision(entry.id, Outcome.SKIPPED_GATE, gate.reason,
+                                                 installed=gate.found))
+                    return
+            try:
+                current = {attr: getattr(module, attr) for attr in settings}
+            except AttributeError as exc:
+                self._finish(entry, Decision(entry.id, Outcome.FAILED_ERROR,
+                                             f"{module.__name__} has no setting: {exc}"))
+                return
+            if current == settings:  # the probe of a config entry: upstream's default caught up
+                self._finish(entry, Decision(entry.id, Outcome.UPSTREAM_FIXED,
+                                             f"{module.__name__} already defaults to {settings}"))
+                return
+            changes = []
+            try:
+                for attr, value in settings.items():
+                    old = getattr(module, attr)
+                    # Config modules (torch._dynamo.config) are assigned by attribute: that is
+                    # their public interface, so this is not monkeypatching code.
+                    setattr(module, attr, value)
+                    changes.append(f"{module.__name__}.{attr}: {old!r} -> {value!r}")
+            except AttributeError as exc:
+                self._finish(entry, Decision(entry.id, Outcome.FAILED_ERROR,
+                                             f"{module.__name__} has no setting: {exc}"))
+                return
+            self._finish(entry, Decision(entry.id, Outcome.CONFIG_APPLIED, "; ".join(changes)))
 
     def apply(self) -> None:
         """Idempotent re-walk: hook what is not hooked, decide what is imported and unapplied."""

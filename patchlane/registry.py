@@ -105,6 +105,9 @@ class Upstream(NamedTuple):
     """DEP-3 ``Forwarded``: a URL, ``no`` or ``not-needed``."""
     applied_upstream: str | None
     """DEP-3 ``Applied-Upstream``: the release, commit or URL where upstream carries the fix."""
+    distribution: str | None = None
+    """The distribution whose releases carry the upstream fix, when it is not the target's
+    (a numpy pin fixed in triton)."""
 
 
 class RetireWhen(NamedTuple):
@@ -112,6 +115,8 @@ class RetireWhen(NamedTuple):
     """Releases of the target distribution that carry the fix."""
     probe: bool
     """Whether the overlay's probe reporting upstream-fixed is part of the retirement evidence."""
+    upstream_released: bool = False
+    """Retire when the linked upstream fix is merged and in a release (``patchlane upstream``)."""
 
 
 class FingerprintSpec(NamedTuple):
@@ -190,8 +195,8 @@ _KIND_KEYS: dict[Kind, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # kind: (required, optional) on top of the common keys
     Kind.SOURCE_PATCH: (("target", "applies_to", "overlay", "reproducer", "fingerprint"), ()),
     Kind.VERSION_FLOOR: (("target", "requires", "policy"), ()),
-    Kind.COMPAT_GATE: (("check",), ()),
-    Kind.PACKAGING_PIN: (("target", "pin"), ("source",)),
+    Kind.COMPAT_GATE: (("check",), ("policy",)),
+    Kind.PACKAGING_PIN: (("target", "pin"), ("source", "policy")),
     Kind.CONFIG: (("settings",), ()),
 }
 
@@ -326,7 +331,9 @@ def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
     if data.get("object") is not None:
         obj = _expect_type(ctx, data["object"], str, "target.object", "'package.module:Qual.name'")
         module, sep, qualname = obj.partition(":")
-        if not sep or not _MODULE_RE.match(module) or not _QUALNAME_RE.match(qualname):
+        if not needs_object and not sep and _MODULE_RE.match(module):
+            pass  # ledger kinds may name a module alone: where the check fires on import
+        elif not sep or not _MODULE_RE.match(module) or not _QUALNAME_RE.match(qualname):
             raise ctx.fail(
                 "invalid target object",
                 key="target.object",
@@ -338,7 +345,8 @@ def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
 
 def _upstream(ctx: _Ctx, value: object) -> Upstream:
     data = _expect_type(ctx, value, dict, "upstream", "a mapping")
-    _check_keys(ctx, data, ("forwarded",), ("issue", "pr", "applied_upstream", "discussion"),
+    _check_keys(ctx, data, ("forwarded",),
+                ("issue", "pr", "applied_upstream", "discussion", "distribution"),
                 "upstream", "upstream.")
     forwarded = data["forwarded"]
     if forwarded is False:  # YAML 1.1 reads a bare `no` as false; DEP-3 means the string
@@ -356,26 +364,37 @@ def _upstream(ctx: _Ctx, value: object) -> Upstream:
         pr=_url_or_none(ctx, data.get("pr"), "upstream.pr"),
         forwarded=str(forwarded),
         applied_upstream=applied,
+        distribution=(_expect_type(ctx, data["distribution"], str, "upstream.distribution",
+                                   "a distribution name") if data.get("distribution") else None),
     )
 
 
-def _retire_when(ctx: _Ctx, value: object) -> RetireWhen:
-    data = _expect_type(ctx, value, dict, "retire_when", "a mapping with `release` and/or `probe`")
-    _check_keys(ctx, data, (), ("release", "probe"), "retire_when", "retire_when.")
+def _retire_when(ctx: _Ctx, value: object, upstream: Upstream) -> RetireWhen:
+    data = _expect_type(ctx, value, dict, "retire_when",
+                        "a mapping with `release`, `probe` and/or `upstream_released`")
+    _check_keys(ctx, data, (), ("release", "probe", "upstream_released"), "retire_when",
+                "retire_when.")
     release = None
     if data.get("release") is not None:
         release = _specifier(ctx, data["release"], "retire_when.release")
     probe = data.get("probe", False)
     _expect_type(ctx, probe, bool, "retire_when.probe", "true or false")
-    if release is None and not probe:
+    released = data.get("upstream_released", False)
+    _expect_type(ctx, released, bool, "retire_when.upstream_released", "true or false")
+    if released and not (upstream.pr or upstream.issue):
+        raise ctx.fail("upstream_released needs something to track",
+                       key="retire_when.upstream_released", found=True,
+                       expected="an upstream.pr or upstream.issue link")
+    if release is None and not probe and not released:
         raise ctx.fail(
             "retirement condition is not machine-checkable",
             key="retire_when",
             found=data,
-            expected="`release: <specifier>` and/or `probe: true`",
-            fix="say which upstream release carries the fix, or rely on the overlay's probe",
+            expected="`release: <specifier>`, `probe: true` and/or `upstream_released: true`",
+            fix="say which upstream release carries the fix, rely on the overlay's probe, or "
+            "track the upstream PR",
         )
-    return RetireWhen(release=release, probe=bool(probe))
+    return RetireWhen(release=release, probe=bool(probe), upstream_released=bool(released))
 
 
 def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
@@ -428,24 +447,46 @@ def _date(ctx: _Ctx, value: object, key: str) -> _dt.date:
 
 def _kind_extra(ctx: _Ctx, kind: Kind, data: Mapping[str, Any]) -> dict[str, Any]:
     extra: dict[str, Any] = {}
-    if kind is Kind.VERSION_FLOOR:
-        extra["requires"] = _specifier(ctx, data["requires"], "requires")
-        policy = data["policy"]
+    if kind is not Kind.SOURCE_PATCH and kind is not Kind.CONFIG:
+        default = {Kind.COMPAT_GATE: "error", Kind.PACKAGING_PIN: "warn"}.get(kind)
+        policy = data.get("policy", default)
         if policy not in ("error", "warn"):
             raise ctx.fail("unknown policy", key="policy", found=policy,
                            expected="'error' or 'warn'")
         extra["policy"] = policy
+    if kind is Kind.VERSION_FLOOR:
+        extra["requires"] = _specifier(ctx, data["requires"], "requires")
     elif kind is Kind.PACKAGING_PIN:
         extra["pin"] = _specifier(ctx, data["pin"], "pin")
         if data.get("source") is not None:
             extra["source"] = _expect_type(ctx, data["source"], str, "source",
-                                           "a URL or description of the known-good source")
+                                           "the URL the distribution must be installed from "
+                                           "(compared with its direct_url.json)")
     elif kind is Kind.COMPAT_GATE:
-        extra["check"] = _expect_type(ctx, data["check"], str, "check",
-                                      "'module:function' that validates a run configuration")
+        text = _expect_type(ctx, data["check"], str, "check",
+                            "'patches/<id>.py:function' that validates a run configuration")
+        file, sep, function = text.rpartition(":")
+        if not sep or not _QUALNAME_RE.match(function):
+            raise ctx.fail("invalid check", key="check", found=text,
+                           expected="'patches/<id>.py:function'")
+        extra["check_file"] = _relative_file(ctx, file, "check", str(ctx.entry_id))
+        extra["check_function"] = function
     elif kind is Kind.CONFIG:
-        extra["settings"] = _expect_type(ctx, data["settings"], dict, "settings",
-                                         "a mapping of setting name to value")
+        settings = _expect_type(ctx, data["settings"], dict, "settings",
+                                "a mapping of 'package.module.attribute' to value")
+        if not settings:
+            raise ctx.fail("no settings", key="settings", found=settings,
+                           expected="at least one 'package.module.attribute: value'")
+        for name, value in settings.items():
+            module = str(name).rpartition(".")[0]
+            if not module or not _MODULE_RE.match(str(name)):
+                raise ctx.fail("invalid setting name", key=f"settings.{name}", found=name,
+                               expected="'package.module.attribute' (e.g. "
+                               "'torch._dynamo.config.recompile_limit')")
+            if not isinstance(value, (bool, int, float, str)) or value is None:
+                raise ctx.fail("invalid setting value", key=f"settings.{name}", found=value,
+                               expected="a bool, number or string")
+        extra["settings"] = dict(settings)
     return extra
 
 
@@ -502,6 +543,7 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
     if data.get("reproducer") is not None:
         reproducer = _relative_file(ctx, data["reproducer"], "reproducer", entry_id)
     fingerprint = _fingerprint(ctx, data["fingerprint"]) if "fingerprint" in data else None
+    upstream = _upstream(ctx, data["upstream"])
     for key in ("notes", "evidence"):
         if data.get(key) is not None:
             _expect_type(ctx, data[key], (str, list, dict), key, "text, a list or a mapping")
@@ -517,8 +559,8 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
         summary=summary,
         target=target,
         applies_to=applies_to,
-        upstream=_upstream(ctx, data["upstream"]),
-        retire_when=_retire_when(ctx, data["retire_when"]),
+        upstream=upstream,
+        retire_when=_retire_when(ctx, data["retire_when"], upstream),
         owner=owner,
         added=_date(ctx, data["added"], "added"),
         status=status,

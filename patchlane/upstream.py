@@ -87,6 +87,7 @@ DEFAULT_TAG_TEMPLATES: Mapping[str, str] = {
     # How each target's PyPI version maps to the git tag of its upstream repository.
     "megatron-core": "core_v{version}",
     "torch": "v{version}",
+    "triton": "v{version}",
 }
 
 
@@ -96,7 +97,7 @@ DEFAULT_TAG_TEMPLATES: Mapping[str, str] = {
 class UpstreamError(PatchlaneError):
     """Upstream could not answer a question. ``url`` is the request URL (never carries a token)."""
 
-    exit_code = 9
+    exit_code = 14
 
     def __init__(self, message: str, *, url: str | None = None) -> None:
         self.url = url
@@ -155,7 +156,7 @@ class ServerError(UpstreamError):
         self.status = status
         self.attempts = attempts
         super().__init__(
-            f"GET {url}: server error HTTP {status} on all {attempts} attempts. Fix: the service "
+            f"GET {url}: server error HTTP {status} {_tries(attempts)}. Fix: the service "
             "is having trouble; try again later, or use offline mode to answer from the cache",
             url=url,
         )
@@ -168,7 +169,7 @@ class UpstreamTimeout(UpstreamError):
         self.timeout = timeout
         self.attempts = attempts
         super().__init__(
-            f"GET {url}: no answer within {timeout:g} s on all {attempts} attempts. Fix: check "
+            f"GET {url}: no answer within {timeout:g} s {_tries(attempts)}. Fix: check "
             "the network, raise the timeout, or use offline mode to answer from the cache",
             url=url,
         )
@@ -180,7 +181,7 @@ class UpstreamUnreachable(UpstreamError):
     def __init__(self, url: str, reason: str, attempts: int) -> None:
         self.attempts = attempts
         super().__init__(
-            f"GET {url}: cannot connect ({reason}) on all {attempts} attempts. Fix: check the "
+            f"GET {url}: cannot connect ({reason}) {_tries(attempts)}. Fix: check the "
             "network and the configured base URL, or use offline mode to answer from the cache",
             url=url,
         )
@@ -207,6 +208,11 @@ class OfflineMiss(UpstreamError):
             "offline mode to fill the cache, or point the cache directory at a filled one",
             url=url,
         )
+
+
+def _tries(attempts: int) -> str:
+    return "on the only attempt (retries are off)" if attempts == 1 else \
+        f"on all {attempts} attempts"
 
 
 # -- configuration and the HTTP client --------------------------------------------------------
@@ -368,7 +374,7 @@ class Client:
         path = self.cache_path(url)
         record = {
             "schema": CACHE_SCHEMA,
-            "url": url,
+            "url": _display_url(url),  # never userinfo; the file name keys the full URL
             "fetched_at": entry.fetched_at,
             "etag": entry.etag,
             "last_modified": entry.last_modified,
@@ -384,7 +390,7 @@ class Client:
 
     def _from_cache(self, url: str, cached: _CacheEntry, *, stale: bool,
                     reason: str | None = None) -> Fetched:
-        return Fetched(url=url, data=cached.data, from_cache=True, stale=stale,
+        return Fetched(url=_display_url(url), data=cached.data, from_cache=True, stale=stale,
                        fetched_at=_utc(cached.fetched_at), stale_reason=reason)
 
     # -- HTTP --------------------------------------------------------------------------------
@@ -481,7 +487,7 @@ class Client:
                 return self._rate_limited(url, shown, cached, status, reset_at)
         if status in (404, 410):
             raise NotFound(shown, status, self._not_found_hint(url))
-        if status == 200:
+        if 200 <= status < 300:
             try:
                 data = json.loads(response.content)
             except ValueError as exc:
@@ -492,7 +498,7 @@ class Client:
             fresh = _CacheEntry(data=data, fetched_at=now, etag=response.headers.get("ETag"),
                                 last_modified=response.headers.get("Last-Modified"))
             self._write_cache(url, fresh)
-            return Fetched(url=url, data=data, from_cache=False, stale=False,
+            return Fetched(url=_display_url(url), data=data, from_cache=False, stale=False,
                            fetched_at=_utc(now))
         if status == 401:
             hint = (f"the token in ${self.config.token_env} was rejected; renew it or unset it"
@@ -548,10 +554,10 @@ def _cache_entry(record: object, url: str) -> _CacheEntry | None:
     """Validate a decoded cache record; ``None`` for anything not written by this module."""
     if not isinstance(record, dict) or record.get("schema") != CACHE_SCHEMA:
         return None
-    if record.get("url") != url or "data" not in record:
+    if record.get("url") != _display_url(url) or "data" not in record:
         return None
     fetched_at = record.get("fetched_at")
-    if isinstance(fetched_at, bool) or not isinstance(fetched_at, (int, float)):
+    if not isinstance(fetched_at, (int, float)):
         return None
     etag, modified = record.get("etag"), record.get("last_modified")
     if not all(v is None or isinstance(v, str) for v in (etag, modified)):
@@ -742,7 +748,8 @@ class TrackReport:
     reason: str
     gate_names_release: bool
     """Whether ``retire_when.release`` contains ``released_in``: the retirement evidence needs a
-    release the gate can name."""
+    release the gate can name. Always False when the fix ships in another distribution
+    (``upstream.distribution``) than the one the gate reads."""
     stale: bool = False
     """Some answer came from a cache past its TTL (rate limit or offline)."""
 
@@ -820,8 +827,8 @@ def _state(value: str, url: str) -> Literal["open", "closed"]:
 def _expect_kind(url: str, kind: str) -> tuple[str, str, int]:
     owner, repo, found, number = parse_github_url(url)
     if found != kind:
-        want = "pull request (/pull/N)" if kind == "pull" else "issue (/issues/N)"
-        raise UpstreamURLError(url, f"expected a {want} link")
+        want = "a pull request (/pull/N)" if kind == "pull" else "an issue (/issues/N)"
+        raise UpstreamURLError(url, f"expected {want} link")
     return owner, repo, number
 
 
@@ -999,8 +1006,9 @@ def track(entry: Entry, client: Client, *, tag_template: str,
 
     1. read ``upstream.issue`` (if any) and ``upstream.pr``; no PR link -> ``no-upstream-link``;
        PR open -> ``open``; closed without merge -> ``closed-unmerged``;
-    2. merged: list ``entry.target.distribution``'s final releases on PyPI (prereleases only
-       with ``include_prereleases``) uploaded at or after the merge time (a wheel uploaded
+    2. merged: list the final releases on PyPI (prereleases only with
+       ``include_prereleases``) of ``entry.upstream.distribution`` if set, else of
+       ``entry.target.distribution``, uploaded at or after the merge time (a wheel uploaded
        before the merge cannot carry it);
     3. in version order, map each to a tag with ``tag_template.format(version=v)`` and ask
        GitHub's compare API (in the PR's repository) whether the tag contains the merge commit;
@@ -1014,10 +1022,12 @@ def track(entry: Entry, client: Client, *, tag_template: str,
     trace = _Trace()
     issue = _issue_state(client, entry.upstream.issue, trace) if entry.upstream.issue else None
 
+    same_dist = entry.upstream.distribution in (None, entry.target.distribution)
+
     def report(verdict: Verdict, reason: str, pr: PullState | None = None,
                released_in: str | None = None, latest: str | None = None) -> TrackReport:
         spec = entry.retire_when.release
-        names = (released_in is not None and spec is not None
+        names = (released_in is not None and spec is not None and same_dist
                  and spec.contains(released_in, prereleases=True))
         return TrackReport(entry_id=entry.id, issue=issue, pr=pr, released_in=released_in,
                            latest_release=latest, verdict=verdict, reason=reason,
@@ -1040,11 +1050,13 @@ def track(entry: Entry, client: Client, *, tag_template: str,
         raise MalformedResponse(
             _display_url(client.github_url(f"repos/{owner}/{repo}/pulls/{pr.number}")),
             "the pull request is merged but has no merge_commit_sha")
-    dist = entry.target.distribution
+    # The fix may ship in another distribution than the one the entry gates (a numpy pin
+    # fixed in triton): upstream.distribution names it.
+    dist = entry.upstream.distribution or entry.target.distribution
     if not dist:
         raise UpstreamError(f"entry {entry.id!r} has no target.distribution: nothing says "
                             "which PyPI releases could carry the fix. Fix: add target:"
-                            " {distribution: ...} to the entry")
+                            " {distribution: ...} (or upstream.distribution) to the entry")
     releases = [r for r in _pypi_releases(client, dist, trace)
                 if include_prereleases or not r.parsed.is_prerelease]
     latest = releases[-1].version if releases else None
@@ -1069,7 +1081,10 @@ def track(entry: Entry, client: Client, *, tag_template: str,
     released_in = tag_of[found]
     reason = f"{merged_note}; first released in {dist} {released_in} (tag {found})"
     spec = entry.retire_when.release
-    if spec is None:
+    if not same_dist:
+        reason += (f"; retire_when.release is about {entry.target.distribution}, so no gate "
+                   f"can name a {dist} release (retire_when.upstream_released covers this)")
+    elif spec is None:
         reason += (f"; retire_when has no release specifier. Fix: add release: "
                    f"'>={released_in}'")
     elif spec.contains(released_in, prereleases=True):

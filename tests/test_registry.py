@@ -95,11 +95,12 @@ def packaging_pin_entry(entry_id: str = "demo_pin") -> dict[str, Any]:
 
 
 def compat_gate_entry(entry_id: str = "demo_gate") -> dict[str, Any]:
-    return {**_common(entry_id, "compat_gate"), "check": "demo_pkg.checks:validate"}
+    return {**_common(entry_id, "compat_gate"), "check": f"patches/{entry_id}.py:validate"}
 
 
 def config_entry(entry_id: str = "demo_config") -> dict[str, Any]:
-    return {**_common(entry_id, "config"), "settings": {"NCCL_NVLS_ENABLE": "0"}}
+    return {**_common(entry_id, "config"),
+            "settings": {"torch._dynamo.config.recompile_limit": 64}}
 
 
 def write_files(root: Path, entry_id: str) -> None:
@@ -491,7 +492,7 @@ BAD: dict[str, Bad] = {
         expected="a value"),
     "compat-gate-check-int": Bad(
         entries(mutate(compat_gate_entry(ENTRY_ID), "check", 1)), "wrong type", key="check",
-        found=1, expected="'module:function'"),
+        found=1, expected="'patches/<id>.py:function'"),
     "config-no-settings": Bad(
         entries(mutate(config_entry(ENTRY_ID), "settings")),
         "missing required key in a config entry", key="settings", found=None,
@@ -499,7 +500,7 @@ BAD: dict[str, Bad] = {
     "config-settings-list": Bad(
         entries(mutate(config_entry(ENTRY_ID), "settings", ["NCCL_NVLS_ENABLE=0"])),
         "wrong type", key="settings", found=["NCCL_NVLS_ENABLE=0"],
-        expected="a mapping of setting name to value"),
+        expected="a mapping of 'package.module.attribute' to value"),
 }
 
 
@@ -633,12 +634,13 @@ def test_valid_edge_cases(
         pytest.param(version_floor_entry, Kind.VERSION_FLOOR,
                      {"requires": SpecifierSet(">=2.4"), "policy": "error"}, id="version_floor"),
         pytest.param(packaging_pin_entry, Kind.PACKAGING_PIN,
-                     {"pin": SpecifierSet("==2.8.0"),
+                     {"pin": SpecifierSet("==2.8.0"), "policy": "warn",
                       "source": "https://example.com/te-2.8.0.whl"}, id="packaging_pin"),
         pytest.param(compat_gate_entry, Kind.COMPAT_GATE,
-                     {"check": "demo_pkg.checks:validate"}, id="compat_gate"),
+                     {"policy": "error", "check_function": "validate"}, id="compat_gate"),
         pytest.param(config_entry, Kind.CONFIG,
-                     {"settings": {"NCCL_NVLS_ENABLE": "0"}}, id="config"),
+                     {"settings": {"torch._dynamo.config.recompile_limit": 64}},
+                     id="config"),
     ],
 )
 def test_non_patch_kinds_validate(
@@ -649,7 +651,10 @@ def test_non_patch_kinds_validate(
     (entry,) = parse_registry(path)
     assert entry.id == raw["id"]
     assert entry.kind is kind
-    assert dict(entry.extra) == extra
+    got = {k: v for k, v in entry.extra.items() if k != "check_file"}
+    assert got == extra
+    if kind is Kind.COMPAT_GATE:
+        assert entry.extra["check_file"] == (tmp_path / "patches" / "demo_gate.py").resolve()
     assert entry.overlay is None and entry.fingerprint is None and entry.applies_to is None
     assert entry.upstream.forwarded == "not-needed"
     assert entry.added == dt.date(2026, 11, 22)
