@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             elif decision["hits"] < 1:
                 raise RuntimeError("the overlay was applied but never ran: the reproducer does "
                                    "not exercise the patched code")
-        elif outcome_seen != "skipped: disabled" or decision["applied"]:
+        elif outcome_seen not in ("skipped: disabled", "retired") or decision["applied"]:
             raise RuntimeError(f"expected the overlay disabled, audit says {outcome_seen!r}")
         if args.rank == 0:
             from patchlane.provenance import environment_overlay, runtime

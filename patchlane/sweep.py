@@ -255,19 +255,33 @@ def verdicts(run: RunDir) -> list[VerdictRow]:
         if row["skip"] is None:
             ids = {m: case_id(row["entry_id"], row["lane"], row["world_size"], m)
                    for m in ("without", "with")}
-            without, with_ = cases.get(ids["without"]), cases.get(ids["with"])
-            if without is None or with_ is None or not (
-                    CaseState(without["state"]).finished and CaseState(with_["state"]).finished):
+            present = {m: cases[c] for m, c in ids.items() if c in cases}
+            if "without" not in present or not all(CaseState(c["state"]).finished
+                                                   for c in present.values()):
                 out.verdict, out.reason = Verdict.ERROR, "case did not finish (resume the run)"
             else:
-                out.verdict, out.reason = verdict_of(without, with_)
-                out.receipts = {m: cases[c]["receipt"] for m, c in ids.items()}
+                if "with" in present:
+                    out.verdict, out.reason = verdict_of(present["without"], present["with"])
+                else:  # a retired entry: the regression guard only
+                    out.verdict, out.reason = _guard_verdict(present["without"])
+                out.receipts = {m: case["receipt"] for m, case in present.items()}
                 receipt = run.read_receipt(ids["without"])
                 out.comparison_key = receipt["comparison_key"]
                 dists = receipt["provenance"]["runtime"].get("distributions") or {}
                 out.installed = dists.get(_distribution(receipt)) or out.installed
         rows.append(out)
     return rows
+
+
+def _guard_verdict(without: Mapping[str, Any]) -> tuple[Verdict, str]:
+    """A retired entry: only the regression guard (without the overlay) runs."""
+    f = _fields(without)
+    if f["outcome"] == "error":
+        return Verdict.ERROR, f"without overlay: {f['stage']}: {f['message']}"
+    if f["outcome"] == "fail":
+        return Verdict.BROKEN, f"retired entry regressed: fails without the overlay again: " \
+                               f"{f['message']}"
+    return Verdict.UPSTREAM_FIXED, "retired; the regression guard passes without the overlay"
 
 
 def _distribution(receipt: Mapping[str, Any]) -> str | None:
@@ -285,9 +299,13 @@ def new_run(registry: Registry, path: Path, *, lanes: list[str] | None, only: It
     rows = plan(registry, wanted, gpus, set(only) if only else None, shard)
     run.manifest["rows"] = rows
     run.save()
+    retired = {e.id for e in registry.entries if not e.active}
     for row in rows:
         if row["skip"] is None:
-            for mode in ("without", "with"):
+            # A retired entry's overlay is never applied: its reproducer runs without it only,
+            # as the regression guard that upstream stays fixed.
+            modes = ("without",) if row["entry_id"] in retired else ("without", "with")
+            for mode in modes:
                 cid = case_id(row["entry_id"], row["lane"], row["world_size"], mode)
                 run.add_case(cid, {"entry_id": row["entry_id"], "lane": row["lane"],
                                    "world_size": row["world_size"], "mode": mode})

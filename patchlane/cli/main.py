@@ -61,6 +61,36 @@ def _parser() -> argparse.ArgumentParser:
                    help="earlier run directories for the HTML page's history (repeatable)")
     p.add_argument("--json", action="store_true", help="print the JSON index")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    p = sub.add_parser("upstream", help="upstream issue/PR/release state and retirement")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--offline", action="store_true", help="answer from the cache only")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--cache-dir", type=Path)
+    p.add_argument("--evidence", type=Path, action="append", metavar="RUN_DIR",
+                   help="sweep run directories to weigh for the retirement verdict")
+
+    p = sub.add_parser("retire", help="record a retirement in the registry, in place")
+    p.add_argument("id")
+    p.add_argument("--evidence", type=Path, action="append", metavar="RUN_DIR",
+                   help="sweep run directory showing upstream-fixed (repeatable)")
+    p.add_argument("--offline", action="store_true")
+    p.add_argument("--skip-upstream", action="store_true",
+                   help="do not query upstream (the evidence must then suffice)")
+    p.add_argument("--date", help="retirement date (default: today)")
+    p.add_argument("--applied-upstream", help="DEP-3 Applied-Upstream value")
+    p.add_argument("--force", metavar="REASON",
+                   help="retire without complete evidence, recording why")
+    p.add_argument("--cache-dir", type=Path)
+
+    p = sub.add_parser("delete", help="remove a retired entry from its registry file")
+    p.add_argument("id")
+    p.add_argument("--yes", action="store_true")
+
+    p = sub.add_parser("doctor", help="verify installed targets, ledger and decisions")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--strict", action="store_true",
+                   help="warnings (warn-policy violations, skipped gates) fail too")
+
     p = sub.add_parser("matrix", help="run the sweep against release sets (matrix.yaml)")
     p.add_argument("--file", type=Path, default=Path("matrix.yaml"))
     p.add_argument("--set", action="append", dest="sets", metavar="NAME",
@@ -94,6 +124,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_sweep_command(args.lane, args.only, args.timeout, args.json, args.jobs,
                                      args.shard, args.runs_root, args.run_dir, args.resume,
                                      args.compare, args.history, args.quiet)
+        if args.command == "upstream":
+            from .upstream import run_upstream
+            return run_upstream(args.ids, args.offline, args.json, args.cache_dir,
+                                args.evidence)
+        if args.command == "retire":
+            from .upstream import run_retire
+            return run_retire(args.id, args.evidence, args.offline, args.skip_upstream,
+                              args.date, args.applied_upstream, args.force, args.cache_dir)
+        if args.command == "delete":
+            from .upstream import run_delete
+            return run_delete(args.id, args.yes)
+        if args.command == "doctor":
+            from .doctor import run_doctor
+            return run_doctor(args.json, args.strict)
         if args.command == "matrix":
             from .matrix import run_matrix_command
             return run_matrix_command(args.file, args.sets, args.cache, args.runs_root,

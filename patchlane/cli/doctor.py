@@ -1,0 +1,92 @@
+"""``patchlane doctor``: is this environment what the registry and the wheels say it is?
+
+1. every target distribution's installed files against its wheel RECORD hashes (a locally edited
+   site-packages file is reported file by file);
+2. the ledger: version floors and packaging pins;
+3. the patch decisions, with installed targets imported so every hook decides.
+
+Exit 0 when clean, 16 when anything is wrong (``--strict``: warnings count too).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import patchlane
+
+from ..gates import installed_version
+from ..ledger import check
+from ..record import verify_distribution
+from ..registry import Kind
+from ._common import lane, table
+
+EXIT_PROBLEMS = 16
+_BAD = ("refused: drift", "failed: error", "ledger: violation")
+
+
+def run_doctor(as_json: bool, strict: bool) -> int:
+    current = lane()
+    entries = [e for e in current.registry.entries if e.active]
+    problems: list[str] = []
+    warnings: list[str] = []
+
+    distributions = sorted({e.target.distribution for e in entries if e.target.distribution})
+    records = []
+    for dist in distributions:
+        result = verify_distribution(dist)
+        records.append(result)
+        if result.error == "not installed":
+            continue
+        if result.error:
+            warnings.append(f"{dist}: {result.error}")
+        for name in result.modified:
+            problems.append(f"{dist} {result.version}: {name} differs from its RECORD hash "
+                            "(edited after install)")
+        for name in result.missing:
+            problems.append(f"{dist} {result.version}: {name} listed in RECORD is missing")
+
+    ledger = [r for r in (check(e) for e in entries) if r is not None]
+    for violation in ledger:
+        if not violation.ok:
+            (problems if violation.blocking else warnings).append(violation.message)
+
+    for entry in entries:
+        if entry.kind is Kind.SOURCE_PATCH and entry.target.module and \
+                installed_version(entry.target.distribution) is not None:
+            try:
+                importlib.import_module(entry.target.module)
+            except patchlane.PatchlaneError as exc:  # strict mode refusing: report, go on
+                problems.append(str(exc))
+    report = patchlane.report()
+    for item in report["entries"]:
+        decision = item["decision"] or {}
+        outcome = decision.get("outcome", "")
+        if outcome in _BAD and item["kind"] == "source_patch":
+            problems.append(f"{item['id']}: {outcome}: {decision.get('reason', '')}")
+        elif outcome == "skipped: gate":
+            warnings.append(f"{item['id']}: {outcome}: {decision.get('reason', '')}")
+
+    failed = bool(problems) or (strict and bool(warnings))
+    if as_json:
+        print(json.dumps({"ok": not failed, "problems": problems, "warnings": warnings,
+                          "records": [r.as_dict() for r in records],
+                          "ledger": [r.as_dict() for r in ledger],
+                          "decisions": report["entries"]}, indent=2, default=str))
+        return EXIT_PROBLEMS if failed else 0
+    print(table(["DISTRIBUTION", "VERSION", "FILES CHECKED", "RECORD"],
+                [[r.distribution, r.version or "-", str(r.checked),
+                  "ok" if r.ok else (r.error or f"{len(r.modified)} modified, "
+                                                 f"{len(r.missing)} missing")]
+                 for r in records]))
+    print()
+    print(table(["ENTRY", "KIND", "DECISION", "REASON"],
+                [[i["id"], i["kind"], (i["decision"] or {}).get("outcome", "-"),
+                  (i["decision"] or {}).get("reason", "")] for i in report["entries"]],
+                width=90))
+    for label, items in (("PROBLEM", problems), ("warning", warnings)):
+        for item in items:
+            print(f"{label}: {item}")
+    print("\ndoctor: " + ("FAILED" if failed else "ok")
+          + f" ({len(problems)} problem(s), {len(warnings)} warning(s))")
+    return EXIT_PROBLEMS if failed else 0
