@@ -33,6 +33,7 @@ __all__ = [
     "__version__",
     "apply",
     "check_config",
+    "hit_path",
     "hits",
     "report",
     "revert",
@@ -51,9 +52,16 @@ def revert(entry_id: str) -> Decision:
     return _startup.current().revert(entry_id)
 
 
-def hits(entry_id: str) -> int:
-    """How many times the overlay of ``entry_id`` ran in this process."""
-    return _startup.current().audit.hits[entry_id]
+def hits(entry_id: str, path: str | None = None) -> int:
+    """How many times the overlay of ``entry_id`` ran in this process; with ``path``, how many
+    of those calls took that branch (as the overlay records with :func:`hit_path`)."""
+    audit = _startup.current().audit
+    return audit.hits[entry_id] if path is None else audit.paths[(entry_id, path)]
+
+
+def hit_path(entry_id: str, path: str) -> None:
+    """Called by an overlay to record which branch a call took (e.g. "fused" vs "routed")."""
+    _startup.current().audit.paths[(entry_id, path)] += 1
 
 
 def verify_ranks(group: Any = None) -> str:
@@ -98,6 +106,7 @@ def report() -> dict[str, Any]:
             "decision": decision.as_dict() if decision else None,
             "applied": lane.is_applied(entry.id),
             "hits": lane.audit.hits[entry.id],
+            "paths": {p: n for (e, p), n in lane.audit.paths.items() if e == entry.id},
         })
     return {
         "patchlane": __version__,

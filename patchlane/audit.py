@@ -65,6 +65,7 @@ class AuditLog:
         # A Counter increment is one bytecode-level dict update under the GIL; the hot path
         # of every overlay call takes no lock.
         self.hits: Counter[str] = Counter()
+        self.paths: Counter[tuple[str, str]] = Counter()
 
     def record(self, decision: Decision) -> Decision:
         if not decision.at:
@@ -88,3 +89,4 @@ class AuditLog:
         with self._lock:
             self._decisions.clear()
             self.hits.clear()
+            self.paths.clear()

@@ -291,7 +291,7 @@ class Lane:
             # Imported here, not at module level: ast/hashlib stay out of `import patchlane`.
             from .fingerprint import compute
 
-            found = compute(module, (entry.target.qualname, *spec.covers))
+            found = compute(module, spec.qualnames(entry.target.qualname))
             drift = found not in spec.sha256
             if drift and spec.policy is FingerprintPolicy.REFUSE:
                 return decision(Outcome.REFUSED_DRIFT,

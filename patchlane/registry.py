@@ -124,6 +124,13 @@ class FingerprintSpec(NamedTuple):
     policy: FingerprintPolicy
     covers: tuple[str, ...] = ()
     """Extra qualnames in the target module whose source the overlay also relies on."""
+    objects: tuple[str, ...] = ()
+    """When set, exactly these qualnames are fingerprinted instead of the target (+ covers):
+    for a target whose own source is not the upstream code at issue (an inherited
+    ``autograd.Function.apply`` wrapped to route calls)."""
+
+    def qualnames(self, target: str) -> tuple[str, ...]:
+        return self.objects or (target, *self.covers)
 
 
 @dataclass(frozen=True)
@@ -399,7 +406,8 @@ def _retire_when(ctx: _Ctx, value: object, upstream: Upstream) -> RetireWhen:
 
 def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
     data = _expect_type(ctx, value, dict, "fingerprint", "a mapping with `sha256` and `policy`")
-    _check_keys(ctx, data, ("sha256",), ("policy", "covers"), "fingerprint", "fingerprint.")
+    _check_keys(ctx, data, ("sha256",), ("policy", "covers", "objects"), "fingerprint",
+                "fingerprint.")
     raw = data["sha256"]
     values = [raw] if isinstance(raw, str) else raw
     _expect_type(ctx, values, list, "fingerprint.sha256", "a fingerprint string or a list of them")
@@ -423,13 +431,21 @@ def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
     except ValueError:
         raise ctx.fail("unknown drift policy", key="fingerprint.policy", found=policy_raw,
                        expected="'refuse' or 'warn'") from None
-    covers = data.get("covers", [])
-    _expect_type(ctx, covers, list, "fingerprint.covers", "a list of qualnames")
-    for item in covers:
-        if not isinstance(item, str) or not _QUALNAME_RE.match(item):
-            raise ctx.fail("invalid qualname", key="fingerprint.covers", found=item,
-                           expected="a dotted attribute path in the target module")
-    return FingerprintSpec(sha256=tuple(values), policy=policy, covers=tuple(covers))
+    lists = {}
+    for key in ("covers", "objects"):
+        items = data.get(key, [])
+        _expect_type(ctx, items, list, f"fingerprint.{key}", "a list of qualnames")
+        for item in items:
+            if not isinstance(item, str) or not _QUALNAME_RE.match(item):
+                raise ctx.fail("invalid qualname", key=f"fingerprint.{key}", found=item,
+                               expected="a dotted attribute path in the target module")
+        lists[key] = tuple(items)
+    if lists["covers"] and lists["objects"]:
+        raise ctx.fail("covers and objects are exclusive", key="fingerprint.objects",
+                       found=data, expected="either covers (added to the target) or objects "
+                       "(instead of the target)")
+    return FingerprintSpec(sha256=tuple(values), policy=policy, covers=lists["covers"],
+                           objects=lists["objects"])
 
 
 def _date(ctx: _Ctx, value: object, key: str) -> _dt.date:

@@ -11,9 +11,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
-  echo "== installing patchlane with torch 2.13.0 (CPU) and megatron-core 0.16.1" >&2
+  echo "== installing patchlane with torch 2.13.0 (CPU), megatron-core 0.16.1, liger-kernel 0.8.1" >&2
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    -c "$ROOT/constraints/ci.txt" torch -e "$ROOT[megatron,dev]" 2>&1 \
+    -c "$ROOT/constraints/ci.txt" torch -e "$ROOT[megatron,liger,dev]" 2>&1 \
     | grep -v "is ignored: it is neither a file nor a directory" >&2 || true
   "$VENV/bin/python" -c "import patchlane, torch, megatron.core" \
     || { echo "setup failed: see the pip output above" >&2; exit 1; }

@@ -16,7 +16,7 @@ def run_fingerprint(entry_id: str, source: Path | None = None) -> int:
     entry = lane().registry.get(entry_id)
     if entry.fingerprint is None or not entry.target.module or not entry.target.qualname:
         raise OverlayError(entry_id, f"a {entry.kind.value} entry has no source fingerprint")
-    qualnames = (entry.target.qualname, *entry.fingerprint.covers)
+    qualnames = entry.fingerprint.qualnames(entry.target.qualname)
     if source is not None:
         value = fingerprint.compute_from_source(source.read_text(encoding="utf-8"), qualnames)
         label = str(source)
