@@ -102,8 +102,8 @@ def run(ctx: ReproContext) -> None:
         got = _grads_scalar(LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE,
                                                              reduction=reduction),
                             x, weight, target)
-        want = _grads_scalar(lambda w_, x_, t_: F.cross_entropy(
-            F.linear(x_, w_), t_, ignore_index=IGNORE, reduction=reduction), x, weight, target)
+        want = _grads_scalar(lambda w_, x_, t_, r=reduction: F.cross_entropy(
+            F.linear(x_, w_), t_, ignore_index=IGNORE, reduction=r), x, weight, target)
         _check(f"reduction={reduction}", got, want)
     if ctx.mode.value == "with" and patchlane.hits(ID) > 0:
         assert patchlane.hits(ID, "fused") - fused_before == 2, "mean/sum left the fused path"
