@@ -113,6 +113,6 @@ def run(ctx: ReproContext) -> None:
 def _grads_scalar(loss_fn: Any, x: Any, weight: Any, target: Any) -> list[Any]:
     x, weight = (t.detach().clone().requires_grad_(True) for t in (x, weight))
     out = loss_fn(weight, x, target)
-    loss = getattr(out, "loss", out[0] if isinstance(out, tuple) else out)
+    loss: Any = getattr(out, "loss", out[0] if isinstance(out, tuple) else out)
     loss.backward()
     return [x.grad, weight.grad]
