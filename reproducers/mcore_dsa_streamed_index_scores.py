@@ -1,0 +1,52 @@
+"""Reproducer: DSA indexer scores must not cost memory proportional to the number of heads.
+
+``DSAIndexer._compute_index_scores`` on real megatron-core 0.16.x, at sq=sk=1024, b=1, h=16,
+d=64: the result is ``[b, sq, sk]`` fp32 (4 MiB); the peak allocated while computing it must
+stay within 4x that. Upstream materialises ``[sq, b, h, sk]`` fp32 (64 MiB) and a ReLU copy of
+it, so it fails the bound; the streamed overlay passes it. The output must equal upstream's
+(1e-5 relative), with upstream's dtype, shape and strides.
+
+Peak memory: the PyTorch profiler's memory accounting on CPU, ``max_memory_allocated`` on CUDA
+(``patchlane.memprofile``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from patchlane.reproduce import ReproContext
+
+LANES = ("cpu", "cuda")
+WORLD_SIZES = (1,)
+
+SQ = SK = 1024
+BATCH, HEADS, DIM = 1, 16, 64
+BOUND = 4  # x the output's own size
+
+
+def run(ctx: ReproContext) -> None:
+    import torch
+    from megatron.core.transformer.experimental_attention_variant.dsa import DSAIndexer
+
+    from patchlane.memprofile import peak_bytes
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(SQ, BATCH, HEADS, DIM, generator=g).bfloat16().to(ctx.device)
+    k = torch.randn(SK, BATCH, DIM, generator=g).bfloat16().to(ctx.device)
+    w = torch.randn(SQ, BATCH, HEADS, generator=g).bfloat16().to(ctx.device)
+    upstream = inspect.unwrap(vars(DSAIndexer)["_compute_index_scores"])
+
+    # the method never reads `self`; call it the way DSAIndexer.forward_with_scores does
+    peak, scores = peak_bytes(lambda: DSAIndexer._compute_index_scores(None, q, w, k),
+                              ctx.device)
+    want = upstream(None, q, w, k)
+    assert scores.dtype == want.dtype and scores.shape == want.shape, (scores.dtype,
+                                                                       scores.shape)
+    assert scores.stride() == want.stride(), (scores.stride(), want.stride())
+    assert torch.allclose(scores, want, rtol=1e-5, atol=1e-5), (scores - want).abs().max()
+    output = scores.numel() * scores.element_size()
+    assert peak <= BOUND * output, (
+        f"_compute_index_scores peaked at {peak / 2**20:.0f} MiB for a {output / 2**20:.0f} MiB "
+        f"result (bound {BOUND}x): [sq, b, h, sk] fp32 scores were materialised")
