@@ -103,6 +103,7 @@ class Lane:
         # entry. A single lock would deadlock those two threads; per-entry locks cannot.
         self._locks = {e.id: threading.RLock() for e in registry.entries}
         self._hooked: set[str] = set()
+        self._seen: set[str] = set()
         self._hook_lock = threading.Lock()
         self._started = False
         self._settled = False
@@ -202,12 +203,14 @@ class Lane:
             with self._hook_lock:
                 first = module_name not in self._hooked
                 self._hooked.add(module_name)
+                new_entry = entry.id not in self._seen
+                self._seen.add(entry.id)
+            if new_entry and module_name not in sys.modules:
+                # one record per entry: several entries may wait on the same module
+                self.audit.record(Decision(
+                    entry.id, Outcome.PENDING, f"waiting for `import {module_name}`",
+                    distribution=entry.target.distribution, applies_to=str(entry.applies_to)))
             if first:
-                if module_name not in sys.modules:
-                    self.audit.record(Decision(
-                        entry.id, Outcome.PENDING, f"waiting for `import {module_name}`",
-                        distribution=entry.target.distribution,
-                        applies_to=str(entry.applies_to)))
                 # Fires at once when the module is already imported, else right after import.
                 wrapt.register_post_import_hook(self._on_import, module_name)
             elif module_name in sys.modules:

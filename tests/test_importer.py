@@ -298,3 +298,27 @@ def test_retired_entries_are_recorded_and_never_applied(fake_target: FakeTarget)
     module = fake_target.import_target()
     assert lane.audit.latest()[fake_target.entry_id].outcome is Outcome.RETIRED
     assert module.Greeter().greet("r") == "hello r"
+
+
+def test_two_entries_on_one_module_are_each_pending_then_decided(
+        fake_target: FakeTarget) -> None:
+    second = fake_target.entry(
+        id=fake_target.entry_id + "_b", overlay=f"patches/{fake_target.entry_id}_b.py",
+        reproducer=f"reproducers/{fake_target.entry_id}.py",
+        target={"distribution": fake_target.distribution,
+                "object": f"{fake_target.module}:shout"},
+        fingerprint={"sha256": [fake_target.fingerprint(("shout",))]})
+    (fake_target.root / "patches" / f"{fake_target.entry_id}_b.py").write_text(
+        "def overlay(w, i, a, k):\n    return 'loud ' + w(*a, **k)\n")
+    (fake_target.root / "reproducers" / f"{fake_target.entry_id}_b.py").write_text("")
+    second["reproducer"] = f"reproducers/{fake_target.entry_id}_b.py"
+    fake_target.write_registry(fake_target.entry(), second)
+    lane = fake_target.lane()
+    latest = lane.audit.latest()
+    assert latest[fake_target.entry_id].outcome is Outcome.PENDING
+    assert latest[second["id"]].outcome is Outcome.PENDING
+    module = fake_target.import_target()
+    latest = lane.audit.latest()
+    assert latest[second["id"]].outcome is Outcome.APPLIED, latest[second["id"]]
+    assert module.shout("x") == "loud X"
+    assert module.Greeter().greet("y") == "patched hello y"
