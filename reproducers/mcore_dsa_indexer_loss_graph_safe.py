@@ -1,0 +1,76 @@
+"""Reproducer: one DSA training step (sparse attention, indexer KL loss, its auto-scaler, and the
+backward through all of it) must be legal inside a CUDA graph capture.
+
+Real megatron-core 0.16.x functions: ``unfused_dsa_fn``, ``compute_dsa_indexer_loss``,
+``DSAIndexerLossAutoScaler``. The step is first run eagerly (capture needs a warm-up), then the
+auto-scaler's class state is reset to what a fresh process has (nothing in 0.16-0.18 sets a loss
+scale) and the step runs inside ``patchlane.capture.capture_check``: a real ``torch.cuda.graph``
+capture on the ``cuda`` lane, the same rules emulated with a dispatch mode on ``cpu``. Upstream
+creates ``torch.tensor(1.0)`` inside ``DSAIndexerLossAutoScaler.backward`` there: host data
+entering the graph, and the check names that backward.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from patchlane.reproduce import ReproContext
+
+LANES = ("cpu", "cuda")
+WORLD_SIZES = (1,)
+
+SQ = SK = 16
+BATCH, HEADS, DIM, TOPK = 2, 4, 8, 4
+
+
+def run(ctx: ReproContext) -> None:
+    import torch
+    import torch.distributed as dist
+    from megatron.core.transformer.experimental_attention_variant import dsa
+
+    from patchlane.capture import capture_check
+
+    if ctx.lane == "cuda":
+        torch.cuda.set_device(ctx.rank)
+    dist.init_process_group(ctx.backend, init_method=ctx.init_method, rank=ctx.rank,
+                            world_size=ctx.world_size)
+    try:
+        pg = SimpleNamespace(tp=dist.group.WORLD)  # what compute_dsa_indexer_loss reads
+        g = torch.Generator().manual_seed(0)
+
+        def tensor(*shape: int) -> Any:
+            return torch.randn(*shape, generator=g).to(ctx.device).requires_grad_(True)
+
+        query, key, value = (tensor(SQ, BATCH, HEADS, DIM), tensor(SK, BATCH, HEADS, DIM),
+                             tensor(SK, BATCH, HEADS, DIM))
+        index_scores = tensor(BATCH, SQ, SK)
+        # as DSAIndexer does: causal mask before top-k, so every row keeps a visible key
+        causal = torch.triu(torch.full((SQ, SK), float("-inf"), device=ctx.device), diagonal=1)
+
+        def step() -> Any:
+            topk = torch.topk(index_scores.detach() + causal, TOPK, dim=-1).indices
+            out = dsa.unfused_dsa_fn(query, key, value, topk, DIM ** -0.5)
+            loss = dsa.compute_dsa_indexer_loss(index_scores, topk, query.detach(),
+                                                key.detach(), DIM ** -0.5, 0.1, False, pg)
+            out = dsa.DSAIndexerLossAutoScaler.apply(out, loss)
+            out.sum().backward()
+            return loss
+
+        step()  # eager warm-up, as a real capture needs
+        grads = [t.grad.clone() for t in (query, key, value, index_scores)]
+        for t in (query, key, value, index_scores):
+            t.grad = None
+        dsa.DSAIndexerLossAutoScaler.main_loss_backward_scale = None  # a fresh process's state
+        with capture_check(lane=ctx.lane) as report:
+            step()
+        assert report.ok, "not capture-legal: " + "; ".join(
+            f"{v.op} ({v.rule}) at {v.frame}" for v in report.violations)
+        for before, t in zip(grads, (query, key, value, index_scores), strict=True):
+            assert torch.isfinite(before).all(), "the step itself is ill-posed (NaN gradients)"
+            assert torch.equal(before, t.grad), "gradients changed between eager and checked step"
+        assert dsa.DSAIndexerLossAutoScaler.main_loss_backward_scale is None or \
+            ctx.mode.value == "without", "the backward mutated class state"
+    finally:
+        dist.destroy_process_group()
