@@ -35,8 +35,10 @@ Rules (``CaptureViolation.rule``):
     as an index (``aten.lift_fresh``). Under capture its value is frozen into the graph.
 ``device-to-host`` / ``host-to-device``
     an explicit copy between host and device: ``.cpu()``, ``.numpy()``, ``.to("cpu")``,
-    ``.cuda()``, ``.to("cuda")``, and any ``copy_`` / ``_to_copy`` whose source and
-    destination are host and device.
+    ``.cuda()``, ``.to("cuda")``, any ``copy_`` / ``_to_copy`` whose source and destination
+    are host and device, and ``x[i] = 1.0`` on a single element (PyTorch wraps the scalar in a
+    0-d CPU tensor and copies it synchronously; ``x[a:b] = 1.0``, ``x[mask] = 1.0`` and
+    ``x[i].fill_(1.0)`` fill on the device and are legal).
 
 Lanes
 -----
@@ -45,20 +47,19 @@ and a ``TorchFunctionMode`` (Python-level calls that never reach the dispatcher 
 tensors: ``.tolist()``, ``.numpy()``, ``.cpu()``, ``.to("cpu")``, ``.cuda()``, printing)
 apply the rules above. Every tensor is on the CPU, so the lane emulates the GPU program:
 
-* every tensor counts as a *device* tensor, except the ones made from host data inside the
-  region (the outputs of ``torch.tensor(...)`` and friends, already reported as
-  ``host-data``), which stay host tensors, as they would be on a GPU;
+* every tensor counts as a *device* tensor, except host data made inside the region (the
+  outputs of ``torch.tensor(...)`` and friends, already reported as ``host-data``, and what
+  is computed from them alone), which stays host data, as it would on a GPU;
 * an explicit move is judged by where it *asks* to go: naming the host (``.cpu()``,
   ``.to("cpu")``, ``.to(device="cpu")``, ``.numpy()``) is ``device-to-host``; naming any other
   device (``.cuda()``, ``.to("cuda")``, ``.to("meta")``, a ``copy_`` into a meta tensor) is
-  ``host-to-device``. ``.to(other_tensor)`` and dtype-only ``.to`` are same-device, legal.
-  On a machine without CUDA ``.cuda()`` then fails as it would anyway (after being recorded;
-  with ``raise_on_first=True`` the :class:`CaptureError` comes first).
+  ``host-to-device``. ``.to(t.device)`` (a device object equal to the tensor's own device, as
+  device-agnostic code writes it), ``.to(other_tensor)`` and dtype-only ``.to`` stay put and
+  are legal. On a machine without CUDA ``.cuda()`` then fails as it would anyway (after being
+  recorded; with ``raise_on_first=True`` the :class:`CaptureError` comes first).
 
 Each offending call is reported once: a Python-level rule that fires silences the aten ops
 that call issues, and ``bool(t)`` is reported as its ``aten._local_scalar_dense``.
-``x[i] = 1.0`` (a Python scalar assigned through an index) is legal, as on a GPU, where the
-scalar is filled on the device (or, with a bool mask, lowered to ``masked_fill_``).
 
 ``cuda``: the region runs under a real ``torch.cuda.graph(torch.cuda.CUDAGraph())`` capture on
 a side stream with ``torch.cuda.set_sync_debug_mode("error")`` (restored afterwards), with
@@ -225,6 +226,8 @@ _OP_WHAT: Mapping[str, str] = {
 }
 _OP_WHAT_ALIASES = {"aten::index_put_": "aten::index_put", "aten::_index_put_impl_":
                     "aten::index_put", "aten::lift_fresh_copy": "aten::lift_fresh"}
+_SETITEM_COPY = ("assigns a host scalar to one element (x[i] = v on a GPU tensor copies a 0-d "
+                 "host tensor with a synchronous copy; x[i].fill_(v) or a slice does not)")
 _HOST_SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::item", "aten::is_nonzero",
                             "aten::equal", "aten::allclose"})
 _SHAPE_OPS = frozenset({"aten::nonzero", "aten::argwhere", "aten::masked_select",
@@ -340,11 +343,12 @@ def _call_name(func: Any) -> str:
 class _Call:
     """One torch-function call in flight on this thread."""
 
-    __slots__ = ("scalar_value", "silent")
+    __slots__ = ("scalar_value", "setitem", "silent")
 
     def __init__(self) -> None:
         self.silent = False
         """A Python-level rule decided about this call: its aten ops are not judged again."""
+        self.setitem = False
         self.scalar_value = False
         """``Tensor.__setitem__`` with a Python scalar value: the 0-d tensor PyTorch wraps it
         in (``aten.lift_fresh`` on CPU) is not host data entering the graph."""
@@ -452,6 +456,7 @@ class CaptureCheck:
         name = _CALL_NAMES[kind]
         self_ = args[0] if args else None
         if kind == "setitem":
+            call.setitem = True
             call.scalar_value = len(args) > 2 and isinstance(args[2], numbers.Number)
             return None
         if kind == "one_hot":
@@ -466,19 +471,24 @@ class CaptureCheck:
             return (name, "device-to-host", _CALL_WHAT[name]) if self._on_device(self_) \
                 else None
         if kind == "cpu":
-            if self.lane == "cpu" or self._on_device(self_):
-                return name, "device-to-host", _CALL_WHAT[name]
-            return None
+            return (name, "device-to-host", _CALL_WHAT[name]) if self._on_device(self_) \
+                else None
         source = getattr(getattr(self_, "device", None), "type", None)
         if kind == "cuda":
             return (name, "host-to-device", _CALL_WHAT[name]) if source == "cpu" else None
         # Tensor.to
-        target = _to_target(args, kwargs, self.lane)
+        target, literal = _to_target(args, kwargs, self.lane)
         if target is None or source is None:
             return None
-        if target == "cpu" and (self.lane == "cpu" or source != "cpu"):
-            return name, "device-to-host", f"moves a tensor from {source} to host memory"
-        if target != "cpu" and source == "cpu":
+        if target == "cpu":
+            # cpu lane: only a move that names the host ("cpu") is one; .to(t.device) in
+            # device-agnostic code stays where it is, on a GPU as here
+            moves = literal and self._on_device(self_) if self.lane == "cpu" \
+                else source != "cpu"
+            if moves:
+                return name, "device-to-host", f"moves a tensor from {source} to host memory"
+            return None
+        if source == "cpu":
             return name, "host-to-device", f"copies a host tensor to {target}"
         return None
 
@@ -499,7 +509,11 @@ class CaptureCheck:
                 return None
             return "host-data", what
         if name in _COPY_OPS:
-            return self._judge_copy(name, args, kwargs)
+            verdict = self._judge_copy(name, args, kwargs)
+            if (verdict is not None and verdict[0] == "host-to-device" and call is not None
+                    and call.setitem and name == "aten::copy_" and args[1].dim() == 0):
+                return "host-to-device", _SETITEM_COPY
+            return verdict
         if name in _HOST_SYNC_OPS or torch.Tag.data_dependent_output in tags:
             tensors = [a for a in args[:2] if isinstance(a, torch.Tensor)]
             if any(self._on_device(t) for t in tensors):
@@ -664,19 +678,21 @@ def _device_type(device: Any) -> str | None:
     return None
 
 
-def _to_target(args: Sequence[Any], kwargs: Mapping[str, Any], lane: str) -> str | None:
-    """The device type ``Tensor.to(...)`` moves to, or None (dtype only, same device)."""
+def _to_target(args: Sequence[Any], kwargs: Mapping[str, Any],
+               lane: str) -> tuple[str | None, bool]:
+    """The device type ``Tensor.to(...)`` moves to (None: dtype only, or the same device) and
+    whether it was named by a string (``"cpu"``) rather than a device object."""
     import torch
 
     if kwargs.get("device") is not None:
-        return _device_type(kwargs["device"])
+        return _device_type(kwargs["device"]), isinstance(kwargs["device"], str)
     for arg in args[1:]:
         if isinstance(arg, torch.Tensor):  # .to(other): other's device; one device on cpu lane
-            return None if lane == "cpu" else str(arg.device.type)
+            return (None if lane == "cpu" else str(arg.device.type)), False
         target = _device_type(arg)
         if target is not None:
-            return target
-    return None
+            return target, isinstance(arg, str)
+    return None, False
 
 
 _CALL_NAMES: Mapping[str, str] = {
@@ -686,6 +702,17 @@ _CALL_NAMES: Mapping[str, str] = {
     "one_hot": "torch.nn.functional.one_hot",
 }
 _CALL_RULES: list[dict[Any, str]] = []
+_ERROR_RULE_HINTS: Mapping[str, Rule] = {
+    # the rule of a capture error raised inside a call no rule had flagged (cuda lane): e.g.
+    # torch.tensor(v, device="cuda") copies to the device below the dispatcher's Python key
+    "torch.tensor": "host-data", "torch.as_tensor": "host-data", "torch.asarray": "host-data",
+    "torch.from_numpy": "host-data", "Tensor.new_tensor": "host-data",
+    "Tensor.cuda": "host-to-device", "Tensor.cpu": "device-to-host",
+    "Tensor.numpy": "device-to-host", "Tensor.tolist": "host-sync", "Tensor.item": "host-sync",
+    "Tensor.__bool__": "host-sync", "Tensor.nonzero": "data-dependent-shape",
+    "torch.nonzero": "data-dependent-shape", "torch.unique": "data-dependent-shape",
+    "torch.masked_select": "data-dependent-shape",
+}
 
 
 def _call_rules() -> dict[Any, str]:
@@ -717,6 +744,7 @@ class _Capture:
         import torch
 
         cuda: Any = torch.cuda
+        self.sync_mode = int(cuda.get_sync_debug_mode())
         self.stream = cuda.Stream()
         self.stream.wait_stream(cuda.current_stream())
         self.stream_ctx = cuda.stream(self.stream)
@@ -728,7 +756,6 @@ class _Capture:
         except BaseException:
             self.stream_ctx.__exit__(None, None, None)
             raise
-        self.sync_mode = int(cuda.get_sync_debug_mode())
         cuda.set_sync_debug_mode("error")
 
     def end(self) -> BaseException | None:
@@ -778,7 +805,8 @@ def _mode_classes() -> tuple[type[Any], type[Any]]:
                     violation = check._record(op, rule, what)
                 return func(*args, **kwargs)
             except BaseException as exc:
-                check._attribute(exc, _call_name(func), violation)
+                name = _call_name(func)
+                check._attribute(exc, name, violation, _ERROR_RULE_HINTS.get(name))
                 raise
             finally:
                 calls.pop()

@@ -109,9 +109,15 @@ def test_retire_round_trip_changes_only_the_entry(registry_copy: Path,
               registry=registry_copy, fake=upstream)
     assert out.returncode == 0, out.stdout + out.stderr
     after = registry_copy.read_text()
-    diff = [d for d in difflib.unified_diff(before.splitlines(), after.splitlines(), n=0,
-                                            lineterm="") if d[:1] in "+-" and d[:3] not in
-            ("+++", "---")]
+    # outside the entry's block the file is byte-identical: same prefix, same suffix
+    head = before.index(f"  - id: {ENTRY}")
+    tail = before.index("  - id: ", head + 1)
+    assert after[:head] == before[:head]
+    assert after.endswith(before[tail:])
+    block_before, block_after = before[head:tail], after[head:len(after) - len(before) + tail]
+    diff = [d for d in difflib.unified_diff(block_before.splitlines(),
+                                            block_after.splitlines(), n=0, lineterm="")
+            if d[:1] in "+-" and d[:3] not in ("+++", "---")]
     removed = [d[1:] for d in diff if d.startswith("-")]
     added = [d[1:] for d in diff if d.startswith("+")]
     assert removed == ["    status: active"]  # applied_upstream already said 0.18.0: kept
@@ -119,11 +125,6 @@ def test_retire_round_trip_changes_only_the_entry(registry_copy: Path,
     assert any(line.strip().startswith("- \"upstream released: PR #4448 merged")
                for line in added), added
     assert any("sweep run-0.18.0: upstream-fixed on 0.18.0" in line for line in added)
-    # outside the entry's block the file is byte-identical: same prefix, same suffix
-    head = before.index(f"  - id: {ENTRY}")
-    tail = before.index("  - id: ", head + 1)
-    assert after[:head] == before[:head]
-    assert after.endswith(before[tail:])
     assert after.count("\n") == before.count("\n") + len(added) - len(removed)
     entry = load_registries([registry_copy]).get(ENTRY)
     assert entry.status is Status.RETIRED

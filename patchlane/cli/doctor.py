@@ -58,6 +58,9 @@ def run_doctor(as_json: bool, strict: bool) -> int:
                 importlib.import_module(entry.target.module)
             except patchlane.PatchlaneError as exc:  # strict mode refusing: report, go on
                 problems.append(str(exc))
+            except ImportError as exc:  # installed release without that module: not a fault
+                warnings.append(f"{entry.id}: {entry.target.module} not importable on the "
+                                f"installed release ({exc})")
     report = patchlane.report()
     for item in report["entries"]:
         decision = item["decision"] or {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 
@@ -20,7 +21,9 @@ def run_status(as_json: bool, import_targets: bool) -> int:
             if (entry.active and entry.kind is Kind.SOURCE_PATCH and entry.target.module
                     and installed):
                 # The post-import hook decides (and records) as the module loads.
-                importlib.import_module(entry.target.module)
+                # a release without that module: the entry stays pending, and says so
+                with contextlib.suppress(ImportError):
+                    importlib.import_module(entry.target.module)
     report = patchlane.report()
     if as_json:
         print(json.dumps(report, indent=2))
