@@ -107,6 +107,7 @@ __all__ = [
     "Rule",
     "capture_check",
     "check_call",
+    "is_capturing",
 ]
 
 Rule = Literal["host-sync", "host-data", "device-to-host", "host-to-device",
@@ -129,6 +130,18 @@ RULES: Mapping[str, str] = {
 }
 
 _LANES = ("cpu", "cuda")
+_STATE = threading.local()
+
+
+def is_capturing() -> bool:
+    """True inside a ``capture_check`` region on this thread (either lane), or while the current
+    CUDA stream is capturing. Overlays that gate host-syncing validation use it, so the CPU
+    emulation and a real capture take the same branch."""
+    if getattr(_STATE, "depth", 0) > 0:
+        return True
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available()
+                and torch.cuda.is_current_stream_capturing())
 
 
 @dataclass(frozen=True)
@@ -602,6 +615,7 @@ class CaptureCheck:
             self._modes = [function_mode(self), dispatch_mode(self)]
             for mode in self._modes:
                 mode.__enter__()
+            _STATE.depth = getattr(_STATE, "depth", 0) + 1
         except BaseException:
             self._exit_modes()
             if self._capture is not None:
@@ -618,6 +632,7 @@ class CaptureCheck:
         try:
             self._exit_modes()
         finally:
+            _STATE.depth = max(0, getattr(_STATE, "depth", 1) - 1)
             self._host.clear()
             end_error = self._capture.end() if self._capture is not None else None
         outer = _caller_frame(sys._getframe(1))

@@ -630,3 +630,18 @@ def test_cuda_lane_device_to_host_copy() -> None:
     v = report.violations[0]
     assert (v.op, v.rule) == ("Tensor.cpu", "device-to-host")
     assert len(report.violations) == 1, report.format()
+
+
+def test_is_capturing_follows_the_region() -> None:
+    from patchlane.capture import is_capturing
+
+    assert not is_capturing()
+    with capture_check(lane="cpu"):
+        assert is_capturing()
+        with capture_check(lane="cpu"):
+            assert is_capturing()
+        assert is_capturing()
+    assert not is_capturing()
+    with pytest.raises(KeyError), capture_check(lane="cpu"):
+        raise KeyError("boom")
+    assert not is_capturing()
