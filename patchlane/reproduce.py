@@ -15,6 +15,7 @@ exception is an *error* of the harness or the environment, never a verdict.
 from __future__ import annotations
 
 import ast
+import contextlib
 import enum
 import json
 import os
@@ -24,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,22 @@ class ReproContext:
     @property
     def backend(self) -> str:
         return "nccl" if self.lane == "cuda" else "gloo"
+
+    @contextlib.contextmanager
+    def process_group(self) -> Iterator[Any]:
+        """This case's process group (gloo on cpu, NCCL with one GPU per rank on cuda), torn
+        down on exit; yields the default group."""
+        import torch
+        import torch.distributed as dist
+
+        if self.lane == "cuda":
+            torch.cuda.set_device(self.rank)
+        dist.init_process_group(self.backend, init_method=self.init_method, rank=self.rank,
+                                world_size=self.world_size)
+        try:
+            yield dist.group.WORLD
+        finally:
+            dist.destroy_process_group()
 
 
 @dataclass(frozen=True)

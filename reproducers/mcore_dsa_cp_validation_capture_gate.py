@@ -21,17 +21,12 @@ SQ = 8
 
 def run(ctx: ReproContext) -> None:
     import torch
-    import torch.distributed as dist
     from megatron.core.transformer.experimental_attention_variant import dsa
 
     from patchlane.capture import capture_check
 
-    if ctx.lane == "cuda":
-        torch.cuda.set_device(ctx.rank)
-    dist.init_process_group(ctx.backend, init_method=ctx.init_method, rank=ctx.rank,
-                            world_size=ctx.world_size)
-    try:
-        group, device = dist.group.WORLD, torch.device(ctx.device)
+    with ctx.process_group() as world:
+        group, device = world, torch.device(ctx.device)
         skv = SQ * ctx.world_size
         dsa._validate_nonpacked_cp_uniform_length(SQ, skv, ctx.world_size, group, device)
         with capture_check(lane=ctx.lane) as report:
@@ -45,5 +40,3 @@ def run(ctx: ReproContext) -> None:
             pass
         else:
             raise AssertionError("a length mismatch was not rejected eagerly")
-    finally:
-        dist.destroy_process_group()

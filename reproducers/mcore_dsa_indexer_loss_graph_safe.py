@@ -27,17 +27,12 @@ BATCH, HEADS, DIM, TOPK = 2, 4, 8, 4
 
 def run(ctx: ReproContext) -> None:
     import torch
-    import torch.distributed as dist
     from megatron.core.transformer.experimental_attention_variant import dsa
 
     from patchlane.capture import capture_check
 
-    if ctx.lane == "cuda":
-        torch.cuda.set_device(ctx.rank)
-    dist.init_process_group(ctx.backend, init_method=ctx.init_method, rank=ctx.rank,
-                            world_size=ctx.world_size)
-    try:
-        pg = SimpleNamespace(tp=dist.group.WORLD)  # what compute_dsa_indexer_loss reads
+    with ctx.process_group() as world:
+        pg = SimpleNamespace(tp=world)  # what compute_dsa_indexer_loss reads
         g = torch.Generator().manual_seed(0)
 
         def tensor(*shape: int) -> Any:
@@ -72,5 +67,3 @@ def run(ctx: ReproContext) -> None:
             assert torch.equal(before, t.grad), "gradients changed between eager and checked step"
         assert dsa.DSAIndexerLossAutoScaler.main_loss_backward_scale is None or \
             ctx.mode.value == "without", "the backward mutated class state"
-    finally:
-        dist.destroy_process_group()

@@ -33,6 +33,11 @@ def _fault_fields(rank: int) -> dict[str, Any]:
 
 
 def run(ctx: ReproContext) -> None:
+    with ctx.process_group():
+        _run(ctx)
+
+
+def _run(ctx: ReproContext) -> None:
     import torch
     import torch.distributed as dist
     from megatron.core import dist_checkpointing
@@ -42,10 +47,6 @@ def run(ctx: ReproContext) -> None:
 
     from patchlane._cpu import cpu_stand_ins
 
-    if ctx.lane == "cuda":
-        torch.cuda.set_device(ctx.rank)
-    dist.init_process_group(ctx.backend, init_method=ctx.init_method, rank=ctx.rank,
-                            world_size=ctx.world_size)
     try:
         rsm.destroy_rerun_state_machine()
         rsm.initialize_rerun_state_machine(mode=rsm.RerunMode.VALIDATE_RESULTS)
@@ -102,4 +103,3 @@ def run(ctx: ReproContext) -> None:
         assert fresh.suspicious_node == f"node-{ctx.rank}", fresh.suspicious_node
     finally:
         rsm.destroy_rerun_state_machine()
-        dist.destroy_process_group()
