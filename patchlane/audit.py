@@ -35,8 +35,10 @@ class Outcome(str, enum.Enum):
 
     @property
     def is_problem(self) -> bool:
-        return self in (Outcome.REFUSED_DRIFT, Outcome.FAILED_ERROR, Outcome.SKIPPED_GATE,
-                        Outcome.LEDGER_VIOLATION)
+        # A gate that excludes the installed release is the registry working as declared
+        # (one registry carries entries for several releases): not a problem, even in strict
+        # mode. A gate that cannot be evaluated at all is recorded as failed: error instead.
+        return self in (Outcome.REFUSED_DRIFT, Outcome.FAILED_ERROR, Outcome.LEDGER_VIOLATION)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ class GateResult:
     """The installed version string, or None when the distribution is not installed."""
     open: bool
     reason: str
+    comparable: bool = True
+    """False when the installed version is not PEP 440 (the gate could not be evaluated)."""
 
 
 def installed_version(distribution: str) -> str | None:
@@ -47,7 +49,8 @@ def check_gate(distribution: str, spec: SpecifierSet | None) -> GateResult:
         version = Version(found)
     except InvalidVersion:
         return GateResult(distribution, required, found, False,
-                          f"{distribution} reports version {found!r}, which is not PEP 440")
+                          f"{distribution} reports version {found!r}, which is not PEP 440",
+                          comparable=False)
     if spec.contains(version, prereleases=True):
         return GateResult(distribution, required, found, True,
                           f"{distribution} {found} is in {required}")

@@ -279,6 +279,9 @@ class Lane:
         if reason is not None:
             return decision(Outcome.SKIPPED_DISABLED, reason)
         if not gate.open:
+            if gate.found is None or not gate.comparable:
+                # the target imported, yet no version to gate on: never guess
+                return decision(Outcome.FAILED_ERROR, f"cannot evaluate the gate: {gate.reason}")
             return decision(Outcome.SKIPPED_GATE, gate.reason)
         try:
             overlay = load_overlay(entry)
@@ -360,7 +363,8 @@ class Lane:
         groups: dict[Outcome, list[str]] = {}
         for entry_id, decision in sorted(self.audit.latest().items()):
             label = entry_id
-            if decision.outcome.is_problem or decision.outcome is Outcome.SKIPPED_DISABLED:
+            if decision.outcome.is_problem or decision.outcome in (Outcome.SKIPPED_DISABLED,
+                                                                  Outcome.SKIPPED_GATE):
                 label += f" ({decision.reason[:120]})"
             groups.setdefault(decision.outcome, []).append(label)
         parts = [f"{o.value}: {', '.join(groups[o])}" for o in Outcome if o in groups]

@@ -253,8 +253,10 @@ def test_strict_mode_raises_on_every_problem(fake_target: FakeTarget, case: str)
     if case == "drift":
         fake_target.write_registry(fake_target.entry(
             fingerprint={"sha256": ["sha256:" + "0" * 32]}))
-    elif case == "gate":
-        fake_target.write_registry(fake_target.entry(applies_to="<1.0"))
+    elif case == "gate":  # a gate that cannot be evaluated: no distribution metadata
+        entry = fake_target.entry()
+        entry["target"] = {**entry["target"], "distribution": "plfake-not-installed"}
+        fake_target.write_registry(entry)
     else:
         fake_target.write_overlay("def overlay(w, i, a, k):\n    return w(*a, **k)\n"
                                   "def probe(m):\n    raise ValueError('probe broke')\n")
@@ -265,6 +267,16 @@ def test_strict_mode_raises_on_every_problem(fake_target: FakeTarget, case: str)
     assert "PATCHLANE_STRICT" in str(info.value)
     # the failed import left no half-initialised module behind
     assert fake_target.module not in sys.modules
+
+
+def test_strict_mode_accepts_a_gate_that_excludes_the_installed_release(
+        fake_target: FakeTarget) -> None:
+    # a registry carries entries for several releases: one for another release is no error
+    fake_target.write_registry(fake_target.entry(applies_to=">=2.0,<3.0"))
+    lane = fake_target.lane({"PATCHLANE_STRICT": "1"})
+    module = fake_target.import_target()
+    assert lane.audit.latest()[fake_target.entry_id].outcome is Outcome.SKIPPED_GATE
+    assert module.Greeter().greet("g") == "hello g"
 
 
 def test_strict_mode_does_not_raise_for_requested_or_good_outcomes(
