@@ -2,9 +2,11 @@
 
 ``PATCHLANE_DISABLE=id,...``   never apply these entries (decision ``skipped: disabled``).
 ``PATCHLANE_ONLY=id,...``      apply only these entries; every other one is ``skipped: disabled``.
-``PATCHLANE_STRICT=1``         every skip, refusal or failure raises :class:`StrictModeError`
-                               (explicit ``DISABLE``/``ONLY`` choices and ``upstream-fixed`` do
-                               not: they are decisions somebody asked for or a good outcome).
+``PATCHLANE_STRICT=1``         every refusal (drift), failure, ledger violation, and gate that
+                               cannot be evaluated raises :class:`StrictModeError`. Explicit
+                               ``DISABLE``/``ONLY`` choices, ``upstream-fixed``, and a gate that
+                               excludes the installed release do not: they are requested, good, or
+                               the registry declaring entries for other releases.
 ``PATCHLANE_REGISTRY=a.yaml:b.yaml``  extra registry files (``os.pathsep``-separated).
 ``PATCHLANE_DEFAULT_REGISTRY=0``      do not load the registry bundled with patchlane.
 ``PATCHLANE_ENTRY_POINTS=0``          do not load registries from the ``patchlane.registries``

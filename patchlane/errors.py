@@ -87,7 +87,7 @@ class OverlayError(PatchlaneError):
 
 
 class StrictModeError(PatchlaneError):
-    """Raised in strict mode for any decision other than ``applied``/``upstream-fixed``."""
+    """Raised in strict mode for a refusal, failure, ledger violation or unevaluable gate."""
 
     exit_code = 6
 
@@ -96,8 +96,8 @@ class StrictModeError(PatchlaneError):
         self.outcome = outcome
         self.reason = reason
         super().__init__(
-            f"patch {entry_id!r}: {outcome}: {reason} (PATCHLANE_STRICT=1 turns every skip, "
-            f"refusal and failure into an error; unset it to skip with a logged reason)"
+            f"patch {entry_id!r}: {outcome}: {reason} (PATCHLANE_STRICT=1 turns every refusal "
+            f"and failure into an error; unset it to skip with a logged reason)"
         )
 
 
