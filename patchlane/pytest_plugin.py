@@ -23,9 +23,7 @@ from typing import Any
 import pytest
 
 from . import _startup
-from .gates import check_gate
-from .registry import Kind
-from .reproduce import Mode, RunOutcome, read_spec, run_case
+from .reproduce import Mode, RunOutcome, run_case
 
 __all__ = ["UpstreamFixedWarning", "test_patchlane_reproducer"]
 
@@ -47,26 +45,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _cases(config: pytest.Config) -> list[Any]:
+    # The sweep's own planning decides what runs and why not (lane, gate, GPUs), so a team's
+    # pytest and the nightly sweep never disagree about a case.
+    from .sweep import Shard, cuda_devices, plan
+
     only = config.getoption("--patchlane-only")
     lanes = config.getoption("--patchlane-lane") or ["cpu"]
+    registry = _startup.current().registry
+    gpus = cuda_devices() if "cuda" in lanes else 0
+    retired = {e.id for e in registry.entries if not e.active}
     params = []
-    for entry in _startup.current().registry.entries:
-        if entry.kind is not Kind.SOURCE_PATCH or entry.reproducer is None:
-            continue
-        if only and entry.id not in only:
-            continue
-        spec = read_spec(entry)
-        gate = check_gate(entry.target.distribution, entry.applies_to)
-        for lane in lanes:
-            for size in spec.world_sizes:
-                for mode in (Mode.WITHOUT, Mode.WITH):
-                    marks = []
-                    if lane not in spec.lanes:
-                        marks.append(pytest.mark.skip(reason=f"lane {lane} not declared"))
-                    elif entry.active and not gate.open:
-                        marks.append(pytest.mark.skip(reason=f"gate: {gate.reason}"))
-                    params.append(pytest.param((entry.id, lane, size, mode), marks=marks,
-                                               id=f"{entry.id}-{lane}-ws{size}-{mode.value}"))
+    for row in plan(registry, lanes, gpus, set(only) if only else None, Shard(1, 1)):
+        entry_id, lane, size = row["entry_id"], row["lane"], row["world_size"]
+        # a retired entry's overlay is never applied: only its regression guard runs
+        modes = (Mode.WITHOUT,) if entry_id in retired else (Mode.WITHOUT, Mode.WITH)
+        marks = [pytest.mark.skip(reason=row["skip"])] if row["skip"] else []
+        for mode in modes:
+            params.append(pytest.param((entry_id, lane, size, mode), marks=marks,
+                                       id=f"{entry_id}-{lane}-ws{size}-{mode.value}"))
     return params
 
 
@@ -78,10 +74,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def test_patchlane_reproducer(patchlane_case: tuple[str, str, int, Mode],
                               request: pytest.FixtureRequest) -> None:
     entry_id, lane, size, mode = patchlane_case
-    if lane == "cuda":
-        torch = pytest.importorskip("torch")
-        if torch.cuda.device_count() < size:
-            pytest.skip(f"needs {size} CUDA device(s)")
     entry = _startup.current().registry.get(entry_id)
     result = run_case(entry, mode, lane=lane, world_size=size,
                       timeout=request.config.getoption("--patchlane-timeout"))

@@ -60,3 +60,14 @@ def test_upstream_fixed_warns_or_fails_when_asked(pytester: pytest.Pytester,
     result.stdout.fnmatch_lines(["*UpstreamFixedWarning*retirement candidate*"])
     strict = pytester.runpytest_subprocess("--patchlane-strict-upstream")
     strict.assert_outcomes(passed=1, failed=1)
+
+
+def test_retired_entry_runs_only_its_regression_guard(pytester: pytest.Pytester,
+                                                      fake_target: FakeTarget,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    setup(pytester, fake_target, repro(fake_target, "hello a"), monkeypatch)
+    fake_target.write_registry(fake_target.entry(status="retired"))
+    result = pytester.runpytest_subprocess("-v")
+    result.assert_outcomes(passed=1, warnings=1)  # without only: upstream-fixed, as it should be
+    result.stdout.fnmatch_lines([f"*{fake_target.entry_id}-cpu-ws1-without] PASSED*"])
+    assert "-with]" not in result.stdout.str()
