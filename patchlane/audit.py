@@ -52,6 +52,8 @@ class Decision:
     fingerprint_expected: tuple[str, ...] = ()
     fingerprint_found: str | None = None
     at: str = ""
+    version_source: str | None = None
+    """Where ``installed`` came from: ``metadata`` or ``source tree (<file>)``."""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

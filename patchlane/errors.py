@@ -73,6 +73,10 @@ class DriftError(PatchlaneError):
             f"of the recorded {list(expected)}; refusing to patch blindly. Fix: read the new "
             f"upstream source, re-run the reproducer, then record it with "
             f"`patchlane fingerprint {entry_id}`"
+            + ("" if all(v.startswith("sha256-v2:") for v in expected) else
+               ". Note: 'sha256:' values are format 1, a hash of ast.dump on the interpreter "
+               "that recorded them (it differs between Python 3.11, 3.12 and 3.13); record the "
+               "interpreter-independent 'sha256-v2:' value instead")
         )
 
 

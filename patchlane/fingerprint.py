@@ -1,8 +1,26 @@
-"""Fingerprints of a target's normalized source.
+"""Fingerprints of a target's normalized source, the same on every Python interpreter.
 
-The source is parsed and re-dumped through :mod:`ast`, so formatting, comments and docstrings
-do not move the hash, while any change to what the code does does. A fingerprint covers the
-patched object plus the ``covers`` qualnames the overlay also relies on.
+The source is parsed with :mod:`ast` and serialised by our own canonical walk, so formatting,
+comments and docstrings do not move the hash, while any change to what the code does does.
+
+Why not ``ast.dump``: its text is not stable across interpreters. Python 3.12 adds
+``type_params=[]`` to every function and class node and 3.13 leaves out empty fields, so a
+hash of ``ast.dump`` recorded on 3.11 never matches the same file on 3.12 (how every megatron
+patch was refused as drift in the NGC containers users train in). The canonical walk drops
+``None`` and empty-list fields, which is exactly where those interpreters differ, and keeps
+every field that carries code.
+
+Formats, named by the value's prefix:
+
+``sha256-v2:<32 hex>``  format 2 (current): the canonical walk; interpreter-independent.
+``sha256:<32 hex>``     format 1 (legacy): a hash of ``ast.dump`` on the interpreter that
+                        recorded it. Still read, by recomputing format 1 on this interpreter, so
+                        a team registry keeps working where it was recorded; elsewhere it shows
+                        as drift whose reason names the fix (re-record with
+                        ``patchlane fingerprint ID``).
+
+This module imports only the standard library, so the cross-interpreter test can load it in a
+bare interpreter.
 """
 
 from __future__ import annotations
@@ -14,13 +32,19 @@ import textwrap
 from collections.abc import Iterable
 from types import ModuleType
 
-__all__ = ["compute", "compute_from_source", "resolve"]
+from .loading import resolve
+
+__all__ = ["FORMAT", "LEGACY_PREFIX", "PREFIX", "compute", "compute_from_source", "format_of",
+           "matches", "resolve"]
+
+FORMAT = 2
+PREFIX = "sha256-v2:"
+LEGACY_PREFIX = "sha256:"
 
 
-def resolve(module: ModuleType, qualname: str) -> object:
-    from .importer import _resolve
-
-    return _resolve(module, qualname)
+def format_of(value: str) -> int:
+    """1 or 2, from the value's prefix."""
+    return FORMAT if value.startswith(PREFIX) else 1
 
 
 def _strip_docstrings(tree: ast.AST) -> None:
@@ -32,18 +56,48 @@ def _strip_docstrings(tree: ast.AST) -> None:
                 node.body = body[1:] or [ast.Pass()]
 
 
-def _dump(node: ast.AST) -> str:
+def _canonical(node: object, out: list[str]) -> None:
+    # Node type, then each non-empty field by name, in the node's own field order. Positions
+    # (lineno, col_offset) are attributes, not fields, so moving code does not count.
+    if isinstance(node, ast.AST):
+        out.append(type(node).__name__)
+        out.append("(")
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value is None or (isinstance(value, list) and not value):
+                continue  # 3.12's type_params=[], 3.13's omitted defaults: no code there
+            out.append(name)
+            out.append("=")
+            _canonical(value, out)
+            out.append(",")
+        out.append(")")
+    elif isinstance(node, list):
+        out.append("[")
+        for item in node:
+            _canonical(item, out)
+            out.append(",")
+        out.append("]")
+    else:
+        # Constants: str, bytes, int, float, complex, bool, None, Ellipsis; repr is stable.
+        out.append(repr(node))
+
+
+def _serialise(node: ast.AST, fmt: int) -> str:
     _strip_docstrings(node)
-    return ast.dump(node, include_attributes=False)
+    if fmt == 1:
+        return ast.dump(node, include_attributes=False)
+    out: list[str] = []
+    _canonical(node, out)
+    return "".join(out)
 
 
-def normalized_source(obj: object) -> str:
+def _source_node(obj: object) -> ast.AST:
     if isinstance(obj, property) and obj.fget is not None:
         obj = obj.fget  # a property's source is its getter's (as the source-file path sees it)
     # Unwrap our own (or anyone's) wrapt wrapper: the fingerprint is of the upstream code.
     obj = inspect.unwrap(obj)  # type: ignore[arg-type]
     source = textwrap.dedent(inspect.getsource(obj))  # type: ignore[arg-type]
-    return _dump(ast.parse(source).body[0])
+    return ast.parse(source).body[0]
 
 
 def _find(tree: ast.Module, qualname: str) -> ast.AST:
@@ -59,20 +113,40 @@ def _find(tree: ast.Module, qualname: str) -> ast.AST:
     return node
 
 
-def _digest(parts: Iterable[tuple[str, str]]) -> str:
+def _digest(parts: Iterable[tuple[str, str]], fmt: int) -> str:
     digest = hashlib.sha256()
     for qualname, dumped in parts:
         digest.update(qualname.encode() + b"\0" + dumped.encode() + b"\0")
-    return "sha256:" + digest.hexdigest()[:32]
+    return (PREFIX if fmt == FORMAT else LEGACY_PREFIX) + digest.hexdigest()[:32]
 
 
-def compute(module: ModuleType, qualnames: Iterable[str]) -> str:
+def compute(module: ModuleType, qualnames: Iterable[str], fmt: int = FORMAT) -> str:
     """Fingerprint of the named objects of an imported module."""
-    return _digest((q, normalized_source(resolve(module, q))) for q in qualnames)
+    return _digest(((q, _serialise(_source_node(resolve(module, q)), fmt)) for q in qualnames),
+                   fmt)
 
 
-def compute_from_source(source: str, qualnames: Iterable[str]) -> str:
+def compute_from_source(source: str, qualnames: Iterable[str], fmt: int = FORMAT) -> str:
     """The same fingerprint, read from a module's source text without importing it: for
-    releases that cannot be installed here (another Python, another platform)."""
+    releases that cannot be installed here (another Python, another platform). A value read
+    this way is evidence of what the source says, not that anything ran."""
     tree = ast.parse(source)
-    return _digest((q, _dump(_find(tree, q))) for q in qualnames)
+    return _digest(((q, _serialise(_find(tree, q), fmt)) for q in qualnames), fmt)
+
+
+def matches(module: ModuleType, qualnames: Iterable[str],
+            recorded: Iterable[str]) -> tuple[str, bool]:
+    """This target's current format-2 fingerprint and whether it matches a recorded value.
+
+    Format-1 values are compared by recomputing format 1 here (only once one is recorded), so
+    an old registry still matches on the interpreter it was recorded on."""
+    names = tuple(qualnames)
+    recorded = tuple(recorded)
+    found = compute(module, names)
+    if found in recorded:
+        return found, True
+    if any(format_of(v) == 1 for v in recorded):
+        legacy = compute(module, names, fmt=1)
+        if legacy in recorded:
+            return legacy, True
+    return found, False

@@ -1,4 +1,13 @@
-"""The version gate: installed distribution metadata checked against ``applies_to``.
+"""The version gate: the installed release checked against ``applies_to``.
+
+Where the version comes from (``GateResult.source``):
+
+``metadata``     the distribution's installed metadata, when the imported module is that
+                 distribution's own file (a wheel in site-packages, a ``pip --target`` dir).
+``source tree``  the version the imported tree declares (``target.version_from``; for
+                 megatron-core ``megatron/core/package_info.py``), when there is no metadata
+                 or the metadata describes another copy than the one imported: a Megatron-LM
+                 checkout on ``PYTHONPATH`` shadowing (or standing in for) an install.
 
 Versions go through :mod:`packaging` only. Pre-releases are matched deliberately
 (``prereleases=True``): a ``0.16.2.dev0`` or ``2.13.0a0+git`` build inside the declared range
@@ -8,13 +17,27 @@ is exactly the build a training team runs, and PEP 440 already keeps ``0.18.0rc1
 
 from __future__ import annotations
 
+import importlib.util
+import runpy
+import sys
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
+from types import ModuleType
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["GateResult", "check_gate", "installed_version"]
+__all__ = ["KNOWN_TREE_VERSIONS", "GateResult", "check_gate", "installed_version",
+           "resolve_version"]
+
+# Where a source tree of a known distribution declares its version ("module:attribute"), used
+# when an entry's target sets no `version_from` of its own.
+KNOWN_TREE_VERSIONS = {
+    "megatron-core": "megatron.core.package_info:__version__",
+}
+
+METADATA = "metadata"
 
 
 @dataclass(frozen=True)
@@ -22,11 +45,13 @@ class GateResult:
     distribution: str
     required: str
     found: str | None
-    """The installed version string, or None when the distribution is not installed."""
+    """The installed version string, or None when no version could be found."""
     open: bool
     reason: str
     comparable: bool = True
     """False when the installed version is not PEP 440 (the gate could not be evaluated)."""
+    source: str = METADATA
+    """Where ``found`` came from: ``metadata`` or ``source tree (<file>)``."""
 
 
 def installed_version(distribution: str) -> str | None:
@@ -36,23 +61,94 @@ def installed_version(distribution: str) -> str | None:
         return None
 
 
-def check_gate(distribution: str, spec: SpecifierSet | None) -> GateResult:
+def _owns(dist: metadata.Distribution, module: ModuleType) -> bool:
+    """Whether ``module`` was imported from the files ``dist``'s metadata describes."""
+    file = getattr(module, "__file__", None)
+    if not file:
+        return True  # a namespace or built-in module: nothing better than the metadata
+    try:
+        root = Path(str(dist.locate_file(""))).resolve()
+        return Path(file).resolve().is_relative_to(root)
+    except (OSError, ValueError):
+        return True
+
+
+def _locate(module_name: str) -> Path | None:
+    top, _, rest = module_name.partition(".")
+    spec = importlib.util.find_spec(top)  # a top-level lookup imports nothing
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(base, *rest.split(".")).with_suffix(".py") if rest else None
+        if candidate is not None and candidate.is_file():
+            return candidate
+    return None
+
+
+def _tree_version(version_from: str) -> tuple[str | None, str]:
+    module_name, _, attr = version_from.partition(":")
+    attr = attr or "__version__"
+    module = sys.modules.get(module_name)
+    if module is not None:
+        value, where = getattr(module, attr, None), getattr(module, "__file__", module_name)
+    else:
+        # Not imported (the sweep's planner, doctor): run the version file by path instead of
+        # importing it, which would import the whole package (megatron.core imports torch).
+        file = _locate(module_name)
+        if file is None:
+            return None, f"no {module_name} on sys.path"
+        try:
+            value, where = runpy.run_path(str(file)).get(attr), str(file)
+        except Exception as exc:  # a broken tree: no version, said plainly
+            return None, f"cannot read {file}: {type(exc).__name__}: {exc}"
+    if not isinstance(value, str) or not value:
+        return None, f"{where} declares no {attr}"
+    return value, f"source tree ({where})"
+
+
+def resolve_version(distribution: str, module: ModuleType | None = None,
+                    version_from: str | None = None) -> tuple[str | None, str]:
+    """(version, source) for the copy of ``distribution`` that ``module`` was imported from;
+    (None, why) when there is none to gate on."""
+    version_from = version_from or KNOWN_TREE_VERSIONS.get(distribution)
+    try:
+        dist: metadata.Distribution | None = metadata.distribution(distribution)
+    except metadata.PackageNotFoundError:
+        dist = None
+    if dist is not None and (module is None or _owns(dist, module)):
+        return dist.version, METADATA
+    if version_from:
+        version, source = _tree_version(version_from)
+        if version is not None:
+            return version, source
+        why = source
+    else:
+        why = "the target declares no `version_from` to read a source tree's version"
+    if dist is not None:
+        assert module is not None
+        return None, (f"{module.__name__} is imported from {module.__file__}, not from the "
+                      f"installed {distribution} {dist.version} at {dist.locate_file('')}, "
+                      f"and the tree's version is unknown: {why}")
+    return None, (f"{distribution} is not installed as a distribution (no metadata) and the "
+                  f"imported tree's version is unknown: {why}")
+
+
+def check_gate(distribution: str, spec: SpecifierSet | None, module: ModuleType | None = None,
+               version_from: str | None = None) -> GateResult:
     required = str(spec) if spec is not None else "any"
-    found = installed_version(distribution)
+    found, source = resolve_version(distribution, module, version_from)
     if found is None:
-        return GateResult(distribution, required, None, False,
-                          f"{distribution} is not installed as a distribution (no metadata); "
-                          "a module imported from a source tree has no version to gate on")
+        return GateResult(distribution, required, None, False, source, source="none")
+    origin = "" if source == METADATA else f" (from the {source})"
     if spec is None:
-        return GateResult(distribution, required, found, True, f"{distribution} {found}")
+        return GateResult(distribution, required, found, True, f"{distribution} {found}{origin}",
+                          source=source)
     try:
         version = Version(found)
     except InvalidVersion:
         return GateResult(distribution, required, found, False,
-                          f"{distribution} reports version {found!r}, which is not PEP 440",
-                          comparable=False)
+                          f"{distribution} reports version {found!r}{origin}, which is not "
+                          "PEP 440", comparable=False, source=source)
     if spec.contains(version, prereleases=True):
         return GateResult(distribution, required, found, True,
-                          f"{distribution} {found} is in {required}")
+                          f"{distribution} {found}{origin} is in {required}", source=source)
     return GateResult(distribution, required, found, False,
-                      f"{distribution} {found} is outside {required}")
+                      f"{distribution} {found}{origin} is outside {required}", source=source)

@@ -8,12 +8,10 @@ reachable for :meth:`Lane.revert`.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -23,6 +21,7 @@ from .audit import AuditLog, Decision, Outcome
 from .controls import Controls
 from .errors import DriftError, OverlayError, StrictModeError
 from .gates import check_gate
+from .loading import load_file, resolve
 from .registry import Entry, FingerprintPolicy, Kind, Registry
 
 __all__ = ["Lane", "load_overlay"]
@@ -45,39 +44,18 @@ class _Applied:
         self.wrapper = wrapper
 
 
-def _module_name(kind: str, entry_id: str) -> str:
-    return f"_patchlane_{kind}_{entry_id}"
-
-
 def load_overlay(entry: Entry) -> ModuleType:
     """Import the overlay file of ``entry`` (once) under a private module name."""
     assert entry.overlay is not None
-    return _load_file(entry.id, "overlay", entry.overlay)
-
-
-def _load_file(entry_id: str, kind: str, path: Path) -> ModuleType:
-    name = _module_name(kind, entry_id)
-    cached = sys.modules.get(name)
-    if cached is not None and getattr(cached, "__file__", None) == str(path):
-        return cached
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise OverlayError(entry_id, f"cannot load {kind} file {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
+        return load_file(entry.id, "overlay", entry.overlay)
+    except ImportError as exc:
+        raise OverlayError(entry.id, str(exc)) from exc
 
 
-def _resolve(module: ModuleType, qualname: str) -> object:
-    obj: object = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
+# Old private names, kept until every caller uses patchlane.loading (the redesign step).
+_load_file = load_file
+_resolve = resolve
 
 
 def _split(qualname: str) -> tuple[str, str]:
@@ -259,7 +237,7 @@ class Lane:
     def _current(self, entry: Entry, module: ModuleType) -> Any:
         parent_path, attr = _split(entry.target.qualname or "")
         try:
-            parent = _resolve(module, parent_path) if parent_path else module
+            parent = resolve(module, parent_path) if parent_path else module
             return vars(parent).get(attr)
         except (AttributeError, TypeError):
             return None
@@ -267,13 +245,15 @@ class Lane:
     def _walk(self, entry: Entry, module: ModuleType) -> Decision:
         # The gate is read first even for disabled entries: the audit always says which
         # release was installed, whatever was decided.
-        gate = check_gate(entry.target.distribution, entry.applies_to)
+        gate = check_gate(entry.target.distribution, entry.applies_to, module,
+                          entry.target.version_from)
 
         def decision(outcome: Outcome, reason: str, found: str | None = None) -> Decision:
             expected = entry.fingerprint.sha256 if found and entry.fingerprint else ()
             return Decision(entry.id, outcome, reason, distribution=entry.target.distribution,
                             installed=gate.found, applies_to=str(entry.applies_to),
-                            fingerprint_expected=expected, fingerprint_found=found)
+                            fingerprint_expected=expected, fingerprint_found=found,
+                            version_source=gate.source)
 
         reason = self.controls.disabled_reason(entry.id)
         if reason is not None:
@@ -295,10 +275,10 @@ class Lane:
             spec = entry.fingerprint
             assert spec is not None and entry.target.qualname is not None
             # Imported here, not at module level: ast/hashlib stay out of `import patchlane`.
-            from .fingerprint import compute
+            from .fingerprint import matches
 
-            found = compute(module, spec.qualnames(entry.target.qualname))
-            drift = found not in spec.sha256
+            found, matched = matches(module, spec.qualnames(entry.target.qualname), spec.sha256)
+            drift = not matched
             if drift and spec.policy is FingerprintPolicy.REFUSE:
                 return decision(Outcome.REFUSED_DRIFT,
                                 str(DriftError(entry.id, spec.sha256, found)), found)
@@ -320,7 +300,7 @@ class Lane:
         counted.__patchlane_id__ = entry_id  # type: ignore[attr-defined]
         qualname = entry.target.qualname or ""
         parent_path, attr = _split(qualname)
-        parent = _resolve(module, parent_path) if parent_path else module
+        parent = resolve(module, parent_path) if parent_path else module
         had_own = attr in vars(parent)
         original = vars(parent).get(attr)
         wrapper = wrapt.wrap_function_wrapper(module, qualname, counted)

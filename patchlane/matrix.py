@@ -24,10 +24,15 @@ import yaml
 
 from .errors import PatchlaneError
 
-__all__ = ["MatrixResult", "MatrixSet", "load_matrix", "run_set"]
+__all__ = ["MatrixResult", "MatrixSet", "install_dir", "interpreter", "load_matrix", "run_set"]
 
 _SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!-]+$")
 _VERDICTS = ("guarding", "upstream-fixed", "broken", "error", "skipped")
+
+
+def interpreter() -> str:
+    """This interpreter's ``major.minor``, as matrix sets name it."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,12 @@ class MatrixSet:
     name: str
     install: tuple[str, ...]
     expect: Mapping[str, str]
+    python: tuple[str, ...] = ()
+    """Interpreters (``major.minor``) the set runs on; empty: any. megatron-core >= 0.17 has
+    only cp312 wheels, so those sets say ``python: ["3.12"]``."""
+
+    def runs_here(self) -> bool:
+        return not self.python or interpreter() in self.python
 
 
 @dataclass
@@ -58,8 +69,16 @@ def load_matrix(path: Path) -> list[MatrixSet]:
     sets = []
     for i, raw in enumerate(data["sets"]):
         where = f"{path}: sets[{i}]"
-        if not isinstance(raw, dict) or set(raw) - {"name", "install", "expect"}:
-            raise PatchlaneError(f"{where}: expected keys name, install, expect")
+        if not isinstance(raw, dict) or set(raw) - {"name", "install", "expect", "python"}:
+            raise PatchlaneError(f"{where}: expected keys name, install, expect and optionally "
+                                 f"python (found {sorted(raw) if isinstance(raw, dict) else raw})")
+        python = raw.get("python") or []
+        if isinstance(python, str):
+            python = [python]
+        if not isinstance(python, list) or not all(
+                isinstance(p, str) and re.fullmatch(r"3\.\d+", p) for p in python):
+            raise PatchlaneError(f"{where}: python {python!r}: expected a list of interpreter "
+                                 "versions such as [\"3.12\"]")
         install = raw.get("install") or []
         bad = [s for s in install if not isinstance(s, str) or not _SPEC.match(s)]
         if bad:
@@ -69,12 +88,15 @@ def load_matrix(path: Path) -> list[MatrixSet]:
         if not raw.get("name") or not expect or wrong:
             raise PatchlaneError(f"{where}: needs a name and `expect: {{entry: verdict}}` with "
                                  f"verdicts from {list(_VERDICTS)} (found {wrong or expect})")
-        sets.append(MatrixSet(str(raw["name"]), tuple(install), dict(expect)))
+        sets.append(MatrixSet(str(raw["name"]), tuple(install), dict(expect), tuple(python)))
     return sets
 
 
 def install_dir(spec: str, cache: Path) -> Path:
-    target = cache / spec.replace("==", "-")
+    # One directory per interpreter: a wheel installed for cp311 is not the cp312 one (and
+    # megatron-core >= 0.17 has cp312 wheels only).
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    target = cache / tag / spec.replace("==", "-")
     if not (target / ".complete").exists():
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                         "--disable-pip-version-check", "--target", str(target), spec],

@@ -90,6 +90,9 @@ class Target(NamedTuple):
     """Distribution name whose installed metadata version the gate reads (``megatron-core``)."""
     module: str | None = None
     qualname: str | None = None
+    version_from: str | None = None
+    """``module:attribute`` where a source tree of the distribution declares its version, for
+    a target imported without distribution metadata (defaults: ``gates.KNOWN_TREE_VERSIONS``)."""
 
     @property
     def object_path(self) -> str | None:
@@ -128,6 +131,9 @@ class FingerprintSpec(NamedTuple):
     """When set, exactly these qualnames are fingerprinted instead of the target (+ covers):
     for a target whose own source is not the upstream code at issue (an inherited
     ``autograd.Function.apply`` wrapped to route calls)."""
+    releases: Mapping[str, str] = {}
+    """Upstream release -> the fingerprint its target had when it ran (evidence, not the gate):
+    how ``patchlane doctor`` names the release a source tree is nearest to."""
 
     def qualnames(self, target: str) -> tuple[str, ...]:
         return self.objects or (target, *self.covers)
@@ -193,7 +199,8 @@ _ID_RE = re.compile(r"^[a-z][a-z0-9_]{2,63}$")
 _DIST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _QUALNAME_RE = _MODULE_RE
-_SHA_RE = re.compile(r"^sha256:[0-9a-f]{32}$")
+_SHA_RE = re.compile(r"^sha256(-v2)?:[0-9a-f]{32}$")
+_VERSION_RE = re.compile(r"^\d+(\.\d+)*([a-z]+\d*)?(\.(post|dev)\d+)?$")
 _DEP3_FORWARDED = ("no", "not-needed")
 
 _COMMON_REQUIRED = ("id", "kind", "summary", "upstream", "retire_when", "owner", "added", "status")
@@ -328,7 +335,8 @@ def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
     data = _expect_type(ctx, value, dict, "target", "a mapping with `distribution` and `object`")
     needs_object = kind is Kind.SOURCE_PATCH
     _check_keys(ctx, data, ("distribution", "object") if needs_object else ("distribution",),
-                () if needs_object else ("object",), "target", "target.")
+                ("version_from",) if needs_object else ("object", "version_from"), "target",
+                "target.")
     dist = _expect_type(ctx, data["distribution"], str, "target.distribution",
                         "a distribution name such as 'megatron-core'")
     if not _DIST_RE.match(dist):
@@ -347,7 +355,17 @@ def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
                 found=obj,
                 expected="'package.module:Qual.name' (module path, a colon, attribute path)",
             )
-    return Target(distribution=dist, module=module, qualname=qualname or None)
+    version_from = None
+    if data.get("version_from") is not None:
+        version_from = _expect_type(ctx, data["version_from"], str, "target.version_from",
+                                    "'package.module:attribute' holding the version string")
+        vmod, vsep, vattr = version_from.partition(":")
+        if not vsep or not _MODULE_RE.match(vmod) or not _QUALNAME_RE.match(vattr):
+            raise ctx.fail("invalid version_from", key="target.version_from", found=version_from,
+                           expected="'package.module:attribute' (e.g. "
+                           "'megatron.core.package_info:__version__')")
+    return Target(distribution=dist, module=module, qualname=qualname or None,
+                  version_from=version_from)
 
 
 def _upstream(ctx: _Ctx, value: object) -> Upstream:
@@ -406,14 +424,14 @@ def _retire_when(ctx: _Ctx, value: object, upstream: Upstream) -> RetireWhen:
 
 def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
     data = _expect_type(ctx, value, dict, "fingerprint", "a mapping with `sha256` and `policy`")
-    _check_keys(ctx, data, ("sha256",), ("policy", "covers", "objects"), "fingerprint",
-                "fingerprint.")
+    _check_keys(ctx, data, ("sha256",), ("policy", "covers", "objects", "releases"),
+                "fingerprint", "fingerprint.")
     raw = data["sha256"]
     values = [raw] if isinstance(raw, str) else raw
     _expect_type(ctx, values, list, "fingerprint.sha256", "a fingerprint string or a list of them")
     if not values:
         raise ctx.fail("no fingerprint recorded", key="fingerprint.sha256", found=values,
-                       expected="at least one 'sha256:...' value",
+                       expected="at least one 'sha256-v2:...' value",
                        fix=f"record the verified release's value: `patchlane fingerprint "
                        f"{ctx.entry_id}`")
     for item in values:
@@ -422,7 +440,8 @@ def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
                 "invalid fingerprint",
                 key="fingerprint.sha256",
                 found=item,
-                expected="'sha256:' followed by 32 lowercase hex digits",
+                expected="'sha256-v2:' (or the legacy format-1 'sha256:') followed by 32 "
+                "lowercase hex digits",
                 fix=f"print the current value with `patchlane fingerprint {ctx.entry_id}`",
             )
     policy_raw = data.get("policy", "refuse")
@@ -444,8 +463,20 @@ def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
         raise ctx.fail("covers and objects are exclusive", key="fingerprint.objects",
                        found=data, expected="either covers (added to the target) or objects "
                        "(instead of the target)")
+    releases = data.get("releases") or {}
+    _expect_type(ctx, releases, dict, "fingerprint.releases",
+                 "a mapping of release (quoted, e.g. \"0.16.1\") to its fingerprint")
+    for release, value in releases.items():
+        if not isinstance(release, str) or not _VERSION_RE.match(release):
+            raise ctx.fail("invalid release", key="fingerprint.releases", found=release,
+                           expected="a quoted release version such as \"0.16.1\"")
+        if not isinstance(value, str) or not _SHA_RE.match(value):
+            raise ctx.fail("invalid fingerprint", key=f"fingerprint.releases.{release}",
+                           found=value, expected="'sha256-v2:' followed by 32 lowercase hex "
+                           "digits", fix=f"print it with `patchlane fingerprint {ctx.entry_id}` "
+                           "with that release installed")
     return FingerprintSpec(sha256=tuple(values), policy=policy, covers=lists["covers"],
-                           objects=lists["objects"])
+                           objects=lists["objects"], releases=dict(releases))
 
 
 def _date(ctx: _Ctx, value: object, key: str) -> _dt.date:

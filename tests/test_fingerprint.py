@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
+import os
+import shutil
+import subprocess
 import importlib.util
 import sys
 import textwrap
@@ -225,9 +229,9 @@ def test_base_fingerprints_are_well_formed_and_distinct(load: Loader) -> None:
     module = load(BASE)
     values = [compute(module, [q]) for q in QUALNAMES]
     for value in values:
-        assert value.startswith("sha256:")
-        assert len(value) == len("sha256:") + 32
-        int(value.removeprefix("sha256:"), 16)
+        assert value.startswith("sha256-v2:")
+        assert len(value) == len("sha256-v2:") + 32
+        int(value.removeprefix("sha256-v2:"), 16)
     assert len(set(values)) == len(values)
     assert compute(module, QUALNAMES) == compute(load(BASE), QUALNAMES)  # deterministic
 
@@ -413,7 +417,8 @@ def test_megatron_core_0_16_rerun_state_dict_fingerprint_is_recorded() -> None:
 
     found = compute(rsm, qualnames)
     assert found in entry.fingerprint.sha256
-    assert found == "sha256:ca8d10f0d3fbfe5362f1a8851b7aece7"  # the 0.16.x value
+    assert found == "sha256-v2:e64893c0780af2f6f46461a3cc1a4c79"  # the 0.16.x value
+    assert entry.fingerprint.releases[version] == found
     # The release's own file text, read without the import machinery, agrees.
     source = Path(rsm.__file__ or "").read_text()
     assert compute_from_source(source, qualnames) == found
@@ -421,3 +426,113 @@ def test_megatron_core_0_16_rerun_state_dict_fingerprint_is_recorded() -> None:
     assert compute(rsm, qualnames[:1]) not in entry.fingerprint.sha256
     assert compute(rsm, qualnames[::-1]) not in entry.fingerprint.sha256
 
+
+
+# -- formats: format 2 is interpreter-independent; format 1 is still read --------------------
+
+
+def test_format_1_values_are_still_read_on_the_interpreter_that_recorded_them(
+        load: Loader) -> None:
+    module = load(BASE)
+    legacy = compute(module, ["Box.get"], fmt=1)
+    assert legacy.startswith("sha256:") and fingerprint.format_of(legacy) == 1
+    assert fingerprint.matches(module, ["Box.get"], [legacy]) == (legacy, True)
+    current = compute(module, ["Box.get"])
+    assert fingerprint.format_of(current) == 2
+    assert fingerprint.matches(module, ["Box.get"], [current]) == (current, True)
+    # a stale value of either format is drift, reported with the current format-2 value
+    assert fingerprint.matches(module, ["Box.get"], ["sha256:" + "0" * 32]) == (current, False)
+
+
+def test_drift_message_names_the_format_fix_for_format_1_values() -> None:
+    from patchlane.errors import DriftError
+
+    old = str(DriftError("x_entry", ("sha256:" + "0" * 32,), "sha256-v2:" + "1" * 32))
+    assert "format 1" in old and "patchlane fingerprint x_entry" in old
+    new = str(DriftError("x_entry", ("sha256-v2:" + "0" * 32,), "sha256-v2:" + "1" * 32))
+    assert "format 1" not in new
+
+
+def _interpreters() -> list[Path]:
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found: dict[str, Path] = {}
+    for minor in ("3.10", "3.11", "3.12", "3.13"):
+        for candidate in sorted(root.glob(f"{minor}.*/bin/python")):
+            found[minor] = candidate
+        which = shutil.which(f"python{minor}")
+        if minor not in found and which:
+            found[minor] = Path(which)
+    found[f"{sys.version_info.major}.{sys.version_info.minor}"] = Path(sys.executable)
+    return list(found.values())
+
+
+# Fingerprints every function and class of a source corpus in a bare interpreter: the module is
+# loaded as part of a synthetic package so nothing but the standard library is imported.
+_CORPUS_SCRIPT = r"""
+import ast, importlib, json, sys, types, pathlib
+pkg = types.ModuleType("plpkg"); pkg.__path__ = [sys.argv[1]]; sys.modules["plpkg"] = pkg
+fp = importlib.import_module("plpkg.fingerprint")
+out = {}
+def defs(body, prefix=""):
+    for n in body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield prefix + n.name, n
+            if isinstance(n, ast.ClassDef):
+                yield from defs(n.body, prefix + n.name + ".")
+for name in sys.argv[3:]:
+    path = pathlib.Path(sys.argv[2]) / name
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for qualname, node in defs(tree.body):
+        for fmt in (1, 2):
+            out[f"{fmt}|{name}:{qualname}"] = fp._digest(
+                [(qualname, fp._serialise(node, fmt))], fmt)
+json.dump(out, sys.stdout)
+"""
+
+
+def test_one_fingerprint_per_source_on_every_interpreter() -> None:
+    """Real upstream sources (the installed megatron-core, liger-kernel and torch files this
+    suite runs against) fingerprint to one value under Python 3.10-3.13; format 1 (ast.dump)
+    did not, which is why it was replaced."""
+    interpreters = _interpreters()
+    if len(interpreters) < 2:
+        pytest.skip("needs at least two Python interpreters (pyenv 3.10-3.13)")
+    corpus: list[tuple[Path, list[str]]] = []
+    for package, names in (
+        ("megatron", ["core/rerun_state_machine.py", "core/transformer/transformer_config.py",
+                      "core/dist_checkpointing/strategies/torch.py"]),
+        ("liger_kernel", ["ops/fused_linear_cross_entropy.py", "ops/cross_entropy.py"]),
+        ("torch", ["nn/modules/linear.py", "distributed/distributed_c10d.py"]),
+    ):
+        try:
+            spec = importlib.util.find_spec(package)
+        except ImportError:
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        root = Path(next(iter(spec.submodule_search_locations)))
+        corpus.append((root, [n for n in names if (root / n).is_file()]))
+    if not corpus:
+        pytest.skip("no upstream package installed to read sources from")
+    package_dir = str(Path(fingerprint.__file__).parent)
+    results: dict[str, dict[str, str]] = {}
+    for python in interpreters:
+        merged: dict[str, str] = {}
+        for root, names in corpus:
+            out = subprocess.run([str(python), "-I", "-c", _CORPUS_SCRIPT, package_dir,
+                                  str(root), *names], capture_output=True, text=True,
+                                 check=True, timeout=300)
+            merged.update({f"{root.name}/{k}": v for k, v in json.loads(out.stdout).items()})
+        results[str(python)] = merged
+    keys = set.intersection(*(set(r) for r in results.values()))
+    v2 = sorted(k for k in keys if "|" in k and k.split("|")[0].endswith("2"))
+    assert len(v2) > 200, f"corpus too small to mean anything: {len(v2)} definitions"
+    split = [k for k in v2 if len({r[k] for r in results.values()}) != 1]
+    assert not split, f"format 2 differs between interpreters for {split[:5]}"
+    versions = {subprocess.run([str(p), "-c", "import sys; print(sys.version_info[:2])"],
+                               capture_output=True, text=True, check=True).stdout
+                for p in interpreters}
+    if len(versions) > 1 and any(v.strip() in ("(3, 12)", "(3, 13)") for v in versions):
+        v1 = [k for k in keys if k.split("|")[0].endswith("1")]
+        assert any(len({r[k] for r in results.values()}) != 1 for k in v1), \
+            "format 1 should differ across these interpreters; the test would not catch a split"

@@ -3,7 +3,10 @@
 1. every target distribution's installed files against its wheel RECORD hashes (a locally edited
    site-packages file is reported file by file);
 2. the ledger: version floors and packaging pins;
-3. the patch decisions, with installed targets imported so every hook decides.
+3. the patch decisions, with installed targets imported so every hook decides;
+4. for each patched distribution, the upstream release its imported code matches best
+   (``fingerprint.releases``) and the targets that differ from it: for a source checkout with
+   no metadata this names the base it was cut from and its local patch surface.
 
 Exit 0 when clean, 16 when anything is wrong (``--strict``: warnings count too).
 """
@@ -15,10 +18,11 @@ import json
 
 import patchlane
 
-from ..gates import installed_version
+from ..gates import resolve_version
 from ..ledger import check
 from ..record import verify_distribution
 from ..registry import Kind
+from ..release_match import nearest_release
 from ._common import lane, table
 
 EXIT_PROBLEMS = 16
@@ -52,8 +56,8 @@ def run_doctor(as_json: bool, strict: bool) -> int:
             (problems if violation.blocking else warnings).append(violation.message)
 
     for entry in entries:
-        if entry.kind is Kind.SOURCE_PATCH and entry.target.module and \
-                installed_version(entry.target.distribution) is not None:
+        if entry.kind is Kind.SOURCE_PATCH and entry.target.module and resolve_version(
+                entry.target.distribution, None, entry.target.version_from)[0] is not None:
             try:
                 importlib.import_module(entry.target.module)
             except patchlane.PatchlaneError as exc:  # strict mode refusing: report, go on
@@ -61,6 +65,17 @@ def run_doctor(as_json: bool, strict: bool) -> int:
             except ImportError as exc:  # installed release without that module: not a fault
                 warnings.append(f"{entry.id}: {entry.target.module} not importable on the "
                                 f"installed release ({exc})")
+    matches = []
+    for dist in distributions:
+        match = nearest_release(entries, dist)
+        if match.nearest is None:
+            continue
+        matches.append(match)
+        for entry_id in match.differ:
+            # refused as drift already when it is a gated target; here it is named against the
+            # release the rest of the tree matches, which is what a maintainer reviews
+            warnings.append(f"{dist} ({match.source}, declares {match.declared}): {entry_id}'s "
+                            f"target differs from upstream {match.nearest}")
     report = patchlane.report()
     for item in report["entries"]:
         decision = item["decision"] or {}
@@ -75,6 +90,7 @@ def run_doctor(as_json: bool, strict: bool) -> int:
         print(json.dumps({"ok": not failed, "problems": problems, "warnings": warnings,
                           "records": [r.as_dict() for r in records],
                           "ledger": [r.as_dict() for r in ledger],
+                          "releases": [m.as_dict() for m in matches],
                           "decisions": report["entries"]}, indent=2, default=str))
         return EXIT_PROBLEMS if failed else 0
     print(table(["DISTRIBUTION", "VERSION", "FILES CHECKED", "RECORD"],
@@ -82,6 +98,12 @@ def run_doctor(as_json: bool, strict: bool) -> int:
                   "ok" if r.ok else (r.error or f"{len(r.modified)} modified, "
                                                  f"{len(r.missing)} missing")]
                  for r in records]))
+    if matches:
+        print()
+        print(table(["DISTRIBUTION", "DECLARED", "FROM", "NEAREST RELEASE", "MATCH", "DIFFER"],
+                    [[m.distribution, m.declared or "-", m.source, m.nearest or "-",
+                      f"{len(m.matched)}/{len(m.matched) + len(m.differ) + len(m.unknown)}",
+                      ", ".join(m.differ) or "-"] for m in matches], width=70))
     print()
     print(table(["ENTRY", "KIND", "DECISION", "REASON"],
                 [[i["id"], i["kind"], (i["decision"] or {}).get("outcome", "-"),

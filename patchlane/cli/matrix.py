@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from ..errors import PatchlaneError
-from ..matrix import load_matrix, run_set
+from ..matrix import interpreter, load_matrix, run_set
 from ._common import table
 
 EXIT_MISMATCH = 13
@@ -23,6 +23,12 @@ def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_ro
         sets = [s for s in sets if s.name in names]
     rows, failed = [], 0
     for matrix_set in sets:
+        if not matrix_set.runs_here():
+            rows.append([matrix_set.name, "skipped", "-",
+                         f"needs Python {' or '.join(matrix_set.python)} (this is "
+                         f"{interpreter()}): run `PATCHLANE_PY={matrix_set.python[0]} "
+                         "./scripts/matrix`", "-", "-"])
+            continue
         started = time.monotonic()
         result = run_set(matrix_set, cache=cache, runs_root=runs_root, jobs=jobs,
                          timeout=timeout)

@@ -8,7 +8,7 @@ import json
 
 import patchlane
 
-from ..gates import check_gate
+from ..gates import resolve_version
 from ..registry import Kind
 from ._common import lane, table
 
@@ -17,7 +17,8 @@ def run_status(as_json: bool, import_targets: bool) -> int:
     current = lane()
     if import_targets:
         for entry in current.registry.entries:
-            installed = check_gate(entry.target.distribution, None).found is not None
+            installed = resolve_version(entry.target.distribution, None,
+                                        entry.target.version_from)[0] is not None
             if (entry.active and entry.kind is Kind.SOURCE_PATCH and entry.target.module
                     and installed):
                 # The post-import hook decides (and records) as the module loads.
@@ -33,7 +34,10 @@ def run_status(as_json: bool, import_targets: bool) -> int:
         decision = item["decision"] or {}
         rows.append([
             item["id"], item["kind"], item["target"],
-            decision.get("installed") or "-", decision.get("outcome", "-"),
+            (decision.get("installed") or "-") + (
+                " (tree)" if (decision.get("version_source") or "metadata") not in (
+                    "metadata", "none") else ""),
+            decision.get("outcome", "-"),
             str(item["hits"]), decision.get("reason", ""),
         ])
     print(table(["ID", "KIND", "TARGET", "INSTALLED", "DECISION", "HITS", "REASON"], rows))

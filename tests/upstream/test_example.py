@@ -34,7 +34,7 @@ def test_example_trains_and_its_checkpoint_carries_the_receipt(tmp_path: Path) -
     assert receipt["kind"] == "patchlane.run_receipt"
     entry = next(e for e in receipt["entries"] if e["id"] == "mcore_rerun_sentinel")
     assert entry["outcome"] == "applied"
-    assert entry["hits"] >= 1 and entry["fingerprint"].startswith("sha256:")
+    assert entry["hits"] >= 1 and entry["fingerprint"].startswith("sha256-v2:")
     assert receipt["versions"]["megatron-core"] == entry["installed"]
     printed = json.loads(out.stderr.strip().splitlines()[-1])
     assert printed["receipt"]["patch_set"] == receipt["patch_set"]
