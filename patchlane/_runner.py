@@ -119,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         lap(stage)
         result.update(outcome="error", stage="oom" if oom else stage,
                       message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        # Into the rank log as well, as an uncaught exception would be: the log tail the sweep
+        # puts in the receipt then shows the why for every error, reported or not.
+        sys.stderr.write(result["traceback"])
+        sys.stderr.flush()
     result["timings"] = timings
     result["peak_memory"] = _peak_memory(args.lane)
     _write(args.workdir, args.rank, result)

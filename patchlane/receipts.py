@@ -45,6 +45,8 @@ def build_receipt(*, run_id: str, case_id: str, entry: Entry, result: CaseResult
         "outcome": result.outcome.value,
         "stage": result.stage or None,
         "message": result.message,
+        # Why an error happened, in the failing rank's own words (redacted when the case ran).
+        "stderr_tail": result.stderr_tail,
         "started": started,
         "finished": finished,
         "seconds": round(result.seconds, 3),
@@ -71,6 +73,7 @@ def build_receipt(*, run_id: str, case_id: str, entry: Entry, result: CaseResult
                 "timings": r.get("timings", {}),
                 "peak_memory": r.get("peak_memory", {}),
                 "log": r.get("log"),
+                "stderr_tail": r.get("stderr_tail"),
             }
             for r in result.ranks
         ],

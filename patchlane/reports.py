@@ -151,6 +151,8 @@ def junit(index: dict[str, Any]) -> str:
             ET.SubElement(case, "failure", message=reason[:200]).text = reason
         elif verdict == "error":
             ET.SubElement(case, "error", message=reason[:200]).text = reason
+            if row.get("stderr_tail"):
+                ET.SubElement(case, "system-err").text = _printable(str(row["stderr_tail"]))
         elif verdict == "skipped":
             ET.SubElement(case, "skipped", message=reason[:200])
         ET.SubElement(case, "system-out").text = f"verdict: {verdict}\n{reason}"
@@ -158,9 +160,34 @@ def junit(index: dict[str, Any]) -> str:
     return text + "\n"
 
 
-def _cell(verdict: str, title: str) -> str:
+def _printable(text: str) -> str:
+    # Tails are already free of control characters; this guards receipts written before that.
+    return "".join(c if c in "\t\n" or c >= " " else "\ufffd" for c in text)
+
+
+def _cell(verdict: str, title: str, href: str | None = None) -> str:
+    label = html.escape(verdict)
+    if href is not None:
+        label = f'<a href="#{html.escape(href)}" style="color:#fff">{label}</a>'
     return (f'<td style="background:{_COLOURS.get(verdict, "#999")};color:#fff" '
-            f'title="{html.escape(title)}">{html.escape(verdict)}</td>')
+            f'title="{html.escape(title)}">{label}</td>')
+
+
+def _anchor(row: dict[str, Any]) -> str:
+    return f"error-{row['entry_id']}-{row['lane']}-ws{row['world_size']}"
+
+
+def _errors(rows: Iterable[dict[str, Any]]) -> str:
+    """Every error row with its reason and the failing rank's last lines, in plain sight: a
+    tooltip is not where anyone looks for why a sweep went red."""
+    parts = []
+    for row in _sorted(r for r in rows if r["verdict"] == "error"):
+        key = _row_key(row)
+        tail = row.get("stderr_tail")
+        parts.append(f'<h3 id="{html.escape(_anchor(row))}">{html.escape(key)}</h3>'
+                     f"<p>{html.escape(str(row['reason']))}</p>"
+                     + (f"<pre>{html.escape(_printable(str(tail)))}</pre>" if tail else ""))
+    return f"<h2>Errors</h2>{''.join(parts)}" if parts else ""
 
 
 def page(index: dict[str, Any], history: Sequence[dict[str, Any]] = ()) -> str:
@@ -173,7 +200,11 @@ def page(index: dict[str, Any], history: Sequence[dict[str, Any]] = ()) -> str:
         cells = []
         for lane, ws in columns:
             row = by.get((entry, lane, ws))
-            cells.append(_cell(row["verdict"], row["reason"]) if row else "<td></td>")
+            if row is None:
+                cells.append("<td></td>")
+            else:
+                href = _anchor(row) if row["verdict"] == "error" else None
+                cells.append(_cell(row["verdict"], row["reason"], href))
         body.append(f"<tr><th>{html.escape(entry)}</th>{''.join(cells)}</tr>")
     hist = ""
     runs = sorted([*history, index], key=lambda i: i["created"])
@@ -194,10 +225,13 @@ def page(index: dict[str, Any], history: Sequence[dict[str, Any]] = ()) -> str:
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>patchlane sweep {html.escape(index['run_id'])}</title>"
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:4px 10px;text-align:left}</style></head><body>"
+        "td,th{border:1px solid #ccc;padding:4px 10px;text-align:left}"
+        "pre{background:#f6f6f6;padding:8px;overflow-x:auto;white-space:pre-wrap}"
+        "</style></head><body>"
         f"<h1>patchlane sweep {html.escape(index['run_id'])}</h1>"
         f"<p>{html.escape(counts)} · created {html.escape(index['created'])} · shard "
         f"{html.escape(str(index.get('shard')))}</p>"
-        f"<table><tr><th>entry</th>{head}</tr>{''.join(body)}</table>{hist}"
+        f"<table><tr><th>entry</th>{head}</tr>{''.join(body)}</table>"
+        f"{_errors(index['rows'])}{hist}"
         "</body></html>\n"
     )

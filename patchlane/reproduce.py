@@ -19,6 +19,7 @@ import contextlib
 import enum
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ReproducerError
+from .provenance import redact_text
 from .registry import Entry
 
 __all__ = [
@@ -111,6 +113,8 @@ class CaseResult:
     """For errors: import, setup, run, timeout, crash."""
     seconds: float = 0.0
     ranks: list[dict[str, Any]] = field(default_factory=list)
+    stderr_tail: str | None = None
+    """For errors: the last lines of the failing rank's log, secrets redacted."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +127,7 @@ class CaseResult:
             "stage": self.stage,
             "seconds": round(self.seconds, 3),
             "ranks": self.ranks,
+            "stderr_tail": self.stderr_tail,
         }
 
 
@@ -236,27 +241,61 @@ def run_case(
         for log_file in logs:
             log_file.close()
     result = _aggregate(entry, mode, lane, world_size, case_dir, procs, timed_out, timeout,
-                        killed)
+                        killed, child_env)
     result.seconds = time.monotonic() - started
     return result
 
 
-def _tail(path: Path, lines: int = 25) -> str:
+TAIL_LINES = 20
+TAIL_CHARS = 4096
+# Only the end of a rank log is read: a reproducer that floods its output must not make the
+# sweep read gigabytes to find the last twenty lines.
+_TAIL_READ = 64 * 1024
+# Control characters (NUL, escape sequences, a rank's stray binary output) make receipts and
+# reports unreadable; tabs and newlines stay.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# Python 3.11+ underlines the failing part of each traceback source line with ^^^ / ~~~: in
+# a twenty-line tail those markers would push out the lines that say why.
+_MARKERS = re.compile(r"^\s*[~^]+\s*$")
+# The line that says why, in a Python traceback: ``pkg.mod.SomeError: message``.
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b")
+
+
+def _tail(path: Path, env: Mapping[str, str]) -> str:
+    """The last lines of a rank log, secrets redacted, at most TAIL_LINES / TAIL_CHARS."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with path.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - _TAIL_READ))
+            data = fh.read()
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    if size > _TAIL_READ and b"\n" in data:
+        data = data.split(b"\n", 1)[1]  # drop the partial first line
+    text = _CONTROL.sub("\ufffd", data.decode("utf-8", errors="replace"))
+    # Redacted before it is cut to size, so a cut can never split a secret out of its pattern.
+    lines = [line for line in text.splitlines() if not _MARKERS.match(line)]
+    tail = redact_text("\n".join(lines[-TAIL_LINES:]), env).rstrip()
+    return tail if len(tail) <= TAIL_CHARS else "…" + tail[-(TAIL_CHARS - 1):]
+
+
+def _why(tail: str) -> str:
+    """One line of ``tail`` for a table: the exception line of a traceback, else the last line."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    found = next((line for line in reversed(lines) if _EXCEPTION_LINE.match(line)),
+                 lines[-1] if lines else "")
+    return found if len(found) <= 200 else found[:199] + "…"
 
 
 def _aggregate(entry: Entry, mode: Mode, lane: str, world_size: int, case_dir: Path,
                procs: Sequence[subprocess.Popen[bytes]], timed_out: bool,
-               timeout: float, killed: Sequence[bool]) -> CaseResult:
+               timeout: float, killed: Sequence[bool], env: Mapping[str, str]) -> CaseResult:
     ranks: list[dict[str, Any]] = []
     for rank, proc in enumerate(procs):
         result_file = case_dir / f"rank{rank}.json"
         data: dict[str, Any]
-        if result_file.is_file():
+        reported = result_file.is_file()
+        if reported:
             data = json.loads(result_file.read_text(encoding="utf-8"))
         elif timed_out:
             data = {"outcome": "error", "stage": "timeout",
@@ -278,7 +317,16 @@ def _aggregate(entry: Entry, mode: Mode, lane: str, world_size: int, case_dir: P
         data["exit_code"] = proc.returncode
         data["log"] = str(case_dir / f"rank{rank}.log")
         if data.get("outcome") != "pass":
-            data["log_tail"] = _tail(case_dir / f"rank{rank}.log")
+            tail = _tail(case_dir / f"rank{rank}.log", env)
+            data["stderr_tail"] = tail
+            # What a rank reports about itself can quote its environment as freely as its log.
+            for key in ("message", "traceback"):
+                if isinstance(data.get(key), str):
+                    data[key] = redact_text(data[key], env)
+            why = _why(tail)
+            if not reported and data.get("stage") == "bootstrap" and why:
+                # It died before it could say why: its own last words do.
+                data["message"] = f"{data['message']}: {why}"
         ranks.append(data)
     outcomes = [r.get("outcome") for r in ranks]
     if "error" in outcomes:
@@ -291,4 +339,6 @@ def _aggregate(entry: Entry, mode: Mode, lane: str, world_size: int, case_dir: P
         worst = ranks[0]
         outcome, stage = RunOutcome.PASS, ""
     return CaseResult(entry.id, mode, lane, world_size, outcome,
-                      str(worst.get("message", "")), stage, ranks=ranks)
+                      str(worst.get("message", "")), stage, ranks=ranks,
+                      stderr_tail=worst.get("stderr_tail") if outcome is RunOutcome.ERROR
+                      else None)

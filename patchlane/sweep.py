@@ -66,6 +66,8 @@ class VerdictRow:
     cases: list[CaseResult] = field(default_factory=list)
     receipts: dict[str, str] = field(default_factory=dict)
     comparison_key: dict[str, Any] | None = None
+    stderr_tail: str | None = None
+    """For an error: the failing case's last log lines (redacted); the reason is one line."""
 
     @property
     def key(self) -> str:
@@ -76,6 +78,7 @@ class VerdictRow:
             "entry_id": self.entry_id, "lane": self.lane, "world_size": self.world_size,
             "verdict": self.verdict.value, "reason": self.reason, "installed": self.installed,
             "receipts": self.receipts, "comparison_key": self.comparison_key,
+            "stderr_tail": self.stderr_tail,
             "cases": [c.as_dict() for c in self.cases],
         }
 
@@ -269,8 +272,22 @@ def verdicts(run: RunDir) -> list[VerdictRow]:
                 out.comparison_key = receipt["comparison_key"]
                 dists = receipt["provenance"]["runtime"].get("distributions") or {}
                 out.installed = dists.get(_distribution(receipt)) or out.installed
+                if out.verdict is Verdict.ERROR:
+                    out.stderr_tail = _failing_tail(run, ids, present)
         rows.append(out)
     return rows
+
+
+def _failing_tail(run: RunDir, ids: Mapping[str, str],
+                  present: Mapping[str, Mapping[str, Any]]) -> str | None:
+    # The case the reason names: without first, as in verdict_of. Receipts from before the
+    # field existed have no tail; the reason alone stands then.
+    mode = next((m for m in ("without", "with")
+                 if m in present and present[m].get("outcome") == "error"), None)
+    if mode is None:
+        return None
+    tail = run.read_receipt(ids[mode]).get("stderr_tail")
+    return str(tail) if tail else None
 
 
 def _guard_verdict(without: Mapping[str, Any]) -> tuple[Verdict, str]:

@@ -185,3 +185,52 @@ def test_a_rank_blocked_after_its_peer_died_is_not_waited_for(
     stages = {r["rank"]: r.get("stage") for r in result.ranks}
     assert stages == {0: "timeout", 1: "run"}, result.ranks
     assert "after a peer exited" in result.ranks[0]["message"]
+
+
+def test_a_reported_error_keeps_its_traceback_and_loses_its_secrets(
+        fake_target: FakeTarget) -> None:
+    write_repro(fake_target, "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n"
+                             "def run(ctx):\n    import os\n"
+                             "    raise RuntimeError('cannot reach https://bot:pw-4711x@h.invalid/x'"
+                             " f' with {{os.environ[\"MY_API_TOKEN\"]}}')\n")
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+    env = fake_env(fake_target) | {"MY_API_TOKEN": "s3cr3t-value"}
+    result = run_case(entry, Mode.WITH, timeout=60, env=env)
+    assert result.outcome is RunOutcome.ERROR and result.stage == "run", result
+    assert result.message == "RuntimeError: cannot reach https://bot:***@h.invalid/x with ***"
+    tail = result.stderr_tail
+    assert tail is not None and "Traceback (most recent call last)" in tail
+    assert "RuntimeError: cannot reach https://bot:***@h.invalid/x with ***" in tail
+    for text in (tail, result.message, result.ranks[0]["traceback"]):
+        assert "pw-4711x" not in text and "s3cr3t-value" not in text
+
+
+def test_a_passing_case_has_no_tail(fake_target: FakeTarget) -> None:
+    write_repro(fake_target, REPRO_GUARDING)
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+    result = run_case(entry, Mode.WITH, timeout=60, env=fake_env(fake_target))
+    assert result.outcome is RunOutcome.PASS and result.stderr_tail is None
+    assert "stderr_tail" not in result.ranks[0]
+
+
+def test_the_tail_is_bounded_printable_and_redacted(tmp_path: Path) -> None:
+    from patchlane.reproduce import TAIL_CHARS, TAIL_LINES, _tail
+
+    log = tmp_path / "rank0.log"
+    with log.open("wb") as fh:
+        fh.write(b"noise " * 50 + b"\n")
+        for i in range(20_000):
+            fh.write(b"line %d " % i + b"x" * 150 + b"\n")
+        fh.write(bytes(range(256)) + b"\n")
+        fh.write(b"    ^^^^^^^^^^\n")
+        fh.write(b"ValueError: bad token=abcdef123 from s3cr3t-value\n")
+    tail = _tail(log, {"MY_API_TOKEN": "s3cr3t-value"})
+    assert len(tail.splitlines()) <= TAIL_LINES and len(tail) <= TAIL_CHARS
+    assert tail.splitlines()[-1] == "ValueError: bad token=*** from ***"
+    assert "^^^" not in tail
+    assert not any(c < " " and c not in "\t\n" for c in tail)
+    # one enormous line is cut to size too
+    log.write_bytes(b"y" * 5_000_000)
+    tail = _tail(log, {})
+    assert len(tail) == TAIL_CHARS and tail.startswith("…")
+    assert _tail(tmp_path / "missing.log", {}) == ""

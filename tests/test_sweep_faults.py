@@ -19,7 +19,7 @@ from patchlane.manifest import RunDir
 from patchlane.receipts import validate
 from patchlane.registry import load_registries
 from patchlane.reports import compare, load_index, write_reports
-from patchlane.sweep import Shard, Verdict, new_run, run_sweep
+from patchlane.sweep import EXIT_ERROR, Shard, Verdict, new_run, run_sweep
 
 from .conftest import OVERLAY_SOURCE, FakeTarget
 
@@ -201,3 +201,89 @@ def test_sweep_cli_progress_lines_in_ci_and_resume_refuses_a_changed_registry(
     resumed = subprocess.run([*cmd[:4], "--resume", str(run_dir)], env=env,
                              capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 1 and "registry changed" in resumed.stderr
+
+
+BOOT_BREAKER = '''
+import os
+import sys
+
+registry = []
+# Only in a sweep's rank (the sweep sets PATCHLANE_ONLY there), never in the sweep itself.
+if os.environ.get("PATCHLANE_ONLY"):
+    token = os.environ["MY_API_TOKEN"]
+    print("pip index: https://deploy:hunter2pass@pypi.example.invalid/simple", file=sys.stderr)
+    print(f"retrying with {token}", file=sys.stderr)
+    raise RuntimeError("registry plugin exploded: distinctive-marker-4711 (index "
+                       "https://deploy:hunter2pass@pypi.example.invalid/simple, "
+                       f"MY_API_TOKEN={token}, with {token}, db_password=opensesame42)")
+'''
+
+
+def boot_breaker(root: Path) -> Path:
+    """A distribution whose ``patchlane.registries`` entry point prints secrets to stderr and
+    raises: ``import patchlane`` (hence ``python -m patchlane._runner``) dies before the rank
+    can write its JSON."""
+    root.mkdir()
+    (root / "plbootbreak.py").write_text(BOOT_BREAKER)
+    meta = root / "plbootbreak-1.0.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: plbootbreak\nVersion: 1.0\n")
+    (meta / "entry_points.txt").write_text(
+        "[patchlane.registries]\nplbootbreak = plbootbreak:registry\n")
+    return root
+
+
+def test_a_rank_that_dies_before_reporting_says_why_without_secrets(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    registry = load_registries([multi_registry(fake_target, {"a": GUARDING})])
+    run = new_run(registry, tmp_path / "run", lanes=["cpu"], only=None, shard=Shard(1, 1),
+                  header={"run_id": "boot"})
+    env = env_for(fake_target)
+    env["PYTHONPATH"] += os.pathsep + str(boot_breaker(tmp_path / "breaker"))
+    env["MY_API_TOKEN"] = "s3cr3t-value"
+    (row,) = run_sweep(registry, run, timeout=60, env=env)
+    write_reports(run, rows=[row])
+    secrets = ("s3cr3t-value", "hunter2pass", "opensesame42")
+
+    assert row.verdict is Verdict.ERROR
+    assert row.reason.startswith("without overlay: bootstrap: rank 0 exited 1 before reporting: "
+                                 "RuntimeError: registry plugin exploded: "
+                                 "distinctive-marker-4711"), row.reason
+    # the exception line in the reason is redacted like the rest: context stays, secrets go
+    assert ("https://deploy:***@pypi.example.invalid/simple, MY_API_TOKEN=***, with ***, "
+            "db_password=***") in row.reason
+
+    receipt = json.loads(next((run.path / "receipts").glob("*--without.json")).read_text())
+    assert validate(receipt) == []
+    tail = receipt["stderr_tail"]
+    assert tail == row.stderr_tail == receipt["ranks"][0]["stderr_tail"]
+    assert "plbootbreak.py" in tail and "distinctive-marker-4711" in tail
+    assert tail.splitlines()[-1].startswith("RuntimeError: registry plugin exploded")
+    assert "retrying with ***" in tail
+    assert len(tail.splitlines()) <= 20 and len(tail) <= 4096
+    assert "distinctive-marker-4711" in receipt["message"]
+
+    page = (run.path / "report.html").read_text()
+    assert "<h2>Errors</h2>" in page
+    assert "distinctive-marker-4711" in page.split("<h2>Errors</h2>", 1)[1]  # not only a tooltip
+    assert "RuntimeError: registry plugin exploded" in (run.path / "summary.md").read_text()
+
+    for name in ("index.json", "summary.md", "junit.xml", "report.html", "manifest.json",
+                 *(f"receipts/{p.name}" for p in (run.path / "receipts").iterdir())):
+        text = (run.path / name).read_text()
+        for secret in secrets:
+            assert secret not in text, (name, secret)
+    for secret in secrets:
+        assert secret not in row.reason
+
+    # the CLI prints the whole reason and the failing rank's last lines under the table
+    cli = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir",
+                          str(tmp_path / "cli"), "--quiet"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert cli.returncode == EXIT_ERROR, cli.stdout + cli.stderr
+    assert (f"error {row.key}: without overlay: bootstrap: rank 0 exited 1 before reporting: "
+            "RuntimeError: registry plugin exploded: distinctive-marker-4711") in cli.stdout
+    assert "  | retrying with ***\n" in cli.stdout
+    assert "  | RuntimeError: registry plugin exploded: distinctive-marker-4711" in cli.stdout
+    for secret in secrets:
+        assert secret not in cli.stdout + cli.stderr

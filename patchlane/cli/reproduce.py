@@ -18,8 +18,9 @@ def run_reproduce(entry_id: str, without: bool, lane_name: str, sizes: list[int]
               f"{result.outcome.value.upper()} in {result.seconds:.1f}s: {result.message}")
         if result.outcome is RunOutcome.ERROR:
             for rank in result.ranks:
-                if rank.get("log_tail"):
-                    print(f"--- rank {rank['rank']} log ({rank['log']}) ---\n{rank['log_tail']}")
+                if rank.get("stderr_tail"):
+                    print(f"--- rank {rank['rank']} log ({rank['log']}), last lines ---\n"
+                          f"{rank['stderr_tail']}")
         code = {RunOutcome.PASS: 0, RunOutcome.FAIL: 1, RunOutcome.ERROR: 2}[result.outcome]
         worst = max(worst, code)
     return worst

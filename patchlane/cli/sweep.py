@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import sys
+import textwrap
 from pathlib import Path
 
 from .. import _version
@@ -15,7 +16,7 @@ from ..errors import PatchlaneError
 from ..manifest import CaseState, RunDir
 from ..provenance import git_revision, patch_set_digest
 from ..reports import load_index, write_reports
-from ..sweep import Shard, SweepEvent, exit_code, new_run, run_sweep
+from ..sweep import Shard, SweepEvent, Verdict, exit_code, new_run, run_sweep
 from ._common import lane, table
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -81,6 +82,13 @@ def run_sweep_command(lanes: list[str] | None, only: list[str] | None, timeout: 
         print(table(["ENTRY", "LANE", "WS", "INSTALLED", "VERDICT", "REASON"],
                     [[r.entry_id, r.lane, str(r.world_size), r.installed or "-",
                       r.verdict.value, r.reason] for r in rows], width=90))
+        # The table cuts reasons to its width; an error's whole reason and the failing rank's
+        # last lines are printed in full, so the terminal (or CI log) says why by itself.
+        for row in rows:
+            if row.verdict is Verdict.ERROR:
+                print(f"\nerror {row.key}: {row.reason}")
+                if row.stderr_tail:
+                    print(textwrap.indent(row.stderr_tail, "  | ", lambda _: True))
         counts = ", ".join(f"{k}: {v}" for k, v in sorted(index["counts"].items()))
         print(f"\n{counts or 'nothing to run'}")
         if index["counts"].get("upstream-fixed"):
