@@ -111,7 +111,7 @@ def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("PYTHONWARNINGS", "ignore")
-    run_dir = runs_root / matrix_set.name
+    run_dir = runs_root / f"{matrix_set.name}-py{interpreter()}"
     cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir", str(run_dir),
            "--jobs", str(jobs), "--timeout", str(timeout), "--json", "--quiet"]
     for lane in lanes or ["cpu"]:

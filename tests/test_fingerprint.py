@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
-import importlib.util
 import sys
 import textwrap
 import uuid

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import fingerprint
 from ..errors import OverlayError, StrictModeError
-from ..gates import installed_version
+from ..gates import resolve_version
 from ._common import lane
 
 
@@ -19,7 +19,8 @@ def run_fingerprint(entry_id: str, source: Path | None = None) -> int:
     qualnames = entry.fingerprint.qualnames(entry.target.qualname)
     if source is not None:
         value = fingerprint.compute_from_source(source.read_text(encoding="utf-8"), qualnames)
-        label = str(source)
+        # read, not run: never record it under fingerprint.releases as if a run had seen it
+        label = f"{source} (read from source: nothing ran)"
     else:
         try:
             module = importlib.import_module(entry.target.module)
@@ -31,9 +32,13 @@ def run_fingerprint(entry_id: str, source: Path | None = None) -> int:
                 raise
             value = fingerprint.compute_from_source(
                 Path(spec.origin).read_text(encoding="utf-8"), qualnames)
+            where = f"read from {spec.origin}: the import was refused"
         else:
             value = fingerprint.compute(module, qualnames)
-        label = f"{entry.target.distribution} {installed_version(entry.target.distribution)}"
+            where = f"imported from {module.__file__}"
+        version, version_source = resolve_version(entry.target.distribution, module=None,
+                                                  version_from=entry.target.version_from)
+        label = f"{entry.target.distribution} {version} ({version_source}; {where})"
     recorded = value in entry.fingerprint.sha256
     print(value)
     print(f"# {label}: "
