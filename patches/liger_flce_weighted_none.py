@@ -143,8 +143,16 @@ def _forward_parameters(cls: Any) -> list[inspect.Parameter]:
     return list(inspect.signature(cls.forward).parameters.values())[1:]  # drop ctx
 
 
+def _function_class(wrapped: Any, instance: Any) -> Any:
+    # torch <= 2.14 defines Function.apply as a Python classmethod, so wrapt passes the class
+    # as `instance`. torch 2.15 uses _C._FunctionBase's C classmethod descriptor, which wrapt
+    # binds like a plain function (instance None): the class is then the bound method's
+    # __self__. Seen on torch 2.15.0 + liger-kernel 0.8.1 (Python 3.12).
+    return instance if instance is not None else getattr(wrapped, "__self__", None)
+
+
 def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    params = _forward_parameters(instance)
+    params = _forward_parameters(_function_class(wrapped, instance))
     values = {p.name: p.default for p in params}
     values.update(zip((p.name for p in params), args, strict=False))
     values.update(kwargs)

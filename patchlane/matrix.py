@@ -43,6 +43,9 @@ class MatrixSet:
     python: tuple[str, ...] = ()
     """Interpreters (``major.minor``) the set runs on; empty: any. megatron-core >= 0.17 has
     only cp312 wheels, so those sets say ``python: ["3.12"]``."""
+    deps: tuple[str, ...] = ()
+    """Specs of ``install`` installed with their dependencies: a torch release brings its own
+    CUDA libraries and triton, which the venv's torch does not match."""
 
     def runs_here(self) -> bool:
         return not self.python or interpreter() in self.python
@@ -69,7 +72,8 @@ def load_matrix(path: Path) -> list[MatrixSet]:
     sets = []
     for i, raw in enumerate(data["sets"]):
         where = f"{path}: sets[{i}]"
-        if not isinstance(raw, dict) or set(raw) - {"name", "install", "expect", "python"}:
+        if not isinstance(raw, dict) or set(raw) - {"name", "install", "expect", "python",
+                                                    "deps"}:
             raise PatchlaneError(f"{where}: expected keys name, install, expect and optionally "
                                  f"python (found {sorted(raw) if isinstance(raw, dict) else raw})")
         python = raw.get("python") or []
@@ -88,17 +92,23 @@ def load_matrix(path: Path) -> list[MatrixSet]:
         if not raw.get("name") or not expect or wrong:
             raise PatchlaneError(f"{where}: needs a name and `expect: {{entry: verdict}}` with "
                                  f"verdicts from {list(_VERDICTS)} (found {wrong or expect})")
-        sets.append(MatrixSet(str(raw["name"]), tuple(install), dict(expect), tuple(python)))
+        deps = raw.get("deps") or []
+        if not isinstance(deps, list) or any(d not in install for d in deps):
+            raise PatchlaneError(f"{where}: deps {deps!r}: expected a list of specs that are "
+                                 "also in install")
+        sets.append(MatrixSet(str(raw["name"]), tuple(install), dict(expect), tuple(python),
+                              tuple(deps)))
     return sets
 
 
-def install_dir(spec: str, cache: Path) -> Path:
+def install_dir(spec: str, cache: Path, deps: bool = False) -> Path:
     # One directory per interpreter: a wheel installed for cp311 is not the cp312 one (and
     # megatron-core >= 0.17 has cp312 wheels only).
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    target = cache / tag / spec.replace("==", "-")
+    target = cache / tag / (spec.replace("==", "-") + ("+deps" if deps else ""))
     if not (target / ".complete").exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
+                        *([] if deps else ["--no-deps"]),
                         "--disable-pip-version-check", "--target", str(target), spec],
                        check=True)
         (target / ".complete").write_text("ok\n")
@@ -107,7 +117,8 @@ def install_dir(spec: str, cache: Path) -> Path:
 
 def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 1,
             timeout: float = 600.0, lanes: list[str] | None = None) -> MatrixResult:
-    paths = [str(install_dir(spec, cache)) for spec in matrix_set.install]
+    paths = [str(install_dir(spec, cache, spec in matrix_set.deps))
+             for spec in matrix_set.install]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("PYTHONWARNINGS", "ignore")

@@ -14,13 +14,14 @@ import pytest
 from patchlane.checkpoint import read_run_receipt
 from patchlane.errors import PatchlaneError
 
-from .conftest import ROOT, requires_megatron
+from .conftest import ROOT, release_for, requires_megatron
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow, requires_megatron]
 
 
 def test_example_trains_and_its_checkpoint_carries_the_receipt(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    _, release = release_for("mcore_rerun_sentinel")  # a release the example's patch covers
+    env = {k: v for k, v in (release or os.environ).items() if not k.startswith("PATCHLANE_")}
     env["PYTHONWARNINGS"] = "ignore"
     out = subprocess.run([sys.executable, str(ROOT / "examples" / "train_tiny_megatron.py"),
                           "--out", str(tmp_path / "run")], capture_output=True, text=True,
