@@ -61,9 +61,16 @@ def installed_version(distribution: str) -> str | None:
         return None
 
 
-def _owns(dist: metadata.Distribution, module: ModuleType) -> bool:
-    """Whether ``module`` was imported from the files ``dist``'s metadata describes."""
-    file = getattr(module, "__file__", None)
+def _owns(dist: metadata.Distribution, module: ModuleType | None,
+          version_from: str | None) -> bool:
+    """Whether ``module`` (or, before any import, the package that ``version_from`` names, as
+    it would be found on ``sys.path``) comes from the files ``dist``'s metadata describes."""
+    file = getattr(module, "__file__", None) if module is not None else None
+    if module is None and version_from:
+        # the sweep's planner and doctor decide before importing: find where the package
+        # would come from without importing it (a checkout on PYTHONPATH shadows the wheel)
+        located = _locate(version_from.partition(":")[0])
+        file = str(located) if located is not None else None
     if not file:
         return True  # a namespace or built-in module: nothing better than the metadata
     try:
@@ -113,7 +120,7 @@ def resolve_version(distribution: str, module: ModuleType | None = None,
         dist: metadata.Distribution | None = metadata.distribution(distribution)
     except metadata.PackageNotFoundError:
         dist = None
-    if dist is not None and (module is None or _owns(dist, module)):
+    if dist is not None and _owns(dist, module, version_from):
         return dist.version, METADATA
     if version_from:
         version, source = _tree_version(version_from)

@@ -184,14 +184,14 @@ def host_class(torch_info: Mapping[str, Any] | None) -> str:
 
 def runtime(distributions: Iterable[str]) -> dict[str, Any]:
     """Versions and hardware as seen from inside the process that ran the case."""
-    from importlib import metadata
+    from .gates import resolve_version
 
     versions: dict[str, str | None] = {}
+    sources: dict[str, str] = {}
     for name in distributions:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
+        # the copy this process imports: a source tree on PYTHONPATH shadowing a wheel is
+        # reported with the tree's declared version, as the gate saw it
+        versions[name], sources[name] = resolve_version(name)
     torch_info = _torch_info()
     return {
         "python": platform.python_version(),
@@ -204,6 +204,7 @@ def runtime(distributions: Iterable[str]) -> dict[str, Any]:
         "host_class": host_class(torch_info),
         "patchlane": __version__,
         "distributions": versions,
+        "version_sources": sources,
     }
 
 

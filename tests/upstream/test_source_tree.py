@@ -134,3 +134,21 @@ def test_doctor_names_the_nearest_upstream_release_of_a_clean_tree(tree: Path) -
     assert match["source"].startswith("source tree") and match["declared"] == VERSION
     assert match["nearest"] == VERSION
     assert ENTRY in match["matched"] and match["differ"] == []
+
+
+def test_the_sweep_plans_and_reports_the_trees_release(tree: Path, tmp_path: Path) -> None:
+    """The planner decides before importing anything: it must still see the tree (not the
+    venv's installed wheel) and gate on the tree's version, and the receipts say where the
+    version came from."""
+    run = tmp_path / "run"
+    out = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "sweep", "--lane", "cpu",
+                          "--only", ENTRY, "--run-dir", str(run), "--jobs", "2", "--json",
+                          "--quiet"], env=env_for(tree), capture_output=True, text=True,
+                         timeout=900, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = json.loads(out.stdout)["rows"]
+    assert {(r["verdict"], r["installed"]) for r in rows} == {("guarding", VERSION)}, rows
+    receipt = json.loads(next((run / "receipts").glob(f"{ENTRY}--cpu--ws1--with.json"))
+                         .read_text())
+    sources = receipt["provenance"]["runtime"]["version_sources"]
+    assert sources["megatron-core"].startswith("source tree (" + str(tree))
