@@ -83,11 +83,12 @@ def run_receipt() -> dict[str, Any]:
 def check_config(config: Any) -> list[Any]:
     """Run every compat gate on a run's configuration (a Megatron args namespace or a
     TransformerConfig); raises :class:`patchlane.ledger.CompatGateError` naming the upstream
-    issue when a known-bad combination is configured. Returns the per-gate results."""
+    issue when a known-bad combination is configured. A gate disabled by PATCHLANE_DISABLE /
+    PATCHLANE_ONLY is skipped (its result says so). Returns the per-gate results."""
     from .ledger import check_config as _check
 
     lane = _startup.current()
-    return _check(config, list(lane.registry.entries))
+    return _check(config, list(lane.registry.entries), lane.controls)
 
 
 def report() -> dict[str, Any]:
@@ -114,6 +115,9 @@ def report() -> dict[str, Any]:
         "registries": [str(p) for p in lane.registry.sources],
         "registry_digest": lane.registry.digest,
         "startup_error": str(error) if error else None,
+        # PATCHLANE_DISABLE / PATCHLANE_ONLY ids that name no loaded entry (a typo, or an id
+        # of another registry set): they changed nothing here.
+        "unknown_control_ids": sorted(lane.unknown_control_ids),
         "entries": entries,
         "history": [d.as_dict() for d in lane.audit.history()],
         "summary": lane.summary(),

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import wrapt
 
+from . import _registry_cache
 from .audit import AuditLog
 from .controls import Controls
 from .errors import PatchlaneError, RegistryError
 from .importer import Lane
-from .registry import Registry, load_registries
+from .registry import Registry
 
 __all__ = ["current", "default_registry_path", "registry_paths", "start"]
 
@@ -75,7 +76,7 @@ def start(controls: Controls | None = None) -> Lane:
             return _lane
         controls = controls or Controls.from_env()
         try:
-            registry = load_registries(registry_paths(controls))
+            registry = _registry_cache.load(registry_paths(controls), controls.registry_cache)
         except RegistryError as exc:
             _startup_error = exc
             log.error("patchlane: registry rejected, nothing applied: %s", exc)
@@ -89,7 +90,8 @@ def start(controls: Controls | None = None) -> Lane:
         wrapt.register_post_import_hook("patchlane.ranks:_wrap_init_process_group",
                                         "torch.distributed")
     lane.start()
-    log.info("%s", lane.summary())
+    if log.isEnabledFor(logging.INFO):  # the summary walks every entry: only when it is shown
+        log.info("%s", lane.summary())
     return lane
 
 

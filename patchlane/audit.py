@@ -1,7 +1,9 @@
 """The audit: every decision the startup walk takes, with its reason, and per-overlay hit counts.
 
 Decisions are appended, never rewritten: re-deciding an entry (after ``revert``, a reload or
-``apply()``) adds a record, and :meth:`AuditLog.latest` answers "what holds now".
+``apply()``) adds a record, and :meth:`AuditLog.latest` answers "what holds now" from a dict
+kept up to date on every record (never by replaying the history: that made deciding n entries
+quadratic in n).
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import datetime as _dt
 import enum
 import threading
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from types import MappingProxyType
 from typing import Any
 
 __all__ = ["AuditLog", "Decision", "Outcome"]
@@ -22,6 +26,9 @@ class Outcome(str, enum.Enum):
     APPLIED = "applied"
     SKIPPED_GATE = "skipped: gate"
     SKIPPED_DISABLED = "skipped: disabled"
+    SKIPPED_NOT_APPLICABLE = "skipped: not applicable"
+    """A ledger entry whose ``when:`` condition does not hold in this process (a pin for
+    Triton's CPU interpreter when triton is imported without ``TRITON_INTERPRET=1``)."""
     UPSTREAM_FIXED = "upstream-fixed"
     REFUSED_DRIFT = "refused: drift"
     FAILED_ERROR = "failed: error"
@@ -66,31 +73,58 @@ class AuditLog:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._decisions: list[Decision] = []
+        self._latest: dict[str, Decision] = {}
+        self._view = MappingProxyType(self._latest)
+        self._pending: set[str] = set()
         # A Counter increment is one bytecode-level dict update under the GIL; the hot path
         # of every overlay call takes no lock.
         self.hits: Counter[str] = Counter()
         self.paths: Counter[tuple[str, str]] = Counter()
 
+    @staticmethod
+    def stamp() -> str:
+        """The ``at`` of a decision taken now (UTC, milliseconds)."""
+        return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
     def record(self, decision: Decision) -> Decision:
         if not decision.at:
-            stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
-            decision = Decision(**{**decision.__dict__, "at": stamp})
-        with self._lock:
-            self._decisions.append(decision)
+            decision = Decision(**{**decision.__dict__, "at": self.stamp()})
+        self.record_many((decision,))
         return decision
+
+    def record_many(self, decisions: Iterable[Decision]) -> None:
+        """Record already-stamped decisions in order, under one lock: the startup walk's one
+        record per entry costs a list append and two dict/set updates each, nothing more."""
+        with self._lock:
+            for decision in decisions:
+                self._decisions.append(decision)
+                self._latest[decision.entry_id] = decision
+                if decision.outcome is Outcome.PENDING:
+                    self._pending.add(decision.entry_id)
+                else:
+                    self._pending.discard(decision.entry_id)
 
     def history(self) -> list[Decision]:
         with self._lock:
             return list(self._decisions)
 
-    def latest(self) -> dict[str, Decision]:
-        out: dict[str, Decision] = {}
-        for decision in self.history():
-            out[decision.entry_id] = decision
-        return out
+    def latest(self) -> MappingProxyType[str, Decision]:
+        """The decision that holds now, per entry id: a live read-only view, O(1). Iterate a
+        ``.copy()`` (one atomic C call) where another thread may record a first decision."""
+        return self._view
+
+    def get(self, entry_id: str) -> Decision | None:
+        """The decision that holds now for ``entry_id`` (None before the first)."""
+        return self._latest.get(entry_id)
+
+    def pending(self) -> int:
+        """How many entries are still ``pending``: the lane is settled when none is."""
+        return len(self._pending)
 
     def clear(self) -> None:
         with self._lock:
             self._decisions.clear()
+            self._latest.clear()
+            self._pending.clear()
             self.hits.clear()
             self.paths.clear()

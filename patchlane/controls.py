@@ -2,6 +2,12 @@
 
 ``PATCHLANE_DISABLE=id,...``   never apply these entries (decision ``skipped: disabled``).
 ``PATCHLANE_ONLY=id,...``      apply only these entries; every other one is ``skipped: disabled``.
+                               Both govern every kind: source patches, config settings, version
+                               floors and packaging pins (never checked), compat gates (skipped
+                               by ``patchlane.check_config``). An id that names no loaded entry
+                               is logged at WARNING with the closest known id and listed under
+                               ``unknown_control_ids`` in ``patchlane.report()``; it does not
+                               raise, since it may target another registry set.
 ``PATCHLANE_STRICT=1``         every refusal (drift), failure, ledger violation, and gate that
                                cannot be evaluated raises :class:`StrictModeError`. Explicit
                                ``DISABLE``/``ONLY`` choices, ``upstream-fixed``, and a gate that
@@ -11,6 +17,9 @@
 ``PATCHLANE_DEFAULT_REGISTRY=0``      do not load the registry bundled with patchlane.
 ``PATCHLANE_ENTRY_POINTS=0``          do not load registries from the ``patchlane.registries``
                                entry-point group.
+``PATCHLANE_REGISTRY_CACHE=0|DIR``    where the validated registry is cached between processes
+                               (default ``$XDG_CACHE_HOME/patchlane/registry``, ``~/.cache``);
+                               ``0`` parses and validates every file at every start.
 ``PATCHLANE_VERIFY_RANKS=0``          do not compare patch sets across ranks right after
                                ``torch.distributed.init_process_group`` (patchlane.ranks).
 """
@@ -18,11 +27,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Controls"]
+__all__ = ["Controls", "describe_unknown"]
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -46,6 +55,21 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ValueError(f"{name}={raw!r}: expected one of {_TRUE + _FALSE}")
 
 
+def _cache_dir(env: Mapping[str, str]) -> Path | None:
+    raw = (env.get("PATCHLANE_REGISTRY_CACHE") or "").strip()
+    if raw.lower() in _FALSE:
+        return None
+    if raw and raw.lower() not in _TRUE:
+        return Path(raw)
+    base = env.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except (RuntimeError, KeyError):  # no HOME and no passwd entry (some containers)
+            return None
+    return Path(base) / "patchlane" / "registry"
+
+
 @dataclass(frozen=True)
 class Controls:
     disable: frozenset[str]
@@ -55,6 +79,8 @@ class Controls:
     default_registry: bool
     entry_points: bool
     verify_ranks: bool = True
+    registry_cache: Path | None = None
+    """Directory of the validated-registry cache (patchlane._registry_cache); None: off."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Controls:
@@ -69,6 +95,7 @@ class Controls:
             default_registry=_flag(env, "PATCHLANE_DEFAULT_REGISTRY", True),
             entry_points=_flag(env, "PATCHLANE_ENTRY_POINTS", True),
             verify_ranks=_flag(env, "PATCHLANE_VERIFY_RANKS", True),
+            registry_cache=_cache_dir(env),
         )
 
     def disabled_reason(self, entry_id: str) -> str | None:
@@ -77,3 +104,29 @@ class Controls:
         if self.only is not None and entry_id not in self.only:
             return "not listed in PATCHLANE_ONLY"
         return None
+
+    def unknown_ids(self, known: Collection[str]) -> dict[str, list[str]]:
+        """Ids in PATCHLANE_DISABLE / PATCHLANE_ONLY that name no entry in ``known``, each with
+        the variable(s) that list it. A typo there would otherwise disable nothing, silently
+        (or, in ONLY, disable everything without saying which id was meant)."""
+        unknown: dict[str, list[str]] = {}
+        for name, ids in (("PATCHLANE_DISABLE", self.disable),
+                          ("PATCHLANE_ONLY", self.only or frozenset())):
+            for entry_id in sorted(ids - set(known)):
+                unknown.setdefault(entry_id, []).append(name)
+        return unknown
+
+
+def describe_unknown(unknown: Mapping[str, list[str]], known: Collection[str]) -> str:
+    """One WARNING line for :meth:`Controls.unknown_ids`: each id, where it is listed, the
+    closest known id, and every known id."""
+    import difflib  # only when an id is unknown: not on the common path of `import patchlane`
+
+    parts = []
+    for entry_id, where in sorted(unknown.items()):
+        close = difflib.get_close_matches(entry_id, list(known), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        parts.append(f"{entry_id!r} in {' and '.join(where)}{hint}")
+    listing = ", ".join(sorted(known)) or "(none)"
+    return (f"patchlane: unknown entry id(s) {'; '.join(parts)}: no loaded registry declares "
+            f"them, so they change nothing here. Known ids: {listing}")

@@ -9,6 +9,7 @@ reachable for :meth:`Lane.revert`.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -18,11 +19,11 @@ from typing import Any
 import wrapt
 
 from .audit import AuditLog, Decision, Outcome
-from .controls import Controls
+from .controls import Controls, describe_unknown
 from .errors import DriftError, OverlayError, StrictModeError
 from .gates import check_gate
 from .loading import load_file, resolve
-from .registry import Entry, FingerprintPolicy, Kind, Registry
+from .registry import Entry, FingerprintPolicy, Kind, Registry, StartupRow
 
 __all__ = ["Lane", "load_overlay"]
 
@@ -63,6 +64,21 @@ def _split(qualname: str) -> tuple[str, str]:
     return parent, attr
 
 
+class _Locks(dict[str, threading.RLock]):
+    """entry id -> its RLock, created on first use (thread-safely, one per id)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._guard = threading.Lock()
+
+    def __missing__(self, entry_id: str) -> threading.RLock:
+        with self._guard:
+            return self.setdefault(entry_id, threading.RLock())
+
+
+_LEDGER_KINDS = (Kind.VERSION_FLOOR.value, Kind.PACKAGING_PIN.value)
+
+
 def _is_ours(obj: object, entry_id: str) -> bool:
     inner = getattr(obj, "_self_wrapper", None)
     return getattr(inner, "__patchlane_id__", None) == entry_id
@@ -79,61 +95,132 @@ class Lane:
         # One lock per entry, not one global lock: a probe may import another target module
         # while a second thread holds that module's import lock and waits to decide its own
         # entry. A single lock would deadlock those two threads; per-entry locks cannot.
-        self._locks = {e.id: threading.RLock() for e in registry.entries}
+        # Made on first use: building one per entry here would read every entry at startup.
+        self._locks = _Locks()
         self._hooked: set[str] = set()
         self._seen: set[str] = set()
         self._hook_lock = threading.Lock()
         self._started = False
         self._settled = False
+        self.unknown_control_ids: dict[str, list[str]] = {}
+        """PATCHLANE_DISABLE / PATCHLANE_ONLY ids naming no entry here -> the variables."""
 
     # -- walk ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Record every entry and register hooks; decide at once for imported targets."""
-        for entry in self.registry.entries:
-            if not entry.active:
-                self.audit.record(Decision(entry.id, Outcome.RETIRED,
-                                           "status: retired (reproducer kept as a guard)"))
-            elif entry.kind is Kind.COMPAT_GATE:
-                self.audit.record(Decision(entry.id, Outcome.LEDGER,
-                                           "checked by patchlane.check_config(config)"))
-            elif entry.kind in (Kind.VERSION_FLOOR, Kind.PACKAGING_PIN):
-                self._ledger(entry)
-            elif entry.kind is Kind.CONFIG:
-                self._hook_config(entry)
+        """Record every entry and register hooks; decide at once for imported targets.
+
+        It reads only the registry's startup index (plain strings per entry), never the
+        entries themselves nor any distribution's metadata: floors and pins are checked in a
+        hook on their module, and a cached registry (patchlane._registry_cache) rebuilds its
+        entries only when a hook first needs one. Per entry that leaves one record, recorded
+        in one batch under one timestamp, then one hook per module: `import patchlane` stays
+        flat from a handful of entries to hundreds."""
+        index = self.registry.startup_index
+        self._check_control_ids(index)
+        at = self.audit.stamp()
+        records: list[Decision] = []
+        hooks: list[tuple[str, Callable[[ModuleType], None]]] = []
+        for row in index:
+            if not row.active:
+                records.append(Decision(row.id, Outcome.RETIRED,
+                                        "status: retired (reproducer kept as a guard)", at=at))
+                continue
+            reason = self.controls.disabled_reason(row.id)
+            if reason is not None and row.kind != Kind.SOURCE_PATCH.value:
+                # A disabled floor, pin, gate or setting is never checked or assigned: decided
+                # now, nothing to wait for. (A source patch's walk decides it on import, after
+                # reading the gate, so its audit still names the installed release.) Never a
+                # problem, so never raised in strict mode: logged like every decision.
+                records.append(Decision(row.id, Outcome.SKIPPED_DISABLED, reason,
+                                        distribution=row.distribution or None, at=at))
+                log.info("patchlane: %s %s: %s", row.id, Outcome.SKIPPED_DISABLED.value, reason)
+            elif row.kind == Kind.COMPAT_GATE.value:
+                records.append(Decision(row.id, Outcome.LEDGER,
+                                        "checked by patchlane.check_config(config)", at=at))
+            elif row.kind in _LEDGER_KINDS:
+                # Fired right after the module's import (at once if it is already imported):
+                # the distribution's metadata is read only then, never at `import patchlane`.
+                assert row.module is not None
+                records.append(Decision(row.id, Outcome.PENDING, row.waiting,
+                                        distribution=row.distribution,
+                                        applies_to=row.applies_to, at=at))
+                hooks.append((row.module, self._ledger_hook(row.id)))
+            elif row.kind == Kind.CONFIG.value:
+                records.append(Decision(row.id, Outcome.PENDING, row.waiting, at=at))
+                hooks.extend((name, self._config_hook(row.id, name)) for name in row.modules)
+        # Every pending record is in before any hook is registered: a hook fires at once for
+        # a module that is already imported, and its decision must come after the record.
+        self.audit.record_many(records)
+        for module_name, hook in hooks:
+            wrapt.register_post_import_hook(hook, module_name)
         self.apply()
         self._started = True
 
+    def _check_control_ids(self, index: tuple[StartupRow, ...]) -> None:
+        known = {row.id for row in index}
+        self.unknown_control_ids = self.controls.unknown_ids(known)
+        if self.unknown_control_ids:
+            # A warning, not an error: the id may belong to a registry this process does not
+            # load (one PATCHLANE_DISABLE exported for several jobs).
+            log.warning("%s", describe_unknown(self.unknown_control_ids, known))
+
     # -- ledger kinds ----------------------------------------------------------------------
 
-    def _ledger(self, entry: Entry) -> None:
+    def _ledger_hook(self, entry_id: str) -> Callable[[ModuleType], None]:
+        def check(module: ModuleType) -> None:
+            self.decide_ledger(self.registry.get(entry_id))
+
+        return check
+
+    def decide_ledger(self, entry: Entry, eager: bool = False) -> Decision:
+        """Check a version floor or packaging pin now and record the decision.
+
+        From the hook (``eager=False``), a violated ``policy: error`` entry that names its
+        module makes that import fail with :class:`~patchlane.ledger.LedgerError`. ``eager``
+        is for ``patchlane status``: the check runs before its module is imported, is recorded
+        as such, and raises only what strict mode raises."""
         from .ledger import LedgerError, check
 
-        result = check(entry)
-        assert result is not None
-        outcome = Outcome.LEDGER_OK if result.ok else Outcome.LEDGER_VIOLATION
-        self._finish(entry, Decision(entry.id, outcome, result.message,
-                                     distribution=entry.target.distribution,
-                                     installed=result.found, applies_to=result.expected))
-        if result.blocking and entry.target.module:
-            def refuse(module: ModuleType) -> None:
-                raise LedgerError(result)
-
+        when = entry.when
+        assert when is not None
+        note = (f" (checked eagerly; a run checks on {when.describe()})" if eager else "")
+        with self._locks[entry.id]:
+            reason = self.controls.disabled_reason(entry.id)
+            if reason is not None:
+                return self._finish(entry, Decision(entry.id, Outcome.SKIPPED_DISABLED, reason,
+                                                    distribution=entry.target.distribution))
+            unmet = when.unmet(os.environ)
+            if unmet is not None:
+                # The condition is part of the entry: a pin for Triton's CPU interpreter says
+                # nothing about a GPU run that imports triton. Recorded with why, not checked.
+                return self._finish(entry, Decision(
+                    entry.id, Outcome.SKIPPED_NOT_APPLICABLE,
+                    f"not applicable: checked only on {when.describe()}; {unmet}{note}",
+                    distribution=entry.target.distribution))
+            result = check(entry)
+            assert result is not None
+            outcome = Outcome.LEDGER_OK if result.ok else Outcome.LEDGER_VIOLATION
+            decision = self._finish(entry, Decision(entry.id, outcome, result.message + note,
+                                                    distribution=entry.target.distribution,
+                                                    installed=result.found,
+                                                    applies_to=result.expected))
+        if result.blocking and not eager and entry.names_its_import:
             # policy: error -> the import the floor protects fails, loudly, with the fix.
-            wrapt.register_post_import_hook(refuse, entry.target.module)
+            raise LedgerError(result)
+        return decision
 
-    def _hook_config(self, entry: Entry) -> None:
-        by_module: dict[str, dict[str, Any]] = {}
-        for name, value in entry.extra["settings"].items():
-            module, _, attr = name.rpartition(".")
-            by_module.setdefault(module, {})[attr] = value
-        self.audit.record(Decision(entry.id, Outcome.PENDING,
-                                   f"waiting for `import {', '.join(sorted(by_module))}`"))
-        for module_name, settings in by_module.items():
-            def assign(module: ModuleType, settings: dict[str, Any] = settings) -> None:
-                self._assign(entry, module, settings)
+    def _config_hook(self, entry_id: str, module_name: str) -> Callable[[ModuleType], None]:
+        def assign(module: ModuleType) -> None:
+            entry = self.registry.get(entry_id)
+            settings = {}
+            for name, value in entry.extra["settings"].items():
+                owner, _, attr = name.rpartition(".")
+                if owner == module_name:
+                    settings[attr] = value
+            self._assign(entry, module, settings)
 
-            wrapt.register_post_import_hook(assign, module_name)
+        return assign
 
     def _assign(self, entry: Entry, module: ModuleType, settings: dict[str, Any]) -> None:
         with self._locks[entry.id]:
@@ -173,26 +260,38 @@ class Lane:
 
     def apply(self) -> None:
         """Idempotent re-walk: hook what is not hooked, decide what is imported and unapplied."""
-        for entry in self.registry.entries:
-            if not entry.active or entry.kind is not Kind.SOURCE_PATCH:
+        at = self.audit.stamp()
+        pending: list[Decision] = []
+        first_hooks: list[str] = []
+        redecide: list[tuple[str, str]] = []
+        for row in self.registry.startup_index:
+            if not row.active or row.kind != Kind.SOURCE_PATCH.value:
                 continue
-            module_name = entry.target.module
+            module_name = row.module
             assert module_name is not None
             with self._hook_lock:
                 first = module_name not in self._hooked
                 self._hooked.add(module_name)
-                new_entry = entry.id not in self._seen
-                self._seen.add(entry.id)
+                new_entry = row.id not in self._seen
+                self._seen.add(row.id)
             if new_entry and module_name not in sys.modules:
                 # one record per entry: several entries may wait on the same module
-                self.audit.record(Decision(
-                    entry.id, Outcome.PENDING, f"waiting for `import {module_name}`",
-                    distribution=entry.target.distribution, applies_to=str(entry.applies_to)))
+                pending.append(Decision(row.id, Outcome.PENDING, row.waiting,
+                                        distribution=row.distribution,
+                                        applies_to=row.applies_to, at=at))
             if first:
-                # Fires at once when the module is already imported, else right after import.
-                wrapt.register_post_import_hook(self._on_import, module_name)
+                first_hooks.append(module_name)
             elif module_name in sys.modules:
-                self.decide(entry, sys.modules[module_name])
+                redecide.append((row.id, module_name))
+        # Records first, in one batch, then the hooks (see start()).
+        self.audit.record_many(pending)
+        for module_name in first_hooks:
+            # Fires at once when the module is already imported, else right after import.
+            wrapt.register_post_import_hook(self._on_import, module_name)
+        for entry_id, module_name in redecide:
+            module = sys.modules.get(module_name)
+            if module is not None:
+                self.decide(self.registry.get(entry_id), module)
 
     def _on_import(self, module: ModuleType) -> None:
         self._rearm(module.__name__)
@@ -310,8 +409,7 @@ class Lane:
         decision = self.audit.record(decision)
         level = logging.WARNING if decision.outcome.is_problem else logging.INFO
         log.log(level, "patchlane: %s %s: %s", entry.id, decision.outcome.value, decision.reason)
-        if self._started and not self._settled and not any(
-                d.outcome is Outcome.PENDING for d in self.audit.latest().values()):
+        if self._started and not self._settled and self.audit.pending() == 0:
             self._settled = True
             # The line to grep for in a training log: every entry decided, and why.
             log.info("%s", self.summary(settled=True))
@@ -341,17 +439,20 @@ class Lane:
         from ._version import __version__
 
         groups: dict[Outcome, list[str]] = {}
-        for entry_id, decision in sorted(self.audit.latest().items()):
+        for entry_id, decision in sorted(self.audit.latest().copy().items()):
             label = entry_id
-            if decision.outcome.is_problem or decision.outcome in (Outcome.SKIPPED_DISABLED,
-                                                                  Outcome.SKIPPED_GATE):
+            if decision.outcome.is_problem or decision.outcome in (
+                    Outcome.SKIPPED_DISABLED, Outcome.SKIPPED_GATE,
+                    Outcome.SKIPPED_NOT_APPLICABLE):
                 label += f" ({decision.reason[:120]})"
             groups.setdefault(decision.outcome, []).append(label)
         parts = [f"{o.value}: {', '.join(groups[o])}" for o in Outcome if o in groups]
+        if self.unknown_control_ids:
+            parts.append(f"unknown control ids: {', '.join(self.unknown_control_ids)}")
         mode = "strict" if self.controls.strict else "default"
         sources = ",".join(p.name for p in self.registry.sources) or "no registry"
         head = "patchlane lane settled" if settled else f"patchlane {__version__}"
-        return (f"{head} [{mode}] {len(self.registry.entries)} entries ({sources}) | "
+        return (f"{head} [{mode}] {len(self.registry.startup_index)} entries ({sources}) | "
                 + (" | ".join(parts) or "none"))
 
     def is_applied(self, entry_id: str) -> bool:

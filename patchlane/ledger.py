@@ -1,29 +1,37 @@
 """The typed ledger: workarounds that are not source patches, kept visible and checked.
 
-``version_floor``  the installed release must satisfy ``requires`` (checked at startup; with
-                   ``policy: error`` importing ``target.object``'s module raises).
+``version_floor``  the installed release must satisfy ``requires`` (checked when its module is
+                   imported; with ``policy: error`` that import raises).
 ``packaging_pin``  the installed release must satisfy ``pin`` and, when ``source`` is given,
                    have been installed from that URL (its ``direct_url.json``).
 ``compat_gate``    a check on the run's configuration (Megatron args or TransformerConfig),
                    run by :func:`patchlane.check_config`; raises with the upstream link.
 ``config``         settings assigned as soon as their module is imported, recorded in the
                    audit with the value they replaced.
+
+Floors and pins are decided in a post-import hook (:meth:`patchlane.importer.Lane
+.decide_ledger`) on the module ``when.imported`` names (default: ``target.object``'s module,
+else the distribution's import name), and only if ``when.env`` holds then; no distribution
+metadata is read at ``import patchlane``. :func:`evaluate` is the eager form for the CLI.
+``PATCHLANE_DISABLE`` / ``PATCHLANE_ONLY`` skip every kind.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+from .controls import Controls
 from .errors import PatchlaneError
 from .gates import check_gate
 from .registry import Entry, Kind
 
 __all__ = ["CompatGateError", "LedgerError", "LedgerResult", "check", "check_config",
-           "run_compat_gate"]
+           "evaluate", "run_compat_gate"]
 
 
 class LedgerError(PatchlaneError):
@@ -49,6 +57,8 @@ class LedgerResult:
     message: str
     found: str | None = None
     expected: str | None = None
+    skipped: str | None = None
+    """Why the check did not run (``disabled``, ``not applicable``); None when it ran."""
 
     @property
     def blocking(self) -> bool:
@@ -57,7 +67,7 @@ class LedgerResult:
     def as_dict(self) -> dict[str, Any]:
         return {"entry_id": self.entry_id, "kind": self.kind, "ok": self.ok,
                 "policy": self.policy, "message": self.message, "found": self.found,
-                "expected": self.expected}
+                "expected": self.expected, "skipped": self.skipped}
 
 
 def _link(entry: Entry) -> str:
@@ -120,12 +130,36 @@ def _packaging_pin(entry: Entry) -> LedgerResult:
 
 
 def check(entry: Entry) -> LedgerResult | None:
-    """The installed-environment checks (floors and pins); None for other kinds."""
+    """The installed-environment checks (floors and pins), unconditionally; None for other
+    kinds. :func:`evaluate` applies the controls and the ``when`` condition first."""
     if entry.kind is Kind.VERSION_FLOOR:
         return _version_floor(entry)
     if entry.kind is Kind.PACKAGING_PIN:
         return _packaging_pin(entry)
     return None
+
+
+def _skipped(entry: Entry, why: str, message: str) -> LedgerResult:
+    return LedgerResult(entry.id, entry.kind.value, True, entry.extra.get("policy", "warn"),
+                        message, skipped=why)
+
+
+def evaluate(entry: Entry, controls: Controls | None = None,
+             environ: Mapping[str, str] | None = None) -> LedgerResult | None:
+    """A floor or pin checked eagerly, as a run would decide it once its module is imported:
+    skipped when ``controls`` disable it or ``when.env`` does not hold in ``environ``
+    (``os.environ`` by default). For ``patchlane doctor``; None for other kinds."""
+    when = entry.when
+    if when is None:
+        return None
+    reason = controls.disabled_reason(entry.id) if controls is not None else None
+    if reason is not None:
+        return _skipped(entry, "disabled", f"skipped: disabled ({reason})")
+    unmet = when.unmet(os.environ if environ is None else environ)
+    if unmet is not None:
+        return _skipped(entry, "not applicable",
+                        f"not applicable: checked only on {when.describe()}; {unmet}")
+    return check(entry)
 
 
 def _load_check(entry: Entry) -> Callable[[Any], str | None]:
@@ -155,9 +189,19 @@ def run_compat_gate(entry: Entry, config: Any) -> LedgerResult:
                         f"{entry.id}: {problem} ({entry.summary}; {_link(entry)})")
 
 
-def check_config(config: Any, entries: list[Entry]) -> list[LedgerResult]:
-    results = [run_compat_gate(e, config) for e in entries
-               if e.kind is Kind.COMPAT_GATE and e.active]
+def check_config(config: Any, entries: list[Entry],
+                 controls: Controls | None = None) -> list[LedgerResult]:
+    """Every active compat gate on ``config``; a gate ``controls`` disable is skipped (its
+    result says so) and never raises."""
+    results = []
+    for entry in entries:
+        if entry.kind is not Kind.COMPAT_GATE or not entry.active:
+            continue
+        reason = controls.disabled_reason(entry.id) if controls is not None else None
+        if reason is not None:
+            results.append(_skipped(entry, "disabled", f"skipped: disabled ({reason})"))
+            continue
+        results.append(run_compat_gate(entry, config))
     blocking = [r for r in results if r.blocking]
     if blocking:
         if len(blocking) == 1:

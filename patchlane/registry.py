@@ -27,9 +27,11 @@ __all__ = [
     "Kind",
     "Registry",
     "RetireWhen",
+    "StartupRow",
     "Status",
     "Target",
     "Upstream",
+    "When",
     "load_registries",
     "parse_registry",
 ]
@@ -113,6 +115,49 @@ class Upstream(NamedTuple):
     (a numpy pin fixed in triton)."""
 
 
+class When(NamedTuple):
+    """When a ledger check (``version_floor``, ``packaging_pin``) runs: once module
+    ``imported`` is imported, and only if every ``env`` variable has its value at that moment.
+    Until then the entry is ``pending``; with the module imported but the environment not
+    matching it is ``skipped: not applicable``."""
+
+    imported: str
+    env: Mapping[str, str] = {}
+
+    def describe(self) -> str:
+        """``import triton`` with TRITON_INTERPRET=1: what the check waits for."""
+        cond = " and ".join(f"{name}={value}" for name, value in self.env.items())
+        module = self.imported or "<the target's module>"  # as written, before the default
+        return f"`import {module}`" + (f" with {cond}" if cond else "")
+
+    def __str__(self) -> str:  # `patchlane show` prints the entry's settings with str()
+        return self.describe()
+
+    def unmet(self, environ: Mapping[str, str]) -> str | None:
+        """Why the environment condition does not hold in ``environ`` (None when it does)."""
+        for name, value in self.env.items():
+            actual = environ.get(name)
+            if actual != value:
+                now = "unset" if actual is None else f"{actual!r}"
+                return f"{name} is {now}, not {value!r}"
+        return None
+
+
+# Where a distribution's import name is not its own name normalized ('-' and '.' -> '_'): the
+# module a version floor or pin waits for when the entry names no module (`target.object`,
+# `when.imported`) itself.
+KNOWN_IMPORT_NAMES = {
+    "megatron-core": "megatron.core",
+    "pytorch-triton": "triton",
+    "pyyaml": "yaml",
+}
+
+
+def import_name(distribution: str) -> str:
+    name = distribution.lower()
+    return KNOWN_IMPORT_NAMES.get(name) or re.sub(r"[-.]+", "_", name)
+
+
 class RetireWhen(NamedTuple):
     release: SpecifierSet | None
     """Releases of the target distribution that carry the fix."""
@@ -163,6 +208,78 @@ class Entry:
     def active(self) -> bool:
         return self.status is Status.ACTIVE
 
+    # Cached: read for every entry by Registry.startup_index and the ledger hooks, and
+    # packaging canonicalizes every version on a SpecifierSet's first str().
+
+    @functools.cached_property
+    def applies_to_text(self) -> str:
+        """``str(applies_to)`` (``'None'`` when unset), as decisions record it."""
+        return str(self.applies_to)
+
+    @functools.cached_property
+    def requirement_text(self) -> str | None:
+        """A floor's or pin's requirement as decisions record it (``torch>=2.6.0``)."""
+        spec = self.extra.get("requires") or self.extra.get("pin")
+        return f"{self.target.distribution}{spec}" if spec is not None else None
+
+    @functools.cached_property
+    def when(self) -> When | None:
+        """For a version floor or packaging pin: the import (and environment) its check waits
+        for. ``when.imported`` defaults to the module of ``target.object``, else the
+        distribution's import name. None for the other kinds."""
+        if self.kind not in (Kind.VERSION_FLOOR, Kind.PACKAGING_PIN):
+            return None
+        given: When | None = self.extra.get("when")
+        module = (given.imported if given is not None and given.imported else None) \
+            or self.target.module or import_name(self.target.distribution)
+        return When(module, given.env if given is not None else {})
+
+    @property
+    def names_its_import(self) -> bool:
+        """Whether the entry names the module its check waits for (``target.object`` or
+        ``when.imported``): only then does ``policy: error`` make that import fail."""
+        given: When | None = self.extra.get("when")
+        return self.target.module is not None or bool(given is not None and given.imported)
+
+
+class StartupRow(NamedTuple):
+    """What the startup walk needs of one entry, and nothing else: plain strings, so a cached
+    registry can start a lane without rebuilding its entries (patchlane._registry_cache)."""
+
+    id: str
+    kind: str
+    """``Kind`` value."""
+    active: bool
+    distribution: str
+    module: str | None
+    """The module whose import decides it: a source patch's target module, a floor's or pin's
+    ``when.imported``; None for the other kinds."""
+    modules: tuple[str, ...]
+    """A config entry's settings modules (one hook each)."""
+    waiting: str
+    """The pending record's reason: ``waiting for `import x```."""
+    applies_to: str | None
+    """As decisions record it: ``applies_to`` of a source patch, the requirement of a floor or
+    pin (``torch>=2.6.0``)."""
+
+    @classmethod
+    def of(cls, entry: Entry) -> StartupRow:
+        module: str | None = None
+        modules: tuple[str, ...] = ()
+        waiting, applies_to = "", None
+        if entry.kind is Kind.SOURCE_PATCH:
+            module, applies_to = entry.target.module, entry.applies_to_text
+            waiting = f"waiting for `import {module}`"
+        elif entry.when is not None:
+            module, applies_to = entry.when.imported, entry.requirement_text
+            waiting = f"waiting for {entry.when.describe()}"
+        elif entry.kind is Kind.CONFIG:
+            modules = tuple(sorted({str(name).rpartition(".")[0]
+                                    for name in entry.extra["settings"]}))
+            waiting = f"waiting for `import {', '.join(modules)}`"
+        return cls(entry.id, entry.kind.value, entry.active, entry.target.distribution, module,
+                   modules, waiting, applies_to)
+
 
 @dataclass(frozen=True)
 class Registry:
@@ -170,6 +287,15 @@ class Registry:
     sources: tuple[Path, ...]
     contents: tuple[bytes, ...] = ()
     """The bytes of every source file as validated, in load order."""
+
+    @functools.cached_property
+    def startup_index(self) -> tuple[StartupRow, ...]:
+        """One :class:`StartupRow` per entry, in order: all that `import patchlane` reads."""
+        return tuple(StartupRow.of(entry) for entry in self.entries)
+
+    @functools.cached_property
+    def _by_id(self) -> dict[str, Entry]:
+        return {entry.id: entry for entry in self.entries}
 
     @functools.cached_property
     def digest(self) -> str:
@@ -185,14 +311,23 @@ class Registry:
         return "sha256:" + digest.hexdigest()
 
     def get(self, entry_id: str) -> Entry:
-        for entry in self.entries:
-            if entry.id == entry_id:
-                return entry
+        entry = self._by_id.get(entry_id)
+        if entry is not None:
+            return entry
         known = ", ".join(e.id for e in self.entries) or "(none)"
         raise KeyError(f"no registry entry {entry_id!r}; known ids: {known}")
 
+    @functools.cached_property
+    def _by_module(self) -> dict[str, tuple[Entry, ...]]:
+        index: dict[str, list[Entry]] = {}
+        for entry in self.entries:
+            if entry.target.module is not None:
+                index.setdefault(entry.target.module, []).append(entry)
+        return {module: tuple(entries) for module, entries in index.items()}
+
     def by_module(self, module: str) -> tuple[Entry, ...]:
-        return tuple(e for e in self.entries if e.target.module == module)
+        # indexed once: every hooked module's import asks, and a registry has hundreds
+        return self._by_module.get(module, ())
 
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]{2,63}$")
@@ -202,15 +337,16 @@ _QUALNAME_RE = _MODULE_RE
 _SHA_RE = re.compile(r"^sha256(-v2)?:[0-9a-f]{32}$")
 _VERSION_RE = re.compile(r"^\d+(\.\d+)*([a-z]+\d*)?(\.(post|dev)\d+)?$")
 _DEP3_FORWARDED = ("no", "not-needed")
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _COMMON_REQUIRED = ("id", "kind", "summary", "upstream", "retire_when", "owner", "added", "status")
 _COMMON_OPTIONAL = ("target", "applies_to", "reproducer", "notes", "evidence", "retired")
 _KIND_KEYS: dict[Kind, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # kind: (required, optional) on top of the common keys
     Kind.SOURCE_PATCH: (("target", "applies_to", "overlay", "reproducer", "fingerprint"), ()),
-    Kind.VERSION_FLOOR: (("target", "requires", "policy"), ()),
+    Kind.VERSION_FLOOR: (("target", "requires", "policy"), ("when",)),
     Kind.COMPAT_GATE: (("check",), ("policy",)),
-    Kind.PACKAGING_PIN: (("target", "pin"), ("source", "policy")),
+    Kind.PACKAGING_PIN: (("target", "pin"), ("source", "policy", "when")),
     Kind.CONFIG: (("settings",), ()),
 }
 
@@ -492,7 +628,51 @@ def _date(ctx: _Ctx, value: object, key: str) -> _dt.date:
     raise ctx.fail("invalid date", key=key, found=value, expected="an ISO date such as 2026-11-22")
 
 
-def _kind_extra(ctx: _Ctx, kind: Kind, data: Mapping[str, Any]) -> dict[str, Any]:
+def _when(ctx: _Ctx, value: object, target: Target) -> When:
+    expected = ("a mapping such as `{imported: triton, env: {TRITON_INTERPRET: \"1\"}}`: "
+                "the module whose import triggers the check and/or the environment variables "
+                "that must hold")
+    data = _expect_type(ctx, value, dict, "when", expected)
+    _check_keys(ctx, data, (), ("imported", "env"), "when", "when.")
+    if data.get("imported") is None and data.get("env") is None:
+        raise ctx.fail("empty condition", key="when", found=data, expected=expected,
+                       fix="name the module (`imported:`) and/or the environment (`env:`), or "
+                       "drop `when:` to check as soon as the target module is imported")
+    imported = ""
+    if data.get("imported") is not None:
+        imported = _expect_type(ctx, data["imported"], str, "when.imported",
+                                "a module name such as 'triton'")
+        if not _MODULE_RE.match(imported):
+            raise ctx.fail("invalid module name", key="when.imported", found=imported,
+                           expected="a dotted module path such as 'triton' or "
+                           "'torch.distributed'")
+    elif not _MODULE_RE.match(target.module or import_name(target.distribution)):
+        raise ctx.fail("cannot tell which module the check waits for", key="when.imported",
+                       found=target.distribution,
+                       expected="`when: {imported: <module>}` (the distribution's name is not "
+                       "a module name)")
+    env: dict[str, str] = {}
+    if data.get("env") is not None:
+        raw = _expect_type(ctx, data["env"], dict, "when.env",
+                           "a mapping of environment variable to its required value, such as "
+                           "`{TRITON_INTERPRET: \"1\"}`")
+        if not raw:
+            raise ctx.fail("empty condition", key="when.env", found=raw,
+                           expected="at least one `NAME: \"value\"`")
+        for name, required in raw.items():
+            if not isinstance(name, str) or not _ENV_RE.match(name):
+                raise ctx.fail("invalid environment variable name", key="when.env", found=name,
+                               expected="a name such as TRITON_INTERPRET")
+            if not isinstance(required, str):
+                # YAML reads `1` as an int and `yes` as a bool; the environment holds strings
+                raise ctx.fail("wrong type", key=f"when.env.{name}", found=required,
+                               expected="a quoted string such as \"1\" (the environment "
+                               "holds text; compared exactly)")
+            env[name] = required
+    return When(imported, env)
+
+
+def _kind_extra(ctx: _Ctx, kind: Kind, data: Mapping[str, Any], target: Target) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if kind is not Kind.SOURCE_PATCH and kind is not Kind.CONFIG:
         default = {Kind.COMPAT_GATE: "error", Kind.PACKAGING_PIN: "warn"}.get(kind)
@@ -501,6 +681,8 @@ def _kind_extra(ctx: _Ctx, kind: Kind, data: Mapping[str, Any]) -> dict[str, Any
             raise ctx.fail("unknown policy", key="policy", found=policy,
                            expected="'error' or 'warn'")
         extra["policy"] = policy
+    if data.get("when") is not None:  # only floors and pins allow the key (_KIND_KEYS)
+        extra["when"] = _when(ctx, data["when"], target)
     if kind is Kind.VERSION_FLOOR:
         extra["requires"] = _specifier(ctx, data["requires"], "requires")
     elif kind is Kind.PACKAGING_PIN:
@@ -594,7 +776,7 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
     for key in ("notes", "evidence"):
         if data.get(key) is not None:
             _expect_type(ctx, data[key], (str, list, dict), key, "text, a list or a mapping")
-    extra = _kind_extra(ctx, kind, data)
+    extra = _kind_extra(ctx, kind, data, target)
     if data.get("retired") is not None:
         extra["retired"] = _date(ctx, data["retired"], "retired")
     for key in ("notes", "evidence"):

@@ -2,7 +2,8 @@
 
 1. every target distribution's installed files against its wheel RECORD hashes (a locally edited
    site-packages file is reported file by file);
-2. the ledger: version floors and packaging pins;
+2. the ledger: version floors and packaging pins, checked eagerly (a run checks each only once
+   its module is imported), skipping those PATCHLANE_DISABLE/ONLY or ``when.env`` rule out;
 3. the patch decisions, with installed targets imported so every hook decides;
 4. for each patched distribution, the upstream release its imported code matches best
    (``fingerprint.releases``) and the targets that differ from it: for a source checkout with
@@ -19,7 +20,7 @@ import json
 import patchlane
 
 from ..gates import resolve_version
-from ..ledger import check
+from ..ledger import evaluate
 from ..record import verify_distribution
 from ..registry import Kind
 from ..release_match import nearest_release
@@ -50,7 +51,7 @@ def run_doctor(as_json: bool, strict: bool) -> int:
         for name in result.missing:
             problems.append(f"{dist} {result.version}: {name} listed in RECORD is missing")
 
-    ledger = [r for r in (check(e) for e in entries) if r is not None]
+    ledger = [r for r in (evaluate(e, current.controls) for e in entries) if r is not None]
     for violation in ledger:
         if not violation.ok:
             (problems if violation.blocking else warnings).append(violation.message)

@@ -8,6 +8,7 @@ import json
 
 import patchlane
 
+from ..audit import Outcome
 from ..gates import resolve_version
 from ..registry import Kind
 from ._common import lane, table
@@ -25,6 +26,13 @@ def run_status(as_json: bool, import_targets: bool) -> int:
                 # a release without that module: the entry stays pending, and says so
                 with contextlib.suppress(ImportError):
                     importlib.import_module(entry.target.module)
+        for entry in current.registry.entries:
+            now = current.audit.get(entry.id)
+            if entry.active and entry.when is not None and now is not None \
+                    and now.outcome is Outcome.PENDING:
+                # Floors and pins whose module nothing imported yet: checked eagerly here (and
+                # marked so) rather than importing e.g. triton just to show them.
+                current.decide_ledger(entry, eager=True)
     report = patchlane.report()
     if as_json:
         print(json.dumps(report, indent=2))
