@@ -1,6 +1,6 @@
 """Peak memory and time of DSAIndexer._compute_index_scores: upstream (megatron-core 0.16.x) vs
 the streamed overlay, side by side in one run, at h=64, b=1, sq=sk=2048, d=128 and a smaller
-shape. Peak memory: the PyTorch profiler's memory accounting (patchlane.memprofile). Goals:
+shape. Peak memory: the PyTorch profiler's memory accounting (patchlane.testing.memprofile). Goals:
 >= 32x lower peak, time <= 1.5x upstream (CPU). Prints ratios; asserts nothing.
 
     python benchmarks/bench_dsa_index_scores.py
@@ -32,7 +32,7 @@ def main() -> int:
     from megatron.core.transformer.experimental_attention_variant.dsa import DSAIndexer
 
     from patchlane.importer import _load_file
-    from patchlane.memprofile import peak_bytes
+    from patchlane.testing.memprofile import peak_bytes
 
     overlay = _load_file("mcore_dsa_streamed_index_scores", "overlay",
                          ROOT / "patches" / "mcore_dsa_streamed_index_scores.py")

@@ -51,8 +51,8 @@ def main() -> int:
     from megatron.core.transformer.mlp import MLP, MLPSubmodules
     from megatron.core.transformer.transformer_config import TransformerConfig
 
-    from patchlane._cpu import cpu_stand_ins
-    from patchlane.checkpoint import add_run_receipt, read_run_receipt
+    from patchlane.testing.cpu import cpu_stand_ins
+    from patchlane.training.checkpoint import add_run_receipt, read_run_receipt
 
     parallel_state.initialize_model_parallel(1, 1)
     rsm.initialize_rerun_state_machine(mode=rsm.RerunMode.VALIDATE_RESULTS)

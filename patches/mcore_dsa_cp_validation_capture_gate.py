@@ -3,7 +3,8 @@
 ``_validate_nonpacked_cp_uniform_length`` (megatron-core 0.19) builds ``torch.tensor([sq])``,
 all-gathers it, branches on ``torch.all(...)`` and reads ``.item()``: host data and host syncs,
 illegal inside a CUDA graph capture, on every DSA forward with CP. It is a check, not a
-computation, so under capture (``patchlane.capture.is_capturing()``: a real capture, or the CPU
+computation, so under capture (``patchlane.testing.capture.is_capturing()``: a real capture,
+or the CPU
 lane's emulation) the overlay keeps only its host-side part (the local ``sq``/``skv``/``cp_size``
 arithmetic) and skips the collective; eagerly (the warm-up every capture needs, and every
 non-captured step) upstream's full validation runs unchanged.
@@ -27,7 +28,7 @@ def _arguments(sq: int, skv: int, cp_size: int, cp_group: Any = None,
 
 
 def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    from patchlane.capture import is_capturing
+    from patchlane.testing.capture import is_capturing
 
     if not is_capturing():
         patchlane.hit_path(ID, "eager")

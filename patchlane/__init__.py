@@ -68,14 +68,14 @@ def verify_ranks(group: Any = None) -> str:
     """Compare the patch set across all ranks (a collective); raises on any difference.
     Runs by itself after ``torch.distributed.init_process_group`` unless
     ``PATCHLANE_VERIFY_RANKS=0``."""
-    from .ranks import verify_ranks as _verify
+    from .training.ranks import verify_ranks as _verify
 
     return _verify(group)
 
 
 def run_receipt() -> dict[str, Any]:
     """A JSON-serialisable record of this process's patch set, to store with checkpoints."""
-    from .ranks import run_receipt as _receipt
+    from .training.ranks import run_receipt as _receipt
 
     return _receipt()
 

@@ -86,8 +86,9 @@ def start(controls: Controls | None = None) -> Lane:
         lane = Lane(registry, controls, AuditLog())
         _lane = lane
     if controls.verify_ranks:
-        # Deferred by name: patchlane.ranks (and torch) load only once torch.distributed does.
-        wrapt.register_post_import_hook("patchlane.ranks:_wrap_init_process_group",
+        # Deferred by name: patchlane.training.ranks (and torch) load only once
+        # torch.distributed does.
+        wrapt.register_post_import_hook("patchlane.training.ranks:_wrap_init_process_group",
                                         "torch.distributed")
     lane.start()
     if log.isEnabledFor(logging.INFO):  # the summary walks every entry: only when it is shown

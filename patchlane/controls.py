@@ -21,7 +21,7 @@
                                (default ``$XDG_CACHE_HOME/patchlane/registry``, ``~/.cache``);
                                ``0`` parses and validates every file at every start.
 ``PATCHLANE_VERIFY_RANKS=0``          do not compare patch sets across ranks right after
-                               ``torch.distributed.init_process_group`` (patchlane.ranks).
+                               ``torch.distributed.init_process_group`` (patchlane.training.ranks).
 """
 
 from __future__ import annotations

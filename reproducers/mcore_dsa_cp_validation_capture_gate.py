@@ -2,7 +2,7 @@
 (megatron-core 0.19.x), and still validate eagerly.
 
 World sizes 1 and 2 (gloo on CPU, NCCL on CUDA): the validator is warmed up eagerly, then run
-inside ``patchlane.capture.capture_check``; upstream's ``torch.tensor`` / ``torch.all`` /
+inside ``patchlane.testing.capture.capture_check``; upstream's ``torch.tensor`` / ``torch.all`` /
 ``.item()`` are violations there. Eagerly, a length mismatch must still raise.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from patchlane.reproduce import ReproContext
+    from patchlane.evidence.reproduce import ReproContext
 
 LANES = ("cpu", "cuda")
 WORLD_SIZES = (1, 2)
@@ -23,7 +23,7 @@ def run(ctx: ReproContext) -> None:
     import torch
     from megatron.core.transformer.experimental_attention_variant import dsa
 
-    from patchlane.capture import capture_check
+    from patchlane.testing.capture import capture_check
 
     with ctx.process_group() as world:
         group, device = world, torch.device(ctx.device)

@@ -4,7 +4,8 @@ backward through all of it) must be legal inside a CUDA graph capture.
 Real megatron-core 0.16.x functions: ``unfused_dsa_fn``, ``compute_dsa_indexer_loss``,
 ``DSAIndexerLossAutoScaler``. The step is first run eagerly (capture needs a warm-up), then the
 auto-scaler's class state is reset to what a fresh process has (nothing in 0.16-0.18 sets a loss
-scale) and the step runs inside ``patchlane.capture.capture_check``: a real ``torch.cuda.graph``
+scale) and the step runs inside ``patchlane.testing.capture.capture_check``: a real
+``torch.cuda.graph``
 capture on the ``cuda`` lane, the same rules emulated with a dispatch mode on ``cpu``. Upstream
 creates ``torch.tensor(1.0)`` inside ``DSAIndexerLossAutoScaler.backward`` there: host data
 entering the graph, and the check names that backward.
@@ -16,7 +17,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from patchlane.reproduce import ReproContext
+    from patchlane.evidence.reproduce import ReproContext
 
 LANES = ("cpu", "cuda")
 WORLD_SIZES = (1,)
@@ -29,7 +30,7 @@ def run(ctx: ReproContext) -> None:
     import torch
     from megatron.core.transformer.experimental_attention_variant import dsa
 
-    from patchlane.capture import capture_check
+    from patchlane.testing.capture import capture_check
 
     with ctx.process_group() as world:
         pg = SimpleNamespace(tp=world)  # what compute_dsa_indexer_loss reads

@@ -7,7 +7,7 @@ it, so it fails the bound; the streamed overlay passes it. The output must equal
 (1e-5 relative), with upstream's dtype, shape and strides.
 
 Peak memory: the PyTorch profiler's memory accounting on CPU, ``max_memory_allocated`` on CUDA
-(``patchlane.memprofile``).
+(``patchlane.testing.memprofile``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import inspect
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from patchlane.reproduce import ReproContext
+    from patchlane.evidence.reproduce import ReproContext
 
 LANES = ("cpu", "cuda")
 WORLD_SIZES = (1,)
@@ -30,7 +30,7 @@ def run(ctx: ReproContext) -> None:
     import torch
     from megatron.core.transformer.experimental_attention_variant.dsa import DSAIndexer
 
-    from patchlane.memprofile import peak_bytes
+    from patchlane.testing.memprofile import peak_bytes
 
     g = torch.Generator().manual_seed(0)
     q = torch.randn(SQ, BATCH, HEADS, DIM, generator=g).bfloat16().to(ctx.device)

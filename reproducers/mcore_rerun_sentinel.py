@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from patchlane.reproduce import ReproContext
+    from patchlane.evidence.reproduce import ReproContext
 
 LANES = ("cpu", "cuda")
 WORLD_SIZES = (1, 2)
@@ -45,7 +45,7 @@ def _run(ctx: ReproContext) -> None:
     from megatron.core.dist_checkpointing.mapping import ShardedTensor
     from megatron.core.dist_checkpointing.strategies.torch import TorchDistSaveShardedStrategy
 
-    from patchlane._cpu import cpu_stand_ins
+    from patchlane.testing.cpu import cpu_stand_ins
 
     try:
         rsm.destroy_rerun_state_machine()

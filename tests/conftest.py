@@ -2,7 +2,7 @@
 
 ``fake_target`` builds a tiny *fake target package* (with distribution metadata, a registry and
 an overlay) for the framework's own mechanics: hooks, gates, drift, idempotence. It is never
-evidence that a real patch works; the real-upstream tests live in ``tests/upstream/``.
+evidence that a real patch works; the real-upstream tests live in ``tests/releases/``.
 """
 
 from __future__ import annotations

@@ -19,11 +19,11 @@ import json
 
 import patchlane
 
+from ..evidence.record import verify_distribution
+from ..evidence.release_match import nearest_release
 from ..gates import resolve_version
 from ..ledger import evaluate
-from ..record import verify_distribution
 from ..registry import Kind
-from ..release_match import nearest_release
 from ._common import lane, table
 
 EXIT_PROBLEMS = 16

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from ..errors import PatchlaneError
-from ..matrix import interpreter, load_matrix, run_set
+from ..evidence.matrix import interpreter, load_matrix, run_set
 from ._common import table
 
 EXIT_MISMATCH = 13

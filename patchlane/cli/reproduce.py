@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..reproduce import Mode, RunOutcome, read_spec, run_case
+from ..evidence.reproduce import Mode, RunOutcome, read_spec, run_case
 from ._common import lane
 
 

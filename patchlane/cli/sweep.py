@@ -13,10 +13,10 @@ from pathlib import Path
 
 from .. import _version
 from ..errors import PatchlaneError
-from ..manifest import CaseState, RunDir
-from ..provenance import git_revision, patch_set_digest
-from ..reports import load_index, write_reports
-from ..sweep import Shard, SweepEvent, Verdict, exit_code, new_run, run_sweep
+from ..evidence.manifest import CaseState, RunDir
+from ..evidence.provenance import git_revision, patch_set_digest
+from ..evidence.reports import load_index, write_reports
+from ..evidence.sweep import Shard, SweepEvent, Verdict, exit_code, new_run, run_sweep
 from ._common import lane, table
 
 _ROOT = Path(__file__).resolve().parents[2]

@@ -10,12 +10,12 @@ from typing import Any
 
 from ..errors import PatchlaneError
 from ..registry import Entry
-from ..retire import RetireError, delete_entry, evaluate, retire_entry
+from ..upstream.retire import RetireError, delete_entry, evaluate, retire_entry
 from ._common import lane, table
 
 
 def _config(offline: bool, cache_dir: Path | None) -> Any:
-    from ..upstream import TrackerConfig, default_cache_dir
+    from ..upstream.tracking import TrackerConfig, default_cache_dir
 
     return TrackerConfig(
         github_api=os.environ.get("PATCHLANE_GITHUB_API", "https://api.github.com"),
@@ -26,7 +26,7 @@ def _config(offline: bool, cache_dir: Path | None) -> Any:
 
 
 def _track(entry: Entry, client: Any) -> dict[str, Any]:
-    from ..upstream import DEFAULT_TAG_TEMPLATES, track
+    from ..upstream.tracking import DEFAULT_TAG_TEMPLATES, track
 
     dist = entry.upstream.distribution or entry.target.distribution
     template = DEFAULT_TAG_TEMPLATES.get(dist, "v{version}")
@@ -36,7 +36,7 @@ def _track(entry: Entry, client: Any) -> dict[str, Any]:
 
 def run_upstream(ids: list[str] | None, offline: bool, as_json: bool, cache_dir: Path | None,
                  evidence: list[Path] | None) -> int:
-    from ..upstream import Client, UpstreamError
+    from ..upstream.tracking import Client, UpstreamError
 
     registry = lane().registry
     entries = [registry.get(i) for i in ids] if ids else list(registry.entries)
@@ -81,7 +81,7 @@ def run_retire(entry_id: str, evidence: list[Path] | None, offline: bool, skip_u
     entry = lane().registry.get(entry_id)
     report = None
     if not skip_upstream and (entry.upstream.pr or entry.upstream.issue):
-        from ..upstream import Client
+        from ..upstream.tracking import Client
 
         with Client(_config(offline, cache_dir)) as client:
             report = _track(entry, client)

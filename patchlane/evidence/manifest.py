@@ -1,0 +1,164 @@
+"""A sweep's run directory and its manifest, written atomically after every transition.
+
+Layout of ``RUN_DIR``::
+
+    manifest.json            plan + every case's state (queued -> running -> ok|failed|error)
+    receipts/<case>.json     one receipt per finished case (never rewritten once written)
+    cases/<case>/            the case's work dir: rank logs and rank results
+    index.json summary.md junit.xml report.html   reports, rebuilt at the end of each sweep
+
+A killed sweep leaves a manifest whose finished cases have receipts; ``--resume RUN_DIR``
+re-queues only the cases that were queued or running.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import json
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import PatchlaneError
+
+__all__ = ["MANIFEST_SCHEMA", "CaseState", "RunDir", "atomic_write_json", "now"]
+
+MANIFEST_SCHEMA = 1
+
+
+class CaseState(str, enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    OK = "ok"
+    """The reproducer passed."""
+    FAILED = "failed"
+    """The reproducer failed by its own assertion (expected without the overlay)."""
+    ERROR = "error"
+
+    @property
+    def finished(self) -> bool:
+        return self in (CaseState.OK, CaseState.FAILED, CaseState.ERROR)
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Temp file + fsync + rename: a reader (or a crash) never sees half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, sort_keys=False, default=str)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def case_id(entry_id: str, lane: str, world_size: int, mode: str) -> str:
+    return f"{entry_id}--{lane}--ws{world_size}--{mode}"
+
+
+@dataclass
+class RunDir:
+    path: Path
+    manifest: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    # -- creation --------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: Path, header: dict[str, Any]) -> RunDir:
+        if path.exists() and any(path.iterdir()):
+            raise PatchlaneError(f"run directory {path} already exists and is not empty; "
+                                 f"use --resume {path} to finish it, or pick a new directory")
+        (path / "receipts").mkdir(parents=True, exist_ok=True)
+        (path / "cases").mkdir(exist_ok=True)
+        manifest = {"schema_version": MANIFEST_SCHEMA, "created": now(), "updated": now(),
+                    **header, "rows": [], "cases": {}}
+        run = cls(path, manifest)
+        run.save()
+        return run
+
+    @classmethod
+    def open(cls, path: Path) -> RunDir:
+        file = path / "manifest.json"
+        try:
+            manifest = json.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise PatchlaneError(f"{file}: no manifest; is {path} a patchlane run directory?") \
+                from None
+        except json.JSONDecodeError as exc:
+            raise PatchlaneError(f"{file}: not valid JSON ({exc}); the manifest is written "
+                                 "atomically, so this file was edited by hand") from None
+        if manifest.get("schema_version") != MANIFEST_SCHEMA:
+            raise PatchlaneError(f"{file}: schema_version {manifest.get('schema_version')!r}, "
+                                 f"expected {MANIFEST_SCHEMA}")
+        return cls(path, manifest)
+
+    # -- state -----------------------------------------------------------------------------
+
+    def save(self) -> None:
+        self.manifest["updated"] = now()
+        atomic_write_json(self.path / "manifest.json", self.manifest)
+
+    def add_case(self, cid: str, fields: dict[str, Any]) -> None:
+        with self._lock:
+            self.manifest["cases"][cid] = {**fields, "state": CaseState.QUEUED.value,
+                                           "attempts": 0}
+            self.save()
+
+    def transition(self, cid: str, state: CaseState, **fields: Any) -> None:
+        with self._lock:
+            case = self.manifest["cases"][cid]
+            case.update(fields)
+            case["state"] = state.value
+            if state is CaseState.RUNNING:
+                case["attempts"] = case.get("attempts", 0) + 1
+                case["started"] = now()
+            elif state.finished:
+                case["finished"] = now()
+            self.save()
+
+    def cases(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        with self._lock:
+            items = list(self.manifest["cases"].items())
+        yield from items
+
+    def requeue_unfinished(self) -> list[str]:
+        """After a killed sweep: running/queued cases (or finished ones whose receipt is gone)
+        go back to the queue with a clean work dir; finished cases are left untouched."""
+        requeued = []
+        for cid, case in self.cases():
+            state = CaseState(case["state"])
+            receipt = self.receipt_path(cid)
+            if state.finished and receipt.exists():
+                continue
+            # The old attempt's work dir stays (its ranks may still be running, orphaned);
+            # the next attempt gets a fresh one.
+            self.transition(cid, CaseState.QUEUED)
+            requeued.append(cid)
+        return requeued
+
+    # -- paths -----------------------------------------------------------------------------
+
+    def case_dir(self, cid: str) -> Path:
+        return self.path / "cases" / cid
+
+    def receipt_path(self, cid: str) -> Path:
+        return self.path / "receipts" / f"{cid}.json"
+
+    def write_receipt(self, cid: str, receipt: dict[str, Any]) -> Path:
+        path = self.receipt_path(cid)
+        atomic_write_json(path, receipt)
+        return path
+
+    def read_receipt(self, cid: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.receipt_path(cid).read_text(encoding="utf-8"))
+        return data

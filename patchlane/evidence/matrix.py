@@ -1,0 +1,149 @@
+"""The release matrix: the sweep run against sets of real upstream releases, with the verdict
+each entry must get on each set (``matrix.yaml``).
+
+A set's releases are installed once into ``.cache/releases/<spec>`` with
+``pip install --no-deps --target`` and put first on ``PYTHONPATH`` for a sweep subprocess, so
+the gate, the probe and the reproducer all see exactly that release (its metadata and code),
+next to the torch of the current environment. No virtual environment per set: a set costs a
+download, not a torch install.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import PatchlaneError
+
+__all__ = ["MatrixResult", "MatrixSet", "install_dir", "interpreter", "load_matrix", "run_set"]
+
+_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!-]+$")
+_VERDICTS = ("guarding", "upstream-fixed", "broken", "error", "skipped")
+
+
+def interpreter() -> str:
+    """This interpreter's ``major.minor``, as matrix sets name it."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@dataclass(frozen=True)
+class MatrixSet:
+    name: str
+    install: tuple[str, ...]
+    expect: Mapping[str, str]
+    python: tuple[str, ...] = ()
+    """Interpreters (``major.minor``) the set runs on; empty: any. megatron-core >= 0.17 has
+    only cp312 wheels, so those sets say ``python: ["3.12"]``."""
+    deps: tuple[str, ...] = ()
+    """Specs of ``install`` installed with their dependencies: a torch release brings its own
+    CUDA libraries and triton, which the venv's torch does not match."""
+
+    def runs_here(self) -> bool:
+        return not self.python or interpreter() in self.python
+
+
+@dataclass
+class MatrixResult:
+    name: str
+    ok: bool
+    mismatches: list[str]
+    verdicts: dict[str, list[str]]
+    run_dir: Path
+    exit_code: int
+
+
+def load_matrix(path: Path) -> list[MatrixSet]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise PatchlaneError(f"{path}: cannot read the release matrix: {exc}") from None
+    if not isinstance(data, dict) or data.get("schema") != 1 or not isinstance(
+            data.get("sets"), list):
+        raise PatchlaneError(f"{path}: expected `schema: 1` and a `sets:` list")
+    sets = []
+    for i, raw in enumerate(data["sets"]):
+        where = f"{path}: sets[{i}]"
+        if not isinstance(raw, dict) or set(raw) - {"name", "install", "expect", "python",
+                                                    "deps"}:
+            raise PatchlaneError(f"{where}: expected keys name, install, expect and optionally "
+                                 f"python (found {sorted(raw) if isinstance(raw, dict) else raw})")
+        python = raw.get("python") or []
+        if isinstance(python, str):
+            python = [python]
+        if not isinstance(python, list) or not all(
+                isinstance(p, str) and re.fullmatch(r"3\.\d+", p) for p in python):
+            raise PatchlaneError(f"{where}: python {python!r}: expected a list of interpreter "
+                                 "versions such as [\"3.12\"]")
+        install = raw.get("install") or []
+        bad = [s for s in install if not isinstance(s, str) or not _SPEC.match(s)]
+        if bad:
+            raise PatchlaneError(f"{where}: install {bad!r}: pin each release as NAME==VERSION")
+        expect = raw.get("expect") or {}
+        wrong = {k: v for k, v in expect.items() if v not in _VERDICTS}
+        if not raw.get("name") or not expect or wrong:
+            raise PatchlaneError(f"{where}: needs a name and `expect: {{entry: verdict}}` with "
+                                 f"verdicts from {list(_VERDICTS)} (found {wrong or expect})")
+        deps = raw.get("deps") or []
+        if not isinstance(deps, list) or any(d not in install for d in deps):
+            raise PatchlaneError(f"{where}: deps {deps!r}: expected a list of specs that are "
+                                 "also in install")
+        sets.append(MatrixSet(str(raw["name"]), tuple(install), dict(expect), tuple(python),
+                              tuple(deps)))
+    return sets
+
+
+def install_dir(spec: str, cache: Path, deps: bool = False) -> Path:
+    # One directory per interpreter: a wheel installed for cp311 is not the cp312 one (and
+    # megatron-core >= 0.17 has cp312 wheels only).
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    target = cache / tag / (spec.replace("==", "-") + ("+deps" if deps else ""))
+    if not (target / ".complete").exists():
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
+                        *([] if deps else ["--no-deps"]),
+                        "--disable-pip-version-check", "--target", str(target), spec],
+                       check=True)
+        (target / ".complete").write_text("ok\n")
+    return target
+
+
+def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 1,
+            timeout: float = 600.0, lanes: list[str] | None = None) -> MatrixResult:
+    paths = [str(install_dir(spec, cache, spec in matrix_set.deps))
+             for spec in matrix_set.install]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
+    env.setdefault("PYTHONWARNINGS", "ignore")
+    run_dir = runs_root / f"{matrix_set.name}-py{interpreter()}"
+    cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir", str(run_dir),
+           "--jobs", str(jobs), "--timeout", str(timeout), "--json", "--quiet"]
+    for lane in lanes or ["cpu"]:
+        cmd += ["--lane", lane]
+    for entry_id in matrix_set.expect:
+        cmd += ["--only", entry_id]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    try:
+        index: dict[str, Any] = json.loads(out.stdout)
+    except json.JSONDecodeError:
+        raise PatchlaneError(f"matrix set {matrix_set.name}: the sweep printed no index "
+                             f"(exit {out.returncode}):\n{out.stderr[-3000:]}") from None
+    verdicts: dict[str, list[str]] = {}
+    for row in index["rows"]:
+        verdicts.setdefault(row["entry_id"], []).append(row["verdict"])
+    mismatches = []
+    for entry_id, want in matrix_set.expect.items():
+        got = verdicts.get(entry_id)
+        if not got:
+            mismatches.append(f"{entry_id}: expected {want}, but the sweep had no row for it")
+        elif any(v != want for v in got):
+            mismatches.append(f"{entry_id}: expected {want}, got {got}")
+    return MatrixResult(matrix_set.name, not mismatches, mismatches, verdicts, run_dir,
+                        out.returncode)

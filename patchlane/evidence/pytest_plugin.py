@@ -1,0 +1,90 @@
+"""Run patchlane reproducers inside a team's own pytest, both modes as parametrized cases.
+
+Opt in explicitly (it is not auto-loaded, because loading it imports patchlane, which applies
+overlays in the test process)::
+
+    # conftest.py
+    pytest_plugins = ["patchlane.evidence.pytest_plugin"]
+
+    # test_patches.py
+    from patchlane.evidence.pytest_plugin import test_patchlane_reproducer  # noqa: F401
+
+Each case is ``<entry>-<lane>-ws<N>-<mode>``. ``with`` must pass; ``without`` must fail (the
+bug is still upstream); a ``without`` case that passes is reported with a
+:class:`UpstreamFixedWarning` (a retirement candidate, not a test failure) unless
+``--patchlane-strict-upstream`` makes it fail. ``--patchlane-only ID`` limits the entries.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+
+from .. import _startup
+from .reproduce import Mode, RunOutcome, run_case
+
+__all__ = ["UpstreamFixedWarning", "test_patchlane_reproducer"]
+
+
+class UpstreamFixedWarning(UserWarning):
+    """A reproducer passed without its overlay: upstream fixed it; plan the retirement."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("patchlane")
+    group.addoption("--patchlane-only", action="append", default=None, metavar="ID",
+                    help="only these registry entries (repeatable)")
+    group.addoption("--patchlane-lane", action="append", default=None,
+                    choices=("cpu", "cuda"), help="lanes to run (default: cpu)")
+    group.addoption("--patchlane-strict-upstream", action="store_true",
+                    help="fail (instead of warn) when a reproducer passes without its overlay")
+    group.addoption("--patchlane-timeout", type=float, default=600.0,
+                    help="seconds per case")
+
+
+def _cases(config: pytest.Config) -> list[Any]:
+    # The sweep's own planning decides what runs and why not (lane, gate, GPUs), so a team's
+    # pytest and the nightly sweep never disagree about a case.
+    from .sweep import Shard, cuda_devices, plan
+
+    only = config.getoption("--patchlane-only")
+    lanes = config.getoption("--patchlane-lane") or ["cpu"]
+    registry = _startup.current().registry
+    gpus = cuda_devices() if "cuda" in lanes else 0
+    retired = {e.id for e in registry.entries if not e.active}
+    params = []
+    for row in plan(registry, lanes, gpus, set(only) if only else None, Shard(1, 1)):
+        entry_id, lane, size = row["entry_id"], row["lane"], row["world_size"]
+        # a retired entry's overlay is never applied: only its regression guard runs
+        modes = (Mode.WITHOUT,) if entry_id in retired else (Mode.WITHOUT, Mode.WITH)
+        marks = [pytest.mark.skip(reason=row["skip"])] if row["skip"] else []
+        for mode in modes:
+            params.append(pytest.param((entry_id, lane, size, mode), marks=marks,
+                                       id=f"{entry_id}-{lane}-ws{size}-{mode.value}"))
+    return params
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "patchlane_case" in metafunc.fixturenames:
+        metafunc.parametrize("patchlane_case", _cases(metafunc.config))
+
+
+def test_patchlane_reproducer(patchlane_case: tuple[str, str, int, Mode],
+                              request: pytest.FixtureRequest) -> None:
+    entry_id, lane, size, mode = patchlane_case
+    entry = _startup.current().registry.get(entry_id)
+    result = run_case(entry, mode, lane=lane, world_size=size,
+                      timeout=request.config.getoption("--patchlane-timeout"))
+    detail = f"{result.message} (logs: {[r.get('log') for r in result.ranks]})"
+    if result.outcome is RunOutcome.ERROR:
+        pytest.fail(f"{entry_id} [{mode.value} overlay]: error at {result.stage}: {detail}")
+    if mode is Mode.WITH:
+        assert result.outcome is RunOutcome.PASS, f"{entry_id} broken with its overlay: {detail}"
+    elif result.outcome is RunOutcome.PASS:
+        message = (f"{entry_id}: reproducer passes without the overlay on this release: "
+                   "upstream-fixed, a retirement candidate")
+        if request.config.getoption("--patchlane-strict-upstream"):
+            pytest.fail(message)
+        warnings.warn(message, UpstreamFixedWarning, stacklevel=1)

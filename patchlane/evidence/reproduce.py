@@ -1,0 +1,345 @@
+"""Running one reproducer case: an entry, a mode (with / without its overlay), a lane, a world size.
+
+Every rank runs in its own fresh interpreter (``python -m patchlane.evidence.runner``), so the
+overlay is
+applied (or not) by the real import-time walk, exactly as in a training job. A reproducer is a
+plain Python file that defines::
+
+    LANES = ("cpu", "cuda")        # lanes it supports, as literals
+    WORLD_SIZES = (1, 2)           # world sizes it supports, as literals
+    def run(ctx: ReproContext) -> None: ...
+
+``run`` raises ``AssertionError`` when the upstream bug shows (that is a *fail*); any other
+exception is an *error* of the harness or the environment, never a verdict.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import enum
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ReproducerError
+from ..registry import Entry
+from .provenance import redact_text
+
+__all__ = [
+    "CaseResult",
+    "Mode",
+    "ReproContext",
+    "ReproducerSpec",
+    "RunOutcome",
+    "case_env",
+    "read_spec",
+    "run_case",
+]
+
+
+class Mode(str, enum.Enum):
+    WITH = "with"
+    WITHOUT = "without"
+
+
+class RunOutcome(str, enum.Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class ReproContext:
+    entry_id: str
+    mode: Mode
+    lane: str
+    rank: int
+    world_size: int
+    workdir: Path
+    """A directory shared by every rank of this case."""
+    init_method: str
+    """A ``file://`` rendezvous for ``torch.distributed.init_process_group``."""
+
+    @property
+    def device(self) -> str:
+        return f"cuda:{self.rank}" if self.lane == "cuda" else "cpu"
+
+    @property
+    def backend(self) -> str:
+        return "nccl" if self.lane == "cuda" else "gloo"
+
+    @contextlib.contextmanager
+    def process_group(self) -> Iterator[Any]:
+        """This case's process group (gloo on cpu, NCCL with one GPU per rank on cuda), torn
+        down on exit; yields the default group."""
+        import torch
+        import torch.distributed as dist
+
+        if self.lane == "cuda":
+            torch.cuda.set_device(self.rank)
+        dist.init_process_group(self.backend, init_method=self.init_method, rank=self.rank,
+                                world_size=self.world_size)
+        try:
+            yield dist.group.WORLD
+        finally:
+            dist.destroy_process_group()
+
+
+@dataclass(frozen=True)
+class ReproducerSpec:
+    lanes: tuple[str, ...]
+    world_sizes: tuple[int, ...]
+
+
+@dataclass
+class CaseResult:
+    entry_id: str
+    mode: Mode
+    lane: str
+    world_size: int
+    outcome: RunOutcome
+    message: str
+    stage: str = ""
+    """For errors: import, setup, run, timeout, crash."""
+    seconds: float = 0.0
+    ranks: list[dict[str, Any]] = field(default_factory=list)
+    stderr_tail: str | None = None
+    """For errors: the last lines of the failing rank's log, secrets redacted."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "entry_id": self.entry_id,
+            "mode": self.mode.value,
+            "lane": self.lane,
+            "world_size": self.world_size,
+            "outcome": self.outcome.value,
+            "message": self.message,
+            "stage": self.stage,
+            "seconds": round(self.seconds, 3),
+            "ranks": self.ranks,
+            "stderr_tail": self.stderr_tail,
+        }
+
+
+def read_spec(entry: Entry) -> ReproducerSpec:
+    """Read LANES / WORLD_SIZES as literals, without importing the reproducer (or torch)."""
+    if entry.reproducer is None:
+        raise ReproducerError(entry.id, "the registry entry declares no reproducer")
+    tree = ast.parse(entry.reproducer.read_text(encoding="utf-8"), str(entry.reproducer))
+    values: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name) and target.id in ("LANES", "WORLD_SIZES"):
+                values[target.id] = ast.literal_eval(node.value)
+    lanes = tuple(values.get("LANES", ("cpu",)))
+    sizes = tuple(int(n) for n in values.get("WORLD_SIZES", (1,)))
+    if not lanes or not sizes or any(n < 1 for n in sizes):
+        raise ReproducerError(entry.id, f"{entry.reproducer}: LANES and WORLD_SIZES must be "
+                                        f"non-empty literals; found {lanes!r}, {sizes!r}")
+    return ReproducerSpec(lanes=lanes, world_sizes=sizes)
+
+
+def case_env(entry: Entry, mode: Mode, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of one case: only this entry is considered, strictly."""
+    env = dict(os.environ if base is None else base)
+    registries = [str(p) for p in _extra_registries(entry)]
+    env["PATCHLANE_ONLY"] = entry.id
+    env["PATCHLANE_STRICT"] = "1"
+    if mode is Mode.WITHOUT:
+        env["PATCHLANE_DISABLE"] = entry.id
+    else:
+        env.pop("PATCHLANE_DISABLE", None)
+    if registries:
+        known = [p for p in env.get("PATCHLANE_REGISTRY", "").split(os.pathsep) if p]
+        env["PATCHLANE_REGISTRY"] = os.pathsep.join(dict.fromkeys(known + registries))
+    return env
+
+
+def _extra_registries(entry: Entry) -> list[Path]:
+    from .._startup import default_registry_path
+
+    default = default_registry_path().resolve()
+    return [] if entry.source == default else [entry.source]
+
+
+RANK_GRACE_SECONDS = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_case(
+    entry: Entry,
+    mode: Mode,
+    *,
+    lane: str = "cpu",
+    world_size: int = 1,
+    timeout: float = 600.0,
+    workdir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    flat: bool = False,
+) -> CaseResult:
+    """Run one case: ``world_size`` fresh interpreters, one per rank, sharing a work dir
+    (``workdir/<mode>-<lane>-ws<N>``, or ``workdir`` itself when ``flat``)."""
+    if entry.reproducer is None:
+        raise ReproducerError(entry.id, "the registry entry declares no reproducer")
+    started = time.monotonic()
+    root = Path(tempfile.mkdtemp(prefix=f"patchlane-{entry.id}-")) if workdir is None else workdir
+    root.mkdir(parents=True, exist_ok=True)
+    case_dir = root if flat else root / f"{mode.value}-{lane}-ws{world_size}"
+    case_dir.mkdir(parents=True, exist_ok=True)
+    child_env = case_env(entry, mode, env)
+    child_env["MASTER_ADDR"] = "127.0.0.1"
+    child_env["MASTER_PORT"] = str(_free_port())
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = []
+    for rank in range(world_size):
+        log_file = open(case_dir / f"rank{rank}.log", "wb")  # noqa: SIM115 - closed below
+        logs.append(log_file)
+        cmd = [sys.executable, "-m", "patchlane.evidence.runner", "--entry", entry.id, "--mode",
+               mode.value, "--lane", lane, "--rank", str(rank), "--world-size", str(world_size),
+               "--workdir", str(case_dir)]
+        procs.append(subprocess.Popen(cmd, env=child_env, stdout=log_file,
+                                      stderr=subprocess.STDOUT, start_new_session=True))
+    timed_out = False
+    deadline = started + timeout
+    first_exit: float | None = None
+    try:
+        while any(p.poll() is None for p in procs):
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                break
+            if first_exit is None and any(p.poll() not in (None, 0) for p in procs):
+                first_exit = now
+            # A rank that died leaves its peers blocked in a collective: give them a grace
+            # period to report their own outcome, then stop waiting for the full timeout.
+            if first_exit is not None and now - first_exit > RANK_GRACE_SECONDS:
+                break
+            time.sleep(0.05)
+    finally:
+        killed = [False] * len(procs)
+        for rank, proc in enumerate(procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                killed[rank] = True
+        for log_file in logs:
+            log_file.close()
+    result = _aggregate(entry, mode, lane, world_size, case_dir, procs, timed_out, timeout,
+                        killed, child_env)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+TAIL_LINES = 20
+TAIL_CHARS = 4096
+# Only the end of a rank log is read: a reproducer that floods its output must not make the
+# sweep read gigabytes to find the last twenty lines.
+_TAIL_READ = 64 * 1024
+# Control characters (NUL, escape sequences, a rank's stray binary output) make receipts and
+# reports unreadable; tabs and newlines stay.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# Python 3.11+ underlines the failing part of each traceback source line with ^^^ / ~~~: in
+# a twenty-line tail those markers would push out the lines that say why.
+_MARKERS = re.compile(r"^\s*[~^]+\s*$")
+# The line that says why, in a Python traceback: ``pkg.mod.SomeError: message``.
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b")
+
+
+def _tail(path: Path, env: Mapping[str, str]) -> str:
+    """The last lines of a rank log, secrets redacted, at most TAIL_LINES / TAIL_CHARS."""
+    try:
+        with path.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - _TAIL_READ))
+            data = fh.read()
+    except OSError:
+        return ""
+    if size > _TAIL_READ and b"\n" in data:
+        data = data.split(b"\n", 1)[1]  # drop the partial first line
+    text = _CONTROL.sub("\ufffd", data.decode("utf-8", errors="replace"))
+    # Redacted before it is cut to size, so a cut can never split a secret out of its pattern.
+    lines = [line for line in text.splitlines() if not _MARKERS.match(line)]
+    tail = redact_text("\n".join(lines[-TAIL_LINES:]), env).rstrip()
+    return tail if len(tail) <= TAIL_CHARS else "…" + tail[-(TAIL_CHARS - 1):]
+
+
+def _why(tail: str) -> str:
+    """One line of ``tail`` for a table: the exception line of a traceback, else the last line."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    found = next((line for line in reversed(lines) if _EXCEPTION_LINE.match(line)),
+                 lines[-1] if lines else "")
+    return found if len(found) <= 200 else found[:199] + "…"
+
+
+def _aggregate(entry: Entry, mode: Mode, lane: str, world_size: int, case_dir: Path,
+               procs: Sequence[subprocess.Popen[bytes]], timed_out: bool,
+               timeout: float, killed: Sequence[bool], env: Mapping[str, str]) -> CaseResult:
+    ranks: list[dict[str, Any]] = []
+    for rank, proc in enumerate(procs):
+        result_file = case_dir / f"rank{rank}.json"
+        data: dict[str, Any]
+        reported = result_file.is_file()
+        if reported:
+            data = json.loads(result_file.read_text(encoding="utf-8"))
+        elif timed_out:
+            data = {"outcome": "error", "stage": "timeout",
+                    "message": f"rank {rank} did not finish within {timeout:.0f}s"}
+        elif proc.returncode == -signal.SIGKILL and killed[rank]:
+            data = {"outcome": "error", "stage": "timeout",
+                    "message": f"rank {rank} still running {RANK_GRACE_SECONDS:.0f}s after a "
+                               "peer exited (blocked in a collective?)"}
+        elif proc.returncode is not None and proc.returncode < 0:
+            data = {"outcome": "error", "stage": "crash",
+                    "message": f"rank {rank} killed by signal {-proc.returncode}"}
+        else:
+            data = {"outcome": "error", "stage": "bootstrap",
+                    "message": f"rank {rank} exited {proc.returncode} before reporting"}
+        if (data.get("outcome") == "error" and proc.returncode == -signal.SIGKILL
+                and not killed[rank]):
+            data["stage"] = "oom"  # a SIGKILL we did not send is the kernel's OOM killer
+        data["rank"] = rank
+        data["exit_code"] = proc.returncode
+        data["log"] = str(case_dir / f"rank{rank}.log")
+        if data.get("outcome") != "pass":
+            tail = _tail(case_dir / f"rank{rank}.log", env)
+            data["stderr_tail"] = tail
+            # What a rank reports about itself can quote its environment as freely as its log.
+            for key in ("message", "traceback"):
+                if isinstance(data.get(key), str):
+                    data[key] = redact_text(data[key], env)
+            why = _why(tail)
+            if not reported and data.get("stage") == "bootstrap" and why:
+                # It died before it could say why: its own last words do.
+                data["message"] = f"{data['message']}: {why}"
+        ranks.append(data)
+    outcomes = [r.get("outcome") for r in ranks]
+    if "error" in outcomes:
+        worst = next(r for r in ranks if r.get("outcome") == "error")
+        outcome, stage = RunOutcome.ERROR, str(worst.get("stage", "run"))
+    elif "fail" in outcomes:
+        worst = next(r for r in ranks if r.get("outcome") == "fail")
+        outcome, stage = RunOutcome.FAIL, ""
+    else:
+        worst = ranks[0]
+        outcome, stage = RunOutcome.PASS, ""
+    return CaseResult(entry.id, mode, lane, world_size, outcome,
+                      str(worst.get("message", "")), stage, ranks=ranks,
+                      stderr_tail=worst.get("stderr_tail") if outcome is RunOutcome.ERROR
+                      else None)

@@ -1,0 +1,341 @@
+"""The sweep: every active entry's reproducer without and with its overlay, per lane and world
+size, in parallel, into a run directory with a manifest, receipts and reports.
+
+Verdict per (entry, lane, world size):
+
+``guarding``        fails without the overlay, passes with it: the patch is needed and works.
+``upstream-fixed``  passes without the overlay: a retirement candidate (not a failure).
+``broken``          fails with the overlay.
+``error``           a case could not give a verdict (bootstrap, import, setup, run, verify,
+                    timeout, crash, oom).
+``skipped``         the gate excludes the installed release, or the lane is unavailable.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import enum
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..gates import check_gate
+from ..registry import Entry, Kind, Registry
+from .manifest import CaseState, RunDir, case_id, now
+from .reproduce import CaseResult, Mode, RunOutcome, read_spec, run_case
+
+__all__ = [
+    "EXIT_BROKEN",
+    "EXIT_ERROR",
+    "Shard",
+    "SweepEvent",
+    "Verdict",
+    "VerdictRow",
+    "exit_code",
+    "run_sweep",
+    "sweep",
+    "verdict_of",
+]
+
+EXIT_BROKEN = 10
+EXIT_ERROR = 11
+EXIT_BROKEN_AND_ERROR = 12
+
+
+class Verdict(str, enum.Enum):
+    GUARDING = "guarding"
+    UPSTREAM_FIXED = "upstream-fixed"
+    BROKEN = "broken"
+    ERROR = "error"
+    SKIPPED = "skipped"
+
+
+@dataclass
+class VerdictRow:
+    entry_id: str
+    lane: str
+    world_size: int
+    verdict: Verdict
+    reason: str
+    installed: str | None = None
+    cases: list[CaseResult] = field(default_factory=list)
+    receipts: dict[str, str] = field(default_factory=dict)
+    comparison_key: dict[str, Any] | None = None
+    stderr_tail: str | None = None
+    """For an error: the failing case's last log lines (redacted); the reason is one line."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.entry_id}[{self.lane}-ws{self.world_size}]"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "entry_id": self.entry_id, "lane": self.lane, "world_size": self.world_size,
+            "verdict": self.verdict.value, "reason": self.reason, "installed": self.installed,
+            "receipts": self.receipts, "comparison_key": self.comparison_key,
+            "stderr_tail": self.stderr_tail,
+            "cases": [c.as_dict() for c in self.cases],
+        }
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    """1-based."""
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        try:
+            i, n = (int(x) for x in text.split("/"))
+        except ValueError:
+            raise ValueError(f"--shard {text!r}: expected i/n, e.g. 2/4") from None
+        if not 1 <= i <= n:
+            raise ValueError(f"--shard {text!r}: i must be between 1 and n (1-based)")
+        return cls(i, n)
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def owns(self, position: int) -> bool:
+        return position % self.count == self.index - 1
+
+
+def verdict_of(without: CaseResult | Mapping[str, Any],
+               with_: CaseResult | Mapping[str, Any]) -> tuple[Verdict, str]:
+    w, o = _fields(without), _fields(with_)
+    if w["outcome"] == "error":
+        return Verdict.ERROR, f"without overlay: {w['stage']}: {w['message']}"
+    if o["outcome"] == "error":
+        return Verdict.ERROR, f"with overlay: {o['stage']}: {o['message']}"
+    if o["outcome"] == "fail":
+        return Verdict.BROKEN, f"fails with the overlay: {o['message']}"
+    if w["outcome"] == "pass":
+        return (Verdict.UPSTREAM_FIXED,
+                "passes without the overlay: retirement candidate (reproducer stays as a guard)")
+    return Verdict.GUARDING, f"fails without ({w['message'][:80]}), passes with"
+
+
+def _fields(case: CaseResult | Mapping[str, Any]) -> dict[str, str]:
+    if isinstance(case, CaseResult):
+        return {"outcome": case.outcome.value, "stage": case.stage, "message": case.message}
+    return {"outcome": str(case.get("outcome")), "stage": str(case.get("stage") or ""),
+            "message": str(case.get("message", ""))}
+
+
+def cuda_devices() -> int:
+    # No NVIDIA device node and no driver tool: no CUDA lane, without paying ~2 s for a torch
+    # import. Otherwise ask torch, in a child interpreter (the sweep never imports torch).
+    if not Path("/dev/nvidiactl").exists() and shutil.which("nvidia-smi") is None:
+        return 0
+    code = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=120, check=True)
+        return int(out.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, ValueError, IndexError):
+        return 0
+
+
+def exit_code(rows: Iterable[VerdictRow]) -> int:
+    verdicts = {r.verdict for r in rows}
+    broken, error = Verdict.BROKEN in verdicts, Verdict.ERROR in verdicts
+    if broken and error:
+        return EXIT_BROKEN_AND_ERROR
+    return EXIT_BROKEN if broken else EXIT_ERROR if error else 0
+
+
+# -- planning ----------------------------------------------------------------------------------
+
+def _sweepable(entry: Entry) -> bool:
+    # Retired entries stay in the sweep: their reproducer is the regression guard.
+    return entry.kind is Kind.SOURCE_PATCH and entry.reproducer is not None
+
+
+def plan(registry: Registry, lanes: list[str], gpus: int, only: set[str] | None,
+         shard: Shard) -> list[dict[str, Any]]:
+    """Rows (entry x lane x world size) this shard owns, each with a skip reason or none."""
+    rows: list[dict[str, Any]] = []
+    position = 0
+    for entry in registry.entries:
+        if not _sweepable(entry) or (only is not None and entry.id not in only):
+            continue
+        spec = read_spec(entry)
+        gate = check_gate(entry.target.distribution, entry.applies_to)
+        for lane in lanes:
+            for size in spec.world_sizes:
+                owned = shard.owns(position)
+                position += 1
+                if not owned:
+                    continue
+                skip = None
+                if lane not in spec.lanes:
+                    skip = f"reproducer declares lanes {list(spec.lanes)}"
+                elif lane == "cuda" and gpus < size:
+                    skip = f"lane unavailable: {gpus} CUDA device(s), world size {size}"
+                elif not gate.open and entry.active:
+                    skip = f"gate: {gate.reason}"
+                rows.append({"entry_id": entry.id, "lane": lane, "world_size": size,
+                             "installed": gate.found, "skip": skip})
+    return rows
+
+
+# -- running -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SweepEvent:
+    case_id: str
+    state: CaseState
+    done: int
+    total: int
+    outcome: str | None = None
+
+
+def run_sweep(
+    registry: Registry,
+    run: RunDir,
+    *,
+    jobs: int = 1,
+    timeout: float = 600.0,
+    env: Mapping[str, str] | None = None,
+    on_event: Callable[[SweepEvent], None] | None = None,
+) -> list[VerdictRow]:
+    """Run every queued case of ``run`` (a fresh plan or a resumed one) and return verdicts."""
+    from .receipts import build_receipt
+
+    header = run.manifest
+    entries = {e.id: e for e in registry.entries}
+    queued = [cid for cid, case in run.cases() if case["state"] == CaseState.QUEUED.value]
+    total = len(run.manifest["cases"])
+    done = total - len(queued)
+    counter = threading.Lock()
+
+    def one(cid: str) -> None:
+        nonlocal done
+        case = run.manifest["cases"][cid]
+        entry = entries[case["entry_id"]]
+        run.transition(cid, CaseState.RUNNING)
+        if on_event:
+            on_event(SweepEvent(cid, CaseState.RUNNING, done, total))
+        started = now()
+        # One work dir per attempt: ranks orphaned by a killed sweep can never write into the
+        # directory of the attempt that replaces them.
+        workdir = run.case_dir(cid) / f"attempt{run.manifest['cases'][cid]['attempts']}"
+        result = run_case(entry, Mode(case["mode"]), lane=case["lane"],
+                          world_size=case["world_size"], timeout=timeout,
+                          workdir=workdir, env=env, flat=True)
+        receipt = build_receipt(run_id=header["run_id"], case_id=cid, entry=entry,
+                                result=result, started=started, finished=now(), header=header)
+        path = run.write_receipt(cid, receipt)
+        state = {RunOutcome.PASS: CaseState.OK, RunOutcome.FAIL: CaseState.FAILED,
+                 RunOutcome.ERROR: CaseState.ERROR}[result.outcome]
+        run.transition(cid, state, outcome=result.outcome.value, stage=result.stage or None,
+                       message=result.message, seconds=round(result.seconds, 3),
+                       receipt=str(path.relative_to(run.path)))
+        with counter:
+            done += 1
+            finished = done
+        if on_event:
+            on_event(SweepEvent(cid, state, finished, total, result.outcome.value))
+
+    with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for future in [pool.submit(one, cid) for cid in queued]:
+            future.result()
+    return verdicts(run)
+
+
+def verdicts(run: RunDir) -> list[VerdictRow]:
+    rows = []
+    cases = dict(run.cases())
+    for row in run.manifest["rows"]:
+        out = VerdictRow(row["entry_id"], row["lane"], row["world_size"], Verdict.SKIPPED,
+                         row["skip"] or "", row.get("installed"))
+        if row["skip"] is None:
+            ids = {m: case_id(row["entry_id"], row["lane"], row["world_size"], m)
+                   for m in ("without", "with")}
+            present = {m: cases[c] for m, c in ids.items() if c in cases}
+            if "without" not in present or not all(CaseState(c["state"]).finished
+                                                   for c in present.values()):
+                out.verdict, out.reason = Verdict.ERROR, "case did not finish (resume the run)"
+            else:
+                if "with" in present:
+                    out.verdict, out.reason = verdict_of(present["without"], present["with"])
+                else:  # a retired entry: the regression guard only
+                    out.verdict, out.reason = _guard_verdict(present["without"])
+                out.receipts = {m: case["receipt"] for m, case in present.items()}
+                receipt = run.read_receipt(ids["without"])
+                out.comparison_key = receipt["comparison_key"]
+                dists = receipt["provenance"]["runtime"].get("distributions") or {}
+                out.installed = dists.get(_distribution(receipt)) or out.installed
+                if out.verdict is Verdict.ERROR:
+                    out.stderr_tail = _failing_tail(run, ids, present)
+        rows.append(out)
+    return rows
+
+
+def _failing_tail(run: RunDir, ids: Mapping[str, str],
+                  present: Mapping[str, Mapping[str, Any]]) -> str | None:
+    # The case the reason names: without first, as in verdict_of. Receipts from before the
+    # field existed have no tail; the reason alone stands then.
+    mode = next((m for m in ("without", "with")
+                 if m in present and present[m].get("outcome") == "error"), None)
+    if mode is None:
+        return None
+    tail = run.read_receipt(ids[mode]).get("stderr_tail")
+    return str(tail) if tail else None
+
+
+def _guard_verdict(without: Mapping[str, Any]) -> tuple[Verdict, str]:
+    """A retired entry: only the regression guard (without the overlay) runs."""
+    f = _fields(without)
+    if f["outcome"] == "error":
+        return Verdict.ERROR, f"without overlay: {f['stage']}: {f['message']}"
+    if f["outcome"] == "fail":
+        return Verdict.BROKEN, f"retired entry regressed: fails without the overlay again: " \
+                               f"{f['message']}"
+    return Verdict.UPSTREAM_FIXED, "retired; the regression guard passes without the overlay"
+
+
+def _distribution(receipt: Mapping[str, Any]) -> str | None:
+    record = receipt["provenance"].get("record") or {}
+    return record.get("distribution")
+
+
+def new_run(registry: Registry, path: Path, *, lanes: list[str] | None, only: Iterable[str] | None,
+            shard: Shard, header: dict[str, Any]) -> RunDir:
+    """Plan a sweep into a fresh run directory: rows, then both modes of each runnable row."""
+    gpus = cuda_devices() if lanes is None or "cuda" in lanes else 0
+    wanted = list(lanes) if lanes else (["cpu", "cuda"] if gpus else ["cpu"])
+    run = RunDir.create(path, {**header, "lanes": wanted, "shard": str(shard),
+                               "cuda_devices": gpus})
+    rows = plan(registry, wanted, gpus, set(only) if only else None, shard)
+    run.manifest["rows"] = rows
+    run.save()
+    retired = {e.id for e in registry.entries if not e.active}
+    for row in rows:
+        if row["skip"] is None:
+            # A retired entry's overlay is never applied: its reproducer runs without it only,
+            # as the regression guard that upstream stays fixed.
+            modes = ("without",) if row["entry_id"] in retired else ("without", "with")
+            for mode in modes:
+                cid = case_id(row["entry_id"], row["lane"], row["world_size"], mode)
+                run.add_case(cid, {"entry_id": row["entry_id"], "lane": row["lane"],
+                                   "world_size": row["world_size"], "mode": mode})
+    return run
+
+
+def sweep(registry: Registry, *, lanes: Iterable[str] | None = None,
+          only: Iterable[str] | None = None, timeout: float = 600.0, jobs: int = 1,
+          run_dir: Path | None = None) -> list[VerdictRow]:
+    """Convenience for tests and the pytest plugin: plan + run into a (temporary) run dir."""
+    import tempfile
+
+    path = run_dir or Path(tempfile.mkdtemp(prefix="patchlane-sweep-"))
+    run = new_run(registry, path, lanes=list(lanes) if lanes else None, only=only,
+                  shard=Shard(1, 1), header={"run_id": path.name})
+    return run_sweep(registry, run, jobs=jobs, timeout=timeout)

@@ -1,0 +1,186 @@
+"""Training-run integration: every rank runs the same patch set, and every checkpoint says which.
+
+:func:`verify_ranks` gathers each rank's patch set (patchlane version, registry digest, and per
+entry: enabled or not, installed target version, gate, decision, fingerprint) and fails loudly
+on *every* rank, naming the ranks and entries that differ, before the first training collective
+can hang or silently diverge. It runs by itself right after ``torch.distributed
+.init_process_group`` (turn off with ``PATCHLANE_VERIFY_RANKS=0``).
+
+A decision still ``pending`` on a rank (its target not imported yet) is compared only on what
+is already known there (enabled, installed version, gate), so import order cannot cause a false
+alarm.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from .. import _startup
+from .._version import __version__
+from ..audit import Outcome
+from ..errors import PatchlaneError
+from ..gates import check_gate
+
+__all__ = ["RankMismatchError", "compare_patch_sets", "local_patch_set", "patch_set_hash",
+           "run_receipt", "verify_ranks"]
+
+RUN_RECEIPT_SCHEMA = 1
+
+
+class RankMismatchError(PatchlaneError):
+    """Ranks of one job run different patch sets."""
+
+    exit_code = 8
+
+    def __init__(self, rank: int, differences: Sequence[str]) -> None:
+        self.rank = rank
+        self.differences = list(differences)
+        lines = "\n  ".join(self.differences)
+        super().__init__(
+            f"rank {rank}: ranks of this job run different patch sets:\n  {lines}\n"
+            "Fix: start every rank with the same environment (PATCHLANE_DISABLE/ONLY/REGISTRY) "
+            "and the same installed releases; `patchlane status` on each node shows its set")
+
+
+def local_patch_set() -> dict[str, Any]:
+    lane = _startup.current()
+    latest = lane.audit.latest()
+    entries: dict[str, dict[str, Any]] = {}
+    for entry in lane.registry.entries:
+        decision = latest.get(entry.id)
+        gate = check_gate(entry.target.distribution, entry.applies_to) \
+            if entry.target.distribution else None
+        pending = decision is None or decision.outcome is Outcome.PENDING
+        entries[entry.id] = {
+            "status": entry.status.value,
+            "enabled": lane.controls.disabled_reason(entry.id) is None,
+            "installed": gate.found if gate else None,
+            "gate_open": gate.open if gate else None,
+            "decision": None if pending or decision is None else decision.outcome.value,
+            "fingerprint": None if decision is None else decision.fingerprint_found,
+        }
+    return {"patchlane": __version__, "registry_digest": lane.registry.digest,
+            "entries": entries}
+
+
+def patch_set_hash(record: dict[str, Any]) -> str:
+    text = json.dumps(record, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _groups(values: dict[int, Any]) -> str:
+    by: dict[str, list[int]] = defaultdict(list)
+    for rank, value in sorted(values.items()):
+        by[json.dumps(value)].append(rank)
+    return "; ".join(f"ranks {_span(r)} = {v}" for v, r in by.items())
+
+
+def _span(ranks: list[int]) -> str:
+    return ",".join(map(str, ranks))
+
+
+def compare_patch_sets(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Human-readable differences between the ranks' records (empty when they agree)."""
+    problems: list[str] = []
+    for key in ("patchlane", "registry_digest"):
+        values = {r: rec.get(key) for r, rec in enumerate(records)}
+        if len(set(map(json.dumps, values.values()))) > 1:
+            problems.append(f"{key}: {_groups(values)}")
+    ids = sorted({i for rec in records for i in rec.get("entries", {})})
+    for entry_id in ids:
+        for field in ("status", "enabled", "installed", "gate_open", "decision", "fingerprint"):
+            values = {r: rec.get("entries", {}).get(entry_id, {}).get(field, "<absent>")
+                      for r, rec in enumerate(records)}
+            if field in ("decision", "fingerprint"):
+                # only ranks that already decided can disagree on the decision
+                values = {r: v for r, v in values.items() if v is not None}
+            if len(set(map(json.dumps, values.values()))) > 1:
+                problems.append(f"entry {entry_id} {field}: {_groups(values)}")
+    return problems
+
+
+def verify_ranks(group: Any = None) -> str:
+    """Compare this rank's patch set with every other rank's; raise on any difference.
+
+    Returns the patch-set hash all ranks agree on. A collective: every rank must call it."""
+    import torch.distributed as dist
+
+    record = local_patch_set()
+    if not dist.is_available() or not dist.is_initialized():
+        return patch_set_hash(record)
+    records: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(records, record, group=group)
+    problems = compare_patch_sets(records)
+    if problems:
+        raise RankMismatchError(dist.get_rank(group), problems)
+    return patch_set_hash(record)
+
+
+def run_receipt() -> dict[str, Any]:
+    """A small JSON-serialisable record of this process's patch set, meant for every checkpoint:
+    months later it answers "which runs had patch X?"."""
+    from ..evidence.provenance import environment_overlay
+
+    lane = _startup.current()
+    record = local_patch_set()
+    torch = sys.modules.get("torch")
+    versions: dict[str, Any] = {"python": platform.python_version(),
+                                "torch": str(torch.__version__) if torch else None}
+    entries = []
+    for entry in lane.registry.entries:
+        decision = lane.audit.latest().get(entry.id)
+        versions.setdefault(entry.target.distribution or "-", record["entries"][entry.id]
+                            ["installed"])
+        entries.append({
+            "id": entry.id, "kind": entry.kind.value, "status": entry.status.value,
+            "outcome": decision.outcome.value if decision else None,
+            "reason": decision.reason if decision else None,
+            "installed": record["entries"][entry.id]["installed"],
+            "fingerprint": decision.fingerprint_found if decision else None,
+            "hits": lane.audit.hits[entry.id],
+            "upstream": entry.upstream.pr or entry.upstream.issue,
+        })
+    versions.pop("-", None)
+    return {
+        "schema_version": RUN_RECEIPT_SCHEMA,
+        "kind": "patchlane.run_receipt",
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "patchlane": __version__,
+        "registry_digest": lane.registry.digest,
+        "patch_set": patch_set_hash(record),
+        "strict": lane.controls.strict,
+        "entries": entries,
+        "versions": versions,
+        "host": platform.node(),
+        "environment": environment_overlay(),
+        "summary": lane.summary(),
+    }
+
+
+def _wrap_init_process_group(module: Any) -> None:
+    """Post-import hook on torch.distributed: verify ranks right after the group exists."""
+    import wrapt
+
+    if os.environ.get("PATCHLANE_VERIFY_RANKS", "1").strip().lower() in ("0", "false", "no"):
+        return
+    current = getattr(module, "init_process_group", None)
+    if current is None or getattr(getattr(current, "_self_wrapper", None),
+                                  "__patchlane_rank_check__", False):
+        return  # already wrapped (a reload of torch.distributed, or a second lane)
+
+    def after_init(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Any:
+        result = wrapped(*args, **kwargs)
+        verify_ranks(kwargs.get("group"))  # init's own kwargs never name a group: default
+        return result
+
+    after_init.__patchlane_rank_check__ = True  # type: ignore[attr-defined]
+    wrapt.wrap_function_wrapper(module, "init_process_group", after_init)

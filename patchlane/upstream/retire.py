@@ -1,0 +1,234 @@
+"""Retirement: the evidence that a fix is upstream, and the in-place registry edits that record it.
+
+A retirement needs, as the entry's ``retire_when`` asks:
+
+* upstream: the PR merged and in a release (``patchlane upstream``), and when ``release`` is set,
+  a release the gate can name;
+* the sweep: a run directory where the reproducer *passes without the overlay* on such a
+  release (verdict ``upstream-fixed``);
+* the probe (``probe: true``): in that run, the overlay stayed out because the probe said so.
+
+``retire`` rewrites only the entry's own lines in ``registry.yaml`` (status, date,
+``applied_upstream``, the evidence), byte for byte preserving comments, order and formatting of
+the rest of the file; the result is validated before it replaces the file. Overlay and
+reproducer stay: the reproducer keeps guarding in the sweep. ``delete`` (only of a retired entry)
+is its own command.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import PatchlaneError
+from ..registry import Entry, Kind, Status, parse_registry
+
+__all__ = ["Evidence", "RetireError", "delete_entry", "evaluate", "retire_entry"]
+
+
+class RetireError(PatchlaneError):
+    exit_code = 15
+
+
+@dataclass
+class Evidence:
+    entry_id: str
+    upstream: dict[str, Any] | None = None
+    sweep: list[dict[str, Any]] = field(default_factory=list)
+    released_in: str | None = None
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        return not self.missing
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"entry_id": self.entry_id, "ready": self.ready, "missing": self.missing,
+                "released_in": self.released_in, "upstream": self.upstream,
+                "sweep": self.sweep}
+
+
+def _sweep_rows(entry: Entry, run_dir: Path) -> list[dict[str, Any]]:
+    index = json.loads((run_dir / "index.json").read_text(encoding="utf-8"))
+    rows = []
+    for row in index["rows"]:
+        if row["entry_id"] != entry.id:
+            continue
+        probe = None
+        with_receipt = (row.get("receipts") or {}).get("with")
+        if with_receipt:
+            receipt = json.loads((run_dir / with_receipt).read_text(encoding="utf-8"))
+            probe = ((receipt.get("audit") or {}).get("decision") or {}).get("outcome")
+        rows.append({"run": index["run_id"], "lane": row["lane"],
+                     "world_size": row["world_size"], "verdict": row["verdict"],
+                     "installed": row.get("installed"), "probe": probe})
+    return rows
+
+
+def evaluate(entry: Entry, upstream: dict[str, Any] | None,
+             run_dirs: list[Path]) -> Evidence:
+    """Combine tracking and sweep evidence against ``entry.retire_when``."""
+    evidence = Evidence(entry.id, upstream=upstream)
+    when = entry.retire_when
+    if upstream is not None:
+        evidence.released_in = upstream.get("released_in")
+    needs_upstream = when.upstream_released or when.release is not None or bool(entry.upstream.pr)
+    if needs_upstream:
+        if upstream is None:
+            evidence.missing.append("upstream tracking (run without --skip-upstream)")
+        elif upstream.get("verdict") != "released":
+            evidence.missing.append(f"upstream: {upstream.get('verdict')}: "
+                                    f"{upstream.get('reason', '')}")
+        elif when.release is not None and not upstream.get("gate_names_release"):
+            evidence.missing.append(f"upstream released the fix in "
+                                    f"{evidence.released_in}, which retire_when.release "
+                                    f"{when.release} does not name")
+    if entry.kind is Kind.SOURCE_PATCH and entry.reproducer is not None:
+        for run_dir in run_dirs:
+            evidence.sweep.extend(_sweep_rows(entry, run_dir))
+        fixed = [r for r in evidence.sweep if r["verdict"] == "upstream-fixed"
+                 and (when.release is None or (r["installed"] and
+                                               when.release.contains(r["installed"],
+                                                                     prereleases=True)))]
+        if not fixed:
+            seen = sorted({f"{r['verdict']}@{r['installed']}" for r in evidence.sweep})
+            evidence.missing.append(
+                "sweep: no run shows the reproducer passing without the overlay on a fixed "
+                f"release (seen: {seen or 'no run directory given: --evidence RUN_DIR'})")
+        elif when.probe and not any(r["probe"] == "upstream-fixed" for r in fixed):
+            evidence.missing.append("probe: no run where the probe reported upstream-fixed")
+        broken = [r for r in evidence.sweep if r["verdict"] in ("broken", "error")]
+        if broken:
+            evidence.missing.append(f"sweep: {len(broken)} case(s) broken or in error")
+    return evidence
+
+
+# -- in-place editing --------------------------------------------------------------------------
+
+def _block(lines: list[str], entry_id: str, path: Path) -> tuple[int, int, int]:
+    pattern = re.compile(rf"^(\s*)-\s+id:\s*['\"]?{re.escape(entry_id)}['\"]?\s*(#.*)?$")
+    for start, line in enumerate(lines):
+        match = pattern.match(line)
+        if match:
+            indent = len(match.group(1))
+            end = start + 1
+            while end < len(lines):
+                text = lines[end]
+                stripped = text.strip()
+                if stripped and not stripped.startswith("#") and \
+                        len(text) - len(text.lstrip()) <= indent:
+                    break
+                end += 1
+            # trailing blank and comment lines belong to what follows
+            while end > start + 1 and (not lines[end - 1].strip()
+                                       or lines[end - 1].strip().startswith("#")):
+                end -= 1
+            return start, end, indent
+    raise RetireError(f"{path}: no entry with `- id: {entry_id}` in block style; edit by hand")
+
+
+def _key_line(lines: list[str], start: int, end: int, indent: int, key: str) -> int | None:
+    pattern = re.compile(rf"^\s{{{indent}}}{re.escape(key)}:(\s|$)")
+    for i in range(start, end):
+        if pattern.match(lines[i]):
+            return i
+    return None
+
+
+def _child_end(lines: list[str], at: int, end: int, indent: int) -> int:
+    """End of the block under the key on line ``at`` (deeper-indented lines)."""
+    j = at + 1
+    while j < end:
+        text = lines[j]
+        if text.strip() and len(text) - len(text.lstrip()) <= indent:
+            break
+        j += 1
+    while j > at + 1 and not lines[j - 1].strip():
+        j -= 1
+    return j
+
+
+def _write_validated(path: Path, text: str) -> None:
+    parse_registry(path, text)  # refuse to write anything the loader would reject
+    tmp = path.with_name(f".{path.name}.patchlane.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.chmod(tmp, path.stat().st_mode & 0o7777)
+    os.replace(tmp, path)
+
+
+def _scalar(value: str) -> str:
+    return json.dumps(value) if re.search(r"[:#'\"{}\[\],&*!|>%@`]|^\s|\s$", value) else value
+
+
+def retire_entry(entry: Entry, *, date: _dt.date, applied_upstream: str | None,
+                 evidence: list[str]) -> str:
+    """Rewrite ``entry``'s block in its registry file; return the new text."""
+    path = entry.source
+    if entry.status is Status.RETIRED:
+        raise RetireError(f"{path}: entry {entry.id!r} is already retired")
+    raw = path.read_text(encoding="utf-8")
+    lines = raw.splitlines(keepends=True)
+    newline = "\r\n" if raw.endswith("\r\n") else "\n"
+    start, end, indent = _block(lines, entry.id, path)
+    key_indent = indent + 2
+    pad = " " * key_indent
+
+    status_at = _key_line(lines, start, end, key_indent, "status")
+    if status_at is None:
+        raise RetireError(f"{path}: entry {entry.id!r} has no `status:` line at the expected "
+                          "indentation; edit by hand")
+    lines[status_at] = f"{pad}status: retired{newline}"
+    lines.insert(status_at + 1, f"{pad}retired: {date.isoformat()}{newline}")
+    end += 1
+
+    if applied_upstream:
+        up = _key_line(lines, start, end, key_indent, "upstream")
+        assert up is not None  # the schema requires it
+        stop = _child_end(lines, up, end, key_indent)
+        sub_indent = key_indent + 2
+        existing = _key_line(lines, up + 1, stop, sub_indent, "applied_upstream")
+        line = f"{' ' * sub_indent}applied_upstream: {_scalar(applied_upstream)}{newline}"
+        if existing is not None:
+            current = yaml.safe_load(lines[existing].strip()) or {}
+            if current.get("applied_upstream") != applied_upstream:  # same value: keep bytes
+                lines[existing] = line
+        else:
+            lines.insert(stop, line)
+            end += 1
+
+    ev_lines = [f"{' ' * (key_indent + 4)}- {_scalar(item)}{newline}" for item in evidence]
+    ev = _key_line(lines, start, end, key_indent, "evidence")
+    if ev is not None and lines[ev].rstrip().endswith("evidence:"):
+        stop = _child_end(lines, ev, end, key_indent)
+        lines[stop:stop] = [f"{' ' * (key_indent + 2)}retirement:{newline}", *ev_lines]
+    else:
+        if ev is not None:  # a one-line evidence value: keep it, add the retirement beside it
+            raise RetireError(f"{path}: entry {entry.id!r} has an inline `evidence:` value; "
+                              "make it a mapping first")
+        at = _key_line(lines, start, end, key_indent, "owner") or status_at
+        lines[at:at] = [f"{pad}evidence:{newline}",
+                        f"{' ' * (key_indent + 2)}retirement:{newline}", *ev_lines]
+    text = "".join(lines)
+    _write_validated(path, text)
+    return text
+
+
+def delete_entry(entry: Entry) -> str:
+    """Remove a retired entry's block (only that block) from its registry file."""
+    path = entry.source
+    if entry.status is not Status.RETIRED:
+        raise RetireError(f"{path}: entry {entry.id!r} is {entry.status.value}; only a retired "
+                          f"entry can be deleted (`patchlane retire {entry.id}` first)")
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    start, end, _ = _block(lines, entry.id, path)
+    del lines[start:end]  # comments around it stay: they may belong to a section
+    text = "".join(lines)
+    _write_validated(path, text)
+    return text

@@ -1,0 +1,152 @@
+"""The command line: output, JSON, and errors mapped to exit codes (subprocesses, real CLI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..conftest import FakeTarget
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str, env: dict[str, str] | None = None,
+        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    full = dict(os.environ)
+    full.pop("PATCHLANE_STRICT", None)
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "patchlane.cli.main", *args],
+                          capture_output=True, text=True, env=full, cwd=cwd or ROOT,
+                          timeout=300)
+
+
+def fake_cli_env(fake: FakeTarget) -> dict[str, str]:
+    fake.write_registry()
+    return {"PATCHLANE_DEFAULT_REGISTRY": "0", "PATCHLANE_REGISTRY": str(fake.registry),
+            "PYTHONPATH": str(fake.root)}
+
+
+def test_status_imports_targets_and_shows_decisions(fake_target: FakeTarget) -> None:
+    out = cli("status", env=fake_cli_env(fake_target))
+    assert out.returncode == 0, out.stderr
+    assert fake_target.entry_id in out.stdout
+    assert "applied" in out.stdout
+    assert "1.2.0" in out.stdout
+
+
+def test_status_json_is_the_report(fake_target: FakeTarget) -> None:
+    out = cli("status", "--json", env=fake_cli_env(fake_target))
+    data = json.loads(out.stdout)
+    (entry,) = data["entries"]
+    assert entry["id"] == fake_target.entry_id
+    assert entry["decision"]["outcome"] == "applied"
+    assert entry["applied"] is True
+    assert data["registry_digest"].startswith("sha256:")
+
+
+def test_status_no_import_leaves_hooks_pending(fake_target: FakeTarget) -> None:
+    out = cli("status", "--json", "--no-import", env=fake_cli_env(fake_target))
+    (entry,) = json.loads(out.stdout)["entries"]
+    assert entry["decision"]["outcome"] == "pending"
+
+
+def test_status_shows_disabled(fake_target: FakeTarget) -> None:
+    env = fake_cli_env(fake_target) | {"PATCHLANE_DISABLE": fake_target.entry_id}
+    out = cli("status", env=env)
+    assert "skipped: disabled" in out.stdout
+
+
+def test_show_prints_the_entry(fake_target: FakeTarget) -> None:
+    out = cli("show", fake_target.entry_id, env=fake_cli_env(fake_target))
+    assert out.returncode == 0, out.stderr
+    assert f"{fake_target.module}:Greeter.greet" in out.stdout
+    assert "upstream.forwarded" in out.stdout
+
+
+def test_show_unknown_id_is_a_usage_error(fake_target: FakeTarget) -> None:
+    out = cli("show", "no_such_entry", env=fake_cli_env(fake_target))
+    assert out.returncode == 2
+    assert "no registry entry 'no_such_entry'" in out.stderr
+    assert fake_target.entry_id in out.stderr  # the message lists the known ids
+
+
+def test_fingerprint_matches_the_registry(fake_target: FakeTarget) -> None:
+    out = cli("fingerprint", fake_target.entry_id, env=fake_cli_env(fake_target))
+    assert out.returncode == 0, out.stderr
+    value = out.stdout.splitlines()[0]
+    assert value == fake_target.fingerprint()
+    assert "matches the registry" in out.stdout
+
+
+def test_fingerprint_from_source_file(fake_target: FakeTarget) -> None:
+    env = fake_cli_env(fake_target)
+    changed = fake_target.root / "changed.py"
+    changed.write_text(fake_target.target_file.read_text().replace("hello", "howdy"))
+    out = cli("fingerprint", fake_target.entry_id, "--source", str(changed), env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] != fake_target.fingerprint()
+    assert "NOT in the registry" in out.stdout
+
+
+def test_bad_registry_exits_with_the_registry_code(tmp_path: Path) -> None:
+    bad = tmp_path / "registry.yaml"
+    bad.write_text("schema: 1\nentries:\n  - id: x\n    kind: [\n")
+    out = cli("status", env={"PATCHLANE_DEFAULT_REGISTRY": "0",
+                             "PATCHLANE_REGISTRY": str(bad)})
+    assert out.returncode == 3
+    assert str(bad) in out.stderr and "invalid YAML" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.slow
+def test_reproduce_exit_codes(fake_target: FakeTarget) -> None:
+    env = fake_cli_env(fake_target)
+    (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
+        "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n"
+        f"    import {fake_target.module} as t\n"
+        "    assert t.Greeter().greet('q') == 'patched hello q', 'bug'\n")
+    with_ = cli("reproduce", fake_target.entry_id, env=env)
+    assert with_.returncode == 0, with_.stdout + with_.stderr
+    assert "PASS" in with_.stdout
+    without = cli("reproduce", fake_target.entry_id, "--without-overlay", env=env)
+    assert without.returncode == 1, without.stdout + without.stderr
+    assert "FAIL" in without.stdout and "bug" in without.stdout
+
+
+def test_import_patchlane_never_imports_torch_or_megatron() -> None:
+    code = ("import sys, patchlane\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('torch', 'megatron', 'liger_kernel', 'triton', 'numpy'))\n"
+            "print(heavy)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd="/", timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_import_logs_one_startup_summary_line() -> None:
+    code = ("import logging; logging.basicConfig(level=logging.INFO, format='%(message)s')\n"
+            "import patchlane\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd="/", timeout=120)
+    lines = [line for line in out.stderr.splitlines() if line.startswith("patchlane ")]
+    assert len(lines) == 1, out.stderr
+    assert "mcore_rerun_sentinel" in lines[0] and "pending" in lines[0]
+
+
+def test_fingerprint_works_under_strict_mode_when_the_target_drifted(
+        fake_target: FakeTarget) -> None:
+    env = fake_cli_env(fake_target) | {"PATCHLANE_STRICT": "1"}
+    fake_target.target_file.write_text(
+        fake_target.target_file.read_text().replace("hello", "howdy"))
+    status = cli("status", env=env)
+    assert status.returncode == 6 and "refused: drift" in status.stderr
+    out = cli("fingerprint", fake_target.entry_id, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == fake_target.fingerprint()
+    assert "NOT in the registry" in out.stdout

@@ -1,0 +1,62 @@
+"""The wheel carries overlays, reproducers and the default registry inside the patchlane
+namespace (never as top-level `patches`/`reproducers`), and works installed from it alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
+                    str(out), str(ROOT)], check=True, capture_output=True, timeout=300)
+    (path,) = out.glob("patchlane-*.whl")
+    return path
+
+
+def test_wheel_layout(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"patchlane", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1]
+                    + ".dist-info"}, tops
+    assert "patchlane/_bundle/registry.yaml" in names
+    assert "patchlane/_bundle/patches/mcore_rerun_sentinel.py" in names
+    assert "patchlane/_bundle/reproducers/mcore_rerun_sentinel.py" in names
+    assert "patchlane/py.typed" in names
+
+
+def test_installed_wheel_finds_its_registry_and_overlays(wheel: Path, tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+                    str(target), str(wheel)], check=True, timeout=300)
+    code = (
+        "import json, patchlane\n"
+        "from patchlane import _startup\n"
+        "from patchlane.importer import load_overlay\n"
+        "lane = _startup.current()\n"
+        "entry = lane.registry.get('mcore_rerun_sentinel')\n"
+        "overlay = load_overlay(entry)\n"
+        "print(json.dumps({'file': patchlane.__file__, 'registry': str(entry.source),\n"
+        "    'overlay': str(entry.overlay), 'reproducer': str(entry.reproducer),\n"
+        "    'has_overlay': callable(overlay.overlay)}))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(target))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout.splitlines()[-1])
+    for key in ("file", "registry", "overlay", "reproducer"):
+        assert data[key].startswith(str(target / "patchlane")), (key, data[key])
+    assert data["has_overlay"]

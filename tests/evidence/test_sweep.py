@@ -1,0 +1,236 @@
+"""Reproducer runner and verdicts on fake targets (mechanics: every verdict path is reachable).
+
+Real-upstream verdicts are in tests/releases/."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from patchlane.evidence.reproduce import Mode, RunOutcome, read_spec, run_case
+from patchlane.evidence.sweep import (
+    EXIT_BROKEN,
+    EXIT_ERROR,
+    Verdict,
+    exit_code,
+    sweep,
+)
+from patchlane.registry import load_registries
+
+from ..conftest import FakeTarget
+
+pytestmark = pytest.mark.slow
+
+# The reproducer asserts the *correct* behaviour; with the fake overlay, greet() is "patched".
+REPRO_GUARDING = """
+LANES = ("cpu",)
+WORLD_SIZES = (1,)
+
+def run(ctx):
+    import {module} as target
+    got = target.Greeter().greet("a")
+    assert got == "patched hello a", f"bug shows: {{got!r}}"
+"""
+
+
+def fake_env(fake: FakeTarget) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(fake.root), env.get("PYTHONPATH")) if p)
+    env["PATCHLANE_DEFAULT_REGISTRY"] = "0"
+    return env
+
+
+def write_repro(fake: FakeTarget, source: str) -> None:
+    (fake.root / "reproducers" / f"{fake.entry_id}.py").write_text(
+        source.format(module=fake.module))
+
+
+def verdict_for(fake: FakeTarget, monkeypatch: pytest.MonkeyPatch) -> tuple[Verdict, str]:
+    for key, value in fake_env(fake).items():
+        monkeypatch.setenv(key, value)
+    rows = sweep(load_registries([fake.write_registry()
+                                  if not fake.registry.exists() else fake.registry]),
+                 lanes=["cpu"], timeout=60)
+    assert len(rows) == 1
+    return rows[0].verdict, rows[0].reason
+
+
+def test_guarding(fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_repro(fake_target, REPRO_GUARDING)
+    verdict, reason = verdict_for(fake_target, monkeypatch)
+    assert verdict is Verdict.GUARDING, reason
+    assert "bug shows" in reason
+
+
+def test_upstream_fixed(fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_repro(fake_target, REPRO_GUARDING.replace('"patched hello a"', '"hello a"'))
+    fake_target.write_overlay("def overlay(w, i, a, k):\n    return w(*a, **k)\n")
+    verdict, reason = verdict_for(fake_target, monkeypatch)
+    assert verdict is Verdict.UPSTREAM_FIXED, reason
+
+
+def test_broken(fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_repro(fake_target, REPRO_GUARDING.replace('"patched hello a"', '"fixed hello a"'))
+    verdict, reason = verdict_for(fake_target, monkeypatch)
+    assert verdict is Verdict.BROKEN, reason
+
+
+def test_error_is_not_a_fail(fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_repro(fake_target, REPRO_GUARDING.replace("import {module} as target",
+                                                    "raise KeyError('wrong kind of failure')"))
+    verdict, reason = verdict_for(fake_target, monkeypatch)
+    assert verdict is Verdict.ERROR, reason
+    assert "run: KeyError" in reason
+
+
+def test_skipped_when_the_gate_excludes_the_release(fake_target: FakeTarget,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    write_repro(fake_target, REPRO_GUARDING)
+    fake_target.write_registry(fake_target.entry(applies_to=">=1.5,<2.0"))
+    verdict, reason = verdict_for(fake_target, monkeypatch)
+    assert verdict is Verdict.SKIPPED
+    assert "1.2.0 is outside" in reason
+
+
+def test_skipped_when_the_lane_is_unavailable(fake_target: FakeTarget,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    write_repro(fake_target, REPRO_GUARDING.replace('("cpu",)', '("cpu", "cuda")'))
+    for key, value in fake_env(fake_target).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr("patchlane.evidence.sweep.cuda_devices", lambda: 0)
+    rows = sweep(load_registries([fake_target.write_registry()]), lanes=["cuda"], timeout=60)
+    assert [r.verdict for r in rows] == [Verdict.SKIPPED]
+    assert "lane unavailable" in rows[0].reason
+
+
+def test_overlay_that_never_runs_is_an_error(fake_target: FakeTarget,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without the overlay it fails, and "with" passes without ever calling the patched method:
+    # the reproducer does not exercise the overlay, so it proves nothing.
+    write_repro(fake_target, """
+LANES = ("cpu",)
+WORLD_SIZES = (1,)
+
+def run(ctx):
+    import os
+    import {module} as target
+    assert ctx.mode.value == "with", "fails without"
+""")
+    verdict, reason = verdict_for(fake_target, monkeypatch)
+    assert verdict is Verdict.ERROR
+    assert "never ran" in reason
+
+
+def test_timeout_and_crash_are_classified(fake_target: FakeTarget) -> None:
+    write_repro(fake_target, "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n"
+                             "def run(ctx):\n    import time; time.sleep(30)\n")
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+    result = run_case(entry, Mode.WITH, timeout=3, env=fake_env(fake_target))
+    assert result.outcome is RunOutcome.ERROR and result.stage == "timeout"
+    write_repro(fake_target, "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n"
+                             "def run(ctx):\n    import os, signal\n"
+                             "    os.kill(os.getpid(), signal.SIGSEGV)\n")
+    result = run_case(entry, Mode.WITH, timeout=30, env=fake_env(fake_target))
+    assert result.outcome is RunOutcome.ERROR and result.stage == "crash", result
+
+
+def test_two_ranks_share_a_workdir_and_report_each(fake_target: FakeTarget,
+                                                   tmp_path: Path) -> None:
+    write_repro(fake_target, """
+LANES = ("cpu",)
+WORLD_SIZES = (2,)
+
+def run(ctx):
+    assert ctx.world_size == 2
+    (ctx.workdir / f"seen{{ctx.rank}}").write_text("x")
+    import {module} as target
+    target.Greeter().greet("b")
+    assert ctx.rank == 0, "rank 1 sees the bug"
+""")
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+    assert read_spec(entry).world_sizes == (2,)
+    result = run_case(entry, Mode.WITH, world_size=2, workdir=tmp_path,
+                      env=fake_env(fake_target))
+    assert result.outcome is RunOutcome.FAIL
+    assert [r["outcome"] for r in result.ranks] == ["pass", "fail"]
+    assert result.message == "rank 1 sees the bug"
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "code"),
+    [([Verdict.GUARDING, Verdict.UPSTREAM_FIXED, Verdict.SKIPPED], 0),
+     ([Verdict.GUARDING, Verdict.BROKEN], EXIT_BROKEN),
+     ([Verdict.ERROR], EXIT_ERROR),
+     ([Verdict.BROKEN, Verdict.ERROR], 12)],
+)
+def test_exit_codes(verdicts: list[Verdict], code: int) -> None:
+    from patchlane.evidence.sweep import VerdictRow
+
+    assert exit_code([VerdictRow("x", "cpu", 1, v, "") for v in verdicts]) == code
+
+
+def test_a_rank_blocked_after_its_peer_died_is_not_waited_for(
+        fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("patchlane.evidence.reproduce.RANK_GRACE_SECONDS", 1.0)
+    write_repro(fake_target, "LANES = ('cpu',)\nWORLD_SIZES = (2,)\n"
+                             "def run(ctx):\n    import time\n"
+                             "    if ctx.rank == 1:\n        raise RuntimeError('rank 1 died')\n"
+                             "    time.sleep(120)\n")
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+    result = run_case(entry, Mode.WITH, world_size=2, timeout=100, env=fake_env(fake_target))
+    assert result.seconds < 30
+    assert result.outcome is RunOutcome.ERROR
+    stages = {r["rank"]: r.get("stage") for r in result.ranks}
+    assert stages == {0: "timeout", 1: "run"}, result.ranks
+    assert "after a peer exited" in result.ranks[0]["message"]
+
+
+def test_a_reported_error_keeps_its_traceback_and_loses_its_secrets(
+        fake_target: FakeTarget) -> None:
+    write_repro(fake_target, "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n"
+                             "def run(ctx):\n    import os\n"
+                             "    raise RuntimeError('cannot reach https://bot:pw-4711x@h.invalid/x'"
+                             " f' with {{os.environ[\"MY_API_TOKEN\"]}}')\n")
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+    env = fake_env(fake_target) | {"MY_API_TOKEN": "s3cr3t-value"}
+    result = run_case(entry, Mode.WITH, timeout=60, env=env)
+    assert result.outcome is RunOutcome.ERROR and result.stage == "run", result
+    assert result.message == "RuntimeError: cannot reach https://bot:***@h.invalid/x with ***"
+    tail = result.stderr_tail
+    assert tail is not None and "Traceback (most recent call last)" in tail
+    assert "RuntimeError: cannot reach https://bot:***@h.invalid/x with ***" in tail
+    for text in (tail, result.message, result.ranks[0]["traceback"]):
+        assert "pw-4711x" not in text and "s3cr3t-value" not in text
+
+
+def test_a_passing_case_has_no_tail(fake_target: FakeTarget) -> None:
+    write_repro(fake_target, REPRO_GUARDING)
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+    result = run_case(entry, Mode.WITH, timeout=60, env=fake_env(fake_target))
+    assert result.outcome is RunOutcome.PASS and result.stderr_tail is None
+    assert "stderr_tail" not in result.ranks[0]
+
+
+def test_the_tail_is_bounded_printable_and_redacted(tmp_path: Path) -> None:
+    from patchlane.evidence.reproduce import TAIL_CHARS, TAIL_LINES, _tail
+
+    log = tmp_path / "rank0.log"
+    with log.open("wb") as fh:
+        fh.write(b"noise " * 50 + b"\n")
+        for i in range(20_000):
+            fh.write(b"line %d " % i + b"x" * 150 + b"\n")
+        fh.write(bytes(range(256)) + b"\n")
+        fh.write(b"    ^^^^^^^^^^\n")
+        fh.write(b"ValueError: bad token=abcdef123 from s3cr3t-value\n")
+    tail = _tail(log, {"MY_API_TOKEN": "s3cr3t-value"})
+    assert len(tail.splitlines()) <= TAIL_LINES and len(tail) <= TAIL_CHARS
+    assert tail.splitlines()[-1] == "ValueError: bad token=*** from ***"
+    assert "^^^" not in tail
+    assert not any(c < " " and c not in "\t\n" for c in tail)
+    # one enormous line is cut to size too
+    log.write_bytes(b"y" * 5_000_000)
+    tail = _tail(log, {})
+    assert len(tail) == TAIL_CHARS and tail.startswith("…")
+    assert _tail(tmp_path / "missing.log", {}) == ""

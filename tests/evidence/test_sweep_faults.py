@@ -1,0 +1,290 @@
+"""Sweep fault tolerance with deliberately bad reproducers (fake targets): every fault is
+classified by stage, the sweep carries on, finished receipts stay intact, and a killed sweep
+resumes without redoing or losing anything."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from patchlane.evidence.manifest import RunDir
+from patchlane.evidence.receipts import validate
+from patchlane.evidence.reports import compare, load_index, write_reports
+from patchlane.evidence.sweep import EXIT_ERROR, Shard, Verdict, new_run, run_sweep
+from patchlane.registry import load_registries
+
+from ..conftest import OVERLAY_SOURCE, FakeTarget
+
+pytestmark = pytest.mark.slow
+
+HEAD = "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\n"
+GUARDING = HEAD + ("def run(ctx):\n    import {module} as t\n"
+                   "    assert t.Greeter().greet('a') == 'patched hello a', 'bug shows'\n")
+FAULTS = {
+    "hang": HEAD + "def run(ctx):\n    import time\n    time.sleep(600)\n",
+    "segv": HEAD + ("def run(ctx):\n    import os, signal\n"
+                    "    os.kill(os.getpid(), signal.SIGSEGV)\n"),
+    "oom": HEAD + ("def run(ctx):\n    import resource\n"
+                   "    resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))\n"
+                   "    hog = bytearray(4 * 2**30)\n"),
+    "badimport": HEAD + "import no_such_module_anywhere\n\ndef run(ctx):\n    pass\n",
+    "setupfail": HEAD + ("def setup(ctx):\n    raise OSError('scratch disk missing')\n\n"
+                         "def run(ctx):\n    pass\n"),
+    "garbage": HEAD + ("def run(ctx):\n    import os, sys\n"
+                       "    os.write(1, bytes(range(256)) * 50)\n"
+                       "    os.write(2, b'{\"outcome\": \"pass\"' + bytes(range(256)))\n"
+                       "    import {module} as t\n"
+                       "    assert t.Greeter().greet('a') == 'patched hello a', 'bug shows'\n"),
+    "wrongexc": HEAD + "def run(ctx):\n    raise KeyError('not an assertion')\n",
+}
+EXPECTED_STAGE = {"hang": "timeout", "segv": "crash", "oom": "oom", "badimport": "import",
+                  "setupfail": "setup", "wrongexc": "run"}
+
+
+def multi_registry(fake: FakeTarget, names: dict[str, str]) -> Path:
+    """Several entries on the same fake target, one reproducer each."""
+    entries = []
+    for suffix, source in names.items():
+        entry_id = f"{fake.entry_id}_{suffix}"
+        (fake.root / "patches" / f"{entry_id}.py").write_text(OVERLAY_SOURCE)
+        (fake.root / "reproducers" / f"{entry_id}.py").write_text(
+            source.replace("{module}", fake.module))
+        entry = fake.entry(id=entry_id, overlay=f"patches/{entry_id}.py",
+                           reproducer=f"reproducers/{entry_id}.py")
+        entries.append(entry)
+    fake.registry.write_text(yaml.safe_dump({"schema": 1, "entries": entries},
+                                            sort_keys=False))
+    return fake.registry
+
+
+def env_for(fake: FakeTarget) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env["PYTHONPATH"] = str(fake.root)
+    env["PATCHLANE_DEFAULT_REGISTRY"] = "0"
+    env["PATCHLANE_REGISTRY"] = str(fake.registry)
+    return env
+
+
+def test_every_fault_is_classified_and_the_sweep_carries_on(fake_target: FakeTarget,
+                                                            tmp_path: Path) -> None:
+    registry = load_registries([multi_registry(fake_target, {**FAULTS, "good": GUARDING})])
+    run = new_run(registry, tmp_path / "run", lanes=["cpu"], only=None, shard=Shard(1, 1),
+                  header={"run_id": "faults"})
+    rows = run_sweep(registry, run, jobs=2, timeout=8, env=env_for(fake_target))
+    by = {r.entry_id.rsplit("_", 1)[-1]: r for r in rows}
+    assert by["good"].verdict is Verdict.GUARDING, by["good"].reason
+    assert by["garbage"].verdict is Verdict.GUARDING, by["garbage"].reason
+    for name, stage in EXPECTED_STAGE.items():
+        assert by[name].verdict is Verdict.ERROR, (name, by[name].reason)
+        assert f"without overlay: {stage}:" in by[name].reason, (name, by[name].reason)
+    # every case has a receipt that validates, and the manifest agrees with it
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    assert len(manifest["cases"]) == 2 * len(by)
+    for cid, case in manifest["cases"].items():
+        receipt = json.loads((run.path / case["receipt"]).read_text())
+        assert validate(receipt) == [], (cid, validate(receipt))
+        assert receipt["outcome"] == case["outcome"]
+        expected_state = {"pass": "ok", "fail": "failed", "error": "error"}[receipt["outcome"]]
+        assert case["state"] == expected_state
+
+
+def test_receipts_never_record_secrets(fake_target: FakeTarget, tmp_path: Path) -> None:
+    registry = load_registries([multi_registry(fake_target, {"good": GUARDING})])
+    run = new_run(registry, tmp_path / "run", lanes=["cpu"], only=None, shard=Shard(1, 1),
+                  header={"run_id": "secrets"})
+    env = env_for(fake_target) | {"NCCL_AUTH_TOKEN": "s3cret", "TORCH_API_KEY": "s3cret",
+                                  "GITHUB_TOKEN": "s3cret", "NCCL_DEBUG": "INFO"}
+    run_sweep(registry, run, env=env)
+    for receipt in (run.path / "receipts").glob("*.json"):
+        text = receipt.read_text()
+        assert "s3cret" not in text
+        assert json.loads(text)["provenance"]["environment"]["NCCL_DEBUG"] == "INFO"
+
+
+def test_killed_sweep_resumes_without_redoing_or_losing_cases(fake_target: FakeTarget,
+                                                              tmp_path: Path) -> None:
+    slow = GUARDING.replace("def run(ctx):\n", "def run(ctx):\n    import time\n"
+                                                "    time.sleep(4)\n")
+    multi_registry(fake_target, {"a": GUARDING, "b": slow, "c": GUARDING})
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir", str(run_dir),
+           "--jobs", "1", "--quiet"]
+    proc = subprocess.Popen(cmd, env=env_for(fake_target), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        receipts = list((run_dir / "receipts").glob("*.json")) if run_dir.exists() else []
+        if len(receipts) >= 2:
+            break
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)  # no cleanup, no finally: a crashed sweep
+    proc.wait()
+    before = {p.name: p.read_bytes() for p in (run_dir / "receipts").glob("*.json")}
+    states = [c["state"] for c in RunDir.open(run_dir).manifest["cases"].values()]
+    assert 2 <= len(before) < 6, states
+    assert "queued" in states or "running" in states, states
+    out = subprocess.run([*cmd[:4], "--resume", str(run_dir), "--quiet"],
+                         env=env_for(fake_target), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    after = {p.name: p.read_bytes() for p in (run_dir / "receipts").glob("*.json")}
+    assert len(after) == 6
+    for name, data in before.items():
+        assert after[name] == data, f"{name} was redone or rewritten on resume"
+    manifest = RunDir.open(run_dir).manifest
+    assert all(c["state"] in ("ok", "failed") for c in manifest["cases"].values())
+    assert [r["verdict"] for r in load_index(run_dir)["rows"]] == ["guarding"] * 3
+
+
+def test_shards_split_the_rows_without_overlap(fake_target: FakeTarget, tmp_path: Path) -> None:
+    registry = load_registries([multi_registry(fake_target,
+                                               {n: GUARDING for n in "abcde"})])
+    owned = []
+    for i in (1, 2, 3):
+        run = new_run(registry, tmp_path / f"s{i}", lanes=["cpu"], only=None,
+                      shard=Shard(i, 3), header={"run_id": f"s{i}"})
+        owned.append({r["entry_id"] for r in run.manifest["rows"]})
+    assert sum(len(o) for o in owned) == 5
+    assert set().union(*owned) == {e.id for e in registry.entries}
+    with pytest.raises(ValueError, match="1-based"):
+        Shard.parse("0/3")
+
+
+def test_reports_and_compare_within_the_same_class(fake_target: FakeTarget,
+                                                   tmp_path: Path) -> None:
+    registry = load_registries([multi_registry(fake_target, {"a": GUARDING})])
+    run = new_run(registry, tmp_path / "r1", lanes=["cpu"], only=None, shard=Shard(1, 1),
+                  header={"run_id": "r1"})
+    rows = run_sweep(registry, run, env=env_for(fake_target))
+    first = write_reports(run, rows)
+    for name in ("index.json", "summary.md", "junit.xml", "report.html"):
+        assert (run.path / name).stat().st_size > 0
+    assert "| **guarding** |" in (run.path / "summary.md").read_text()
+    import xml.etree.ElementTree as ET
+
+    suite = ET.parse(run.path / "junit.xml").getroot()
+    assert suite.get("tests") == "1" and suite.get("failures") == "0"
+    # same class, verdict changed: a change
+    second = json.loads(json.dumps(first))
+    second["rows"][0]["verdict"] = "broken"
+    assert [c["kind"] for c in compare(first, second)] == ["verdict-changed"]
+    # other upstream version: a class change, not a regression
+    second["rows"][0]["comparison_key"]["distributions"][fake_target.distribution] = "1.3.0"
+    (change,) = compare(first, second)
+    assert change["kind"] == "class-changed"
+    assert change["differs"]["distributions"]
+    html = (run.path / "report.html").read_text()
+    assert fake_target.entry_id in html and "guarding" in html
+
+
+def test_sweep_cli_progress_lines_in_ci_and_resume_refuses_a_changed_registry(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    multi_registry(fake_target, {"a": GUARDING})
+    run_dir = tmp_path / "run"
+    env = env_for(fake_target) | {"CI": "1"}
+    cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir", str(run_dir)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"[1/2] {fake_target.entry_id}_a--cpu--ws1--without: fail" in out.stderr
+    assert "\r" not in out.stderr  # no live line outside a terminal
+    assert "guarding" in out.stdout and str(run_dir) in out.stdout
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 1 and "already exists" in again.stderr
+    fake_target.registry.write_text(fake_target.registry.read_text() + "\n# edited\n")
+    resumed = subprocess.run([*cmd[:4], "--resume", str(run_dir)], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 1 and "registry changed" in resumed.stderr
+
+
+BOOT_BREAKER = '''
+import os
+import sys
+
+registry = []
+# Only in a sweep's rank (the sweep sets PATCHLANE_ONLY there), never in the sweep itself.
+if os.environ.get("PATCHLANE_ONLY"):
+    token = os.environ["MY_API_TOKEN"]
+    print("pip index: https://deploy:hunter2pass@pypi.example.invalid/simple", file=sys.stderr)
+    print(f"retrying with {token}", file=sys.stderr)
+    raise RuntimeError("registry plugin exploded: distinctive-marker-4711 (index "
+                       "https://deploy:hunter2pass@pypi.example.invalid/simple, "
+                       f"MY_API_TOKEN={token}, with {token}, db_password=opensesame42)")
+'''
+
+
+def boot_breaker(root: Path) -> Path:
+    """A distribution whose ``patchlane.registries`` entry point prints secrets to stderr and
+    raises: ``import patchlane`` (hence ``python -m patchlane.evidence.runner``) dies before the
+    rank
+    can write its JSON."""
+    root.mkdir()
+    (root / "plbootbreak.py").write_text(BOOT_BREAKER)
+    meta = root / "plbootbreak-1.0.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: plbootbreak\nVersion: 1.0\n")
+    (meta / "entry_points.txt").write_text(
+        "[patchlane.registries]\nplbootbreak = plbootbreak:registry\n")
+    return root
+
+
+def test_a_rank_that_dies_before_reporting_says_why_without_secrets(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    registry = load_registries([multi_registry(fake_target, {"a": GUARDING})])
+    run = new_run(registry, tmp_path / "run", lanes=["cpu"], only=None, shard=Shard(1, 1),
+                  header={"run_id": "boot"})
+    env = env_for(fake_target)
+    env["PYTHONPATH"] += os.pathsep + str(boot_breaker(tmp_path / "breaker"))
+    env["MY_API_TOKEN"] = "s3cr3t-value"
+    (row,) = run_sweep(registry, run, timeout=60, env=env)
+    write_reports(run, rows=[row])
+    secrets = ("s3cr3t-value", "hunter2pass", "opensesame42")
+
+    assert row.verdict is Verdict.ERROR
+    assert row.reason.startswith("without overlay: bootstrap: rank 0 exited 1 before reporting: "
+                                 "RuntimeError: registry plugin exploded: "
+                                 "distinctive-marker-4711"), row.reason
+    # the exception line in the reason is redacted like the rest: context stays, secrets go
+    assert ("https://deploy:***@pypi.example.invalid/simple, MY_API_TOKEN=***, with ***, "
+            "db_password=***") in row.reason
+
+    receipt = json.loads(next((run.path / "receipts").glob("*--without.json")).read_text())
+    assert validate(receipt) == []
+    tail = receipt["stderr_tail"]
+    assert tail == row.stderr_tail == receipt["ranks"][0]["stderr_tail"]
+    assert "plbootbreak.py" in tail and "distinctive-marker-4711" in tail
+    assert tail.splitlines()[-1].startswith("RuntimeError: registry plugin exploded")
+    assert "retrying with ***" in tail
+    assert len(tail.splitlines()) <= 20 and len(tail) <= 4096
+    assert "distinctive-marker-4711" in receipt["message"]
+
+    page = (run.path / "report.html").read_text()
+    assert "<h2>Errors</h2>" in page
+    assert "distinctive-marker-4711" in page.split("<h2>Errors</h2>", 1)[1]  # not only a tooltip
+    assert "RuntimeError: registry plugin exploded" in (run.path / "summary.md").read_text()
+
+    for name in ("index.json", "summary.md", "junit.xml", "report.html", "manifest.json",
+                 *(f"receipts/{p.name}" for p in (run.path / "receipts").iterdir())):
+        text = (run.path / name).read_text()
+        for secret in secrets:
+            assert secret not in text, (name, secret)
+    for secret in secrets:
+        assert secret not in row.reason
+
+    # the CLI prints the whole reason and the failing rank's last lines under the table
+    cli = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir",
+                          str(tmp_path / "cli"), "--quiet"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert cli.returncode == EXIT_ERROR, cli.stdout + cli.stderr
+    assert (f"error {row.key}: without overlay: bootstrap: rank 0 exited 1 before reporting: "
+            "RuntimeError: registry plugin exploded: distinctive-marker-4711") in cli.stdout
+    assert "  | retrying with ***\n" in cli.stdout
+    assert "  | RuntimeError: registry plugin exploded: distinctive-marker-4711" in cli.stdout
+    for secret in secrets:
+        assert secret not in cli.stdout + cli.stderr

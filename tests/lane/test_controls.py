@@ -1,0 +1,155 @@
+"""PATCHLANE_DISABLE / PATCHLANE_ONLY govern every kind of entry, under strict mode too, and an
+id that names no loaded entry is said out loud. Mechanics on fake modules and distributions."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from patchlane.audit import AuditLog, Outcome
+from patchlane.controls import Controls
+from patchlane.errors import StrictModeError
+from patchlane.importer import Lane
+from patchlane.ledger import CompatGateError, check_config
+from patchlane.registry import load_registries
+
+from ..conftest import FakeTarget
+
+ROOT = Path(__file__).resolve().parents[2]
+FLOOR, PIN, GATE, CONFIG = "ctl_floor", "ctl_pin", "ctl_gate", "ctl_config"
+
+
+def _common(entry_id: str, kind: str) -> dict[str, Any]:
+    return {"id": entry_id, "kind": kind, "summary": f"test {kind}",
+            "upstream": {"issue": "https://github.com/example/x/issues/1", "forwarded": "no"},
+            "retire_when": {"upstream_released": True}, "owner": "tests",
+            "added": "2026-11-22", "status": "active"}
+
+
+def violated_entries(fake: FakeTarget) -> list[dict[str, Any]]:
+    """One entry of each non-patch kind, every one of which fails (or would assign) on the fake
+    distribution (version 1.2.0): strict mode raises for each unless it is disabled."""
+    (fake.root / f"{fake.package}_cfg.py").write_text("limit = 8\n")
+    (fake.root / "patches" / f"{GATE}.py").write_text(
+        "def check(config):\n    return 'always unsafe' if config.bad else None\n")
+    return [
+        {**_common(FLOOR, "version_floor"), "requires": ">=99", "policy": "error",
+         "target": {"distribution": fake.distribution, "object": fake.module}},
+        {**_common(PIN, "packaging_pin"), "pin": "<1.0", "policy": "error",
+         "target": {"distribution": fake.distribution, "object": fake.module}},
+        {**_common(GATE, "compat_gate"), "check": f"patches/{GATE}.py:check", "policy": "error"},
+        {**_common(CONFIG, "config"), "settings": {f"{fake.package}_cfg.limit": 64}},
+    ]
+
+
+def lane_for(fake: FakeTarget, env: dict[str, str]) -> Lane:
+    fake.registry.write_text(yaml.safe_dump({"schema": 1, "entries": violated_entries(fake)},
+                                            sort_keys=False))
+    lane = Lane(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
+    lane.start()
+    return lane
+
+
+@pytest.mark.parametrize("env", [
+    {"PATCHLANE_DISABLE": f"{FLOOR},{PIN},{GATE},{CONFIG}"},
+    {"PATCHLANE_ONLY": "some_other_entry"},
+], ids=["disable", "only"])
+def test_every_kind_disabled_is_skipped_and_never_raises_in_strict_mode(
+        fake_target: FakeTarget, env: dict[str, str]) -> None:
+    lane = lane_for(fake_target, {"PATCHLANE_STRICT": "1", **env})
+    latest = lane.audit.latest()
+    for entry_id in (FLOOR, PIN, GATE, CONFIG):
+        decision = latest[entry_id]
+        assert decision.outcome is Outcome.SKIPPED_DISABLED, decision
+        assert "PATCHLANE_" in decision.reason, decision  # says which control did it
+    # the floor's and pin's module imports cleanly: nothing was checked, nothing refuses
+    fake_target.import_target()
+    cfg = importlib.import_module(f"{fake_target.package}_cfg")
+    assert cfg.limit == 8  # the setting was left alone
+    # the compat gate is skipped by check_config, with the reason, and does not raise
+    (result,) = check_config(argparse.Namespace(bad=True), list(lane.registry.entries),
+                             lane.controls)
+    assert result.ok and result.skipped == "disabled" and "PATCHLANE_" in result.message
+    assert lane.audit.latest()[FLOOR].outcome is Outcome.SKIPPED_DISABLED  # still, after import
+
+
+def test_the_same_entries_enabled_do_raise_in_strict_mode(fake_target: FakeTarget) -> None:
+    lane = lane_for(fake_target, {"PATCHLANE_STRICT": "1"})
+    assert lane.audit.latest()[FLOOR].outcome is Outcome.PENDING
+    with pytest.raises(StrictModeError, match=FLOOR):
+        fake_target.import_target()
+    with pytest.raises(CompatGateError, match="always unsafe"):
+        check_config(argparse.Namespace(bad=True), list(lane.registry.entries), lane.controls)
+
+
+def test_unknown_control_ids_warn_with_the_closest_known_id(
+        fake_target: FakeTarget, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="patchlane"):
+        lane = lane_for(fake_target, {"PATCHLANE_DISABLE": f"ctl_flor,{PIN}",
+                                      "PATCHLANE_ONLY": f"{PIN},{GATE},nothing_like_it"})
+    assert lane.unknown_control_ids == {"ctl_flor": ["PATCHLANE_DISABLE"],
+                                        "nothing_like_it": ["PATCHLANE_ONLY"]}
+    (record,) = [r for r in caplog.records if "unknown entry id" in r.getMessage()]
+    message = record.getMessage()
+    assert record.levelno == logging.WARNING
+    assert "'ctl_flor' in PATCHLANE_DISABLE (did you mean 'ctl_floor'?)" in message
+    assert "'nothing_like_it' in PATCHLANE_ONLY" in message
+    assert f"Known ids: {CONFIG}, {FLOOR}, {GATE}, {PIN}" in message
+    assert "unknown control ids: ctl_flor, nothing_like_it" in lane.summary()
+    # known ids still work as asked; the unknown ones change nothing and raise nothing
+    assert lane.audit.latest()[PIN].outcome is Outcome.SKIPPED_DISABLED
+    assert lane.audit.latest()[FLOOR].outcome is Outcome.SKIPPED_DISABLED  # not in ONLY
+
+
+def test_known_ids_do_not_warn(fake_target: FakeTarget,
+                               caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="patchlane"):
+        lane = lane_for(fake_target, {"PATCHLANE_DISABLE": FLOOR})
+    assert lane.unknown_control_ids == {}
+    assert not [r for r in caplog.records if "unknown entry id" in r.getMessage()]
+
+
+# -- through `import patchlane` (the process-wide lane, in a fresh interpreter) ---------------
+
+def run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    full.update({"PYTHONWARNINGS": "ignore", **env})
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=full, timeout=120, cwd="/")
+
+
+def test_report_lists_unknown_control_ids() -> None:
+    out = run("import json, patchlane; r = patchlane.report()\n"
+              "print(json.dumps([r['unknown_control_ids'], r['summary']]))",
+              PATCHLANE_DISABLE="torch_floor_a2a_overlapp,dynamo_recompile_limit",
+              PATCHLANE_STRICT="1")
+    assert out.returncode == 0, out.stderr
+    unknown, summary = json.loads(out.stdout)
+    assert unknown == ["torch_floor_a2a_overlapp"]
+    assert "did you mean 'torch_floor_a2a_overlap'?" in out.stderr
+    assert "skipped: disabled: dynamo_recompile_limit" in summary
+
+
+def test_public_check_config_skips_a_disabled_gate_in_strict_mode() -> None:
+    code = ("import argparse, json, patchlane\n"
+            "a = argparse.Namespace(pipeline_model_parallel_size=4, variable_seq_lengths=True,"
+            " batch_p2p_comm=True)\n"
+            "print(json.dumps([r.as_dict() for r in patchlane.check_config(a)]))\n")
+    out = run(code, PATCHLANE_DISABLE="mcore_pp_variable_seq_deadlock", PATCHLANE_STRICT="1")
+    assert out.returncode == 0, out.stderr
+    (result,) = json.loads(out.stdout)
+    assert result["entry_id"] == "mcore_pp_variable_seq_deadlock"
+    assert result["skipped"] == "disabled" and result["ok"]
+    assert "listed in PATCHLANE_DISABLE" in result["message"]
+    # enabled, the same configuration raises (the gate itself works)
+    assert "CompatGateError" in run(code).stderr

@@ -1,0 +1,880 @@
+"""Registry parsing and validation: every malformed registry is refused with a precise error.
+
+Each malformed case is the valid registry below with one thing changed, so a case fails for the
+reason it names and nothing else. The messages are part of the contract: they must name the file,
+the entry id (when there is one) and the key, and say what was found and what was expected.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from packaging.specifiers import SpecifierSet
+
+from patchlane.errors import PatchlaneError, RegistryError
+from patchlane.registry import (
+    Entry,
+    FingerprintPolicy,
+    FingerprintSpec,
+    Kind,
+    RetireWhen,
+    Status,
+    Target,
+    Upstream,
+    load_registries,
+    parse_registry,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+ENTRY_ID = "demo_fix"
+FP_A = "sha256:" + "0123456789abcdef" * 2
+FP_B = "sha256:" + "fedcba9876543210" * 2
+
+
+# -- building registries ---------------------------------------------------------------------
+
+
+def patch_entry(entry_id: str = ENTRY_ID) -> dict[str, Any]:
+    """A complete, valid source_patch entry (as YAML would load it)."""
+    return {
+        "id": entry_id,
+        "kind": "source_patch",
+        "summary": "Demo fix for a demo bug.",
+        "target": {"distribution": "demo-dist", "object": "demo_pkg.mod:Thing.method"},
+        "applies_to": ">=0.14,<0.18",
+        "upstream": {
+            "issue": "https://github.com/example/demo/issues/1",
+            "pr": "https://github.com/example/demo/pull/2",
+            "forwarded": "https://github.com/example/demo/pull/2",
+            "applied_upstream": "demo-dist 0.18.0",
+        },
+        "retire_when": {"release": ">=0.18", "probe": True},
+        "overlay": f"patches/{entry_id}.py",
+        "reproducer": f"reproducers/{entry_id}.py",
+        "fingerprint": {"sha256": [FP_A, FP_B], "policy": "warn", "covers": ["Thing.helper"]},
+        "owner": "training-infra",
+        "added": dt.date(2026, 11, 22),
+        "status": "active",
+    }
+
+
+def _common(entry_id: str, kind: str) -> dict[str, Any]:
+    return {
+        "id": entry_id,
+        "kind": kind,
+        "summary": f"a {kind} entry",
+        "upstream": {"forwarded": "not-needed"},
+        "retire_when": {"release": ">=3.0"},
+        "owner": "training-infra",
+        "added": "2026-11-22",
+        "status": "active",
+    }
+
+
+def version_floor_entry(entry_id: str = "demo_floor") -> dict[str, Any]:
+    return {**_common(entry_id, "version_floor"), "target": {"distribution": "torch"},
+            "requires": ">=2.4", "policy": "error"}
+
+
+def packaging_pin_entry(entry_id: str = "demo_pin") -> dict[str, Any]:
+    return {**_common(entry_id, "packaging_pin"), "target": {"distribution": "transformer-engine"},
+            "pin": "==2.8.0", "source": "https://example.com/te-2.8.0.whl"}
+
+
+def compat_gate_entry(entry_id: str = "demo_gate") -> dict[str, Any]:
+    return {**_common(entry_id, "compat_gate"), "check": f"patches/{entry_id}.py:validate"}
+
+
+def config_entry(entry_id: str = "demo_config") -> dict[str, Any]:
+    return {**_common(entry_id, "config"),
+            "settings": {"torch._dynamo.config.recompile_limit": 64}}
+
+
+def write_files(root: Path, entry_id: str) -> None:
+    """The overlay and reproducer an entry names, with placeholder content."""
+    for folder in ("patches", "reproducers"):
+        (root / folder).mkdir(exist_ok=True)
+        (root / folder / f"{entry_id}.py").write_text(f'"""{folder[:-1]} for {entry_id}."""\n')
+
+
+def write_registry(
+    root: Path,
+    entries: list[Any] | None = None,
+    *,
+    top: dict[str, Any] | None = None,
+    name: str = "registry.yaml",
+) -> Path:
+    """Write a registry (default: the one valid patch entry) and the files its entries name."""
+    entries = [patch_entry()] if entries is None else entries
+    for entry in entries:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            write_files(root, entry["id"])
+    doc = {"schema": 1, "entries": entries} if top is None else top
+    path = root / name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def write_text(root: Path, text: str, name: str = "registry.yaml") -> Path:
+    write_files(root, ENTRY_ID)
+    path = root / name
+    path.write_text(text)
+    return path
+
+
+_DROP = object()
+
+
+def mutate(entry: dict[str, Any], dotted: str, value: Any = _DROP) -> dict[str, Any]:
+    """A deep copy of ``entry`` with ``a.b.c`` set to ``value`` (or removed when no value)."""
+    out = copy.deepcopy(entry)
+    *parents, last = dotted.split(".")
+    node = out
+    for part in parents:
+        node = node[part]
+    if value is _DROP:
+        del node[last]
+    else:
+        node[last] = value
+    return out
+
+
+# -- the valid registry ----------------------------------------------------------------------
+
+
+def test_valid_registry_parses_into_entry(tmp_path: Path) -> None:
+    path = write_registry(tmp_path)
+    (entry,) = parse_registry(path)
+    assert isinstance(entry, Entry)
+    assert entry.id == ENTRY_ID
+    assert entry.kind is Kind.SOURCE_PATCH
+    assert entry.summary == "Demo fix for a demo bug."
+    assert entry.target == Target("demo-dist", "demo_pkg.mod", "Thing.method")
+    assert entry.target.object_path == "demo_pkg.mod:Thing.method"
+    assert isinstance(entry.applies_to, SpecifierSet)
+    assert entry.applies_to == SpecifierSet(">=0.14,<0.18")
+    assert "0.16.1" in entry.applies_to and "0.18.0" not in entry.applies_to
+    assert entry.upstream == Upstream(
+        issue="https://github.com/example/demo/issues/1",
+        pr="https://github.com/example/demo/pull/2",
+        forwarded="https://github.com/example/demo/pull/2",
+        applied_upstream="demo-dist 0.18.0",
+    )
+    assert entry.retire_when == RetireWhen(release=SpecifierSet(">=0.18"), probe=True)
+    assert entry.fingerprint == FingerprintSpec(
+        sha256=(FP_A, FP_B), policy=FingerprintPolicy.WARN, covers=("Thing.helper",)
+    )
+    assert entry.overlay == (tmp_path / "patches" / f"{ENTRY_ID}.py").resolve()
+    assert entry.overlay.is_absolute() and entry.overlay.is_file()
+    assert entry.reproducer == (tmp_path / "reproducers" / f"{ENTRY_ID}.py").resolve()
+    assert entry.owner == "training-infra"
+    assert entry.added == dt.date(2026, 11, 22)
+    assert entry.status is Status.ACTIVE and entry.active
+    assert entry.source == path.resolve()
+
+
+def test_overlay_resolved_against_registry_file_not_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sub = tmp_path / "conf"
+    sub.mkdir()
+    path = write_registry(sub)
+    monkeypatch.chdir(tmp_path)
+    (entry,) = parse_registry(Path("conf") / path.name)
+    assert entry.overlay == (sub / "patches" / f"{ENTRY_ID}.py").resolve()
+    assert entry.source == path.resolve()
+
+
+def test_real_default_registry_parses() -> None:
+    entries = parse_registry(REPO / "registry.yaml")
+    by_id = {e.id: e for e in entries}
+    entry = by_id["mcore_rerun_sentinel"]
+    assert entry.kind is Kind.SOURCE_PATCH
+    assert entry.target.distribution == "megatron-core"
+    assert entry.target.object_path == (
+        "megatron.core.rerun_state_machine:RerunStateMachine.state_dict"
+    )
+    assert entry.applies_to is not None and "0.16.1" in entry.applies_to
+    assert "0.18.0" not in entry.applies_to
+    assert entry.overlay == REPO / "patches" / "mcore_rerun_sentinel.py"
+    assert entry.reproducer == REPO / "reproducers" / "mcore_rerun_sentinel.py"
+    assert entry.fingerprint is not None and len(entry.fingerprint.sha256) >= 1
+    assert isinstance(entry.added, dt.date)
+
+
+def test_registry_digest_is_sha256_of_file_bytes(tmp_path: Path) -> None:
+    path = write_registry(tmp_path)
+    registry = load_registries([path])
+    assert registry.digest == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    assert registry.sources == (path.resolve(),)
+    assert registry.get(ENTRY_ID).id == ENTRY_ID
+    with pytest.raises(KeyError, match="nope"):
+        registry.get("nope")
+
+
+# -- malformed registries --------------------------------------------------------------------
+
+Builder = Callable[[Path], list[Path]]
+UNSET = object()
+
+
+@dataclass(frozen=True)
+class Bad:
+    build: Builder
+    message: str
+    """A fragment of the message that says what is wrong."""
+    key: str | None
+    entry_id: str | None = ENTRY_ID
+    found: Any = UNSET
+    """The value the error reports as found (UNSET: not checked, e.g. YAML syntax errors)."""
+    expected: str | None = None
+    """A fragment of what the error says was expected."""
+
+
+def entry_with(dotted: str, value: Any = _DROP) -> Builder:
+    return lambda root: [write_registry(root, [mutate(patch_entry(), dotted, value)])]
+
+
+def entries(*items: Any) -> Builder:
+    return lambda root: [write_registry(root, [copy.deepcopy(i) for i in items])]
+
+
+def top(doc: dict[str, Any]) -> Builder:
+    def build(root: Path) -> list[Path]:
+        write_files(root, ENTRY_ID)
+        return [write_registry(root, top=copy.deepcopy(doc))]
+    return build
+
+
+def text(body: str) -> Builder:
+    return lambda root: [write_text(root, body)]
+
+
+def missing_file(folder: str) -> Builder:
+    def build(root: Path) -> list[Path]:
+        path = write_registry(root)
+        (root / folder / f"{ENTRY_ID}.py").unlink()
+        return [path]
+    return build
+
+
+def misnamed_overlay(root: Path) -> list[Path]:
+    path = write_registry(root, [mutate(patch_entry(), "overlay", "patches/other_fix.py")])
+    (root / "patches" / "other_fix.py").write_text("# the right content under the wrong name\n")
+    return [path]
+
+
+def duplicate_across_files(root: Path) -> list[Path]:
+    first = write_registry(root, name="a.yaml")
+    second = write_registry(root, [compat_gate_entry(), patch_entry()], name="b.yaml")
+    return [first, second]
+
+
+BAD: dict[str, Bad] = {
+    # -- the file as a whole
+    "yaml-syntax": Bad(
+        text("schema: 1\nentries:\n  - id: demo_fix\n    kind: source_patch\n"
+             "    summary: x: y: z\n    owner: a\n"),
+        "invalid YAML at line 5", key=None, entry_id=None),
+    "top-level-list": Bad(
+        text("- schema: 1\n- entries: []\n"), "registry must be a mapping", key=None,
+        entry_id=None, found="list", expected="`schema: 1`"),
+    "top-level-empty": Bad(
+        text("# nothing but a comment\n"), "registry must be a mapping", key=None,
+        entry_id=None, found="NoneType", expected="a mapping"),
+    "missing-schema": Bad(
+        top({"entries": [patch_entry()]}), "missing required key in the registry", key="schema",
+        entry_id=None, found=None, expected="a value"),
+    "schema-2": Bad(
+        top({"schema": 2, "entries": [patch_entry()]}), "unsupported schema version",
+        key="schema", entry_id=None, found=2, expected="1"),
+    "schema-string": Bad(
+        top({"schema": "1", "entries": []}), "unsupported schema version", key="schema",
+        entry_id=None, found="1", expected="1"),
+    "entries-mapping": Bad(
+        top({"schema": 1, "entries": {ENTRY_ID: patch_entry()}}), "wrong type", key="entries",
+        entry_id=None, found={ENTRY_ID: patch_entry()}, expected="a list of entries"),
+    "entries-missing": Bad(
+        top({"schema": 1}), "missing required key in the registry", key="entries",
+        entry_id=None, found=None, expected="a value"),
+    "unknown-top-level-key": Bad(
+        top({"schema": 1, "entries": [], "version": 2}), "unknown key in the registry",
+        key="version", entry_id=None, found="version", expected="['entries', 'schema']"),
+    "top-level-typo": Bad(
+        top({"schema": 1, "entires": [patch_entry()]}), "unknown key in the registry",
+        key="entires", entry_id=None, found="entires", expected="one of"),
+    # -- an entry's shape
+    "entry-not-mapping": Bad(
+        entries(patch_entry(), ENTRY_ID), "wrong type", key="entries[1]", entry_id=None,
+        found=ENTRY_ID, expected="a mapping describing one entry (got str)"),
+    "entry-id-missing": Bad(
+        entry_with("id"), "entries[0] has no valid id", key="id", entry_id=None, found=None,
+        expected="a lowercase identifier"),
+    "entry-id-invalid": Bad(
+        entry_with("id", "Demo-Fix"), "entries[0] has no valid id", key="id", entry_id=None,
+        found="Demo-Fix", expected="[a-z][a-z0-9_]"),
+    "entry-id-int": Bad(
+        entry_with("id", 42), "has no valid id", key="id", entry_id=None, found=42,
+        expected="a lowercase identifier"),
+    "unknown-kind": Bad(
+        entry_with("kind", "source-patch"), "unknown kind", key="kind", found="source-patch",
+        expected="'source_patch'"),
+    "kind-missing": Bad(
+        entry_with("kind"), "unknown kind", key="kind", found=None, expected="'config'"),
+    "unknown-entry-key-typo": Bad(
+        entry_with("ower", "someone"), "unknown key in a source_patch entry", key="ower",
+        found="ower", expected="'owner'"),
+    "patch-key-on-config-entry": Bad(
+        entries({**config_entry(ENTRY_ID), "overlay": f"patches/{ENTRY_ID}.py"}),
+        "unknown key in a config entry", key="overlay", found="overlay", expected="one of"),
+    "missing-owner": Bad(
+        entry_with("owner"), "missing required key in a source_patch entry", key="owner",
+        found=None, expected="a value"),
+    "null-owner": Bad(
+        entry_with("owner", None), "missing required key", key="owner", found=None,
+        expected="a value"),
+    "missing-fingerprint": Bad(
+        entry_with("fingerprint"), "missing required key in a source_patch entry",
+        key="fingerprint", found=None, expected="a value"),
+    "missing-upstream-forwarded": Bad(
+        entry_with("upstream.forwarded"), "missing required key in upstream",
+        key="upstream.forwarded", found=None, expected="a value"),
+    "unknown-upstream-key": Bad(
+        entry_with("upstream.isue", "https://x.example/1"), "unknown key in upstream",
+        key="upstream.isue", found="isue", expected="'issue'"),
+    # -- versions
+    "applies-to-no-upper-bound": Bad(
+        entry_with("applies_to", ">=0.14"), "source patches need an upper bound",
+        key="applies_to", found=">=0.14", expected="'<'"),
+    "applies-to-not-equal-is-no-bound": Bad(
+        entry_with("applies_to", ">=0.14,!=0.15.0"), "source patches need an upper bound",
+        key="applies_to", found="!=0.15.0,>=0.14", expected="'<'"),
+    "applies-to-invalid": Bad(
+        entry_with("applies_to", ">=1.0,<"), "invalid PEP 440 specifier", key="applies_to",
+        found=">=1.0,<", expected="a PEP 440 specifier"),
+    "applies-to-empty": Bad(
+        entry_with("applies_to", ""), "empty specifier", key="applies_to", found="",
+        expected="at least one clause"),
+    "applies-to-float": Bad(
+        entry_with("applies_to", 0.16), "wrong type", key="applies_to", found=0.16,
+        expected="(got float)"),
+    "retire-release-invalid": Bad(
+        entry_with("retire_when.release", "0.18+"), "invalid PEP 440 specifier",
+        key="retire_when.release", found="0.18+", expected="a PEP 440 specifier"),
+    # -- files
+    "duplicate-id-one-file": Bad(
+        entries(patch_entry(), compat_gate_entry(), patch_entry()), "duplicate id", key="id",
+        found=ENTRY_ID, expected="entries[0] already uses it"),
+    "duplicate-id-two-files": Bad(
+        duplicate_across_files, "duplicate id across registries", key="id", found=ENTRY_ID,
+        expected="a.yaml"),
+    "overlay-missing": Bad(
+        missing_file("patches"), "file does not exist", key="overlay",
+        found=f"patches/{ENTRY_ID}.py", expected="an existing file"),
+    "reproducer-missing": Bad(
+        missing_file("reproducers"), "file does not exist", key="reproducer",
+        found=f"reproducers/{ENTRY_ID}.py", expected="an existing file"),
+    "overlay-not-named-after-id": Bad(
+        misnamed_overlay, "named after their entry id", key="overlay",
+        found="patches/other_fix.py", expected=f"a file named {ENTRY_ID}.py"),
+    "overlay-int": Bad(
+        entry_with("overlay", 7), "wrong type", key="overlay", found=7,
+        expected="a path relative to the registry file"),
+    # -- types
+    "owner-int": Bad(
+        entry_with("owner", 5), "wrong type", key="owner", found=5, expected="(got int)"),
+    "owner-bool": Bad(
+        entry_with("owner", True), "wrong type", key="owner", found=True,
+        expected="a person or team"),
+    "summary-list": Bad(
+        entry_with("summary", ["a", "b"]), "wrong type", key="summary", found=["a", "b"],
+        expected="(got list)"),
+    "sha256-int": Bad(
+        entry_with("fingerprint.sha256", 5), "wrong type", key="fingerprint.sha256", found=5,
+        expected="a fingerprint string or a list of them"),
+    "probe-string-yes": Bad(
+        entry_with("retire_when.probe", "yes"), "wrong type", key="retire_when.probe",
+        found="yes", expected="true or false"),
+    "target-string": Bad(
+        entry_with("target", "demo_pkg.mod:Thing.method"), "wrong type", key="target",
+        found="demo_pkg.mod:Thing.method", expected="a mapping"),
+    "upstream-forwarded-yes": Bad(
+        entry_with("upstream.forwarded", True), "wrong type", key="upstream.forwarded",
+        found=True, expected="'not-needed'"),
+    # -- fingerprints
+    "fingerprint-not-hex": Bad(
+        entry_with("fingerprint.sha256", [FP_A, "sha256:not-a-digest"]), "invalid fingerprint",
+        key="fingerprint.sha256", found="sha256:not-a-digest", expected="32 lowercase hex"),
+    "fingerprint-uppercase": Bad(
+        entry_with("fingerprint.sha256", FP_A.upper().replace("SHA256", "sha256")),
+        "invalid fingerprint", key="fingerprint.sha256",
+        found=FP_A.upper().replace("SHA256", "sha256"), expected="lowercase hex"),
+    "fingerprint-no-prefix": Bad(
+        entry_with("fingerprint.sha256", FP_A.removeprefix("sha256:")), "invalid fingerprint",
+        key="fingerprint.sha256", found=FP_A.removeprefix("sha256:"), expected="'sha256:'"),
+    "fingerprint-unknown-policy": Bad(
+        entry_with("fingerprint.policy", "ignore"), "unknown drift policy",
+        key="fingerprint.policy", found="ignore", expected="'refuse' or 'warn'"),
+    "fingerprint-bad-covers": Bad(
+        entry_with("fingerprint.covers", ["Thing.helper", "Thing:other"]), "invalid qualname",
+        key="fingerprint.covers", found="Thing:other", expected="a dotted attribute path"),
+    # -- retirement, upstream, dates, targets, status
+    "retire-when-empty": Bad(
+        entry_with("retire_when", {}), "not machine-checkable", key="retire_when", found={},
+        expected="`probe: true`"),
+    "retire-when-probe-false": Bad(
+        entry_with("retire_when", {"probe": False}), "not machine-checkable",
+        key="retire_when", found={"probe": False}, expected="`release: <specifier>`"),
+    "issue-not-url": Bad(
+        entry_with("upstream.issue", "github.com/example/demo/issues/1"), "not a URL",
+        key="upstream.issue", found="github.com/example/demo/issues/1",
+        expected="an http(s) URL"),
+    "forwarded-not-url": Bad(
+        entry_with("upstream.forwarded", "maybe later"), "not a URL", key="upstream.forwarded",
+        found="maybe later", expected="an http(s) URL"),
+    "added-bad-date": Bad(
+        entry_with("added", "2026-13-45"), "invalid date", key="added", found="2026-13-45",
+        expected="an ISO date"),
+    "added-int": Bad(
+        entry_with("added", 2026), "invalid date", key="added", found=2026,
+        expected="an ISO date"),
+    "target-object-no-colon": Bad(
+        entry_with("target.object", "demo_pkg.mod.Thing.method"), "invalid target object",
+        key="target.object", found="demo_pkg.mod.Thing.method", expected="a colon"),
+    "target-object-empty-qualname": Bad(
+        entry_with("target.object", "demo_pkg.mod:"), "invalid target object",
+        key="target.object", found="demo_pkg.mod:", expected="'package.module:Qual.name'"),
+    "target-distribution-invalid": Bad(
+        entry_with("target.distribution", "demo dist"), "invalid distribution name",
+        key="target.distribution", found="demo dist", expected="a PyPI distribution name"),
+    "unknown-status": Bad(
+        entry_with("status", "enabled"), "unknown status", key="status", found="enabled",
+        expected="'active' or 'retired'"),
+    # -- the other kinds: each without its kind-specific key, or with a bad value
+    "version-floor-no-requires": Bad(
+        entries(mutate(version_floor_entry(ENTRY_ID), "requires")),
+        "missing required key in a version_floor entry", key="requires", found=None,
+        expected="a value"),
+    "version-floor-no-policy": Bad(
+        entries(mutate(version_floor_entry(ENTRY_ID), "policy")),
+        "missing required key in a version_floor entry", key="policy", found=None,
+        expected="a value"),
+    "version-floor-bad-policy": Bad(
+        entries(mutate(version_floor_entry(ENTRY_ID), "policy", "refuse")), "unknown policy",
+        key="policy", found="refuse", expected="'error' or 'warn'"),
+    "version-floor-no-target": Bad(
+        entries(mutate(version_floor_entry(ENTRY_ID), "target")),
+        "missing required key in a version_floor entry", key="target", found=None,
+        expected="a value"),
+    "packaging-pin-no-pin": Bad(
+        entries(mutate(packaging_pin_entry(ENTRY_ID), "pin")),
+        "missing required key in a packaging_pin entry", key="pin", found=None,
+        expected="a value"),
+    "packaging-pin-invalid": Bad(
+        entries(mutate(packaging_pin_entry(ENTRY_ID), "pin", "2.8.0")),
+        "invalid PEP 440 specifier", key="pin", found="2.8.0", expected="a PEP 440 specifier"),
+    "compat-gate-no-check": Bad(
+        entries(mutate(compat_gate_entry(ENTRY_ID), "check")),
+        "missing required key in a compat_gate entry", key="check", found=None,
+        expected="a value"),
+    "compat-gate-check-int": Bad(
+        entries(mutate(compat_gate_entry(ENTRY_ID), "check", 1)), "wrong type", key="check",
+        found=1, expected="'patches/<id>.py:function'"),
+    "config-no-settings": Bad(
+        entries(mutate(config_entry(ENTRY_ID), "settings")),
+        "missing required key in a config entry", key="settings", found=None,
+        expected="a value"),
+    "config-settings-list": Bad(
+        entries(mutate(config_entry(ENTRY_ID), "settings", ["NCCL_NVLS_ENABLE=0"])),
+        "wrong type", key="settings", found=["NCCL_NVLS_ENABLE=0"],
+        expected="a mapping of 'package.module.attribute' to value"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD.values()), ids=list(BAD))
+def test_malformed_registry_is_refused(tmp_path: Path, case: Bad) -> None:
+    paths = case.build(tmp_path)
+    culprit = paths[-1].resolve()
+
+    with pytest.raises(RegistryError) as info:
+        load_registries(paths)
+    err = info.value
+    message = str(err)
+
+    # One error type for the CLI to map, and it is still a ValueError for plain callers.
+    assert isinstance(err, PatchlaneError) and isinstance(err, ValueError)
+    assert err.exit_code == 3
+    # The file ...
+    assert err.path == str(culprit)
+    assert message.startswith(str(culprit))
+    # ... the entry ...
+    assert err.entry_id == case.entry_id
+    if case.entry_id is not None:
+        assert f"entry {case.entry_id!r}" in message
+    else:
+        assert "entry '" not in message
+    # ... the key ...
+    assert err.key == case.key
+    if case.key is not None:
+        assert f"key {case.key!r}" in message
+    # ... what is wrong, what was found and what was expected.
+    assert case.message in message
+    if case.found is not UNSET:
+        assert err.found == case.found
+        assert type(err.found) is type(case.found)
+        assert f"found {case.found!r}" in message
+    if case.expected is not None:
+        assert err.expected is not None and case.expected in err.expected
+        assert f"expected {err.expected}" in message
+
+    if len(paths) == 1:  # the single-file parser refuses it with the very same error
+        with pytest.raises(RegistryError) as again:
+            parse_registry(paths[0])
+        assert str(again.value) == message
+
+
+def test_malformed_table_is_big_enough() -> None:
+    assert len(BAD) >= 20
+
+
+def test_unknown_key_error_says_how_to_fix(tmp_path: Path) -> None:
+    path = write_registry(tmp_path, [mutate(patch_entry(), "ower", "someone")])
+    with pytest.raises(RegistryError) as info:
+        parse_registry(path)
+    assert info.value.fix == "remove it or correct its spelling"
+    assert "fix: remove it or correct its spelling" in str(info.value)
+
+
+def test_yaml_syntax_error_reports_line_and_column(tmp_path: Path) -> None:
+    body = ("schema: 1\nentries:\n  - id: demo_fix\n    owner: [training-infra\n"
+            "    added: 2026-11-22\n    status: active\n\n\n")
+    path = write_text(tmp_path, body)
+    with pytest.raises(RegistryError, match=r"invalid YAML at line \d+, column \d+") as info:
+        parse_registry(path)
+    line = int(str(info.value).split("at line ")[1].split(",")[0])
+    assert 4 <= line <= len(body.splitlines())
+    assert info.value.entry_id is None
+
+
+# -- valid edge cases ------------------------------------------------------------------------
+
+
+def test_forwarded_bare_no_is_the_string_no(tmp_path: Path) -> None:
+    path = write_registry(tmp_path, [mutate(patch_entry(), "upstream.forwarded", "FORWARDED")])
+    body = path.read_text().replace("forwarded: FORWARDED", "forwarded: no")
+    assert "    forwarded: no\n" in body  # bare, unquoted
+    path.write_text(body)
+    # Precondition: YAML 1.1 really does read the bare word as a boolean.
+    loaded = yaml.safe_load(body)
+    assert loaded["entries"][0]["upstream"]["forwarded"] is False
+
+    (entry,) = parse_registry(path)
+    assert entry.upstream.forwarded == "no"
+    assert isinstance(entry.upstream.forwarded, str)
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value", "check"),
+    [
+        pytest.param("upstream.forwarded", "not-needed",
+                     lambda e: e.upstream.forwarded == "not-needed", id="forwarded-not-needed"),
+        pytest.param("upstream.forwarded", "no",
+                     lambda e: e.upstream.forwarded == "no", id="forwarded-quoted-no"),
+        pytest.param("fingerprint.sha256", FP_B,
+                     lambda e: e.fingerprint.sha256 == (FP_B,), id="sha256-single-string"),
+        pytest.param("fingerprint.policy", _DROP,
+                     lambda e: e.fingerprint.policy.value == "refuse", id="policy-defaults-refuse"),
+        pytest.param("fingerprint.covers", _DROP,
+                     lambda e: e.fingerprint.covers == (), id="covers-default-empty"),
+        pytest.param("retire_when", {"probe": True},
+                     lambda e: e.retire_when == RetireWhen(None, True), id="retire-probe-only"),
+        pytest.param("retire_when", {"release": ">=0.18"},
+                     lambda e: e.retire_when == RetireWhen(SpecifierSet(">=0.18"), False),
+                     id="retire-release-only"),
+        pytest.param("applies_to", "~=0.16.0",
+                     lambda e: "0.16.9" in e.applies_to and "0.17.0" not in e.applies_to,
+                     id="applies-to-compatible-release-is-bounded"),
+        pytest.param("applies_to", "==0.16.*",
+                     lambda e: "0.16.1" in e.applies_to, id="applies-to-wildcard-is-bounded"),
+        pytest.param("added", "2026-01-05",
+                     lambda e: e.added == dt.date(2026, 1, 5), id="added-quoted-string"),
+        pytest.param("status", "retired",
+                     lambda e: e.status is Status.RETIRED and not e.active, id="status-retired"),
+        pytest.param("upstream", {"forwarded": "no"},
+                     lambda e: e.upstream == Upstream(None, None, "no", None),
+                     id="upstream-minimal"),
+        pytest.param("notes", "free text", lambda e: e.extra["notes"] == "free text",
+                     id="notes-kept-in-extra"),
+    ],
+)
+def test_valid_edge_cases(
+    tmp_path: Path, dotted: str, value: Any, check: Callable[[Entry], bool]
+) -> None:
+    path = write_registry(tmp_path, [mutate(patch_entry(), dotted, value)])
+    (entry,) = parse_registry(path)
+    assert check(entry)
+
+
+@pytest.mark.parametrize(
+    ("build", "kind", "extra"),
+    [
+        pytest.param(version_floor_entry, Kind.VERSION_FLOOR,
+                     {"requires": SpecifierSet(">=2.4"), "policy": "error"}, id="version_floor"),
+        pytest.param(packaging_pin_entry, Kind.PACKAGING_PIN,
+                     {"pin": SpecifierSet("==2.8.0"), "policy": "warn",
+                      "source": "https://example.com/te-2.8.0.whl"}, id="packaging_pin"),
+        pytest.param(compat_gate_entry, Kind.COMPAT_GATE,
+                     {"policy": "error", "check_function": "validate"}, id="compat_gate"),
+        pytest.param(config_entry, Kind.CONFIG,
+                     {"settings": {"torch._dynamo.config.recompile_limit": 64}},
+                     id="config"),
+    ],
+)
+def test_non_patch_kinds_validate(
+    tmp_path: Path, build: Callable[[], dict[str, Any]], kind: Kind, extra: dict[str, Any]
+) -> None:
+    raw = build()
+    path = write_registry(tmp_path, [raw])
+    (entry,) = parse_registry(path)
+    assert entry.id == raw["id"]
+    assert entry.kind is kind
+    got = {k: v for k, v in entry.extra.items() if k != "check_file"}
+    assert got == extra
+    if kind is Kind.COMPAT_GATE:
+        assert entry.extra["check_file"] == (tmp_path / "patches" / "demo_gate.py").resolve()
+    assert entry.overlay is None and entry.fingerprint is None and entry.applies_to is None
+    assert entry.upstream.forwarded == "not-needed"
+    assert entry.added == dt.date(2026, 11, 22)
+    if "target" in raw:
+        assert entry.target == Target(raw["target"]["distribution"])
+        assert entry.target.object_path is None
+
+
+def test_all_kinds_in_one_registry(tmp_path: Path) -> None:
+    items = [patch_entry(), version_floor_entry(), packaging_pin_entry(), compat_gate_entry(),
+             config_entry()]
+    path = write_registry(tmp_path, items)
+    parsed = parse_registry(path)
+    assert [e.id for e in parsed] == [i["id"] for i in items]
+    assert {e.kind for e in parsed} == set(Kind)
+
+
+# -- gaps found while writing these tests, fixed in the library --------------------------------
+
+
+@pytest.mark.parametrize("schema", [True, 1.0], ids=["bool-true", "float"])
+def test_schema_must_be_the_integer_one(tmp_path: Path, schema: Any) -> None:
+    path = write_registry(tmp_path, top={"schema": schema, "entries": [patch_entry()]})
+    write_files(tmp_path, ENTRY_ID)
+    try:
+        parse_registry(path)
+    except RegistryError as exc:
+        assert exc.key == "schema"
+    else:
+        raise AssertionError(f"schema: {schema!r} was accepted as schema 1")
+
+
+@pytest.mark.parametrize(
+    ("original", "duplicate"),
+    [
+        pytest.param("  owner: training-infra\n",
+                     "  owner: training-infra\n  owner: somebody-else\n", id="entry-key"),
+        pytest.param("schema: 1\n", "schema: 1\nentries: []\n", id="second-entries-list"),
+    ],
+)
+def test_duplicate_yaml_keys_are_refused(tmp_path: Path, original: str, duplicate: str) -> None:
+    path = write_registry(tmp_path)
+    body = path.read_text()
+    assert original in body
+    path.write_text(body.replace(original, duplicate, 1))
+    try:
+        parse_registry(path)
+    except RegistryError:
+        pass
+    else:
+        raise AssertionError("a registry with a duplicated mapping key was accepted")
+
+
+def test_empty_fingerprint_list_is_refused(tmp_path: Path) -> None:
+    path = write_registry(tmp_path, [mutate(patch_entry(), "fingerprint.sha256", [])])
+    try:
+        parse_registry(path)
+    except RegistryError as exc:
+        assert exc.key == "fingerprint.sha256"
+    else:
+        raise AssertionError("fingerprint.sha256: [] was accepted")
+
+
+# -- safe loading ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        pytest.param('!!python/object/apply:os.system ["touch {marker}"]\n', id="top-level"),
+        pytest.param("schema: 1\nentries:\n  - id: demo_fix\n"
+                     '    owner: !!python/object/apply:os.system ["touch {marker}"]\n',
+                     id="inside-entry"),
+        pytest.param("schema: 1\nentries: !!python/object/apply:subprocess.call\n"
+                     '  args: [["touch", "{marker}"]]\n', id="subprocess-call"),
+    ],
+)
+def test_python_tags_are_refused_and_never_run(tmp_path: Path, template: str) -> None:
+    marker = tmp_path / "pwned"
+    path = write_text(tmp_path, template.format(marker=marker))
+    with pytest.raises(RegistryError) as info:
+        load_registries([path])
+    message = str(info.value)
+    assert message.startswith(str(path.resolve()))
+    assert "invalid YAML" in message and "python/object/apply" in message
+    assert not marker.exists(), "a registry file ran a command"
+
+
+# -- several files ---------------------------------------------------------------------------
+
+
+def test_load_registries_is_all_or_nothing(tmp_path: Path) -> None:
+    good_dir, bad_dir = tmp_path / "good", tmp_path / "bad"
+    good_dir.mkdir()
+    bad_dir.mkdir()
+    good = write_registry(good_dir, [patch_entry("good_fix")])
+    bad = write_registry(bad_dir, [mutate(patch_entry("bad_fix"), "owner", 5)])
+
+    assert [e.id for e in load_registries([good]).entries] == ["good_fix"]  # good alone loads
+
+    for order in ([good, bad], [bad, good]):
+        result: Any = "not assigned"
+        with pytest.raises(RegistryError) as info:
+            result = load_registries(order)
+        assert result == "not assigned"
+        assert info.value.path == str(bad.resolve())
+        assert info.value.entry_id == "bad_fix"
+        assert info.value.key == "owner"
+
+
+def test_same_file_named_twice_loads_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_registry(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    registry = load_registries([path, path.resolve(), Path(path.name),
+                                tmp_path / "patches" / ".." / path.name])
+    assert [e.id for e in registry.entries] == [ENTRY_ID]
+    assert registry.sources == (path.resolve(),)
+    assert registry.digest == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_two_files_keep_load_order(tmp_path: Path) -> None:
+    first = write_registry(tmp_path, [patch_entry("first_fix")], name="a.yaml")
+    second = write_registry(tmp_path, [config_entry("second_cfg")], name="b.yaml")
+    registry = load_registries([second, first])
+    assert [e.id for e in registry.entries] == ["second_cfg", "first_fix"]
+    assert registry.sources == (second.resolve(), first.resolve())
+    both = hashlib.sha256(second.read_bytes() + first.read_bytes()).hexdigest()
+    assert registry.digest == "sha256:" + both
+    assert registry.get("first_fix").source == first.resolve()
+
+
+def test_unreadable_registry_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(RegistryError) as info:
+        load_registries([missing])
+    assert info.value.path == str(missing.resolve())
+    assert "cannot read registry" in str(info.value)
+
+
+# -- import time: nothing is half-applied ----------------------------------------------------
+
+_REPORT = "import json, patchlane; print(json.dumps(patchlane.report()))"
+
+
+def _run_import(registry: Path, *, strict: bool) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env.update({
+        "PATCHLANE_DEFAULT_REGISTRY": "0",
+        "PATCHLANE_ENTRY_POINTS": "0",
+        "PATCHLANE_REGISTRY": str(registry),
+    })
+    if strict:
+        env["PATCHLANE_STRICT"] = "1"
+    return subprocess.run([sys.executable, "-c", _REPORT], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=registry.parent, check=False)
+
+
+def _half_bad_registry(root: Path) -> Path:
+    good = mutate(patch_entry("good_fix"), "target.object", "patchlane_absent_target:func")
+    bad = mutate(patch_entry("bad_fix"), "retire_when", {"probe": "yes"})
+    return write_registry(root, [good, bad])
+
+
+@pytest.mark.slow
+def test_control_valid_registry_is_hooked_at_import(tmp_path: Path) -> None:
+    good = mutate(patch_entry("good_fix"), "target.object", "patchlane_absent_target:func")
+    path = write_registry(tmp_path, [good])
+    proc = _run_import(path, strict=False)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["startup_error"] is None
+    assert [e["id"] for e in report["entries"]] == ["good_fix"]
+    assert report["entries"][0]["decision"]["outcome"] == "pending"
+    assert report["registries"] == [str(path.resolve())]
+
+
+@pytest.mark.slow
+def test_invalid_registry_applies_nothing_at_import(tmp_path: Path) -> None:
+    path = _half_bad_registry(tmp_path)
+    proc = _run_import(path, strict=False)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    error = report["startup_error"]
+    assert error is not None
+    assert str(path.resolve()) in error
+    assert "entry 'bad_fix'" in error
+    assert "key 'retire_when.probe'" in error
+    assert "found 'yes', expected true or false" in error
+    assert report["entries"] == []  # the valid first entry was not hooked either
+    assert report["history"] == []
+    assert report["registries"] == []
+    assert report["strict"] is False
+    assert "registry rejected, nothing applied" in proc.stderr
+
+
+@pytest.mark.slow
+def test_invalid_registry_raises_at_import_in_strict_mode(tmp_path: Path) -> None:
+    path = _half_bad_registry(tmp_path)
+    proc = _run_import(path, strict=True)
+    assert proc.returncode != 0
+    assert proc.stdout == ""
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("patchlane.errors.RegistryError: ")
+    assert str(path.resolve()) in last
+    assert "entry 'bad_fix'" in last and "key 'retire_when.probe'" in last
+
+
+def test_non_utf8_registry_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "registry.yaml"
+    path.write_bytes(b"schema: 1\nentries: []\n# caf\xe9\n")
+    with pytest.raises(RegistryError, match="not UTF-8") as info:
+        parse_registry(path)
+    assert info.value.path == str(path.resolve())
+
+
+def test_retired_must_be_a_date(tmp_path: Path) -> None:
+    write_files(tmp_path, ENTRY_ID)
+    path = write_registry(tmp_path, [mutate(patch_entry(), "retired", "last tuesday")])
+    with pytest.raises(RegistryError) as info:
+        parse_registry(path)
+    assert info.value.key == "retired"

@@ -1,0 +1,162 @@
+"""The routed path of liger_flce_weighted_none: patchlane's own chunked linear cross-entropy,
+against plain PyTorch (real torch; no liger needed), and the overlay's routing rules."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patchlane.importer import _load_file
+
+ROOT = Path(__file__).resolve().parents[2]
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+
+@pytest.fixture(scope="module")
+def overlay() -> Any:
+    return _load_file("liger_flce_weighted_none", "overlay",
+                      ROOT / "patches" / "liger_flce_weighted_none.py")
+
+
+def inputs(tokens: int, hidden: int, vocab: int, bias: bool, seed: int = 0) -> tuple[Any, ...]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, hidden, generator=g)
+    w = torch.randn(vocab, hidden, generator=g) * 0.1
+    b = torch.randn(vocab, generator=g) * 0.1 if bias else None
+    t = torch.randint(0, vocab, (tokens,), generator=g)
+    t[::7] = -100
+    weights = torch.rand(tokens, generator=g) * 3.0
+    return x, w, b, t, weights
+
+
+def grads(fn: Any, x: Any, w: Any, b: Any, t: Any, weights: Any) -> tuple[Any, list[Any]]:
+    leaves = [v.detach().clone().requires_grad_(True) if v is not None else None
+              for v in (x, w, b)]
+    loss = fn(leaves[0], leaves[1], t, leaves[2])
+    (weights * loss).sum().backward()
+    return loss.detach(), [v.grad for v in leaves if v is not None]
+
+
+def reference(x: Any, w: Any, t: Any, b: Any) -> Any:
+    return F.cross_entropy(F.linear(x, w, b), t, ignore_index=-100, reduction="none")
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("chunk_elements", [1, 64 * 5, 1 << 23])  # 1 row, uneven, all rows
+def test_matches_pytorch_in_fp32(overlay: Any, bias: bool, chunk_elements: int) -> None:
+    x, w, b, t, weights = inputs(37, 16, 64, bias)
+
+    def ours(x_: Any, w_: Any, t_: Any, b_: Any) -> Any:
+        return overlay.linear_cross_entropy(x_, w_, t_, b_, -100, chunk_elements)
+
+    loss, got = grads(ours, x, w, b, t, weights)
+    ref_loss, want = grads(reference, x, w, b, t, weights)
+    assert loss.dtype == torch.float32 and loss.shape == (37,)
+    assert torch.allclose(loss, ref_loss, atol=1e-5)
+    assert (loss[t == -100] == 0).all()
+    for g, r in zip(got, want, strict=True):
+        assert torch.allclose(g, r, rtol=1e-5, atol=1e-5), (g - r).abs().max()
+
+
+def test_uses_each_tokens_own_upstream_gradient(overlay: Any) -> None:
+    # the bug being fixed: a per-row weight must not collapse into weights[0]
+    x, w, _, t, weights = inputs(8, 4, 10, False)
+    t[:] = 1
+    _, (gx, gw) = grads(lambda a, bb, tt, c: overlay.linear_cross_entropy(a, bb, tt, c),
+                        x, w, None, t, weights)
+    _, (gx0, gw0) = grads(lambda a, bb, tt, c: overlay.linear_cross_entropy(a, bb, tt, c),
+                          x, w, None, t, torch.full_like(weights, float(weights[0])))
+    assert not torch.allclose(gw, gw0)
+    assert torch.allclose(gx[0], gx0[0], atol=1e-6)
+
+
+def test_bf16_inputs_accumulate_in_fp32(tmp_path: Path) -> None:
+    # bf16 matmul on this CPU needs oneDNN kept below AMX (a SIGILL otherwise): own process
+    path = ROOT / "patches" / "liger_flce_weighted_none.py"
+    code = f"""
+import pathlib, torch, torch.nn.functional as F
+from patchlane.importer import _load_file
+o = _load_file("liger_flce_weighted_none", "overlay", pathlib.Path({str(path)!r}))
+g = torch.Generator().manual_seed(0)
+x = torch.randn(24, 32, generator=g).bfloat16().requires_grad_(True)
+w = (torch.randn(128, 32, generator=g) * 0.1).bfloat16().requires_grad_(True)
+t = torch.randint(0, 128, (24,), generator=g); t[5] = -100
+weights = torch.rand(24, generator=g)
+loss = o.linear_cross_entropy(x, w, t, None, -100, 128 * 5)
+(weights * loss).sum().backward()
+xr = x.detach().float().requires_grad_(True); wr = w.detach().float().requires_grad_(True)
+ref = F.cross_entropy(F.linear(xr, wr), t, ignore_index=-100, reduction="none")
+(weights * ref).sum().backward()
+assert loss.dtype == torch.float32 and x.grad.dtype == torch.bfloat16
+assert (loss - ref).abs().max() < 1e-4, (loss - ref).abs().max()
+for g_, r_ in ((x.grad, xr.grad), (w.grad, wr.grad)):
+    rel = (g_.float() - r_).abs().max() / r_.abs().max()
+    assert rel < 1e-2, rel
+print("ok")
+"""
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX512_CORE_BF16")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+class FakeFunction:
+    """Only the signature matters to the routing: liger 0.8.1's forward, verbatim names."""
+
+    @staticmethod
+    def forward(ctx: Any, _input: Any, weight: Any, target: Any, bias: Any = None,
+                ce_weight: Any = None, ignore_index: int = -100, lse_square_scale: float = 0.0,
+                label_smoothing: float = 0.0, reduction: str = "mean", softcap: Any = None,
+                return_z_loss: bool = False, accum_dtype: Any = None,
+                use_token_scaling: bool = False, return_token_accuracy: bool = False,
+                return_predicted_tokens: bool = False) -> Any:
+        raise AssertionError("never called")
+
+
+def test_routing_keeps_scalar_reductions_on_the_wrapped_path(overlay: Any) -> None:
+    x, w, _, t, _ = inputs(6, 4, 8, False)
+    calls = []
+
+    def wrapped(*args: Any, **kwargs: Any) -> str:
+        calls.append((args, kwargs))
+        return "fused"
+
+    assert overlay.overlay(wrapped, FakeFunction, (x, w, t), {"reduction": "mean"}) == "fused"
+    assert overlay.overlay(wrapped, FakeFunction, (x, w, t, None, None, -100, 0.0, 0.0, "sum"),
+                           {}) == "fused"
+    out = overlay.overlay(wrapped, FakeFunction, (x, w, t), {"reduction": "none"})
+    assert len(calls) == 2
+    assert isinstance(out, tuple) and len(out) == 4 and out[1:] == (None, None, None)
+    assert torch.allclose(out[0], reference(x, w, t, None), atol=1e-5)
+
+
+@pytest.mark.parametrize(("name", "value"), [("label_smoothing", 0.1), ("softcap", 30.0),
+                                             ("return_z_loss", True),
+                                             ("lse_square_scale", 1e-4),
+                                             ("return_token_accuracy", True)])
+def test_unsupported_arguments_raise_naming_them(overlay: Any, name: str, value: Any) -> None:
+    x, w, _, t, _ = inputs(6, 4, 8, False)
+    with pytest.raises(ValueError, match=rf"{name}={value!r} is not supported"):
+        overlay.overlay(lambda *a, **k: None, FakeFunction, (x, w, t),
+                        {"reduction": "none", name: value})
+
+
+def test_return_arity_follows_the_release_signature(overlay: Any) -> None:
+    class Release063:
+        @staticmethod
+        def forward(ctx: Any, _input: Any, weight: Any, target: Any, bias: Any = None,
+                    ce_weight: Any = None, ignore_index: int = -100,
+                    reduction: str = "mean") -> Any:
+            raise AssertionError
+
+    x, w, _, t, _ = inputs(6, 4, 8, False)
+    out = overlay.overlay(lambda *a, **k: None, Release063, (x, w, t), {"reduction": "none"})
+    assert len(out) == 2
+    assert "return_token_accuracy" not in inspect.signature(Release063.forward).parameters

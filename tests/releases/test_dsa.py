@@ -1,0 +1,105 @@
+"""DSA overlays on real megatron-core 0.16.x: both reproducers both ways, gradient identity of
+the graph-safe backward, and the streamed scores against upstream."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import patchlane
+from patchlane import _startup
+from patchlane.evidence.reproduce import Mode, RunOutcome, run_case
+
+from .conftest import megatron_version
+
+GRAPH_SAFE = "mcore_dsa_indexer_loss_graph_safe"
+STREAMED = "mcore_dsa_streamed_index_scores"
+DSA = "megatron.core.transformer.experimental_attention_variant.dsa"
+
+pytestmark = [pytest.mark.upstream, pytest.mark.skipif(
+    not (megatron_version() or "").startswith("0.16."), reason="DSA overlays target 0.16.x")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("entry_id", "needle"), [
+    (GRAPH_SAFE, "aten.lift_fresh.default (host-data) at"),
+    (STREAMED, "scores were materialised"),
+])
+def test_fails_without_and_passes_with(entry_id: str, needle: str, tmp_path: Path) -> None:
+    entry = _startup.current().registry.get(entry_id)
+    without = run_case(entry, Mode.WITHOUT, workdir=tmp_path)
+    assert without.outcome is RunOutcome.FAIL, (without.message, without.ranks)
+    assert needle in without.message
+    if entry_id == GRAPH_SAFE:
+        assert "dsa.py" in without.message and "in backward" in without.message
+    with_ = run_case(entry, Mode.WITH, workdir=tmp_path)
+    assert with_.outcome is RunOutcome.PASS, (with_.message, with_.ranks)
+    assert with_.ranks[0]["audit"]["decision"]["outcome"] == "applied"
+
+
+@pytest.fixture
+def dsa() -> Any:
+    import importlib
+
+    module = importlib.import_module(DSA)
+    decisions = {e["id"]: e for e in patchlane.report()["entries"]}
+    assert decisions[GRAPH_SAFE]["applied"] and decisions[STREAMED]["applied"]
+    return module
+
+
+def test_graph_safe_backward_gives_bitwise_identical_gradients(dsa: Any) -> None:
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    activation = torch.randn(8, 3, generator=g).requires_grad_(True)
+    loss_input = torch.randn(4, generator=g).requires_grad_(True)
+
+    def grads() -> list[Any]:
+        activation.grad = loss_input.grad = None
+        dsa.DSAIndexerLossAutoScaler.main_loss_backward_scale = None
+        out = dsa.DSAIndexerLossAutoScaler.apply(activation * 2.0, loss_input.pow(2).mean())
+        (out * torch.arange(3.0)).sum().backward()
+        return [activation.grad.clone(), loss_input.grad.clone()]
+
+    ours = grads()
+    assert dsa.DSAIndexerLossAutoScaler.main_loss_backward_scale is None  # no class mutation
+    patchlane.revert(GRAPH_SAFE)
+    try:
+        upstream = grads()
+        assert dsa.DSAIndexerLossAutoScaler.main_loss_backward_scale is not None  # upstream's
+    finally:
+        dsa.DSAIndexerLossAutoScaler.main_loss_backward_scale = None
+        patchlane.apply()
+    for a, b in zip(ours, upstream, strict=True):
+        assert torch.equal(a, b)
+    # with a loss scale set, upstream's own backward runs (and scales)
+    scaled_before = patchlane.hits(GRAPH_SAFE, "scaled")
+    dsa.DSAIndexerLossAutoScaler.set_loss_scale(torch.tensor(0.5))
+    try:
+        activation.grad = loss_input.grad = None
+        out = dsa.DSAIndexerLossAutoScaler.apply(activation * 2.0, loss_input.pow(2).mean())
+        out.sum().backward()
+        assert patchlane.hits(GRAPH_SAFE, "scaled") == scaled_before + 1
+        assert torch.allclose(loss_input.grad, 0.5 * loss_input.detach() / 2)
+    finally:
+        dsa.DSAIndexerLossAutoScaler.main_loss_backward_scale = None
+
+
+@pytest.mark.parametrize(("heads", "batch", "seq"), [(1, 1, 7), (5, 2, 33), (16, 1, 300)])
+def test_streamed_scores_match_upstream(dsa: Any, heads: int, batch: int, seq: int) -> None:
+    import torch
+
+    g = torch.Generator().manual_seed(heads)
+    q = torch.randn(seq, batch, heads, 16, generator=g).bfloat16()
+    k = torch.randn(seq + 3, batch, 16, generator=g).bfloat16()
+    w = torch.randn(seq, batch, heads, generator=g).bfloat16()
+    upstream = inspect.unwrap(vars(dsa.DSAIndexer)["_compute_index_scores"])
+    want = upstream(None, q, w, k)
+    got = dsa.DSAIndexer._compute_index_scores(SimpleNamespace(), q, w, k)
+    assert got.shape == want.shape == (batch, seq, seq + 3)
+    assert got.dtype == want.dtype and got.stride() == want.stride()
+    assert torch.allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,41 @@
+"""The release matrix (matrix.yaml) on real upstream releases: every set gets the verdicts it
+declares: guarding where the bug is, skipped where the gate excludes the release."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from patchlane import _startup
+from patchlane.evidence.matrix import MatrixSet, load_matrix, run_set
+
+from .conftest import CACHE, ROOT
+
+SETS = load_matrix(ROOT / "matrix.yaml")
+
+pytestmark = [pytest.mark.upstream, pytest.mark.slow]
+
+
+@pytest.mark.parametrize("matrix_set", SETS, ids=[s.name for s in SETS])
+def test_release_set_gets_its_expected_verdicts(matrix_set: MatrixSet, tmp_path: Path) -> None:
+    if not matrix_set.runs_here():
+        pytest.skip(f"{matrix_set.name} needs Python {matrix_set.python}: it runs in the "
+                    "other interpreter's suite (scripts/test runs both)")
+    result = run_set(matrix_set, cache=CACHE, runs_root=tmp_path, jobs=2)
+    assert result.ok, result.mismatches
+    assert result.exit_code == 0
+    # the run directory is complete evidence: every receipt names the release it ran on (of
+    # its entry's target distribution, and of torch)
+    registry = _startup.current().registry
+    for receipt in (result.run_dir / "receipts").glob("*.json"):
+        text = receipt.read_text()
+        target = registry.get(json.loads(text)["entry_id"]).target.distribution
+        for spec in matrix_set.install:
+            dist, version = spec.split("==")
+            if dist not in (target, "torch"):
+                continue
+            # "2.15.0" or a local build label of it ("2.15.0+cu132")
+            assert re.search(rf'"{re.escape(version)}(\+[^"]*)?"', text), (receipt, spec)

@@ -1,0 +1,103 @@
+"""Rank agreement on real gloo process groups (2 and 4 CPU ranks) and the run receipt."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchlane.training.ranks import compare_patch_sets
+
+pytestmark = pytest.mark.slow
+
+WORKER = r"""
+import json, os, sys
+import patchlane  # first line of a training script
+import torch.distributed as dist
+
+rank, world, store = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+explicit = os.environ.get("EXPLICIT") == "1"
+out = {"rank": rank}
+try:
+    dist.init_process_group("gloo", init_method=store, rank=rank, world_size=world)
+    out["hash"] = patchlane.verify_ranks() if explicit else "auto"
+    out["ok"] = True
+except patchlane.PatchlaneError as exc:
+    out["ok"] = False
+    out["error"] = str(exc)
+    out["type"] = type(exc).__name__
+print(json.dumps(out))
+"""
+
+
+def launch(tmp_path: Path, world: int, env_per_rank: dict[int, dict[str, str]],
+           common: dict[str, str] | None = None) -> list[dict[str, object]]:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    store = (tmp_path / "store").as_uri()
+    procs = []
+    for rank in range(world):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+        env.update(common or {})
+        env.update(env_per_rank.get(rank, {}))
+        procs.append(subprocess.Popen([sys.executable, str(script), str(rank), str(world),
+                                       store], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, cwd=tmp_path))
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert out.strip(), err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_matching_ranks_pass_at_init(tmp_path: Path, world: int) -> None:
+    results = launch(tmp_path, world, {})
+    assert all(r["ok"] for r in results), results
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_rank_started_with_disable_fails_every_rank(tmp_path: Path, world: int) -> None:
+    odd = world - 1
+    results = launch(tmp_path, world, {odd: {"PATCHLANE_DISABLE": "mcore_rerun_sentinel"}})
+    assert not any(r["ok"] for r in results), results
+    for r in results:
+        assert r["type"] == "RankMismatchError"
+        error = str(r["error"])
+        assert f"rank {r['rank']}:" in error
+        assert "entry mcore_rerun_sentinel enabled" in error
+        assert f"ranks {odd} = false" in error
+        assert "ranks " + ",".join(str(i) for i in range(odd)) + " = true" in error
+
+
+def test_explicit_verify_returns_the_shared_hash(tmp_path: Path) -> None:
+    results = launch(tmp_path, 2, {}, {"EXPLICIT": "1"})
+    assert results[0]["hash"] == results[1]["hash"]
+    assert str(results[0]["hash"]).startswith("sha256:")
+
+
+def test_the_check_can_be_turned_off(tmp_path: Path) -> None:
+    results = launch(tmp_path, 2, {1: {"PATCHLANE_DISABLE": "mcore_rerun_sentinel"}},
+                     {"PATCHLANE_VERIFY_RANKS": "0"})
+    assert all(r["ok"] for r in results), results
+
+
+def test_different_releases_and_decisions_are_named() -> None:
+    base = {"patchlane": "0.1.0", "registry_digest": "sha256:a", "entries": {
+        "x": {"status": "active", "enabled": True, "installed": "0.16.1", "gate_open": True,
+              "decision": "applied", "fingerprint": "sha256:f"}}}
+    other = json.loads(json.dumps(base))
+    other["entries"]["x"]["installed"] = "0.15.3"
+    other["entries"]["x"]["fingerprint"] = "sha256:g"
+    pending = json.loads(json.dumps(base))
+    pending["entries"]["x"]["decision"] = None  # not imported yet on this rank: not a mismatch
+    pending["entries"]["x"]["fingerprint"] = None
+    assert compare_patch_sets([base, pending]) == []
+    problems = compare_patch_sets([base, base, other])
+    assert any("installed" in p and "ranks 2" in p for p in problems), problems
+    assert any("fingerprint" in p for p in problems), problems

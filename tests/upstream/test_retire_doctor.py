@@ -1,0 +1,204 @@
+"""Maintainers' commands: upstream tracking through the CLI (against a loopback server that
+serves recorded GitHub/PyPI responses), retirement recorded in place, deletion, and doctor
+catching an edited file in a real installed package."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from patchlane.evidence.matrix import install_dir
+from patchlane.registry import Status, load_registries
+
+from ..conftest import FakeTarget
+from .test_tracking import FakeUpstream
+from .test_tracking import upstream as upstream
+
+ROOT = Path(__file__).resolve().parents[2]
+ENTRY = "mcore_rerun_sentinel"
+
+
+@pytest.fixture
+def registry_copy(tmp_path: Path) -> Iterator[Path]:
+    """The real default registry with its overlays and reproducers, in a scratch dir."""
+    root = tmp_path / "reg"
+    root.mkdir()
+    shutil.copy(ROOT / "registry.yaml", root / "registry.yaml")
+    shutil.copytree(ROOT / "patches", root / "patches")
+    shutil.copytree(ROOT / "reproducers", root / "reproducers")
+    yield root / "registry.yaml"
+
+
+def cli(*args: str, registry: Path, fake: FakeUpstream | None = None,
+        extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env.update({"PATCHLANE_DEFAULT_REGISTRY": "0", "PATCHLANE_REGISTRY": str(registry),
+                "PATCHLANE_CACHE": str(registry.parent / "cache"), "PYTHONWARNINGS": "ignore"})
+    if fake is not None:
+        env.update({"PATCHLANE_GITHUB_API": fake.github, "PATCHLANE_PYPI_URL": fake.pypi})
+    env.update(extra or {})
+    return subprocess.run([sys.executable, "-m", "patchlane.cli.main", *args],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def sweep_evidence(root: Path, verdict: str, installed: str, probe: str) -> Path:
+    """A run directory as `patchlane sweep` writes it (index + the with-mode receipt)."""
+    run = root / "run-0.18.0"
+    (run / "receipts").mkdir(parents=True)
+    receipt = f"receipts/{ENTRY}--cpu--ws1--with.json"
+    (run / receipt).write_text(json.dumps({"audit": {"decision": {"outcome": probe}}}))
+    (run / "index.json").write_text(json.dumps({"run_id": "run-0.18.0", "rows": [
+        {"entry_id": ENTRY, "lane": "cpu", "world_size": 1, "verdict": verdict,
+         "installed": installed, "receipts": {"with": receipt}}]}))
+    return run
+
+
+def test_upstream_command_reports_tracking_and_what_retirement_lacks(
+        registry_copy: Path, upstream: FakeUpstream) -> None:
+    out = cli("upstream", ENTRY, "--json", registry=registry_copy, fake=upstream)
+    assert out.returncode == 0, out.stderr
+    (item,) = json.loads(out.stdout)
+    assert item["tracking"]["verdict"] == "released"
+    assert item["tracking"]["released_in"] == "0.18.0"
+    assert not item["retirement"]["ready"]
+    assert any("sweep" in m for m in item["retirement"]["missing"])
+    n_requests = len(upstream.requests())
+    # offline afterwards: served from the cache the first call wrote
+    offline = cli("upstream", ENTRY, "--json", "--offline", registry=registry_copy,
+                  fake=upstream)
+    assert len(upstream.requests()) == n_requests  # offline: nothing sent
+    assert json.loads(offline.stdout)[0]["tracking"]["released_in"] == "0.18.0"
+
+
+def test_upstream_command_reports_server_errors_clearly(registry_copy: Path,
+                                                        upstream: FakeUpstream) -> None:
+    from .test_tracking import PR_PATH, Reply
+
+    upstream.route(PR_PATH, Reply(404, {"message": "Not Found"}))
+    out = cli("upstream", ENTRY, registry=registry_copy, fake=upstream)
+    assert out.returncode == 14
+    assert "404" in out.stdout or "not found" in out.stdout.lower()
+
+
+def test_retire_refuses_without_evidence_and_leaves_the_file_alone(
+        registry_copy: Path, upstream: FakeUpstream) -> None:
+    before = registry_copy.read_bytes()
+    out = cli("retire", ENTRY, registry=registry_copy, fake=upstream)
+    assert out.returncode == 15, out.stdout + out.stderr
+    assert "not enough evidence" in out.stderr and "sweep" in out.stderr
+    guarding = sweep_evidence(registry_copy.parent, "guarding", "0.16.1", "applied")
+    out = cli("retire", ENTRY, "--evidence", str(guarding), registry=registry_copy,
+              fake=upstream)
+    assert out.returncode == 15 and "guarding@0.16.1" in out.stderr
+    assert registry_copy.read_bytes() == before
+
+
+def test_retire_round_trip_changes_only_the_entry(registry_copy: Path,
+                                                  upstream: FakeUpstream) -> None:
+    before = registry_copy.read_text()
+    run = sweep_evidence(registry_copy.parent, "upstream-fixed", "0.18.0", "upstream-fixed")
+    out = cli("retire", ENTRY, "--evidence", str(run), "--date", "2026-11-22",
+              registry=registry_copy, fake=upstream)
+    assert out.returncode == 0, out.stdout + out.stderr
+    after = registry_copy.read_text()
+    # outside the entry's block the file is byte-identical: same prefix, same suffix
+    head = before.index(f"  - id: {ENTRY}")
+    tail = before.index("  - id: ", head + 1)
+    assert after[:head] == before[:head]
+    assert after.endswith(before[tail:])
+    block_before, block_after = before[head:tail], after[head:len(after) - len(before) + tail]
+    diff = [d for d in difflib.unified_diff(block_before.splitlines(),
+                                            block_after.splitlines(), n=0, lineterm="")
+            if d[:1] in "+-" and d[:3] not in ("+++", "---")]
+    removed = [d[1:] for d in diff if d.startswith("-")]
+    added = [d[1:] for d in diff if d.startswith("+")]
+    assert removed == ["    status: active"]  # applied_upstream already said 0.18.0: kept
+    assert "    status: retired" in added and "    retired: 2026-11-22" in added
+    assert any(line.strip().startswith("- \"upstream released: PR #4448 merged")
+               for line in added), added
+    assert any("sweep run-0.18.0: upstream-fixed on 0.18.0" in line for line in added)
+    assert after.count("\n") == before.count("\n") + len(added) - len(removed)
+    entry = load_registries([registry_copy]).get(ENTRY)
+    assert entry.status is Status.RETIRED
+    assert entry.upstream.applied_upstream == "megatron-core 0.18.0"
+    assert (registry_copy.parent / "patches" / f"{ENTRY}.py").exists()  # kept
+    assert (registry_copy.parent / "reproducers" / f"{ENTRY}.py").exists()
+    again = cli("retire", ENTRY, "--evidence", str(run), registry=registry_copy, fake=upstream)
+    assert again.returncode == 15 and "already retired" in again.stderr
+
+
+def test_force_records_the_reason(registry_copy: Path) -> None:
+    out = cli("retire", ENTRY, "--skip-upstream", "--force", "vendor backport in 0.16.3",
+              registry=registry_copy)
+    assert out.returncode == 0, out.stderr
+    text = registry_copy.read_text()
+    assert "forced: vendor backport in 0.16.3" in text
+    assert load_registries([registry_copy]).get(ENTRY).status is Status.RETIRED
+
+
+def test_delete_only_a_retired_entry_and_only_its_block(registry_copy: Path) -> None:
+    refused = cli("delete", ENTRY, "--yes", registry=registry_copy)
+    assert refused.returncode == 15 and "only a retired entry" in refused.stderr
+    assert cli("retire", ENTRY, "--skip-upstream", "--force", "test",
+               registry=registry_copy).returncode == 0
+    before = registry_copy.read_text()
+    count = len(load_registries([registry_copy]).entries)
+    assert cli("delete", ENTRY, registry=registry_copy).returncode == 1  # needs --yes
+    out = cli("delete", ENTRY, "--yes", registry=registry_copy)
+    assert out.returncode == 0, out.stderr
+    after = registry_copy.read_text()
+    assert f"id: {ENTRY}" not in after
+    ids = [e.id for e in load_registries([registry_copy]).entries]
+    assert ENTRY not in ids and len(ids) == count - 1
+    assert after in before or set(after.splitlines()) <= set(before.splitlines())
+    assert "files left for you" in out.stdout
+
+
+@pytest.mark.slow
+def test_retired_entry_stays_in_the_sweep_as_a_guard(fake_target: FakeTarget,
+                                                     tmp_path: Path) -> None:
+    from patchlane.evidence.sweep import Shard, Verdict, new_run, run_sweep
+
+    (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
+        "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n"
+        f"    import {fake_target.module} as t\n"
+        "    assert t.Greeter().greet('a') == 'hello a', 'regressed'\n")
+    fake_target.write_registry(fake_target.entry(status="retired"))
+    registry = load_registries([fake_target.registry])
+    run = new_run(registry, tmp_path / "run", lanes=["cpu"], only=None, shard=Shard(1, 1),
+                  header={"run_id": "guard"})
+    assert [c["mode"] for c in run.manifest["cases"].values()] == ["without"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env.update(PYTHONPATH=str(fake_target.root), PATCHLANE_DEFAULT_REGISTRY="0")
+    (row,) = run_sweep(registry, run, env=env)
+    assert row.verdict is Verdict.UPSTREAM_FIXED, row.reason
+
+
+@pytest.mark.slow
+@pytest.mark.upstream
+def test_doctor_catches_an_edited_file_in_a_real_installed_package(tmp_path: Path) -> None:
+    release = tmp_path / "mcore"
+    shutil.copytree(install_dir("megatron-core==0.14.0", ROOT / ".cache" / "releases"),
+                    release, symlinks=True)
+    env = {"PYTHONPATH": str(release)}
+    clean = cli("doctor", "--json", registry=ROOT / "registry.yaml",
+                extra=env | {"PATCHLANE_DEFAULT_REGISTRY": "1", "PATCHLANE_REGISTRY": ""})
+    report = json.loads(clean.stdout)
+    mcore = next(r for r in report["records"] if r["distribution"] == "megatron-core")
+    assert mcore["version"] == "0.14.0" and mcore["ok"] and mcore["checked"] > 100
+    assert clean.returncode == 0, report["problems"]
+    edited = release / "megatron" / "core" / "utils.py"
+    edited.write_text(edited.read_text() + "\n# a local fix nobody declared\n")
+    dirty = cli("doctor", registry=ROOT / "registry.yaml",
+                extra=env | {"PATCHLANE_DEFAULT_REGISTRY": "1", "PATCHLANE_REGISTRY": ""})
+    assert dirty.returncode == 16, dirty.stdout + dirty.stderr
+    assert "megatron/core/utils.py differs from its RECORD hash" in dirty.stdout
+    assert "doctor: FAILED" in dirty.stdout
