@@ -58,7 +58,8 @@ def _validator() -> tuple[Any, ...]:
 def _file_dirs(entries: Sequence[Entry]) -> dict[str, int]:
     dirs: set[str] = set()
     for entry in entries:
-        for path in (entry.overlay, entry.reproducer, entry.extra.get("check_file")):
+        gate = entry.compat_gate
+        for path in (entry.overlay, entry.reproducer, gate.check_file if gate else None):
             if path is not None:
                 dirs.add(os.path.dirname(path))
     return {d: os.stat(d).st_mtime_ns for d in sorted(dirs)}
@@ -182,7 +183,8 @@ def load(paths: Sequence[Path], directory: Path | None) -> Registry:
                                    contents, paths)
     registry = load_registries(paths)
     files = [p for e in registry.entries
-             for p in (e.overlay, e.reproducer, e.extra.get("check_file")) if p is not None]
+             for p in (e.overlay, e.reproducer, e.compat_gate.check_file if e.compat_gate else None)
+             if p is not None]
     if list(registry.sources) == resolved and registry.contents == contents \
             and all(map(os.path.isfile, files)):
         # Only what is still true now: not when a registry file changed between the two reads

@@ -214,7 +214,8 @@ class Lane:
         def assign(module: ModuleType) -> None:
             entry = self.registry.get(entry_id)
             settings = {}
-            for name, value in entry.extra["settings"].items():
+            assert entry.config is not None
+            for name, value in entry.config.settings.items():
                 owner, _, attr = name.rpartition(".")
                 if owner == module_name:
                     settings[attr] = value

@@ -28,7 +28,8 @@ from typing import Any
 from .controls import Controls
 from .errors import PatchlaneError
 from .gates import check_gate
-from .registry import Entry, Kind
+from .loading import load_file
+from .registry import CompatGate, Entry, Kind, PackagingPin, Policy, VersionFloor
 
 __all__ = ["CompatGateError", "LedgerError", "LedgerResult", "check", "check_config",
            "evaluate", "run_compat_gate"]
@@ -53,7 +54,7 @@ class LedgerResult:
     entry_id: str
     kind: str
     ok: bool
-    policy: str
+    policy: Policy
     message: str
     found: str | None = None
     expected: str | None = None
@@ -62,11 +63,11 @@ class LedgerResult:
 
     @property
     def blocking(self) -> bool:
-        return not self.ok and self.policy == "error"
+        return not self.ok and self.policy is Policy.ERROR
 
     def as_dict(self) -> dict[str, Any]:
         return {"entry_id": self.entry_id, "kind": self.kind, "ok": self.ok,
-                "policy": self.policy, "message": self.message, "found": self.found,
+                "policy": self.policy.value, "message": self.message, "found": self.found,
                 "expected": self.expected, "skipped": self.skipped}
 
 
@@ -74,18 +75,18 @@ def _link(entry: Entry) -> str:
     return entry.upstream.issue or entry.upstream.pr or "no upstream link"
 
 
-def _version_floor(entry: Entry) -> LedgerResult:
+def _version_floor(entry: Entry, floor: VersionFloor) -> LedgerResult:
     dist = entry.target.distribution
-    gate = check_gate(dist, entry.extra["requires"])
-    expected = f"{dist}{entry.extra['requires']}"
+    gate = check_gate(dist, floor.requires)
+    expected = f"{dist}{floor.requires}"
     if gate.found is None:
-        return LedgerResult(entry.id, entry.kind.value, True, entry.extra["policy"],
+        return LedgerResult(entry.id, entry.kind.value, True, floor.policy,
                             f"{dist} not installed: floor not applicable", None, expected)
     if gate.open:
-        return LedgerResult(entry.id, entry.kind.value, True, entry.extra["policy"],
+        return LedgerResult(entry.id, entry.kind.value, True, floor.policy,
                             f"{dist} {gate.found} meets {expected}", gate.found, expected)
     return LedgerResult(
-        entry.id, entry.kind.value, False, entry.extra["policy"],
+        entry.id, entry.kind.value, False, floor.policy,
         f"{entry.id}: {dist} {gate.found} is below the floor {expected} ({entry.summary}; "
         f"{_link(entry)}). Fix: install {expected}", gate.found, expected)
 
@@ -103,10 +104,10 @@ def _direct_url(dist: str) -> str | None:
         return "<unreadable direct_url.json>"
 
 
-def _packaging_pin(entry: Entry) -> LedgerResult:
+def _packaging_pin(entry: Entry, spec: PackagingPin) -> LedgerResult:
     dist = entry.target.distribution
-    pin = entry.extra["pin"]
-    policy = entry.extra["policy"]
+    pin = spec.pin
+    policy = spec.policy
     gate = check_gate(dist, pin)
     expected = f"{dist}{pin}"
     if gate.found is None:
@@ -117,7 +118,7 @@ def _packaging_pin(entry: Entry) -> LedgerResult:
                             f"{entry.id}: {dist} {gate.found} does not match the pin {expected} "
                             f"({entry.summary}; {_link(entry)}). Fix: pip install '{expected}'",
                             gate.found, expected)
-    source = entry.extra.get("source")
+    source = spec.source
     if source is not None:
         url = _direct_url(dist)
         if url != source:
@@ -132,15 +133,15 @@ def _packaging_pin(entry: Entry) -> LedgerResult:
 def check(entry: Entry) -> LedgerResult | None:
     """The installed-environment checks (floors and pins), unconditionally; None for other
     kinds. :func:`evaluate` applies the controls and the ``when`` condition first."""
-    if entry.kind is Kind.VERSION_FLOOR:
-        return _version_floor(entry)
-    if entry.kind is Kind.PACKAGING_PIN:
-        return _packaging_pin(entry)
+    if entry.floor is not None:
+        return _version_floor(entry, entry.floor)
+    if entry.pin is not None:
+        return _packaging_pin(entry, entry.pin)
     return None
 
 
 def _skipped(entry: Entry, why: str, message: str) -> LedgerResult:
-    return LedgerResult(entry.id, entry.kind.value, True, entry.extra.get("policy", "warn"),
+    return LedgerResult(entry.id, entry.kind.value, True, entry.policy or Policy.WARN,
                         message, skipped=why)
 
 
@@ -162,27 +163,27 @@ def evaluate(entry: Entry, controls: Controls | None = None,
     return check(entry)
 
 
-def _load_check(entry: Entry) -> Callable[[Any], str | None]:
-    from .importer import _load_file
-
-    module = _load_file(entry.id, "check", entry.extra["check_file"])
-    fn = getattr(module, entry.extra["check_function"], None)
+def _load_check(entry: Entry, gate: CompatGate) -> Callable[[Any], str | None]:
+    module = load_file(entry.id, "check", gate.check_file)
+    fn = getattr(module, gate.check_function, None)
     if not callable(fn):
-        raise PatchlaneError(f"{entry.id}: {entry.extra['check_file']} defines no callable "
-                             f"{entry.extra['check_function']!r}")
+        raise PatchlaneError(f"{entry.id}: {gate.check_file} defines no callable "
+                             f"{gate.check_function!r}")
     return fn  # type: ignore[no-any-return]
 
 
 def run_compat_gate(entry: Entry, config: Any) -> LedgerResult:
     """Run one compat gate on ``config``: the check returns None when the combination is safe,
     else a sentence describing the problem."""
-    policy = entry.extra["policy"]
+    spec = entry.compat_gate
+    assert spec is not None, f"{entry.id} is not a compat gate"
+    policy = spec.policy
     if entry.target.distribution and entry.applies_to is not None:
         gate = check_gate(entry.target.distribution, entry.applies_to)
         if not gate.open:
             return LedgerResult(entry.id, entry.kind.value, True, policy,
                                 f"not applicable: {gate.reason}")
-    problem = _load_check(entry)(config)
+    problem = _load_check(entry, spec)(config)
     if problem is None:
         return LedgerResult(entry.id, entry.kind.value, True, policy, "configuration is safe")
     return LedgerResult(entry.id, entry.kind.value, False, policy,
@@ -207,7 +208,7 @@ def check_config(config: Any, entries: list[Entry],
         if len(blocking) == 1:
             raise CompatGateError(blocking[0])
         first = blocking[0]
-        merged = LedgerResult(first.entry_id, first.kind, False, "error",
+        merged = LedgerResult(first.entry_id, first.kind, False, Policy.ERROR,
                               "\n".join(r.message for r in blocking))
         raise CompatGateError(merged)
     return results

@@ -12,7 +12,7 @@ import enum
 import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -22,15 +22,21 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from .errors import RegistryError
 
 __all__ = [
+    "CompatGate",
+    "ConfigSettings",
     "Entry",
     "FingerprintSpec",
     "Kind",
+    "KindSpec",
+    "PackagingPin",
+    "Policy",
     "Registry",
     "RetireWhen",
     "StartupRow",
     "Status",
     "Target",
     "Upstream",
+    "VersionFloor",
     "When",
     "load_registries",
     "parse_registry",
@@ -184,6 +190,51 @@ class FingerprintSpec(NamedTuple):
         return self.objects or (target, *self.covers)
 
 
+class Policy(str, enum.Enum):
+    """What a violated ledger entry does: ``error`` fails (at the protected import, in
+    ``check_config``), ``warn`` logs and records it."""
+
+    ERROR = "error"
+    WARN = "warn"
+
+
+class VersionFloor(NamedTuple):
+    """``kind: version_floor``: the target distribution must satisfy ``requires``."""
+
+    requires: SpecifierSet
+    policy: Policy
+    when: When | None = None
+
+
+class PackagingPin(NamedTuple):
+    """``kind: packaging_pin``: the distribution must satisfy ``pin`` and, with ``source``,
+    have been installed from that URL (its ``direct_url.json``)."""
+
+    pin: SpecifierSet
+    policy: Policy
+    source: str | None = None
+    when: When | None = None
+
+
+class CompatGate(NamedTuple):
+    """``kind: compat_gate``: ``check_function`` in ``check_file`` judges a run's config."""
+
+    check_file: Path
+    check_function: str
+    policy: Policy
+
+
+class ConfigSettings(NamedTuple):
+    """``kind: config``: module attributes assigned when their module is imported."""
+
+    settings: Mapping[str, bool | int | float | str]
+
+
+KindSpec = VersionFloor | PackagingPin | CompatGate | ConfigSettings
+"""The per-kind part of an :class:`Entry` (None for a source patch, whose own fields are
+``overlay``, ``reproducer`` and ``fingerprint``)."""
+
+
 @dataclass(frozen=True)
 class Entry:
     id: str
@@ -201,8 +252,35 @@ class Entry:
     overlay: Path | None = None
     reproducer: Path | None = None
     fingerprint: FingerprintSpec | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """Kind-specific settings (``requires``, ``pin``, ``settings``...) validated per kind."""
+    spec: KindSpec | None = None
+    """The ledger kinds' own settings, one frozen record per kind."""
+    notes: Any = None
+    evidence: Any = None
+    """Free-form text, list or mapping: what ran, what was read (never evaluated)."""
+    retired: _dt.date | None = None
+    """When ``status: retired`` was recorded."""
+
+    @property
+    def floor(self) -> VersionFloor | None:
+        return self.spec if isinstance(self.spec, VersionFloor) else None
+
+    @property
+    def pin(self) -> PackagingPin | None:
+        return self.spec if isinstance(self.spec, PackagingPin) else None
+
+    @property
+    def compat_gate(self) -> CompatGate | None:
+        return self.spec if isinstance(self.spec, CompatGate) else None
+
+    @property
+    def config(self) -> ConfigSettings | None:
+        return self.spec if isinstance(self.spec, ConfigSettings) else None
+
+    @property
+    def policy(self) -> Policy | None:
+        spec = self.spec
+        return spec.policy if isinstance(spec, (VersionFloor, PackagingPin, CompatGate)) \
+            else None
 
     @property
     def active(self) -> bool:
@@ -219,8 +297,10 @@ class Entry:
     @functools.cached_property
     def requirement_text(self) -> str | None:
         """A floor's or pin's requirement as decisions record it (``torch>=2.6.0``)."""
-        spec = self.extra.get("requires") or self.extra.get("pin")
-        return f"{self.target.distribution}{spec}" if spec is not None else None
+        spec = self.spec
+        required = spec.requires if isinstance(spec, VersionFloor) else \
+            spec.pin if isinstance(spec, PackagingPin) else None
+        return f"{self.target.distribution}{required}" if required is not None else None
 
     @functools.cached_property
     def when(self) -> When | None:
@@ -229,7 +309,7 @@ class Entry:
         distribution's import name. None for the other kinds."""
         if self.kind not in (Kind.VERSION_FLOOR, Kind.PACKAGING_PIN):
             return None
-        given: When | None = self.extra.get("when")
+        given = self.spec.when if isinstance(self.spec, (VersionFloor, PackagingPin)) else None
         module = (given.imported if given is not None and given.imported else None) \
             or self.target.module or import_name(self.target.distribution)
         return When(module, given.env if given is not None else {})
@@ -238,7 +318,7 @@ class Entry:
     def names_its_import(self) -> bool:
         """Whether the entry names the module its check waits for (``target.object`` or
         ``when.imported``): only then does ``policy: error`` make that import fail."""
-        given: When | None = self.extra.get("when")
+        given = self.spec.when if isinstance(self.spec, (VersionFloor, PackagingPin)) else None
         return self.target.module is not None or bool(given is not None and given.imported)
 
 
@@ -274,8 +354,9 @@ class StartupRow(NamedTuple):
             module, applies_to = entry.when.imported, entry.requirement_text
             waiting = f"waiting for {entry.when.describe()}"
         elif entry.kind is Kind.CONFIG:
+            assert entry.config is not None
             modules = tuple(sorted({str(name).rpartition(".")[0]
-                                    for name in entry.extra["settings"]}))
+                                    for name in entry.config.settings}))
             waiting = f"waiting for `import {', '.join(modules)}`"
         return cls(entry.id, entry.kind.value, entry.active, entry.target.distribution, module,
                    modules, waiting, applies_to)
@@ -672,35 +753,39 @@ def _when(ctx: _Ctx, value: object, target: Target) -> When:
     return When(imported, env)
 
 
-def _kind_extra(ctx: _Ctx, kind: Kind, data: Mapping[str, Any], target: Target) -> dict[str, Any]:
-    extra: dict[str, Any] = {}
-    if kind is not Kind.SOURCE_PATCH and kind is not Kind.CONFIG:
-        default = {Kind.COMPAT_GATE: "error", Kind.PACKAGING_PIN: "warn"}.get(kind)
-        policy = data.get("policy", default)
-        if policy not in ("error", "warn"):
-            raise ctx.fail("unknown policy", key="policy", found=policy,
-                           expected="'error' or 'warn'")
-        extra["policy"] = policy
-    if data.get("when") is not None:  # only floors and pins allow the key (_KIND_KEYS)
-        extra["when"] = _when(ctx, data["when"], target)
+def _policy(ctx: _Ctx, data: Mapping[str, Any], default: Policy) -> Policy:
+    raw = data.get("policy", default.value)
+    try:
+        return Policy(raw)
+    except ValueError:
+        raise ctx.fail("unknown policy", key="policy", found=raw,
+                       expected="'error' or 'warn'") from None
+
+
+def _kind_spec(ctx: _Ctx, kind: Kind, data: Mapping[str, Any], target: Target) -> KindSpec | None:
+    # `when` is only allowed on floors and pins (_KIND_KEYS)
+    when = _when(ctx, data["when"], target) if data.get("when") is not None else None
     if kind is Kind.VERSION_FLOOR:
-        extra["requires"] = _specifier(ctx, data["requires"], "requires")
-    elif kind is Kind.PACKAGING_PIN:
-        extra["pin"] = _specifier(ctx, data["pin"], "pin")
+        return VersionFloor(_specifier(ctx, data["requires"], "requires"),
+                            _policy(ctx, data, Policy.ERROR), when)
+    if kind is Kind.PACKAGING_PIN:
+        source = None
         if data.get("source") is not None:
-            extra["source"] = _expect_type(ctx, data["source"], str, "source",
-                                           "the URL the distribution must be installed from "
-                                           "(compared with its direct_url.json)")
-    elif kind is Kind.COMPAT_GATE:
+            source = _expect_type(ctx, data["source"], str, "source",
+                                  "the URL the distribution must be installed from "
+                                  "(compared with its direct_url.json)")
+        return PackagingPin(_specifier(ctx, data["pin"], "pin"), _policy(ctx, data, Policy.WARN),
+                            source, when)
+    if kind is Kind.COMPAT_GATE:
         text = _expect_type(ctx, data["check"], str, "check",
                             "'patches/<id>.py:function' that validates a run configuration")
         file, sep, function = text.rpartition(":")
         if not sep or not _QUALNAME_RE.match(function):
             raise ctx.fail("invalid check", key="check", found=text,
                            expected="'patches/<id>.py:function'")
-        extra["check_file"] = _relative_file(ctx, file, "check", str(ctx.entry_id))
-        extra["check_function"] = function
-    elif kind is Kind.CONFIG:
+        policy = _policy(ctx, data, Policy.ERROR)
+        return CompatGate(_relative_file(ctx, file, "check", str(ctx.entry_id)), function, policy)
+    if kind is Kind.CONFIG:
         settings = _expect_type(ctx, data["settings"], dict, "settings",
                                 "a mapping of 'package.module.attribute' to value")
         if not settings:
@@ -715,8 +800,8 @@ def _kind_extra(ctx: _Ctx, kind: Kind, data: Mapping[str, Any], target: Target) 
             if not isinstance(value, (bool, int, float, str)) or value is None:
                 raise ctx.fail("invalid setting value", key=f"settings.{name}", found=value,
                                expected="a bool, number or string")
-        extra["settings"] = dict(settings)
-    return extra
+        return ConfigSettings(dict(settings))
+    return None
 
 
 def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
@@ -776,12 +861,8 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
     for key in ("notes", "evidence"):
         if data.get(key) is not None:
             _expect_type(ctx, data[key], (str, list, dict), key, "text, a list or a mapping")
-    extra = _kind_extra(ctx, kind, data, target)
-    if data.get("retired") is not None:
-        extra["retired"] = _date(ctx, data["retired"], "retired")
-    for key in ("notes", "evidence"):
-        if data.get(key) is not None:
-            extra[key] = data[key]
+    spec = _kind_spec(ctx, kind, data, target)
+    retired = _date(ctx, data["retired"], "retired") if data.get("retired") is not None else None
     return Entry(
         id=entry_id,
         kind=kind,
@@ -797,7 +878,10 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
         overlay=overlay,
         reproducer=reproducer,
         fingerprint=fingerprint,
-        extra=extra,
+        spec=spec,
+        notes=data.get("notes"),
+        evidence=data.get("evidence"),
+        retired=retired,
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+
 import patchlane
 
 from ._common import lane
@@ -26,8 +28,13 @@ def run_show(entry_id: str) -> int:
         rows += [("fingerprint.policy", entry.fingerprint.policy.value),
                  ("fingerprint.covers", ", ".join(entry.fingerprint.covers) or "-"),
                  ("fingerprint.sha256", ", ".join(entry.fingerprint.sha256))]
-    for key, value in entry.extra.items():
-        rows.append((key, value))
+    if entry.spec is not None:
+        for key, value in entry.spec._asdict().items():
+            rows.append((key, value.value if isinstance(value, enum.Enum) else value))
+    for key, value in (("notes", entry.notes), ("evidence", entry.evidence),
+                       ("retired", entry.retired)):
+        if value is not None:
+            rows.append((key, value))
     found = next(e for e in patchlane.report()["entries"] if e["id"] == entry_id)
     decision = found["decision"] or {}
     rows += [("decision", decision.get("outcome", "-")), ("reason", decision.get("reason", "-"))]

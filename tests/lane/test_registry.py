@@ -616,8 +616,8 @@ def test_forwarded_bare_no_is_the_string_no(tmp_path: Path) -> None:
         pytest.param("upstream", {"forwarded": "no"},
                      lambda e: e.upstream == Upstream(None, None, "no", None),
                      id="upstream-minimal"),
-        pytest.param("notes", "free text", lambda e: e.extra["notes"] == "free text",
-                     id="notes-kept-in-extra"),
+        pytest.param("notes", "free text", lambda e: e.notes == "free text",
+                     id="notes-kept"),
     ],
 )
 def test_valid_edge_cases(
@@ -651,10 +651,12 @@ def test_non_patch_kinds_validate(
     (entry,) = parse_registry(path)
     assert entry.id == raw["id"]
     assert entry.kind is kind
-    got = {k: v for k, v in entry.extra.items() if k != "check_file"}
+    assert entry.spec is not None
+    got = {k: v for k, v in entry.spec._asdict().items() if k != "check_file" and v is not None}
     assert got == extra
     if kind is Kind.COMPAT_GATE:
-        assert entry.extra["check_file"] == (tmp_path / "patches" / "demo_gate.py").resolve()
+        assert entry.compat_gate is not None
+        assert entry.compat_gate.check_file == (tmp_path / "patches" / "demo_gate.py").resolve()
     assert entry.overlay is None and entry.fingerprint is None and entry.applies_to is None
     assert entry.upstream.forwarded == "not-needed"
     assert entry.added == dt.date(2026, 11, 22)
