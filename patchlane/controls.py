@@ -22,6 +22,15 @@
                                ``0`` parses and validates every file at every start.
 ``PATCHLANE_VERIFY_RANKS=0``          do not compare patch sets across ranks right after
                                ``torch.distributed.init_process_group`` (patchlane.training.ranks).
+
+Read by the command line only (:class:`ToolSettings`), never at ``import patchlane``:
+
+``PATCHLANE_RUNS=DIR``                where sweep run directories go (default ``./runs``).
+``PATCHLANE_CACHE=DIR``               the upstream tracker's HTTP cache.
+``PATCHLANE_GITHUB_API=URL``          GitHub API base URL (tests point it at loopback).
+``PATCHLANE_PYPI_URL=URL``            PyPI JSON API base URL.
+
+Values that cannot be read raise :class:`patchlane.errors.ControlsError` naming the variable.
 """
 
 from __future__ import annotations
@@ -31,7 +40,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Controls", "describe_unknown"]
+from .errors import ControlsError
+
+__all__ = ["Controls", "ToolSettings", "describe_unknown"]
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -52,7 +63,7 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
         return True
     if low in _FALSE:
         return False
-    raise ValueError(f"{name}={raw!r}: expected one of {_TRUE + _FALSE}")
+    raise ControlsError(f"{name}={raw!r}: expected one of {_TRUE + _FALSE}")
 
 
 def _cache_dir(env: Mapping[str, str]) -> Path | None:
@@ -130,3 +141,22 @@ def describe_unknown(unknown: Mapping[str, list[str]], known: Collection[str]) -
     listing = ", ".join(sorted(known)) or "(none)"
     return (f"patchlane: unknown entry id(s) {'; '.join(parts)}: no loaded registry declares "
             f"them, so they change nothing here. Known ids: {listing}")
+
+
+@dataclass(frozen=True)
+class ToolSettings:
+    """The ``PATCHLANE_*`` settings of the command line (sweep, upstream tracking)."""
+
+    runs_root: Path
+    upstream_cache: Path | None
+    github_api: str | None
+    pypi_url: str | None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ToolSettings:
+        env = os.environ if env is None else env
+        cache = env.get("PATCHLANE_CACHE")
+        return cls(runs_root=Path(env.get("PATCHLANE_RUNS") or "runs"),
+                   upstream_cache=Path(cache) if cache else None,
+                   github_api=env.get("PATCHLANE_GITHUB_API") or None,
+                   pypi_url=env.get("PATCHLANE_PYPI_URL") or None)

@@ -1,33 +1,69 @@
 """One error hierarchy rooted at :class:`PatchlaneError`.
 
-Library code raises; only the CLI maps these to exit codes (``exit_code`` on each class).
-Every message names the file or patch id, what was found, what was expected and the fix.
+Library code raises; only the CLI maps these to exit codes (``exit_code`` on each class, a
+member of :class:`patchlane.exit_codes.ExitCode`). Every message names the file or patch id,
+what was found, what was expected and the fix. Anything that is not a ``PatchlaneError`` is a
+bug in patchlane: the CLI prints its traceback (exit 70) instead of a one-line message.
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from pathlib import Path
 
+from .exit_codes import ExitCode
+
 __all__ = [
+    "ControlsError",
     "DriftError",
     "OverlayError",
     "PatchlaneError",
     "RegistryError",
     "ReproducerError",
     "StrictModeError",
+    "UnknownEntryError",
+    "UsageError",
 ]
 
 
 class PatchlaneError(Exception):
     """Root of every error patchlane raises on purpose."""
 
-    exit_code = 1
+    exit_code: ExitCode = ExitCode.REPRODUCER_FAILED
+
+
+class UsageError(PatchlaneError, ValueError):
+    """A command was asked for something it cannot do as asked (an option value, a missing
+    argument the parser cannot see)."""
+
+    exit_code = ExitCode.USAGE
+
+
+class UnknownEntryError(UsageError, KeyError):
+    """An id that names no registry entry; says which ids exist and the closest one. A
+    ``KeyError`` too, for callers of ``Registry.get`` that caught one before."""
+
+    def __init__(self, entry_id: str, known: Iterable[str]) -> None:
+        self.entry_id = entry_id
+        self.known = tuple(known)
+        close = difflib.get_close_matches(entry_id, self.known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        super().__init__(f"no registry entry {entry_id!r}{hint} Known ids: "
+                         f"{', '.join(self.known) or '(none)'}")
+
+    def __str__(self) -> str:  # KeyError's own str() would quote the whole message
+        return str(self.args[0])
+
+
+class ControlsError(UsageError):
+    """A ``PATCHLANE_*`` environment variable holds a value patchlane cannot read."""
 
 
 class RegistryError(PatchlaneError, ValueError):
     """A registry file is malformed. Carries the file, entry id and key that were wrong."""
 
-    exit_code = 3
+    exit_code = ExitCode.REGISTRY_REJECTED
 
     def __init__(
         self,
@@ -62,7 +98,7 @@ class RegistryError(PatchlaneError, ValueError):
 class DriftError(PatchlaneError):
     """The target's source no longer matches the fingerprint recorded in the registry."""
 
-    exit_code = 4
+    exit_code = ExitCode.DRIFT
 
     def __init__(self, entry_id: str, expected: tuple[str, ...], found: str) -> None:
         self.entry_id = entry_id
@@ -83,7 +119,7 @@ class DriftError(PatchlaneError):
 class OverlayError(PatchlaneError):
     """An overlay module is missing what the registry says it provides, or failed to apply."""
 
-    exit_code = 5
+    exit_code = ExitCode.OVERLAY_ERROR
 
     def __init__(self, entry_id: str, message: str) -> None:
         self.entry_id = entry_id
@@ -93,7 +129,7 @@ class OverlayError(PatchlaneError):
 class StrictModeError(PatchlaneError):
     """Raised in strict mode for a refusal, failure, ledger violation or unevaluable gate."""
 
-    exit_code = 6
+    exit_code = ExitCode.STRICT_REFUSAL
 
     def __init__(self, entry_id: str, outcome: str, reason: str) -> None:
         self.entry_id = entry_id
@@ -108,7 +144,7 @@ class StrictModeError(PatchlaneError):
 class ReproducerError(PatchlaneError):
     """A reproducer could not be run (not a pass/fail verdict: the harness itself failed)."""
 
-    exit_code = 7
+    exit_code = ExitCode.REPRODUCER_ERROR
 
     def __init__(self, entry_id: str, message: str) -> None:
         self.entry_id = entry_id

@@ -32,5 +32,8 @@ class ExitCode(enum.IntEnum):
     UPSTREAM_UNREACHABLE = 14
     RETIREMENT_REFUSED = 15
     DOCTOR_PROBLEMS = 16
+    IO_ERROR = 74
+    """The filesystem refused (read-only run directory, full disk, missing permission): the
+    message names the file (EX_IOERR)."""
     INTERNAL_ERROR = 70
     """An unexpected exception: a bug in patchlane, printed with its traceback (EX_SOFTWARE)."""

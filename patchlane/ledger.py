@@ -27,6 +27,7 @@ from typing import Any
 
 from .controls import Controls
 from .errors import PatchlaneError
+from .exit_codes import ExitCode
 from .gates import check_gate
 from .loading import load_file
 from .registry import CompatGate, Entry, Kind, PackagingPin, Policy, VersionFloor
@@ -38,7 +39,7 @@ __all__ = ["CompatGateError", "LedgerError", "LedgerResult", "check", "check_con
 class LedgerError(PatchlaneError):
     """A ledger entry with ``policy: error`` is violated."""
 
-    exit_code = 9
+    exit_code = ExitCode.LEDGER_VIOLATION
 
     def __init__(self, result: LedgerResult) -> None:
         self.result = result

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from .errors import RegistryError
+from .errors import RegistryError, UnknownEntryError
 
 __all__ = [
     "CompatGate",
@@ -395,8 +395,7 @@ class Registry:
         entry = self._by_id.get(entry_id)
         if entry is not None:
             return entry
-        known = ", ".join(e.id for e in self.entries) or "(none)"
-        raise KeyError(f"no registry entry {entry_id!r}; known ids: {known}")
+        raise UnknownEntryError(entry_id, (e.id for e in self.entries))
 
     @functools.cached_property
     def _by_module(self) -> dict[str, tuple[Entry, ...]]:

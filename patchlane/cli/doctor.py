@@ -21,12 +21,13 @@ import patchlane
 
 from ..evidence.record import verify_distribution
 from ..evidence.release_match import nearest_release
+from ..exit_codes import ExitCode
 from ..gates import resolve_version
 from ..ledger import evaluate
 from ..registry import Kind
 from ._common import lane, table
 
-EXIT_PROBLEMS = 16
+EXIT_PROBLEMS = ExitCode.DOCTOR_PROBLEMS
 _BAD = ("refused: drift", "failed: error", "ledger: violation")
 
 

@@ -1,16 +1,33 @@
-"""Parse and dispatch; each command lives in its own module and returns an exit code."""
+"""Parse and dispatch; each command lives in its own module and returns an exit code.
+
+This is the only place a ``patchlane`` process decides its exit status (the table is
+:class:`patchlane.exit_codes.ExitCode`). An expected failure, a :class:`PatchlaneError`, prints
+one line and exits with its own code; an ``OSError`` names the file and exits 74; anything else
+is a bug in patchlane and prints its traceback (exit 70), never a misleading "usage error".
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import PatchlaneError
+from ..exit_codes import ExitCode
 
-EXIT_USAGE = 2
+
+def _shard(text: str) -> str:
+    """argparse type for --shard: rejected here, as a usage error, before anything runs."""
+    from ..evidence.sweep import Shard
+
+    try:
+        Shard.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
     p.add_argument("--jobs", "-j", type=int, default=max(1, (os.cpu_count() or 2) // 2),
                    help="cases run in parallel (default: half the CPUs)")
-    p.add_argument("--shard", default="1/1", metavar="I/N",
+    p.add_argument("--shard", default="1/1", metavar="I/N", type=_shard,
                    help="run the I-th of N slices of the cases (1-based; Slurm: "
                    "$((SLURM_ARRAY_TASK_ID+1))/$SLURM_ARRAY_TASK_COUNT)")
     p.add_argument("--runs-root", type=Path,
@@ -103,55 +120,65 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "status":
+        from .status import run_status
+        return run_status(args.json, not args.no_import)
+    if args.command == "show":
+        from .show import run_show
+        return run_show(args.id)
+    if args.command == "fingerprint":
+        from .fingerprint import run_fingerprint
+        return run_fingerprint(args.id, args.source)
+    if args.command == "reproduce":
+        from .reproduce import run_reproduce
+        return run_reproduce(args.id, args.without_overlay, args.lane, args.world_size,
+                             args.timeout)
+    if args.command == "sweep":
+        from .sweep import run_sweep_command
+        return run_sweep_command(args.lane, args.only, args.timeout, args.json, args.jobs,
+                                 args.shard, args.runs_root, args.run_dir, args.resume,
+                                 args.compare, args.history, args.quiet)
+    if args.command == "upstream":
+        from .upstream import run_upstream
+        return run_upstream(args.ids, args.offline, args.json, args.cache_dir, args.evidence)
+    if args.command == "retire":
+        from .upstream import run_retire
+        return run_retire(args.id, args.evidence, args.offline, args.skip_upstream,
+                          args.date, args.applied_upstream, args.force, args.cache_dir)
+    if args.command == "delete":
+        from .upstream import run_delete
+        return run_delete(args.id, args.yes)
+    if args.command == "doctor":
+        from .doctor import run_doctor
+        return run_doctor(args.json, args.strict)
+    if args.command == "matrix":
+        from .matrix import run_matrix_command
+        return run_matrix_command(args.file, args.sets, args.cache, args.runs_root,
+                                  args.jobs, args.timeout)
+    raise AssertionError(f"unhandled command {args.command!r}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.command == "status":
-            from .status import run_status
-            return run_status(args.json, not args.no_import)
-        if args.command == "show":
-            from .show import run_show
-            return run_show(args.id)
-        if args.command == "fingerprint":
-            from .fingerprint import run_fingerprint
-            return run_fingerprint(args.id, args.source)
-        if args.command == "reproduce":
-            from .reproduce import run_reproduce
-            return run_reproduce(args.id, args.without_overlay, args.lane, args.world_size,
-                                 args.timeout)
-        if args.command == "sweep":
-            from .sweep import run_sweep_command
-            return run_sweep_command(args.lane, args.only, args.timeout, args.json, args.jobs,
-                                     args.shard, args.runs_root, args.run_dir, args.resume,
-                                     args.compare, args.history, args.quiet)
-        if args.command == "upstream":
-            from .upstream import run_upstream
-            return run_upstream(args.ids, args.offline, args.json, args.cache_dir,
-                                args.evidence)
-        if args.command == "retire":
-            from .upstream import run_retire
-            return run_retire(args.id, args.evidence, args.offline, args.skip_upstream,
-                              args.date, args.applied_upstream, args.force, args.cache_dir)
-        if args.command == "delete":
-            from .upstream import run_delete
-            return run_delete(args.id, args.yes)
-        if args.command == "doctor":
-            from .doctor import run_doctor
-            return run_doctor(args.json, args.strict)
-        if args.command == "matrix":
-            from .matrix import run_matrix_command
-            return run_matrix_command(args.file, args.sets, args.cache, args.runs_root,
-                                      args.jobs, args.timeout)
+        return int(_dispatch(args))
     except PatchlaneError as exc:
         print(f"patchlane: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyError as exc:
-        print(f"patchlane: error: {exc.args[0]}", file=sys.stderr)
-        return EXIT_USAGE
-    except ValueError as exc:  # bad option values (e.g. --shard 5/4)
-        print(f"patchlane: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    raise AssertionError(f"unhandled command {args.command!r}")
+        return int(exc.exit_code)
+    except OSError as exc:  # the environment refused, not a bug: name the file
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"patchlane: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return int(ExitCode.IO_ERROR)
+    except KeyboardInterrupt:
+        print("patchlane: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        traceback.print_exc()
+        print(f"patchlane: internal error in `patchlane {args.command}`: this is a bug in "
+              "patchlane (the traceback above says where); please report it with the command "
+              "you ran", file=sys.stderr)
+        return int(ExitCode.INTERNAL_ERROR)
 
 
 if __name__ == "__main__":

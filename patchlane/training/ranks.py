@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import os
 import platform
 import sys
 from collections import defaultdict
@@ -26,7 +25,9 @@ from typing import Any
 from .. import _startup
 from .._version import __version__
 from ..audit import Outcome
+from ..controls import Controls
 from ..errors import PatchlaneError
+from ..exit_codes import ExitCode
 from ..gates import check_gate
 
 __all__ = ["RankMismatchError", "compare_patch_sets", "local_patch_set", "patch_set_hash",
@@ -38,7 +39,7 @@ RUN_RECEIPT_SCHEMA = 1
 class RankMismatchError(PatchlaneError):
     """Ranks of one job run different patch sets."""
 
-    exit_code = 8
+    exit_code = ExitCode.RANKS_DISAGREE
 
     def __init__(self, rank: int, differences: Sequence[str]) -> None:
         self.rank = rank
@@ -169,7 +170,7 @@ def _wrap_init_process_group(module: Any) -> None:
     """Post-import hook on torch.distributed: verify ranks right after the group exists."""
     import wrapt
 
-    if os.environ.get("PATCHLANE_VERIFY_RANKS", "1").strip().lower() in ("0", "false", "no"):
+    if not Controls.from_env().verify_ranks:  # one parser for every switch (controls.py)
         return
     current = getattr(module, "init_process_group", None)
     if current is None or getattr(getattr(current, "_self_wrapper", None),

@@ -1,0 +1,75 @@
+"""The one error handler of the command line: expected errors print one line and their own
+code, the filesystem refusing names the file, and a bug shows its traceback (never a
+misleading usage error)."""
+
+from __future__ import annotations
+
+import errno
+from typing import Any
+
+import pytest
+
+from patchlane.cli import main as cli_main
+from patchlane.errors import PatchlaneError, UnknownEntryError, UsageError
+from patchlane.exit_codes import ExitCode
+
+
+def fail_with(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> None:
+    def boom(args: Any) -> int:
+        raise exc
+
+    monkeypatch.setattr(cli_main, "_dispatch", boom)
+
+
+@pytest.mark.parametrize(("exc", "code", "text"), [
+    pytest.param(UsageError("bad --thing"), ExitCode.USAGE, "bad --thing", id="usage"),
+    pytest.param(UnknownEntryError("mcore_rerun_sentinal", ["mcore_rerun_sentinel"]),
+                 ExitCode.USAGE, "did you mean 'mcore_rerun_sentinel'?", id="unknown-id"),
+    pytest.param(OSError(errno.EROFS, "Read-only file system", "/runs/x/manifest.json"),
+                 ExitCode.IO_ERROR, "Read-only file system: /runs/x/manifest.json", id="oserror"),
+])
+def test_expected_errors_print_one_line_and_their_code(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        exc: BaseException, code: ExitCode, text: str) -> None:
+    fail_with(monkeypatch, exc)
+    assert cli_main.main(["status"]) == code
+    err = capsys.readouterr().err
+    assert text in err and "Traceback" not in err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("exc", [KeyError("internal"), ValueError("internal"),
+                                 RuntimeError("internal")])
+def test_a_bug_prints_its_traceback_and_exits_70(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        exc: BaseException) -> None:
+    fail_with(monkeypatch, exc)
+    assert cli_main.main(["status"]) == ExitCode.INTERNAL_ERROR == 70
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "this is a bug in patchlane" in err
+
+
+def test_every_error_class_maps_to_a_code_in_the_table() -> None:
+    import patchlane.errors as errors
+
+    classes = [c for c in vars(errors).values()
+               if isinstance(c, type) and issubclass(c, PatchlaneError)]
+    assert len(classes) >= 8
+    for cls in classes:
+        assert isinstance(cls.exit_code, ExitCode), cls
+
+
+def test_an_unknown_id_through_the_real_cli_says_which_ids_exist(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main.main(["show", "mcore_rerun_sentinal"]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "no registry entry 'mcore_rerun_sentinal'" in err
+    assert "did you mean 'mcore_rerun_sentinel'?" in err and "Known ids:" in err
+
+
+def test_a_bad_shard_is_a_usage_error_before_anything_runs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main.main(["sweep", "--shard", "5/4"])
+    assert exit_info.value.code == ExitCode.USAGE
+    assert "between 1 and n" in capsys.readouterr().err
