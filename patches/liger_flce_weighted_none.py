@@ -21,8 +21,9 @@ from types import ModuleType
 from typing import Any
 
 import patchlane
+from patchlane.loading import entry_id
 
-ID = "liger_flce_weighted_none"
+ENTRY_ID = entry_id(__name__)  # the lane loads this file under its entry id
 DEFAULT_CHUNK_ELEMENTS = 1 << 23
 """Logit elements per chunk (fp32: 32 MiB): bounds the routed path's working memory."""
 
@@ -157,15 +158,16 @@ def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str
     values.update(zip((p.name for p in params), args, strict=False))
     values.update(kwargs)
     if values.get("reduction") != "none":
-        patchlane.hit_path(ID, "fused")
+        patchlane.hit_path(ENTRY_ID, "fused")
         return wrapped(*args, **kwargs)
     for name, supported in _UNSUPPORTED.items():
         if name in values and values[name] != supported:
             raise ValueError(
-                f"patchlane {ID}: reduction='none' with {name}={values[name]!r} is not supported "
+                f"patchlane {ENTRY_ID}: reduction='none' with {name}={values[name]!r} is not "
+                "supported "
                 f"by the routed (correct-gradient) path, which implements {name}={supported!r} "
                 "only; use liger-kernel>=0.8.2, or reduction='mean'/'sum'")
-    patchlane.hit_path(ID, "routed")
+    patchlane.hit_path(ENTRY_ID, "routed")
     loss = linear_cross_entropy(values["_input"], values["weight"], values["target"],
                                 values.get("bias"), int(values["ignore_index"]))
     # the release's return arity: (loss, z_loss[, token_accuracy[, predicted_tokens]])

@@ -18,8 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 import patchlane
+from patchlane.loading import entry_id
 
-ID = "mcore_dsa_cp_validation_capture_gate"
+ENTRY_ID = entry_id(__name__)  # the lane loads this file under its entry id
 
 
 def _arguments(sq: int, skv: int, cp_size: int, cp_group: Any = None,
@@ -31,9 +32,9 @@ def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str
     from patchlane.testing.capture import is_capturing
 
     if not is_capturing():
-        patchlane.hit_path(ID, "eager")
+        patchlane.hit_path(ENTRY_ID, "eager")
         return wrapped(*args, **kwargs)
-    patchlane.hit_path(ID, "capturing")
+    patchlane.hit_path(ENTRY_ID, "capturing")
     sq, skv, cp_size = _arguments(*args, **kwargs)
     if skv != sq and skv != sq * cp_size:
         raise RuntimeError(

@@ -17,8 +17,9 @@ import sys
 from typing import Any
 
 import patchlane
+from patchlane.loading import entry_id
 
-ID = "mcore_dsa_indexer_loss_graph_safe"
+ENTRY_ID = entry_id(__name__)  # the lane loads this file under its entry id
 MODULE = "megatron.core.transformer.experimental_attention_variant.dsa"
 
 
@@ -27,9 +28,9 @@ def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str
 
     scaler = sys.modules[MODULE].DSAIndexerLossAutoScaler
     if scaler.main_loss_backward_scale is not None:
-        patchlane.hit_path(ID, "scaled")
+        patchlane.hit_path(ENTRY_ID, "scaled")
         return wrapped(*args, **kwargs)
     ctx, grad_output = args[0], args[1] if len(args) > 1 else kwargs["grad_output"]
     (indexer_loss,) = ctx.saved_tensors
-    patchlane.hit_path(ID, "unit-scale")
+    patchlane.hit_path(ENTRY_ID, "unit-scale")
     return grad_output, torch.ones_like(indexer_loss)

@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import patchlane
+from patchlane.loading import entry_id
 
-ID = "mcore_dsa_streamed_index_scores"
+ENTRY_ID = entry_id(__name__)  # the lane loads this file under its entry id
 BLOCK_ELEMENTS = 1 << 20
 """fp32 elements of one head block's ``[sq, b, heads, sk]`` scores (4 MiB); at least one head."""
 
@@ -44,5 +45,5 @@ def streamed_index_scores(q: Any, weights: Any, k: Any,
 def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if instance is None:  # called through the class with an explicit `self` (never read)
         args = args[1:]
-    patchlane.hit_path(ID, "streamed")
+    patchlane.hit_path(ENTRY_ID, "streamed")
     return streamed_index_scores(*args, **kwargs)

@@ -23,13 +23,13 @@ from .controls import Controls, describe_unknown
 from .errors import DriftError, OverlayError, StrictModeError
 from .gates import check_gate
 from .loading import load_file, resolve
+from .protocols import OverlayFn
 from .registry import Entry, FingerprintPolicy, Kind, Registry, StartupRow
 
 __all__ = ["Lane", "load_overlay"]
 
 log = logging.getLogger("patchlane")
 
-OverlayFn = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
 class _Applied:

@@ -1,5 +1,7 @@
 """Loading files by path and resolving qualnames: the one leaf both the startup lane and the
-evidence side use, so neither reaches into the other's private helpers."""
+evidence side use, so neither reaches into the other's private helpers.
+
+What a loaded file must provide is written down in :mod:`patchlane.protocols`."""
 
 from __future__ import annotations
 
@@ -8,12 +10,24 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["load_file", "module_name", "resolve"]
+__all__ = ["entry_id", "load_file", "module_name", "resolve"]
 
 
 def module_name(kind: str, entry_id: str) -> str:
     """The private ``sys.modules`` name an entry's overlay, reproducer or check file gets."""
     return f"_patchlane_{kind}_{entry_id}"
+
+
+def entry_id(name: str) -> str:
+    """The entry id of a file the lane loaded, from its module ``__name__``: how an overlay
+    gets its id without spelling (or misspelling) it, ``ENTRY_ID = entry_id(__name__)``."""
+    for kind in ("overlay", "reproducer", "check"):
+        prefix = module_name(kind, "")
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return name[len(prefix):]
+    raise ImportError(f"{name!r} was not loaded by patchlane (patchlane.loading.load_file): an "
+                      "overlay, reproducer or check file is loaded through its registry entry, "
+                      "which gives it its id")
 
 
 def load_file(entry_id: str, kind: str, path: Path) -> ModuleType:

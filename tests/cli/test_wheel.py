@@ -34,6 +34,7 @@ def test_wheel_layout(wheel: Path) -> None:
     assert "patchlane/_bundle/registry.yaml" in names
     assert "patchlane/_bundle/patches/mcore_rerun_sentinel.py" in names
     assert "patchlane/_bundle/reproducers/mcore_rerun_sentinel.py" in names
+    assert "patchlane/_bundle/checks/mcore_pp_variable_seq_deadlock.py" in names
     assert "patchlane/py.typed" in names
 
 
