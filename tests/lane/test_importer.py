@@ -7,6 +7,7 @@ import importlib
 import logging
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -148,104 +149,92 @@ def test_revert_of_an_inherited_attribute_removes_the_shadow(fake_target: FakeTa
     assert "greet" not in vars(module.Child)
 
 
-def test_drift_is_refused_by_default(fake_target: FakeTarget) -> None:
-    fake_target.write_registry()  # fingerprint of the release we verified
-    fake_target.target_file.write_text(
-        fake_target.target_file.read_text().replace('f"hello {name}"', 'f"hi {name}"'))
-    lane = fake_target.lane()
-    module = fake_target.import_target()
-    decision = lane.audit.latest()[fake_target.entry_id]
-    assert decision.outcome is Outcome.REFUSED_DRIFT
-    assert decision.fingerprint_found not in decision.fingerprint_expected
-    assert f"patchlane fingerprint {fake_target.entry_id}" in decision.reason
-    assert wrapper_depth(greet_attr(module)) == 0
-    assert module.Greeter().greet("c") == "hi c"
+# -- arrange one variation, import the target, assert the decision: one table ---------------
+
+HI = ('f"hello {name}"', 'f"hi {name}"')
 
 
-def test_drift_with_policy_warn_applies_and_says_so(fake_target: FakeTarget) -> None:
-    entry = fake_target.entry()
+def _edit_target(old: str, new: str) -> Callable[[FakeTarget], None]:
+    def arrange(fake: FakeTarget) -> None:
+        fake.write_registry()  # the fingerprint of the release we verified
+        fake.target_file.write_text(fake.target_file.read_text().replace(old, new))
+    return arrange
+
+
+def _warn_and_edit(fake: FakeTarget) -> None:
+    entry = fake.entry()
     entry["fingerprint"]["policy"] = "warn"
-    fake_target.write_registry(entry)
-    fake_target.target_file.write_text(
-        fake_target.target_file.read_text().replace('f"hello {name}"', 'f"hi {name}"'))
-    lane = fake_target.lane()
-    module = fake_target.import_target()
-    decision = lane.audit.latest()[fake_target.entry_id]
-    assert decision.outcome is Outcome.APPLIED
-    assert "drift tolerated" in decision.reason
-    assert module.Greeter().greet("c") == "patched hi c"
+    fake.write_registry(entry)
+    fake.target_file.write_text(fake.target_file.read_text().replace(*HI))
 
 
-def test_reformatting_the_target_is_not_drift(fake_target: FakeTarget) -> None:
-    fake_target.write_registry()
-    fake_target.target_file.write_text(fake_target.target_file.read_text().replace(
-        "    def greet(self, name):\n",
-        "    def greet(self, name):  # a comment\n        '''Docstring added.'''\n\n"))
-    lane = fake_target.lane()
-    fake_target.import_target()
-    assert lane.audit.latest()[fake_target.entry_id].outcome is Outcome.APPLIED
+def _registry(**changes: Any) -> Callable[[FakeTarget], None]:
+    def arrange(fake: FakeTarget) -> None:
+        fake.write_registry(fake.entry(**changes))
+    return arrange
 
 
-@pytest.mark.parametrize(
-    ("env", "reason"),
-    [
-        ({"PATCHLANE_DISABLE": "{id}"}, "PATCHLANE_DISABLE"),
-        ({"PATCHLANE_DISABLE": "other,{id} "}, "PATCHLANE_DISABLE"),
-        ({"PATCHLANE_ONLY": "other_entry"}, "PATCHLANE_ONLY"),
-    ],
-)
-def test_controls_disable(fake_target: FakeTarget, env: dict[str, str], reason: str) -> None:
+def _overlay(text: str) -> Callable[[FakeTarget], None]:
+    def arrange(fake: FakeTarget) -> None:
+        fake.write_overlay(text)
+    return arrange
+
+
+def _nothing(fake: FakeTarget) -> None:
+    pass
+
+
+DOCSTRING_ADDED = ("    def greet(self, name):\n",
+                   "    def greet(self, name):  # a comment\n"
+                   "        \"\"\"Docstring added.\"\"\"\n\n")
+
+# arrange, env ({id}: the entry id), outcome, the reason contains, greet("x") afterwards,
+# whether one wrapper sits on the target
+DECISIONS = [
+    pytest.param(_edit_target(*HI), {}, Outcome.REFUSED_DRIFT, "patchlane fingerprint {id}",
+                 "hi x", False, id="drift-refused-by-default"),
+    pytest.param(_warn_and_edit, {}, Outcome.APPLIED, "drift tolerated", "patched hi x", True,
+                 id="drift-with-policy-warn-applies-and-says-so"),
+    pytest.param(_edit_target(*DOCSTRING_ADDED), {}, Outcome.APPLIED, "fingerprint",
+                 "patched hello x", True, id="reformatting-is-not-drift"),
+    pytest.param(_nothing, {"PATCHLANE_DISABLE": "{id}"}, Outcome.SKIPPED_DISABLED,
+                 "PATCHLANE_DISABLE", "hello x", False, id="disable"),
+    pytest.param(_nothing, {"PATCHLANE_DISABLE": "other,{id} "}, Outcome.SKIPPED_DISABLED,
+                 "PATCHLANE_DISABLE", "hello x", False, id="disable-in-a-list"),
+    pytest.param(_nothing, {"PATCHLANE_ONLY": "other_entry"}, Outcome.SKIPPED_DISABLED,
+                 "PATCHLANE_ONLY", "hello x", False, id="only-another-entry"),
+    pytest.param(_nothing, {"PATCHLANE_ONLY": "{id}"}, Outcome.APPLIED, "fingerprint",
+                 "patched hello x", True, id="only-this-entry-applies-it"),
+    pytest.param(_registry(applies_to=">=1.3,<2.0"), {}, Outcome.SKIPPED_GATE,
+                 "1.2.0 is outside", "hello x", False, id="gate-closed"),
+    pytest.param(_edit_target("FIXED = False", "FIXED = True"), {}, Outcome.UPSTREAM_FIXED,
+                 "probe", "hello x", False, id="probe-reports-upstream-fixed"),
+    pytest.param(_overlay("def not_the_overlay(*a):\n    pass\n"), {}, Outcome.FAILED_ERROR,
+                 "defines no callable `overlay`", "hello x", False,
+                 id="overlay-without-overlay-function"),
+    pytest.param(_overlay("raise ImportError('needs a kernel library')\n"), {},
+                 Outcome.FAILED_ERROR, "needs a kernel library", "hello x", False,
+                 id="overlay-raising-on-load"),
+    pytest.param(_registry(status="retired"), {}, Outcome.RETIRED, "retired", "hello x", False,
+                 id="retired-recorded-never-applied"),
+]
+
+
+@pytest.mark.parametrize(("arrange", "env", "outcome", "reason", "greets", "wrapped"),
+                         DECISIONS)
+def test_decision_table(fake_target: FakeTarget, arrange: Callable[[FakeTarget], None],
+                        env: dict[str, str], outcome: Outcome, reason: str, greets: str,
+                        wrapped: bool) -> None:
+    arrange(fake_target)
     lane = fake_target.lane({k: v.format(id=fake_target.entry_id) for k, v in env.items()})
     module = fake_target.import_target()
     decision = lane.audit.latest()[fake_target.entry_id]
-    assert decision.outcome is Outcome.SKIPPED_DISABLED
-    assert reason in decision.reason
-    assert module.Greeter().greet("d") == "hello d"
-
-
-def test_only_listing_the_entry_applies_it(fake_target: FakeTarget) -> None:
-    lane = fake_target.lane({"PATCHLANE_ONLY": fake_target.entry_id})
-    fake_target.import_target()
-    assert lane.audit.latest()[fake_target.entry_id].outcome is Outcome.APPLIED
-
-
-def test_gate_closed_skips_with_reason(fake_target: FakeTarget) -> None:
-    fake_target.write_registry(fake_target.entry(applies_to=">=1.3,<2.0"))
-    lane = fake_target.lane()
-    module = fake_target.import_target()
-    decision = lane.audit.latest()[fake_target.entry_id]
-    assert decision.outcome is Outcome.SKIPPED_GATE
-    assert "1.2.0 is outside" in decision.reason
-    assert module.Greeter().greet("e") == "hello e"
-
-
-def test_probe_reports_upstream_fixed_and_keeps_the_overlay_out(fake_target: FakeTarget) -> None:
-    fake_target.target_file.write_text(
-        fake_target.target_file.read_text().replace("FIXED = False", "FIXED = True"))
-    lane = fake_target.lane()
-    module = fake_target.import_target()
-    decision = lane.audit.latest()[fake_target.entry_id]
-    assert decision.outcome is Outcome.UPSTREAM_FIXED
-    assert wrapper_depth(greet_attr(module)) == 0
-
-
-def test_overlay_without_overlay_function_fails_loudly(fake_target: FakeTarget) -> None:
-    fake_target.write_overlay("def not_the_overlay(*a):\n    pass\n")
-    lane = fake_target.lane()
-    module = fake_target.import_target()
-    decision = lane.audit.latest()[fake_target.entry_id]
-    assert decision.outcome is Outcome.FAILED_ERROR
-    assert "defines no callable `overlay`" in decision.reason
-    assert wrapper_depth(greet_attr(module)) == 0
-
-
-def test_overlay_that_raises_on_load_fails_loudly(fake_target: FakeTarget) -> None:
-    fake_target.write_overlay("raise ImportError('needs a kernel library')\n")
-    lane = fake_target.lane()
-    fake_target.import_target()
-    decision = lane.audit.latest()[fake_target.entry_id]
-    assert decision.outcome is Outcome.FAILED_ERROR
-    assert "needs a kernel library" in decision.reason
+    assert decision.outcome is outcome, decision
+    assert reason.format(id=fake_target.entry_id) in decision.reason
+    assert module.Greeter().greet("x") == greets
+    assert wrapper_depth(greet_attr(module)) == int(wrapped)
+    if outcome is Outcome.REFUSED_DRIFT:
+        assert decision.fingerprint_found not in decision.fingerprint_expected
 
 
 @pytest.mark.parametrize("case", ["drift", "gate", "error"])
@@ -302,14 +291,6 @@ def test_hit_counter_counts_calls_of_the_overlay_only(fake_target: FakeTarget) -
         module.Greeter().greet("h")
     module.shout("not patched")
     assert lane.audit.hits[fake_target.entry_id] == 5
-
-
-def test_retired_entries_are_recorded_and_never_applied(fake_target: FakeTarget) -> None:
-    fake_target.write_registry(fake_target.entry(status="retired"))
-    lane = fake_target.lane()
-    module = fake_target.import_target()
-    assert lane.audit.latest()[fake_target.entry_id].outcome is Outcome.RETIRED
-    assert module.Greeter().greet("r") == "hello r"
 
 
 def test_two_entries_on_one_module_are_each_pending_then_decided(
