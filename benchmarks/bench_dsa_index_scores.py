@@ -31,10 +31,10 @@ def main() -> int:
     import torch
     from megatron.core.transformer.experimental_attention_variant.dsa import DSAIndexer
 
-    from patchlane.importer import _load_file
+    from patchlane.loading import load_file
     from patchlane.testing.memprofile import peak_bytes
 
-    overlay = _load_file("mcore_dsa_streamed_index_scores", "overlay",
+    overlay = load_file("mcore_dsa_streamed_index_scores", "overlay",
                          ROOT / "patches" / "mcore_dsa_streamed_index_scores.py")
     upstream = inspect.unwrap(vars(DSAIndexer)["_compute_index_scores"])
     results = []

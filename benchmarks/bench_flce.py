@@ -32,8 +32,8 @@ w = (torch.randn(vocab, hidden) * 0.02).requires_grad_(True)
 t = torch.randint(0, vocab, (tokens,)); t[::17] = -100
 weights = torch.rand(tokens)
 if variant == "ours":
-    from patchlane.importer import _load_file
-    o = _load_file("liger_flce_weighted_none", "overlay",
+    from patchlane.loading import load_file
+    o = load_file("liger_flce_weighted_none", "overlay",
                    Path(sys.argv[6]) / "patches" / "liger_flce_weighted_none.py")
     fn = lambda: o.linear_cross_entropy(x, w, t, None, -100)
 else:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from patchlane.importer import _load_file
+from patchlane.loading import load_file
 from patchlane.testing.capture import capture_check
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 @pytest.fixture(scope="module")
 def overlay() -> Any:
-    return _load_file("mcore_dsa_cp_validation_capture_gate", "overlay",
+    return load_file("mcore_dsa_cp_validation_capture_gate", "overlay",
                       ROOT / "patches" / "mcore_dsa_cp_validation_capture_gate.py")
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from patchlane.importer import _load_file
+from patchlane.loading import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 torch = pytest.importorskip("torch")
@@ -21,7 +21,7 @@ F = torch.nn.functional
 
 @pytest.fixture(scope="module")
 def overlay() -> Any:
-    return _load_file("liger_flce_weighted_none", "overlay",
+    return load_file("liger_flce_weighted_none", "overlay",
                       ROOT / "patches" / "liger_flce_weighted_none.py")
 
 
@@ -82,8 +82,8 @@ def test_bf16_inputs_accumulate_in_fp32(tmp_path: Path) -> None:
     path = ROOT / "patches" / "liger_flce_weighted_none.py"
     code = f"""
 import pathlib, torch, torch.nn.functional as F
-from patchlane.importer import _load_file
-o = _load_file("liger_flce_weighted_none", "overlay", pathlib.Path({str(path)!r}))
+from patchlane.loading import load_file
+o = load_file("liger_flce_weighted_none", "overlay", pathlib.Path({str(path)!r}))
 g = torch.Generator().manual_seed(0)
 x = torch.randn(24, 32, generator=g).bfloat16().requires_grad_(True)
 w = (torch.randn(128, 32, generator=g) * 0.1).bfloat16().requires_grad_(True)
