@@ -64,7 +64,7 @@ def _run(ctx: ReproContext) -> None:
         # One strategy object for both saves: the plan cached by the first save is reused.
         strategy = TorchDistSaveShardedStrategy("torch_dist", 1, cached_metadata=True)
         steady_dir, fault_dir = ctx.workdir / "iter_0000010", ctx.workdir / "iter_0000011"
-        # Two save-path calls assume CUDA even for CPU tensors (see patchlane/_cpu.py).
+        # Two save-path calls assume CUDA even for CPU tensors (see patchlane/testing/cpu.py).
         with cpu_stand_ins():
             if ctx.rank == 0:
                 steady_dir.mkdir()

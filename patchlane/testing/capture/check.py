@@ -1,0 +1,150 @@
+"""The entry points: :func:`capture_check` (a ``with`` region), :func:`check_call` (one call,
+warmed up first) and :func:`is_capturing`; :class:`CaptureCheck` is the context manager.
+
+A check puts together its collaborators: a :class:`~.placement.Placement` (which tensors are
+device tensors), a :class:`~.recorder.Recorder` (violations into the report), the two rule
+modes of :mod:`.modes`, and on the ``cuda`` lane a :class:`~.cuda.RealCapture`.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from .calls import CallStack, call_rules
+from .cuda import RealCapture, is_capture_error, warm_up_on_side_stream
+from .frames import caller_frame
+from .modes import rule_modes
+from .placement import Placement
+from .recorder import Recorder
+from .violations import CaptureError, CaptureReport
+
+__all__ = ["LANES", "CaptureCheck", "capture_check", "check_call", "is_capturing"]
+
+LANES = ("cpu", "cuda")
+_STATE = threading.local()  # .depth: capture_check regions open on this thread
+
+
+def is_capturing() -> bool:
+    """True inside a ``capture_check`` region on this thread (either lane), or while the current
+    CUDA stream is capturing. Overlays that gate host-syncing validation use it, so the CPU
+    emulation and a real capture take the same branch."""
+    if getattr(_STATE, "depth", 0) > 0:
+        return True
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available()
+                and torch.cuda.is_current_stream_capturing())
+
+
+def _resolve_lane(lane: str | None) -> str:
+    import torch
+
+    if lane is None:
+        lane = "cuda" if torch.cuda.is_available() else "cpu"
+    if lane not in LANES:
+        raise ValueError(f"capture_check: lane must be one of {LANES} or None, "
+                         f"got {lane!r}")
+    if lane == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("capture_check(lane='cuda') needs a CUDA device and none is "
+                           "available; use lane='cpu' (dispatch-mode emulation) or None")
+    return lane
+
+
+class CaptureCheck:
+    """The context manager behind :func:`capture_check`; ``__enter__`` returns the report.
+    One object, one region."""
+
+    def __init__(self, lane: str | None = None, raise_on_first: bool = False) -> None:
+        self.lane = _resolve_lane(lane)
+        self.raise_on_first = raise_on_first
+        self.report = CaptureReport(lane=self.lane)
+        self._placement = Placement(self.lane)
+        self._recorder = Recorder(self.report, raise_on_first)
+        self._calls = CallStack()
+        self._modes: list[Any] = []
+        self._entered = False
+        self._capture: RealCapture | None = None
+        call_rules()  # built here, outside the modes
+
+    def __enter__(self) -> CaptureReport:
+        import torch
+
+        if self._entered:
+            raise RuntimeError("a capture_check object can be entered once; make a new one")
+        self._entered = True
+        modes = rule_modes(self._calls, self._placement, self._recorder)
+        if self.lane == "cuda" and not torch.cuda.is_current_stream_capturing():
+            self._capture = RealCapture()  # the outermost cuda check owns the capture
+            self._capture.begin()
+        try:
+            for mode in modes:
+                mode.__enter__()
+                self._modes.append(mode)
+            _STATE.depth = getattr(_STATE, "depth", 0) + 1
+        except BaseException:
+            self._exit_modes()
+            if self._capture is not None:
+                self._capture.end()
+            raise
+        return self.report
+
+    def _exit_modes(self) -> None:
+        while self._modes:
+            self._modes.pop().__exit__(None, None, None)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        try:
+            self._exit_modes()
+        finally:
+            _STATE.depth = max(0, getattr(_STATE, "depth", 1) - 1)
+            self._placement.clear()
+            end_error = self._capture.end() if self._capture is not None else None
+        if exc is not None and self.lane == "cuda" and is_capture_error(exc):
+            violation = self._recorder.region_error(exc, tb)
+            self.report.completed = False
+            if self.raise_on_first:
+                raise CaptureError(violation) from exc
+            return self._capture is not None  # a nested check leaves it to the capture owner
+        if end_error is not None and exc is None and not self.report.violations:
+            violation = self._recorder.capture_end_error(end_error,
+                                                         caller_frame(sys._getframe(1)))
+            self.report.completed = False
+            if self.raise_on_first:
+                raise CaptureError(violation) from end_error
+        return False
+
+
+def capture_check(lane: str | None = None, raise_on_first: bool = False) -> CaptureCheck:
+    """Check that the ``with`` region would be legal inside a CUDA graph capture.
+
+    ``lane``: ``"cpu"`` (dispatch-mode emulation), ``"cuda"`` (a real capture) or None (cuda
+    when available). ``raise_on_first``: raise :class:`CaptureError` at the first violation,
+    before the offending op runs; otherwise record them all in the report the ``with`` gives.
+    """
+    return CaptureCheck(lane=lane, raise_on_first=raise_on_first)
+
+
+def check_call(fn: Callable[..., Any], args: Sequence[Any] = (),
+               kwargs: Mapping[str, Any] | None = None, *, lane: str | None = None,
+               raise_on_first: bool = False, warmup: bool = True) -> CaptureReport:
+    """Run ``fn(*args, **kwargs)`` under :func:`capture_check` and return the report.
+
+    ``warmup=True`` first runs it once eagerly, unchecked (on a side stream on the ``cuda``
+    lane), as a real capture requires: lazy initialisation (cuBLAS handles, autotuning,
+    optimizer state, allocator pools) must not happen during capture. Mind its side effects
+    (gradients accumulate twice unless ``fn`` zeroes them).
+    """
+    kwargs = dict(kwargs or {})
+    check = capture_check(lane=lane, raise_on_first=raise_on_first)
+    if warmup:
+        if check.lane == "cuda":
+            warm_up_on_side_stream(fn, args, kwargs)
+        else:
+            fn(*args, **kwargs)
+    with check as report:
+        fn(*args, **kwargs)
+    return report

@@ -1,0 +1,99 @@
+"""The modes see backward: ops issued during ``loss.backward()`` (custom
+``autograd.Function.backward`` code included) are judged, blamed on the backward's own line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from patchlane.testing.capture import CaptureError, capture_check  # noqa: E402
+
+from .conftest import assert_frame, gpu, here, needs_cuda, single  # noqa: E402
+
+BACKWARD_LINE: dict[str, int] = {}
+
+
+class HostScaledIdentity(torch.autograd.Function):
+    """Like upstream code that builds a loss scale with torch.tensor(1.0) inside backward."""
+
+    @staticmethod
+    def forward(ctx: Any, a: Any) -> Any:
+        return a.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        BACKWARD_LINE["tensor"] = here() + 1
+        scale = torch.tensor(1.0, device=grad.device)
+        return grad * scale
+
+
+class SyncingBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, a: Any) -> Any:
+        return a * 2
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        BACKWARD_LINE["item"] = here() + 1
+        if grad.sum().item() > 1e9:
+            return grad
+        return grad * 2
+
+
+def test_host_data_in_a_custom_backward_is_caught_during_backward() -> None:
+    a = torch.randn(3, requires_grad=True)
+    with capture_check(lane="cpu") as report:
+        out = HostScaledIdentity.apply(a)
+        out.sum().backward()
+    v = single(report)
+    assert (v.op, v.rule) == ("aten.lift_fresh.default", "host-data")
+    assert_frame(v, BACKWARD_LINE["tensor"], "backward")
+    assert torch.equal(a.grad, torch.ones(3))
+
+
+def test_sync_in_a_custom_backward_is_caught_during_backward() -> None:
+    a = torch.randn(3, requires_grad=True)
+    with capture_check(lane="cpu") as report:
+        SyncingBackward.apply(a).sum().backward()
+    v = single(report)
+    assert (v.op, v.rule) == ("aten._local_scalar_dense.default", "host-sync")
+    assert_frame(v, BACKWARD_LINE["item"], "backward")
+
+
+def test_raise_on_first_raises_out_of_backward() -> None:
+    a = torch.randn(3, requires_grad=True)
+    out = HostScaledIdentity.apply(a)
+    with pytest.raises(CaptureError) as info, capture_check(lane="cpu", raise_on_first=True):
+        out.sum().backward()
+    assert_frame(info.value.violation, BACKWARD_LINE["tensor"], "backward")
+    assert a.grad is None
+
+
+def test_builtin_backward_of_mask_indexing_is_flagged_at_the_backward_call(mask: Any) -> None:
+    a = torch.randn(4, requires_grad=True)
+    picked = a[mask]  # outside the region
+    with capture_check(lane="cpu") as report:
+        line = here() + 1
+        picked.sum().backward()
+    v = single(report)  # index_put(accumulate=True) with the bool mask
+    assert v.rule == "data-dependent-shape"
+    assert_frame(v, line, "test_builtin_backward_of_mask_indexing_is_flagged_at_the_backward_call")
+
+
+@gpu
+@needs_cuda
+def test_cuda_lane_catches_host_data_in_backward() -> None:
+    a = torch.randn(3, device="cuda", requires_grad=True)
+    HostScaledIdentity.apply(a).sum().backward()  # warm-up
+    a.grad = None
+    with capture_check(lane="cuda") as report:
+        HostScaledIdentity.apply(a).sum().backward()
+    v = single(report)
+    # named by the rules if the op reaches the dispatcher before CUDA refuses it, else the
+    # capture error itself (the copy runs below the dispatcher's Python key): same frame
+    assert v.rule in ("host-data", "host-sync"), report.format()
+    assert_frame(v, BACKWARD_LINE["tensor"], "backward")
