@@ -185,10 +185,11 @@ print("CHILD " + json.dumps({{
 
 def _stage(dest: Path) -> Path:
     """A byte-compiled copy of the checkout in its source layout (``registry.yaml`` next to the
-    package, overlays and reproducers beside it), importable from ``dest`` via PYTHONPATH."""
+    package, overlays, reproducers and compat-gate checks beside it), importable from ``dest``
+    via PYTHONPATH."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(REPO / "patchlane", dest / "patchlane", ignore=ignore)
-    for name in ("patches", "reproducers"):
+    for name in ("patches", "reproducers", "checks"):
         if (REPO / name).is_dir():
             shutil.copytree(REPO / name, dest / name, ignore=ignore)
     shutil.copy2(REPO / "registry.yaml", dest / "registry.yaml")
