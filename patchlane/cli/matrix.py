@@ -7,13 +7,12 @@ from pathlib import Path
 
 from ..errors import PatchlaneError
 from ..evidence.matrix import interpreter, load_matrix, run_set
+from ..exit_codes import ExitCode
 from ._common import table
-
-EXIT_MISMATCH = 13
 
 
 def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_root: Path,
-                       jobs: int, timeout: float) -> int:
+                       jobs: int, timeout: float) -> ExitCode:
     sets = load_matrix(file)
     if names:
         unknown = set(names) - {s.name for s in sets}
@@ -33,9 +32,10 @@ def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_ro
         result = run_set(matrix_set, cache=cache, runs_root=runs_root, jobs=jobs,
                          timeout=timeout)
         failed += not result.ok
-        got = "; ".join(f"{k}: {','.join(sorted(set(v)))}" for k, v in result.verdicts.items())
+        got = "; ".join(f"{k}: {','.join(sorted({verdict.value for verdict in v}))}"
+                        for k, v in result.verdicts.items())
         rows.append([matrix_set.name, "ok" if result.ok else "MISMATCH", got,
                      "; ".join(result.mismatches) or "-", f"{time.monotonic() - started:.0f}s",
                      str(result.run_dir)])
     print(table(["SET", "RESULT", "VERDICTS", "MISMATCHES", "TIME", "RUN DIR"], rows, width=70))
-    return EXIT_MISMATCH if failed else 0
+    return ExitCode.MATRIX_MISMATCH if failed else ExitCode.OK

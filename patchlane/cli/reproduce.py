@@ -2,25 +2,37 @@
 
 from __future__ import annotations
 
-from ..evidence.reproduce import Mode, RunOutcome, read_spec, run_case
+import textwrap
+from collections.abc import Iterable
+
+from ..evidence.reproduce import Lane, Mode, RunOutcome, read_spec, run_case
+from ..exit_codes import ExitCode
 from ._common import lane
 
+__all__ = ["print_tails", "run_reproduce"]
 
-def run_reproduce(entry_id: str, without: bool, lane_name: str, sizes: list[int] | None,
-                  timeout: float) -> int:
+
+def print_tails(items: Iterable[tuple[str, str | None]]) -> None:
+    """Print each heading, then its rank-log tail (if any) in full, every line marked ``  | ``:
+    a table cuts reasons to its width, so the terminal (or CI log) says why by itself."""
+    for heading, tail in items:
+        print(heading)
+        if tail:
+            print(textwrap.indent(tail, "  | ", lambda _: True))
+
+
+def run_reproduce(entry_id: str, without: bool, lane_name: Lane, sizes: list[int] | None,
+                  timeout: float) -> ExitCode:
     entry = lane().registry.get(entry_id)
     spec = read_spec(entry)
     mode = Mode.WITHOUT if without else Mode.WITH
-    worst = 0
+    worst = ExitCode.OK
     for size in sizes or spec.world_sizes:
         result = run_case(entry, mode, lane=lane_name, world_size=size, timeout=timeout)
         print(f"{entry_id} [{mode.value} overlay, {lane_name}, world size {size}]: "
               f"{result.outcome.value.upper()} in {result.seconds:.1f}s: {result.message}")
         if result.outcome is RunOutcome.ERROR:
-            for rank in result.ranks:
-                if rank.get("stderr_tail"):
-                    print(f"--- rank {rank['rank']} log ({rank['log']}), last lines ---\n"
-                          f"{rank['stderr_tail']}")
-        code = {RunOutcome.PASS: 0, RunOutcome.FAIL: 1, RunOutcome.ERROR: 2}[result.outcome]
-        worst = max(worst, code)
+            print_tails((f"--- rank {rank['rank']} log ({rank['log']}), last lines ---",
+                         rank["stderr_tail"]) for rank in result.ranks if rank.get("stderr_tail"))
+        worst = max(worst, result.outcome.exit_code)
     return worst

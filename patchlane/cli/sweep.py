@@ -8,16 +8,19 @@ import json
 import os
 import platform
 import sys
-import textwrap
 from pathlib import Path
 
-from .. import _version
+from .. import __version__
 from ..errors import PatchlaneError
 from ..evidence.manifest import CaseState, RunDir
 from ..evidence.provenance import git_revision, patch_set_digest
 from ..evidence.reports import load_index, write_reports
-from ..evidence.sweep import Shard, SweepEvent, Verdict, exit_code, new_run, run_sweep
+from ..evidence.reproduce import Lane
+from ..evidence.sweep import Shard, SweepEvent, exit_code, new_run, run_sweep
+from ..evidence.verdicts import Verdict
+from ..exit_codes import ExitCode
 from ._common import lane, table
+from .reproduce import print_tails
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,15 +48,15 @@ class Progress:
             if event.done == event.total and event.state.finished:
                 sys.stderr.write("\n")
         elif event.state.finished:
-            sys.stderr.write(f"[{event.done}/{event.total}] {event.case_id}: "
-                             f"{event.outcome}\n")
+            outcome = event.outcome.value if event.outcome is not None else event.state.value
+            sys.stderr.write(f"[{event.done}/{event.total}] {event.case_id}: {outcome}\n")
         sys.stderr.flush()
 
 
-def run_sweep_command(lanes: list[str] | None, only: list[str] | None, timeout: float,
+def run_sweep_command(lanes: list[Lane] | None, only: list[str] | None, timeout: float,
                       as_json: bool, jobs: int, shard_text: str, runs_root: Path | None,
                       run_dir: Path | None, resume: Path | None, compare: Path | None,
-                      history: list[Path] | None, quiet: bool) -> int:
+                      history: list[Path] | None, quiet: bool) -> ExitCode:
     registry = lane().registry
     shard = Shard.parse(shard_text)
     if resume is not None:
@@ -68,7 +71,7 @@ def run_sweep_command(lanes: list[str] | None, only: list[str] | None, timeout: 
     else:
         root = runs_root or Path(os.environ.get("PATCHLANE_RUNS", "runs"))
         path = run_dir or root / _run_id(shard)
-        header = {"run_id": path.name, "patchlane": _version.__version__,
+        header = {"run_id": path.name, "patchlane": __version__,
                   "registry_digest": registry.digest, "patch_set": patch_set_digest(registry),
                   "git": git_revision(_ROOT), "argv": sys.argv[1:],
                   "sources": [str(p) for p in registry.sources]}
@@ -84,14 +87,11 @@ def run_sweep_command(lanes: list[str] | None, only: list[str] | None, timeout: 
                       r.verdict.value, r.reason] for r in rows], width=90))
         # The table cuts reasons to its width; an error's whole reason and the failing rank's
         # last lines are printed in full, so the terminal (or CI log) says why by itself.
-        for row in rows:
-            if row.verdict is Verdict.ERROR:
-                print(f"\nerror {row.key}: {row.reason}")
-                if row.stderr_tail:
-                    print(textwrap.indent(row.stderr_tail, "  | ", lambda _: True))
+        print_tails((f"\nerror {row.key}: {row.reason}", row.stderr_tail)
+                    for row in rows if row.verdict is Verdict.ERROR)
         counts = ", ".join(f"{k}: {v}" for k, v in sorted(index["counts"].items()))
         print(f"\n{counts or 'nothing to run'}")
-        if index["counts"].get("upstream-fixed"):
+        if index["counts"].get(Verdict.UPSTREAM_FIXED.value):
             print("UPSTREAM FIXED: retirement candidates above (not a failure)")
         for change in (index.get("compare") or {}).get("changes", []):
             print(f"change vs {index['compare']['previous_run']}: {dict(change)}")

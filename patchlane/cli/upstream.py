@@ -6,16 +6,22 @@ import datetime as _dt
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import PatchlaneError
-from ..registry import Entry
+from ..errors import PatchlaneError, UsageError
+from ..exit_codes import ExitCode
+from ..registry import Entry, Status
 from ..upstream.retire import RetireError, delete_entry, evaluate, retire_entry
 from ._common import lane, table
 
+if TYPE_CHECKING:
+    from ..upstream.http import Client, TrackerConfig
+    from ..upstream.records import TrackReport
 
-def _config(offline: bool, cache_dir: Path | None) -> Any:
-    from ..upstream.tracking import TrackerConfig, default_cache_dir
+
+def _config(offline: bool, cache_dir: Path | None) -> TrackerConfig:
+    from ..upstream.cache import default_cache_dir
+    from ..upstream.http import TrackerConfig
 
     return TrackerConfig(
         github_api=os.environ.get("PATCHLANE_GITHUB_API", "https://api.github.com"),
@@ -25,18 +31,18 @@ def _config(offline: bool, cache_dir: Path | None) -> Any:
     )
 
 
-def _track(entry: Entry, client: Any) -> dict[str, Any]:
-    from ..upstream.tracking import DEFAULT_TAG_TEMPLATES, track
+def _track(entry: Entry, client: Client) -> TrackReport:
+    from ..upstream.track import DEFAULT_TAG_TEMPLATES, track
 
     dist = entry.upstream.distribution or entry.target.distribution
     template = DEFAULT_TAG_TEMPLATES.get(dist, "v{version}")
-    report: dict[str, Any] = track(entry, client, tag_template=template).as_dict()
-    return report
+    return track(entry, client, tag_template=template)
 
 
 def run_upstream(ids: list[str] | None, offline: bool, as_json: bool, cache_dir: Path | None,
                  evidence: list[Path] | None) -> int:
-    from ..upstream.tracking import Client, UpstreamError
+    from ..upstream.errors import UpstreamError
+    from ..upstream.http import Client
 
     registry = lane().registry
     entries = [registry.get(i) for i in ids] if ids else list(registry.entries)
@@ -56,32 +62,36 @@ def run_upstream(ids: list[str] | None, offline: bool, as_json: bool, cache_dir:
                 out.append({"entry_id": entry.id, "error": str(exc)})
                 continue
             verdict = evaluate(entry, report, evidence or [])
-            issue = (report.get("issue") or {}).get("state", "-")
-            pr = report.get("pr") or {}
-            pr_text = "merged" if pr.get("merged") else pr.get("state", "-")
+            issue = report.issue.state if report.issue is not None else "-"
+            pr = report.pr
+            pr_text = "-" if pr is None else "merged" if pr.merged else pr.state
             retire = "ready to retire" if verdict.ready else "; ".join(verdict.missing)
-            if entry.status.value == "retired":
+            if entry.status is Status.RETIRED:
                 retire = "retired"
-            rows.append([entry.id, issue, pr_text, report.get("released_in") or "-",
-                         report["verdict"] + (" (stale cache)" if report.get("stale") else ""),
+            rows.append([entry.id, issue, pr_text, report.released_in or "-",
+                         report.verdict.value + (" (stale cache)" if report.stale else ""),
                          retire])
-            out.append({"entry_id": entry.id, "tracking": report,
+            out.append({"entry_id": entry.id, "tracking": report.as_dict(),
                         "retirement": verdict.as_dict()})
     if as_json:
         print(json.dumps(out, indent=2, default=str))
     else:
         print(table(["ID", "ISSUE", "PR", "RELEASED IN", "UPSTREAM", "RETIREMENT"], rows,
                     width=80))
-    return 14 if failures else 0
+    return ExitCode.UPSTREAM_UNREACHABLE if failures else ExitCode.OK
 
 
 def run_retire(entry_id: str, evidence: list[Path] | None, offline: bool, skip_upstream: bool,
                date: str | None, applied_upstream: str | None, force: str | None,
                cache_dir: Path | None) -> int:
+    try:
+        when = _dt.date.fromisoformat(date) if date else _dt.date.today()
+    except ValueError:
+        raise UsageError(f"--date {date!r} is not a date; expected YYYY-MM-DD") from None
     entry = lane().registry.get(entry_id)
     report = None
     if not skip_upstream and (entry.upstream.pr or entry.upstream.issue):
-        from ..upstream.tracking import Client
+        from ..upstream.http import Client
 
         with Client(_config(offline, cache_dir)) as client:
             report = _track(entry, client)
@@ -90,23 +100,23 @@ def run_retire(entry_id: str, evidence: list[Path] | None, offline: bool, skip_u
         raise RetireError(f"{entry_id}: not enough evidence to retire:\n  - "
                           + "\n  - ".join(verdict.missing)
                           + "\n(--force REASON records a retirement anyway, with the reason)")
-    when = _dt.date.fromisoformat(date) if date else _dt.date.today()
     applied = applied_upstream or (
         f"{entry.upstream.distribution or entry.target.distribution} {verdict.released_in}"
         if verdict.released_in else None)
     lines = []
     if report is not None:
-        lines.append(f"upstream {report['verdict']}: {report['reason']}")
+        lines.append(f"upstream {report.verdict.value}: {report.reason}")
     for row in verdict.sweep:
-        lines.append(f"sweep {row['run']}: {row['verdict']} on {row['installed']} "
-                     f"[{row['lane']} ws={row['world_size']}] probe={row['probe']}")
+        probe = None if row.probe is None else row.probe.value
+        lines.append(f"sweep {row.run}: {row.verdict.value} on {row.installed} "
+                     f"[{row.lane} ws={row.world_size}] probe={probe}")
     if force:
         lines.append(f"forced: {force}" + (f" (missing: {'; '.join(verdict.missing)})"
                                            if verdict.missing else ""))
     retire_entry(entry, date=when, applied_upstream=applied, evidence=lines)
     print(f"{entry_id}: retired in {entry.source} ({when}); overlay and reproducer kept, the "
           "reproducer stays in the sweep as a regression guard")
-    return 0
+    return ExitCode.OK
 
 
 def run_delete(entry_id: str, yes: bool) -> int:
@@ -118,4 +128,4 @@ def run_delete(entry_id: str, yes: bool) -> int:
     kept = [str(p) for p in (entry.overlay, entry.reproducer) if p is not None]
     print(f"{entry_id}: removed from {entry.source}" + (
         f"; files left for you to remove or keep: {', '.join(kept)}" if kept else ""))
-    return 0
+    return ExitCode.OK

@@ -8,7 +8,9 @@ Layout of ``RUN_DIR``::
     index.json summary.md junit.xml report.html   reports, rebuilt at the end of each sweep
 
 A killed sweep leaves a manifest whose finished cases have receipts; ``--resume RUN_DIR``
-re-queues only the cases that were queued or running.
+re-queues only the cases that were queued or running. A case killed between writing its
+receipt and recording that in the manifest did finish: resume takes its state from the receipt
+instead of running it again (a receipt is never rewritten).
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import json
-import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PatchlaneError
+from ..files import atomic_write_json
+from .reproduce import Lane, Mode, RunOutcome
 
-__all__ = ["MANIFEST_SCHEMA", "CaseState", "RunDir", "atomic_write_json", "now"]
+__all__ = ["MANIFEST_SCHEMA", "CaseState", "RunDir", "case_id", "now"]
 
 MANIFEST_SCHEMA = 1
 
@@ -43,24 +46,19 @@ class CaseState(str, enum.Enum):
     def finished(self) -> bool:
         return self in (CaseState.OK, CaseState.FAILED, CaseState.ERROR)
 
+    @classmethod
+    def after(cls, outcome: RunOutcome) -> CaseState:
+        """The state a case finishes in with ``outcome``."""
+        return {RunOutcome.PASS: cls.OK, RunOutcome.FAIL: cls.FAILED,
+                RunOutcome.ERROR: cls.ERROR}[outcome]
+
 
 def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Temp file + fsync + rename: a reader (or a crash) never sees half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, sort_keys=False, default=str)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def case_id(entry_id: str, lane: str, world_size: int, mode: str) -> str:
-    return f"{entry_id}--{lane}--ws{world_size}--{mode}"
+def case_id(entry_id: str, lane: Lane, world_size: int, mode: Mode) -> str:
+    return f"{entry_id}--{lane}--ws{world_size}--{mode.value}"
 
 
 @dataclass
@@ -123,7 +121,7 @@ class RunDir:
                 case["attempts"] = case.get("attempts", 0) + 1
                 case["started"] = now()
             elif state.finished:
-                case["finished"] = now()
+                case["finished"] = fields.get("finished") or now()
             self.save()
 
     def cases(self) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -131,20 +129,46 @@ class RunDir:
             items = list(self.manifest["cases"].items())
         yield from items
 
+    def state(self, cid: str) -> CaseState:
+        """The state a case is in now (the manifest stores its value)."""
+        with self._lock:
+            return CaseState(self.manifest["cases"][cid]["state"])
+
     def requeue_unfinished(self) -> list[str]:
         """After a killed sweep: running/queued cases (or finished ones whose receipt is gone)
-        go back to the queue with a clean work dir; finished cases are left untouched."""
+        go back to the queue with a clean work dir; finished cases are left untouched, and so
+        is a case whose receipt was written before the manifest recorded it finished (its
+        state is taken from the receipt)."""
         requeued = []
-        for cid, case in self.cases():
-            state = CaseState(case["state"])
-            receipt = self.receipt_path(cid)
-            if state.finished and receipt.exists():
+        for cid, _ in self.cases():
+            if self.receipt_path(cid).exists() and (self.state(cid).finished
+                                                   or self._adopt_receipt(cid)):
                 continue
             # The old attempt's work dir stays (its ranks may still be running, orphaned);
             # the next attempt gets a fresh one.
             self.transition(cid, CaseState.QUEUED)
             requeued.append(cid)
         return requeued
+
+    def record_finished(self, cid: str, outcome: RunOutcome, stage: str | None, message: str,
+                        seconds: float, **fields: Any) -> CaseState:
+        """Record a case finished with ``outcome``, its receipt already written."""
+        state = CaseState.after(outcome)
+        self.transition(cid, state, outcome=outcome.value, stage=stage or None,
+                        message=message, seconds=round(seconds, 3),
+                        receipt=str(self.receipt_path(cid).relative_to(self.path)), **fields)
+        return state
+
+    def _adopt_receipt(self, cid: str) -> bool:
+        try:
+            receipt = self.read_receipt(cid)
+            outcome = RunOutcome(receipt["outcome"])
+        except (OSError, ValueError, KeyError, TypeError):  # not a receipt this sweep wrote
+            return False
+        self.record_finished(cid, outcome, receipt.get("stage"), str(receipt.get("message", "")),
+                             float(receipt.get("seconds") or 0.0),
+                             finished=receipt.get("finished"))
+        return True
 
     # -- paths -----------------------------------------------------------------------------
 

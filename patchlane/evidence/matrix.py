@@ -23,11 +23,12 @@ from typing import Any
 import yaml
 
 from ..errors import PatchlaneError
+from .reproduce import Lane
+from .verdicts import Verdict
 
 __all__ = ["MatrixResult", "MatrixSet", "install_dir", "interpreter", "load_matrix", "run_set"]
 
 _SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!-]+$")
-_VERDICTS = ("guarding", "upstream-fixed", "broken", "error", "skipped")
 
 
 def interpreter() -> str:
@@ -39,7 +40,7 @@ def interpreter() -> str:
 class MatrixSet:
     name: str
     install: tuple[str, ...]
-    expect: Mapping[str, str]
+    expect: Mapping[str, Verdict]
     python: tuple[str, ...] = ()
     """Interpreters (``major.minor``) the set runs on; empty: any. megatron-core >= 0.17 has
     only cp312 wheels, so those sets say ``python: ["3.12"]``."""
@@ -56,7 +57,7 @@ class MatrixResult:
     name: str
     ok: bool
     mismatches: list[str]
-    verdicts: dict[str, list[str]]
+    verdicts: dict[str, list[Verdict]]
     run_dir: Path
     exit_code: int
 
@@ -88,17 +89,32 @@ def load_matrix(path: Path) -> list[MatrixSet]:
         if bad:
             raise PatchlaneError(f"{where}: install {bad!r}: pin each release as NAME==VERSION")
         expect = raw.get("expect") or {}
-        wrong = {k: v for k, v in expect.items() if v not in _VERDICTS}
-        if not raw.get("name") or not expect or wrong:
+        parsed: dict[str, Verdict] = {}
+        wrong: dict[str, object] = {}
+        for key, value in expect.items() if isinstance(expect, dict) else ():
+            verdict = _verdict(value)
+            if verdict is None:
+                wrong[key] = value
+            else:
+                parsed[str(key)] = verdict
+        if not raw.get("name") or not isinstance(expect, dict) or not expect or wrong:
             raise PatchlaneError(f"{where}: needs a name and `expect: {{entry: verdict}}` with "
-                                 f"verdicts from {list(_VERDICTS)} (found {wrong or expect})")
+                                 f"verdicts from {[v.value for v in Verdict]} "
+                                 f"(found {wrong or expect})")
         deps = raw.get("deps") or []
         if not isinstance(deps, list) or any(d not in install for d in deps):
             raise PatchlaneError(f"{where}: deps {deps!r}: expected a list of specs that are "
                                  "also in install")
-        sets.append(MatrixSet(str(raw["name"]), tuple(install), dict(expect), tuple(python),
+        sets.append(MatrixSet(str(raw["name"]), tuple(install), parsed, tuple(python),
                               tuple(deps)))
     return sets
+
+
+def _verdict(value: object) -> Verdict | None:
+    try:
+        return Verdict(value)
+    except ValueError:
+        return None
 
 
 def install_dir(spec: str, cache: Path, deps: bool = False) -> Path:
@@ -116,7 +132,7 @@ def install_dir(spec: str, cache: Path, deps: bool = False) -> Path:
 
 
 def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 1,
-            timeout: float = 600.0, lanes: list[str] | None = None) -> MatrixResult:
+            timeout: float = 600.0, lanes: list[Lane] | None = None) -> MatrixResult:
     paths = [str(install_dir(spec, cache, spec in matrix_set.deps))
              for spec in matrix_set.install]
     env = dict(os.environ)
@@ -135,15 +151,18 @@ def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 
     except json.JSONDecodeError:
         raise PatchlaneError(f"matrix set {matrix_set.name}: the sweep printed no index "
                              f"(exit {out.returncode}):\n{out.stderr[-3000:]}") from None
-    verdicts: dict[str, list[str]] = {}
+    verdicts: dict[str, list[Verdict]] = {}
     for row in index["rows"]:
-        verdicts.setdefault(row["entry_id"], []).append(row["verdict"])
+        verdicts.setdefault(row["entry_id"], []).append(
+            Verdict.parse(row["verdict"], f"matrix set {matrix_set.name}: {row['entry_id']}"))
     mismatches = []
     for entry_id, want in matrix_set.expect.items():
         got = verdicts.get(entry_id)
         if not got:
-            mismatches.append(f"{entry_id}: expected {want}, but the sweep had no row for it")
-        elif any(v != want for v in got):
-            mismatches.append(f"{entry_id}: expected {want}, got {got}")
+            mismatches.append(f"{entry_id}: expected {want.value}, but the sweep had no row "
+                              "for it")
+        elif any(v is not want for v in got):
+            mismatches.append(f"{entry_id}: expected {want.value}, got "
+                              f"{[v.value for v in got]}")
     return MatrixResult(matrix_set.name, not mismatches, mismatches, verdicts, run_dir,
                         out.returncode)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from .. import _startup
-from .reproduce import Mode, RunOutcome, run_case
+from .reproduce import LANES, Lane, Mode, RunOutcome, parse_lane, run_case
 
 __all__ = ["UpstreamFixedWarning", "test_patchlane_reproducer"]
 
@@ -37,7 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--patchlane-only", action="append", default=None, metavar="ID",
                     help="only these registry entries (repeatable)")
     group.addoption("--patchlane-lane", action="append", default=None,
-                    choices=("cpu", "cuda"), help="lanes to run (default: cpu)")
+                    choices=LANES, help="lanes to run (default: cpu)")
     group.addoption("--patchlane-strict-upstream", action="store_true",
                     help="fail (instead of warn) when a reproducer passes without its overlay")
     group.addoption("--patchlane-timeout", type=float, default=600.0,
@@ -50,7 +50,7 @@ def _cases(config: pytest.Config) -> list[Any]:
     from .sweep import Shard, cuda_devices, plan
 
     only = config.getoption("--patchlane-only")
-    lanes = config.getoption("--patchlane-lane") or ["cpu"]
+    lanes = [parse_lane(lane) for lane in config.getoption("--patchlane-lane") or ["cpu"]]
     registry = _startup.current().registry
     gpus = cuda_devices() if "cuda" in lanes else 0
     retired = {e.id for e in registry.entries if not e.active}
@@ -71,7 +71,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("patchlane_case", _cases(metafunc.config))
 
 
-def test_patchlane_reproducer(patchlane_case: tuple[str, str, int, Mode],
+def test_patchlane_reproducer(patchlane_case: tuple[str, Lane, int, Mode],
                               request: pytest.FixtureRequest) -> None:
     entry_id, lane, size, mode = patchlane_case
     entry = _startup.current().registry.get(entry_id)

@@ -1,8 +1,9 @@
 """Receipts: one JSON record per case, with enough provenance to be compared months later.
 
 The schema lives beside this module (``schemas/receipt.schema.json``, JSON Schema draft 2020-12)
-and carries ``schema_version``; :func:`validate` checks a receipt against it when
-``jsonschema`` is installed (it is in the dev extra) and falls back to the required keys.
+and carries ``schema_version``; :func:`validate` checks a receipt against it with
+``jsonschema``, and says how to install it where it is missing (a check of the required keys
+alone would pass receipts the schema rejects).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
+from ..errors import PatchlaneError
+from ..exit_codes import ExitCode
 from ..registry import Entry
 from .provenance import comparison_key, environment_overlay, runtime
 from .reproduce import CaseResult
 
-__all__ = ["RECEIPT_SCHEMA_VERSION", "build_receipt", "schema", "validate"]
+__all__ = ["RECEIPT_SCHEMA_VERSION", "SchemaValidatorMissing", "build_receipt", "schema",
+           "validate"]
 
 RECEIPT_SCHEMA_VERSION = 1
 _SCHEMA_FILE = Path(__file__).with_name("schemas") / "receipt.schema.json"
@@ -86,12 +90,22 @@ def schema() -> dict[str, Any]:
     return data
 
 
+class SchemaValidatorMissing(PatchlaneError, ImportError):
+    """:func:`validate` needs ``jsonschema``, which is not installed here."""
+
+    exit_code = ExitCode.USAGE
+
+
 def validate(receipt: dict[str, Any]) -> list[str]:
-    """Problems with a receipt (empty when valid)."""
+    """Problems with a receipt (empty when valid); raises :class:`SchemaValidatorMissing`
+    where ``jsonschema`` is not installed."""
     try:
         import jsonschema
-    except ImportError:
-        return [f"missing key {k!r}" for k in schema()["required"] if k not in receipt]
+    except ImportError as exc:
+        raise SchemaValidatorMissing(
+            f"validating a receipt against {_SCHEMA_FILE.name} needs jsonschema, which this "
+            f"environment lacks ({exc}); install it with `pip install 'jsonschema>=4'` (it is "
+            "in patchlane's dev extra: `pip install -e '.[dev]'`)") from exc
     validator = jsonschema.Draft202012Validator(schema())
     return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
             for e in validator.iter_errors(receipt)]

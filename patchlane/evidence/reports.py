@@ -11,16 +11,21 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from .manifest import RunDir, atomic_write_json
-from .sweep import Verdict, VerdictRow
+from ..files import atomic_write, atomic_write_json
+from .manifest import RunDir
+from .sweep import VerdictRow
+from .verdicts import SEVERITY, Verdict
 
 __all__ = ["Change", "compare", "load_index", "write_reports"]
 
 INDEX_SCHEMA = 1
-_ORDER = [Verdict.BROKEN, Verdict.ERROR, Verdict.UPSTREAM_FIXED, Verdict.GUARDING,
-          Verdict.SKIPPED]
-_COLOURS = {"guarding": "#2e7d32", "upstream-fixed": "#1565c0", "broken": "#c62828",
-            "error": "#ef6c00", "skipped": "#757575"}
+_COLOURS = {Verdict.GUARDING: "#2e7d32", Verdict.UPSTREAM_FIXED: "#1565c0",
+            Verdict.BROKEN: "#c62828", Verdict.ERROR: "#ef6c00", Verdict.SKIPPED: "#757575"}
+
+
+def _verdict(row: dict[str, Any]) -> Verdict:
+    """A row's verdict, read back from an index (this run's or an earlier one's)."""
+    return Verdict.parse(row["verdict"], f"index row {_row_key(row)}")
 
 
 def index_data(run: RunDir, rows: Sequence[VerdictRow]) -> dict[str, Any]:
@@ -90,33 +95,26 @@ def write_reports(run: RunDir, rows: Sequence[VerdictRow], *,
         index["compare"] = {"previous_run": previous["run_id"],
                             "changes": compare(previous, index)}
     atomic_write_json(run.path / "index.json", index)
-    _write_text(run.path / "summary.md", markdown(index))
-    _write_text(run.path / "junit.xml", junit(index))
+    atomic_write(run.path / "summary.md", markdown(index))
+    atomic_write(run.path / "junit.xml", junit(index))
     runs = [load_index(p) for p in history if (p / "index.json").is_file()]
-    _write_text(run.path / "report.html", page(index, runs))
+    atomic_write(run.path / "report.html", page(index, runs))
     return index
 
 
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 def _sorted(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    order = {v.value: i for i, v in enumerate(_ORDER)}
-    return sorted(rows, key=lambda r: (order[r["verdict"]], r["entry_id"], r["lane"],
+    return sorted(rows, key=lambda r: (SEVERITY.index(_verdict(r)), r["entry_id"], r["lane"],
                                        r["world_size"]))
 
 
 def markdown(index: dict[str, Any]) -> str:
     counts = index["counts"]
     lines = [f"# patchlane sweep {index['run_id']}", ""]
-    lines.append(" · ".join(f"**{v.value}**: {counts[v.value]}" for v in _ORDER
+    lines.append(" · ".join(f"**{v.value}**: {counts[v.value]}" for v in SEVERITY
                             if v.value in counts) or "nothing ran")
-    if counts.get("upstream-fixed"):
-        lines += ["", "> **Upstream fixed** "
-                  f"{counts['upstream-fixed']} case(s): retirement candidates, see below."]
+    fixed = counts.get(Verdict.UPSTREAM_FIXED.value)
+    if fixed:
+        lines += ["", f"> **Upstream fixed** {fixed} case(s): retirement candidates, see below."]
     lines += ["", "| entry | lane | ws | installed | verdict | reason |",
               "|---|---|---|---|---|---|"]
     for row in _sorted(index["rows"]):
@@ -139,23 +137,23 @@ def markdown(index: dict[str, Any]) -> str:
 
 def junit(index: dict[str, Any]) -> str:
     rows = index["rows"]
-    counts = Counter(r["verdict"] for r in rows)
+    counts = Counter(_verdict(r) for r in rows)
     suite = ET.Element("testsuite", name="patchlane-sweep", tests=str(len(rows)),
-                       failures=str(counts["broken"]), errors=str(counts["error"]),
-                       skipped=str(counts["skipped"]), timestamp=index["created"])
+                       failures=str(counts[Verdict.BROKEN]), errors=str(counts[Verdict.ERROR]),
+                       skipped=str(counts[Verdict.SKIPPED]), timestamp=index["created"])
     for row in rows:
         case = ET.SubElement(suite, "testcase", classname=f"patchlane.{row['entry_id']}",
                              name=f"{row['lane']}-ws{row['world_size']}")
-        verdict, reason = row["verdict"], str(row["reason"])
-        if verdict == "broken":
+        verdict, reason = _verdict(row), str(row["reason"])
+        if verdict is Verdict.BROKEN:
             ET.SubElement(case, "failure", message=reason[:200]).text = reason
-        elif verdict == "error":
+        elif verdict is Verdict.ERROR:
             ET.SubElement(case, "error", message=reason[:200]).text = reason
             if row.get("stderr_tail"):
                 ET.SubElement(case, "system-err").text = _printable(str(row["stderr_tail"]))
-        elif verdict == "skipped":
+        elif verdict is Verdict.SKIPPED:
             ET.SubElement(case, "skipped", message=reason[:200])
-        ET.SubElement(case, "system-out").text = f"verdict: {verdict}\n{reason}"
+        ET.SubElement(case, "system-out").text = f"verdict: {verdict.value}\n{reason}"
     text: str = ET.tostring(suite, encoding="unicode", xml_declaration=True)
     return text + "\n"
 
@@ -165,11 +163,11 @@ def _printable(text: str) -> str:
     return "".join(c if c in "\t\n" or c >= " " else "\ufffd" for c in text)
 
 
-def _cell(verdict: str, title: str, href: str | None = None) -> str:
-    label = html.escape(verdict)
+def _cell(verdict: Verdict, title: str, href: str | None = None) -> str:
+    label = html.escape(verdict.value)
     if href is not None:
         label = f'<a href="#{html.escape(href)}" style="color:#fff">{label}</a>'
-    return (f'<td style="background:{_COLOURS.get(verdict, "#999")};color:#fff" '
+    return (f'<td style="background:{_COLOURS[verdict]};color:#fff" '
             f'title="{html.escape(title)}">{label}</td>')
 
 
@@ -181,7 +179,7 @@ def _errors(rows: Iterable[dict[str, Any]]) -> str:
     """Every error row with its reason and the failing rank's last lines, in plain sight: a
     tooltip is not where anyone looks for why a sweep went red."""
     parts = []
-    for row in _sorted(r for r in rows if r["verdict"] == "error"):
+    for row in _sorted(r for r in rows if _verdict(r) is Verdict.ERROR):
         key = _row_key(row)
         tail = row.get("stderr_tail")
         parts.append(f'<h3 id="{html.escape(_anchor(row))}">{html.escape(key)}</h3>'
@@ -203,8 +201,9 @@ def page(index: dict[str, Any], history: Sequence[dict[str, Any]] = ()) -> str:
             if row is None:
                 cells.append("<td></td>")
             else:
-                href = _anchor(row) if row["verdict"] == "error" else None
-                cells.append(_cell(row["verdict"], row["reason"], href))
+                verdict = _verdict(row)
+                href = _anchor(row) if verdict is Verdict.ERROR else None
+                cells.append(_cell(verdict, row["reason"], href))
         body.append(f"<tr><th>{html.escape(entry)}</th>{''.join(cells)}</tr>")
     hist = ""
     runs = sorted([*history, index], key=lambda i: i["created"])
@@ -213,9 +212,9 @@ def page(index: dict[str, Any], history: Sequence[dict[str, Any]] = ()) -> str:
         for entry in entries:
             cells = []
             for run in runs:
-                verdicts = [r["verdict"] for r in run["rows"] if r["entry_id"] == entry]
-                worst = next((v.value for v in _ORDER if v.value in verdicts), "")
-                cells.append(_cell(worst, run["run_id"]) if worst else "<td></td>")
+                verdicts = {_verdict(r) for r in run["rows"] if r["entry_id"] == entry}
+                worst = next((v for v in SEVERITY if v in verdicts), None)
+                cells.append(_cell(worst, run["run_id"]) if worst is not None else "<td></td>")
             rows_h.append(f"<tr><th>{html.escape(entry)}</th>{''.join(cells)}</tr>")
         heads = "".join(f"<th>{html.escape(r['run_id'])}</th>" for r in runs)
         hist = (f"<h2>History</h2><table><tr><th>entry</th>{heads}</tr>{''.join(rows_h)}"

@@ -30,22 +30,40 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from ..errors import ReproducerError
+from ..exit_codes import ExitCode
 from ..registry import Entry
 from .provenance import redact_text
 
 __all__ = [
+    "LANES",
     "CaseResult",
+    "Lane",
     "Mode",
     "ReproContext",
     "ReproducerSpec",
     "RunOutcome",
     "case_env",
+    "log_tail",
+    "parse_lane",
     "read_spec",
     "run_case",
 ]
+
+Lane = Literal["cpu", "cuda"]
+"""Where a case runs: ``cpu`` (gloo, any machine) or ``cuda`` (NCCL, one GPU per rank)."""
+LANES: tuple[Lane, ...] = get_args(Lane)
+
+
+def parse_lane(value: object, where: str = "lane") -> Lane:
+    """``value`` (from a manifest, a reproducer's ``LANES``, a command line) as a :data:`Lane`;
+    ValueError naming ``where`` and the known lanes."""
+    for lane in LANES:
+        if value == lane:
+            return lane
+    raise ValueError(f"{where}: {value!r} is not a lane; expected one of {list(LANES)}")
 
 
 class Mode(str, enum.Enum):
@@ -58,12 +76,18 @@ class RunOutcome(str, enum.Enum):
     FAIL = "fail"
     ERROR = "error"
 
+    @property
+    def exit_code(self) -> ExitCode:
+        """The exit status of a rank, and of ``patchlane reproduce``, with this outcome."""
+        return {RunOutcome.PASS: ExitCode.OK, RunOutcome.FAIL: ExitCode.REPRODUCER_FAILED,
+                RunOutcome.ERROR: ExitCode.USAGE}[self]
+
 
 @dataclass(frozen=True)
 class ReproContext:
     entry_id: str
     mode: Mode
-    lane: str
+    lane: Lane
     rank: int
     world_size: int
     workdir: Path
@@ -98,7 +122,7 @@ class ReproContext:
 
 @dataclass(frozen=True)
 class ReproducerSpec:
-    lanes: tuple[str, ...]
+    lanes: tuple[Lane, ...]
     world_sizes: tuple[int, ...]
 
 
@@ -106,7 +130,7 @@ class ReproducerSpec:
 class CaseResult:
     entry_id: str
     mode: Mode
-    lane: str
+    lane: Lane
     world_size: int
     outcome: RunOutcome
     message: str
@@ -143,11 +167,15 @@ def read_spec(entry: Entry) -> ReproducerSpec:
             target = node.targets[0]
             if isinstance(target, ast.Name) and target.id in ("LANES", "WORLD_SIZES"):
                 values[target.id] = ast.literal_eval(node.value)
-    lanes = tuple(values.get("LANES", ("cpu",)))
+    declared = tuple(values.get("LANES", ("cpu",)))
     sizes = tuple(int(n) for n in values.get("WORLD_SIZES", (1,)))
-    if not lanes or not sizes or any(n < 1 for n in sizes):
+    if not declared or not sizes or any(n < 1 for n in sizes):
         raise ReproducerError(entry.id, f"{entry.reproducer}: LANES and WORLD_SIZES must be "
-                                        f"non-empty literals; found {lanes!r}, {sizes!r}")
+                                        f"non-empty literals; found {declared!r}, {sizes!r}")
+    try:
+        lanes = tuple(parse_lane(lane, f"{entry.reproducer}: LANES") for lane in declared)
+    except ValueError as exc:
+        raise ReproducerError(entry.id, str(exc)) from None
     return ReproducerSpec(lanes=lanes, world_sizes=sizes)
 
 
@@ -187,7 +215,7 @@ def run_case(
     entry: Entry,
     mode: Mode,
     *,
-    lane: str = "cpu",
+    lane: Lane = "cpu",
     world_size: int = 1,
     timeout: float = 600.0,
     workdir: Path | None = None,
@@ -262,7 +290,7 @@ _MARKERS = re.compile(r"^\s*[~^]+\s*$")
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b")
 
 
-def _tail(path: Path, env: Mapping[str, str]) -> str:
+def log_tail(path: Path, env: Mapping[str, str]) -> str:
     """The last lines of a rank log, secrets redacted, at most TAIL_LINES / TAIL_CHARS."""
     try:
         with path.open("rb") as fh:
@@ -288,10 +316,24 @@ def _why(tail: str) -> str:
     return found if len(found) <= 200 else found[:199] + "…"
 
 
-def _aggregate(entry: Entry, mode: Mode, lane: str, world_size: int, case_dir: Path,
+def _rank_outcome(rank: int, data: dict[str, Any]) -> RunOutcome:
+    """The outcome a rank's record states; a record without a valid one is an error (and says
+    so in the record), never a pass."""
+    try:
+        return RunOutcome(data.get("outcome"))
+    except ValueError:
+        data["message"] = (f"rank {rank} reported outcome {data.get('outcome')!r}, not one of "
+                           f"{[o.value for o in RunOutcome]}")
+        data["outcome"], data["stage"] = RunOutcome.ERROR.value, "verify"
+        return RunOutcome.ERROR
+
+
+def _aggregate(entry: Entry, mode: Mode, lane: Lane, world_size: int, case_dir: Path,
                procs: Sequence[subprocess.Popen[bytes]], timed_out: bool,
                timeout: float, killed: Sequence[bool], env: Mapping[str, str]) -> CaseResult:
     ranks: list[dict[str, Any]] = []
+    outcomes: list[RunOutcome] = []
+    error = RunOutcome.ERROR.value
     for rank, proc in enumerate(procs):
         result_file = case_dir / f"rank{rank}.json"
         data: dict[str, Any]
@@ -299,26 +341,27 @@ def _aggregate(entry: Entry, mode: Mode, lane: str, world_size: int, case_dir: P
         if reported:
             data = json.loads(result_file.read_text(encoding="utf-8"))
         elif timed_out:
-            data = {"outcome": "error", "stage": "timeout",
+            data = {"outcome": error, "stage": "timeout",
                     "message": f"rank {rank} did not finish within {timeout:.0f}s"}
         elif proc.returncode == -signal.SIGKILL and killed[rank]:
-            data = {"outcome": "error", "stage": "timeout",
+            data = {"outcome": error, "stage": "timeout",
                     "message": f"rank {rank} still running {RANK_GRACE_SECONDS:.0f}s after a "
                                "peer exited (blocked in a collective?)"}
         elif proc.returncode is not None and proc.returncode < 0:
-            data = {"outcome": "error", "stage": "crash",
+            data = {"outcome": error, "stage": "crash",
                     "message": f"rank {rank} killed by signal {-proc.returncode}"}
         else:
-            data = {"outcome": "error", "stage": "bootstrap",
+            data = {"outcome": error, "stage": "bootstrap",
                     "message": f"rank {rank} exited {proc.returncode} before reporting"}
-        if (data.get("outcome") == "error" and proc.returncode == -signal.SIGKILL
+        outcome = _rank_outcome(rank, data)
+        if (outcome is RunOutcome.ERROR and proc.returncode == -signal.SIGKILL
                 and not killed[rank]):
             data["stage"] = "oom"  # a SIGKILL we did not send is the kernel's OOM killer
         data["rank"] = rank
         data["exit_code"] = proc.returncode
         data["log"] = str(case_dir / f"rank{rank}.log")
-        if data.get("outcome") != "pass":
-            tail = _tail(case_dir / f"rank{rank}.log", env)
+        if outcome is not RunOutcome.PASS:
+            tail = log_tail(case_dir / f"rank{rank}.log", env)
             data["stderr_tail"] = tail
             # What a rank reports about itself can quote its environment as freely as its log.
             for key in ("message", "traceback"):
@@ -329,16 +372,12 @@ def _aggregate(entry: Entry, mode: Mode, lane: str, world_size: int, case_dir: P
                 # It died before it could say why: its own last words do.
                 data["message"] = f"{data['message']}: {why}"
         ranks.append(data)
-    outcomes = [r.get("outcome") for r in ranks]
-    if "error" in outcomes:
-        worst = next(r for r in ranks if r.get("outcome") == "error")
-        outcome, stage = RunOutcome.ERROR, str(worst.get("stage", "run"))
-    elif "fail" in outcomes:
-        worst = next(r for r in ranks if r.get("outcome") == "fail")
-        outcome, stage = RunOutcome.FAIL, ""
-    else:
-        worst = ranks[0]
-        outcome, stage = RunOutcome.PASS, ""
+        outcomes.append(outcome)
+    # The case is as bad as its worst rank (error, then fail), and says what that rank said.
+    outcome = next((o for o in (RunOutcome.ERROR, RunOutcome.FAIL) if o in outcomes),
+                   RunOutcome.PASS)
+    worst = ranks[outcomes.index(outcome)]
+    stage = str(worst.get("stage", "run")) if outcome is RunOutcome.ERROR else ""
     return CaseResult(entry.id, mode, lane, world_size, outcome,
                       str(worst.get("message", "")), stage, ranks=ranks,
                       stderr_tail=worst.get("stderr_tail") if outcome is RunOutcome.ERROR

@@ -2,17 +2,18 @@
 (``python -m patchlane.evidence.runner``).
 
 The parent (:func:`patchlane.evidence.reproduce.run_case`) sets ``PATCHLANE_ONLY`` /
-``PATCHLANE_DISABLE``
-so that ``import patchlane`` below applies the overlay, or deliberately does not. The rank writes
-``rank<N>.json`` with its outcome, the stage it reached (bootstrap, import, setup, run, verify),
-timings, peak memory, provenance and the audit of what was applied.
+``PATCHLANE_DISABLE`` so that ``import patchlane`` applies the overlay, or deliberately does
+not. ``python -m`` imports the ``patchlane`` package before this module runs: a failure there
+(a rejected registry in strict mode, a registry plugin that raises) ends the rank before it can
+report, and the parent classifies it as ``bootstrap`` from the exit status and the log. From
+here on the rank writes ``rank<N>.json`` with its outcome, the stage it reached (bootstrap,
+import, setup, run, verify), timings, peak memory, provenance and the audit of what was applied.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import sys
 import time
@@ -20,14 +21,22 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import patchlane
+from patchlane import _startup
+from patchlane.audit import Outcome
+from patchlane.evidence.provenance import environment_overlay, runtime
+from patchlane.evidence.record import verify_distribution
+from patchlane.evidence.reproduce import LANES, Lane, Mode, ReproContext, RunOutcome, parse_lane
+from patchlane.files import atomic_write_json
+from patchlane.loading import load_file
 
-def _write(workdir: Path, rank: int, data: dict[str, Any]) -> None:
-    tmp = workdir / f".rank{rank}.json.tmp"
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, workdir / f"rank{rank}.json")
+__all__ = ["main"]
+
+# What the audit must say for this entry once the reproducer ran, per mode.
+_WITHOUT_OK = (Outcome.SKIPPED_DISABLED, Outcome.RETIRED)
 
 
-def _peak_memory(lane: str) -> dict[str, Any]:
+def _peak_memory(lane: Lane) -> dict[str, Any]:
     # ru_maxrss is KiB on Linux: the peak resident set of this rank's interpreter.
     peak: dict[str, Any] = {"rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                                               / 1024, 1)}
@@ -37,20 +46,33 @@ def _peak_memory(lane: str) -> dict[str, Any]:
     return peak
 
 
+def _audited(decision: dict[str, Any]) -> Outcome | None:
+    """The outcome the audit recorded for the entry (None before any decision)."""
+    outcome = (decision["decision"] or {}).get("outcome")
+    return None if outcome is None else Outcome(outcome)
+
+
+def _said(outcome: Outcome | None) -> str:
+    """How an error message quotes an audited outcome: as the audit writes it."""
+    return repr(None if outcome is None else outcome.value)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="patchlane.evidence.runner")
     parser.add_argument("--entry", required=True)
-    parser.add_argument("--mode", choices=("with", "without"), required=True)
-    parser.add_argument("--lane", default="cpu")
+    parser.add_argument("--mode", choices=[m.value for m in Mode], required=True)
+    parser.add_argument("--lane", choices=LANES, default="cpu")
     parser.add_argument("--rank", type=int, default=0)
     parser.add_argument("--world-size", type=int, default=1)
     parser.add_argument("--workdir", type=Path, required=True)
     args = parser.parse_args(argv)
+    mode, lane = Mode(args.mode), parse_lane(args.lane)
     stage = "bootstrap"
     timings: dict[str, float] = {}
     clock = time.monotonic()
-    result: dict[str, Any] = {"entry_id": args.entry, "mode": args.mode, "lane": args.lane,
+    result: dict[str, Any] = {"entry_id": args.entry, "mode": mode.value, "lane": lane,
                               "rank": args.rank}
+    outcome = RunOutcome.ERROR
 
     def lap(name: str) -> None:
         nonlocal clock
@@ -59,19 +81,14 @@ def main(argv: list[str] | None = None) -> int:
         clock = now
 
     try:
-        import patchlane
-        from patchlane import _startup
-        from patchlane.evidence.reproduce import Mode, ReproContext
-        from patchlane.importer import _load_file
-
-        lane = _startup.current()
-        entry = lane.registry.get(args.entry)
-        assert entry.reproducer is not None
+        entry = _startup.current().registry.get(args.entry)
+        if entry.reproducer is None:
+            raise LookupError(f"registry entry {entry.id!r} declares no reproducer")
         lap("bootstrap")
         stage = "import"
-        module = _load_file(entry.id, "reproducer", entry.reproducer)
+        module = load_file(entry.id, "reproducer", entry.reproducer)
         ctx = ReproContext(
-            entry_id=entry.id, mode=Mode(args.mode), lane=args.lane, rank=args.rank,
+            entry_id=entry.id, mode=mode, lane=lane, rank=args.rank,
             world_size=args.world_size, workdir=args.workdir,
             init_method=(args.workdir / "rendezvous").resolve().as_uri(),
         )
@@ -84,52 +101,51 @@ def main(argv: list[str] | None = None) -> int:
         stage = "run"
         try:
             module.run(ctx)
-            outcome, message = "pass", "reproducer passed"
+            outcome, message = RunOutcome.PASS, "reproducer passed"
         except AssertionError as exc:
-            outcome, message = "fail", str(exc) or "assertion failed"
+            outcome, message = RunOutcome.FAIL, str(exc) or "assertion failed"
             result["traceback"] = traceback.format_exc()
         lap("run")
         stage = "verify"
         report = patchlane.report()
         decision = next(e for e in report["entries"] if e["id"] == entry.id)
         result["audit"] = decision
-        outcome_seen = (decision["decision"] or {}).get("outcome")
-        if args.mode == "with":
-            if outcome_seen == "upstream-fixed":
+        seen = _audited(decision)
+        if mode is Mode.WITH:
+            if seen is Outcome.UPSTREAM_FIXED:
                 message += " (overlay stayed out: probe reports upstream-fixed)"
-            elif outcome_seen != "applied":
-                raise RuntimeError(f"expected the overlay applied, audit says {outcome_seen!r}")
+            elif seen is not Outcome.APPLIED:
+                raise RuntimeError(f"expected the overlay applied, audit says {_said(seen)}")
             elif decision["hits"] < 1:
                 raise RuntimeError("the overlay was applied but never ran: the reproducer does "
                                    "not exercise the patched code")
-        elif outcome_seen not in ("skipped: disabled", "retired") or decision["applied"]:
-            raise RuntimeError(f"expected the overlay disabled, audit says {outcome_seen!r}")
+        elif seen not in _WITHOUT_OK or decision["applied"]:
+            raise RuntimeError(f"expected the overlay disabled, audit says {_said(seen)}")
         if args.rank == 0:
-            from patchlane.evidence.provenance import environment_overlay, runtime
-            from patchlane.evidence.record import verify_distribution
-
             result["runtime"] = runtime([entry.target.distribution, "torch"])
             result["record"] = verify_distribution(entry.target.distribution).as_dict()
             result["environment"] = environment_overlay()
         lap("verify")
-        result.update(outcome=outcome, message=message, stage="")
+        result.update(outcome=outcome.value, message=message, stage="")
     except BaseException as exc:  # torch's CheckpointException is a BaseException
         if isinstance(exc, KeyboardInterrupt):
             raise
         low = str(exc).lower()
         oom = isinstance(exc, MemoryError) or "out of memory" in low
         lap(stage)
-        result.update(outcome="error", stage="oom" if oom else stage,
+        outcome = RunOutcome.ERROR
+        result.update(outcome=outcome.value, stage="oom" if oom else stage,
                       message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
         # Into the rank log as well, as an uncaught exception would be: the log tail the sweep
         # puts in the receipt then shows the why for every error, reported or not.
         sys.stderr.write(result["traceback"])
         sys.stderr.flush()
     result["timings"] = timings
-    result["peak_memory"] = _peak_memory(args.lane)
-    _write(args.workdir, args.rank, result)
+    result["peak_memory"] = _peak_memory(lane)
+    atomic_write_json(args.workdir / f"rank{args.rank}.json", result)
     print(json.dumps({k: result.get(k) for k in ("outcome", "stage", "message")}))
-    return {"pass": 0, "fail": 1}.get(result["outcome"], 2)
+    # The parent reads the JSON; the status is for a person running one rank by hand.
+    return outcome.exit_code
 
 
 if __name__ == "__main__":

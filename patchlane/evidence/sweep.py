@@ -1,37 +1,31 @@
 """The sweep: every active entry's reproducer without and with its overlay, per lane and world
 size, in parallel, into a run directory with a manifest, receipts and reports.
 
-Verdict per (entry, lane, world size):
-
-``guarding``        fails without the overlay, passes with it: the patch is needed and works.
-``upstream-fixed``  passes without the overlay: a retirement candidate (not a failure).
-``broken``          fails with the overlay.
-``error``           a case could not give a verdict (bootstrap, import, setup, run, verify,
-                    timeout, crash, oom).
-``skipped``         the gate excludes the installed release, or the lane is unavailable.
+One :class:`~patchlane.evidence.verdicts.Verdict` per (entry, lane, world size): guarding,
+upstream-fixed, broken, error or skipped (see :mod:`patchlane.evidence.verdicts`).
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import enum
 import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from ..exit_codes import ExitCode
 from ..gates import check_gate
 from ..registry import Entry, Kind, Registry
 from .manifest import CaseState, RunDir, case_id, now
-from .reproduce import CaseResult, Mode, RunOutcome, read_spec, run_case
+from .reproduce import CaseResult, Lane, Mode, RunOutcome, parse_lane, read_spec, run_case
+from .verdicts import Verdict
 
 __all__ = [
-    "EXIT_BROKEN",
-    "EXIT_ERROR",
+    "CaseView",
     "Shard",
     "SweepEvent",
     "Verdict",
@@ -42,23 +36,11 @@ __all__ = [
     "verdict_of",
 ]
 
-EXIT_BROKEN = 10
-EXIT_ERROR = 11
-EXIT_BROKEN_AND_ERROR = 12
-
-
-class Verdict(str, enum.Enum):
-    GUARDING = "guarding"
-    UPSTREAM_FIXED = "upstream-fixed"
-    BROKEN = "broken"
-    ERROR = "error"
-    SKIPPED = "skipped"
-
 
 @dataclass
 class VerdictRow:
     entry_id: str
-    lane: str
+    lane: Lane
     world_size: int
     verdict: Verdict
     reason: str
@@ -106,26 +88,39 @@ class Shard:
         return position % self.count == self.index - 1
 
 
+class CaseView(NamedTuple):
+    """What a verdict needs of one case: a :class:`CaseResult`, or a manifest case record."""
+
+    outcome: RunOutcome
+    stage: str
+    message: str
+
+    @classmethod
+    def of(cls, case: CaseResult | Mapping[str, Any]) -> CaseView:
+        if isinstance(case, CaseResult):
+            return cls(case.outcome, case.stage, case.message)
+        try:
+            outcome = RunOutcome(case.get("outcome"))
+        except ValueError:
+            # A finished case always records its outcome: this manifest was edited by hand.
+            return cls(RunOutcome.ERROR, str(case.get("stage") or "verify"),
+                       f"the case records no valid outcome ({case.get('outcome')!r})")
+        return cls(outcome, str(case.get("stage") or ""), str(case.get("message", "")))
+
+
 def verdict_of(without: CaseResult | Mapping[str, Any],
                with_: CaseResult | Mapping[str, Any]) -> tuple[Verdict, str]:
-    w, o = _fields(without), _fields(with_)
-    if w["outcome"] == "error":
-        return Verdict.ERROR, f"without overlay: {w['stage']}: {w['message']}"
-    if o["outcome"] == "error":
-        return Verdict.ERROR, f"with overlay: {o['stage']}: {o['message']}"
-    if o["outcome"] == "fail":
-        return Verdict.BROKEN, f"fails with the overlay: {o['message']}"
-    if w["outcome"] == "pass":
+    w, o = CaseView.of(without), CaseView.of(with_)
+    if w.outcome is RunOutcome.ERROR:
+        return Verdict.ERROR, f"without overlay: {w.stage}: {w.message}"
+    if o.outcome is RunOutcome.ERROR:
+        return Verdict.ERROR, f"with overlay: {o.stage}: {o.message}"
+    if o.outcome is RunOutcome.FAIL:
+        return Verdict.BROKEN, f"fails with the overlay: {o.message}"
+    if w.outcome is RunOutcome.PASS:
         return (Verdict.UPSTREAM_FIXED,
                 "passes without the overlay: retirement candidate (reproducer stays as a guard)")
-    return Verdict.GUARDING, f"fails without ({w['message'][:80]}), passes with"
-
-
-def _fields(case: CaseResult | Mapping[str, Any]) -> dict[str, str]:
-    if isinstance(case, CaseResult):
-        return {"outcome": case.outcome.value, "stage": case.stage, "message": case.message}
-    return {"outcome": str(case.get("outcome")), "stage": str(case.get("stage") or ""),
-            "message": str(case.get("message", ""))}
+    return Verdict.GUARDING, f"fails without ({w.message[:80]}), passes with"
 
 
 def cuda_devices() -> int:
@@ -142,12 +137,13 @@ def cuda_devices() -> int:
         return 0
 
 
-def exit_code(rows: Iterable[VerdictRow]) -> int:
+def exit_code(rows: Iterable[VerdictRow]) -> ExitCode:
     verdicts = {r.verdict for r in rows}
     broken, error = Verdict.BROKEN in verdicts, Verdict.ERROR in verdicts
     if broken and error:
-        return EXIT_BROKEN_AND_ERROR
-    return EXIT_BROKEN if broken else EXIT_ERROR if error else 0
+        return ExitCode.SWEEP_BROKEN_AND_ERROR
+    return (ExitCode.SWEEP_BROKEN if broken else ExitCode.SWEEP_ERROR if error
+            else ExitCode.OK)
 
 
 # -- planning ----------------------------------------------------------------------------------
@@ -157,7 +153,7 @@ def _sweepable(entry: Entry) -> bool:
     return entry.kind is Kind.SOURCE_PATCH and entry.reproducer is not None
 
 
-def plan(registry: Registry, lanes: list[str], gpus: int, only: set[str] | None,
+def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | None,
          shard: Shard) -> list[dict[str, Any]]:
     """Rows (entry x lane x world size) this shard owns, each with a skip reason or none."""
     rows: list[dict[str, Any]] = []
@@ -193,7 +189,7 @@ class SweepEvent:
     state: CaseState
     done: int
     total: int
-    outcome: str | None = None
+    outcome: RunOutcome | None = None
 
 
 def run_sweep(
@@ -210,7 +206,7 @@ def run_sweep(
 
     header = run.manifest
     entries = {e.id: e for e in registry.entries}
-    queued = [cid for cid, case in run.cases() if case["state"] == CaseState.QUEUED.value]
+    queued = [cid for cid, _ in run.cases() if run.state(cid) is CaseState.QUEUED]
     total = len(run.manifest["cases"])
     done = total - len(queued)
     counter = threading.Lock()
@@ -226,22 +222,19 @@ def run_sweep(
         # One work dir per attempt: ranks orphaned by a killed sweep can never write into the
         # directory of the attempt that replaces them.
         workdir = run.case_dir(cid) / f"attempt{run.manifest['cases'][cid]['attempts']}"
-        result = run_case(entry, Mode(case["mode"]), lane=case["lane"],
+        result = run_case(entry, Mode(case["mode"]), lane=parse_lane(case["lane"], cid),
                           world_size=case["world_size"], timeout=timeout,
                           workdir=workdir, env=env, flat=True)
         receipt = build_receipt(run_id=header["run_id"], case_id=cid, entry=entry,
                                 result=result, started=started, finished=now(), header=header)
-        path = run.write_receipt(cid, receipt)
-        state = {RunOutcome.PASS: CaseState.OK, RunOutcome.FAIL: CaseState.FAILED,
-                 RunOutcome.ERROR: CaseState.ERROR}[result.outcome]
-        run.transition(cid, state, outcome=result.outcome.value, stage=result.stage or None,
-                       message=result.message, seconds=round(result.seconds, 3),
-                       receipt=str(path.relative_to(run.path)))
+        run.write_receipt(cid, receipt)
+        state = run.record_finished(cid, result.outcome, result.stage, result.message,
+                                    result.seconds)
         with counter:
             done += 1
             finished = done
         if on_event:
-            on_event(SweepEvent(cid, state, finished, total, result.outcome.value))
+            on_event(SweepEvent(cid, state, finished, total, result.outcome))
 
     with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for future in [pool.submit(one, cid) for cid in queued]:
@@ -253,22 +246,24 @@ def verdicts(run: RunDir) -> list[VerdictRow]:
     rows = []
     cases = dict(run.cases())
     for row in run.manifest["rows"]:
-        out = VerdictRow(row["entry_id"], row["lane"], row["world_size"], Verdict.SKIPPED,
+        lane = parse_lane(row["lane"], f"{run.path / 'manifest.json'}: rows")
+        out = VerdictRow(row["entry_id"], lane, row["world_size"], Verdict.SKIPPED,
                          row["skip"] or "", row.get("installed"))
         if row["skip"] is None:
-            ids = {m: case_id(row["entry_id"], row["lane"], row["world_size"], m)
-                   for m in ("without", "with")}
+            ids = {m: case_id(row["entry_id"], lane, row["world_size"], m)
+                   for m in (Mode.WITHOUT, Mode.WITH)}
             present = {m: cases[c] for m, c in ids.items() if c in cases}
-            if "without" not in present or not all(CaseState(c["state"]).finished
-                                                   for c in present.values()):
+            if Mode.WITHOUT not in present or not all(CaseState(c["state"]).finished
+                                                      for c in present.values()):
                 out.verdict, out.reason = Verdict.ERROR, "case did not finish (resume the run)"
             else:
-                if "with" in present:
-                    out.verdict, out.reason = verdict_of(present["without"], present["with"])
+                if Mode.WITH in present:
+                    out.verdict, out.reason = verdict_of(present[Mode.WITHOUT],
+                                                         present[Mode.WITH])
                 else:  # a retired entry: the regression guard only
-                    out.verdict, out.reason = _guard_verdict(present["without"])
-                out.receipts = {m: case["receipt"] for m, case in present.items()}
-                receipt = run.read_receipt(ids["without"])
+                    out.verdict, out.reason = _guard_verdict(present[Mode.WITHOUT])
+                out.receipts = {m.value: case["receipt"] for m, case in present.items()}
+                receipt = run.read_receipt(ids[Mode.WITHOUT])
                 out.comparison_key = receipt["comparison_key"]
                 dists = receipt["provenance"]["runtime"].get("distributions") or {}
                 out.installed = dists.get(_distribution(receipt)) or out.installed
@@ -278,12 +273,12 @@ def verdicts(run: RunDir) -> list[VerdictRow]:
     return rows
 
 
-def _failing_tail(run: RunDir, ids: Mapping[str, str],
-                  present: Mapping[str, Mapping[str, Any]]) -> str | None:
+def _failing_tail(run: RunDir, ids: Mapping[Mode, str],
+                  present: Mapping[Mode, Mapping[str, Any]]) -> str | None:
     # The case the reason names: without first, as in verdict_of. Receipts from before the
     # field existed have no tail; the reason alone stands then.
-    mode = next((m for m in ("without", "with")
-                 if m in present and present[m].get("outcome") == "error"), None)
+    mode = next((m for m in (Mode.WITHOUT, Mode.WITH)
+                 if m in present and CaseView.of(present[m]).outcome is RunOutcome.ERROR), None)
     if mode is None:
         return None
     tail = run.read_receipt(ids[mode]).get("stderr_tail")
@@ -292,12 +287,12 @@ def _failing_tail(run: RunDir, ids: Mapping[str, str],
 
 def _guard_verdict(without: Mapping[str, Any]) -> tuple[Verdict, str]:
     """A retired entry: only the regression guard (without the overlay) runs."""
-    f = _fields(without)
-    if f["outcome"] == "error":
-        return Verdict.ERROR, f"without overlay: {f['stage']}: {f['message']}"
-    if f["outcome"] == "fail":
+    w = CaseView.of(without)
+    if w.outcome is RunOutcome.ERROR:
+        return Verdict.ERROR, f"without overlay: {w.stage}: {w.message}"
+    if w.outcome is RunOutcome.FAIL:
         return Verdict.BROKEN, f"retired entry regressed: fails without the overlay again: " \
-                               f"{f['message']}"
+                               f"{w.message}"
     return Verdict.UPSTREAM_FIXED, "retired; the regression guard passes without the overlay"
 
 
@@ -306,11 +301,12 @@ def _distribution(receipt: Mapping[str, Any]) -> str | None:
     return record.get("distribution")
 
 
-def new_run(registry: Registry, path: Path, *, lanes: list[str] | None, only: Iterable[str] | None,
-            shard: Shard, header: dict[str, Any]) -> RunDir:
+def new_run(registry: Registry, path: Path, *, lanes: Iterable[Lane] | None,
+            only: Iterable[str] | None, shard: Shard, header: dict[str, Any]) -> RunDir:
     """Plan a sweep into a fresh run directory: rows, then both modes of each runnable row."""
-    gpus = cuda_devices() if lanes is None or "cuda" in lanes else 0
-    wanted = list(lanes) if lanes else (["cpu", "cuda"] if gpus else ["cpu"])
+    asked: list[Lane] | None = list(lanes) if lanes is not None else None
+    gpus = cuda_devices() if asked is None or "cuda" in asked else 0
+    wanted: list[Lane] = asked if asked else (["cpu", "cuda"] if gpus else ["cpu"])
     run = RunDir.create(path, {**header, "lanes": wanted, "shard": str(shard),
                                "cuda_devices": gpus})
     rows = plan(registry, wanted, gpus, set(only) if only else None, shard)
@@ -321,15 +317,15 @@ def new_run(registry: Registry, path: Path, *, lanes: list[str] | None, only: It
         if row["skip"] is None:
             # A retired entry's overlay is never applied: its reproducer runs without it only,
             # as the regression guard that upstream stays fixed.
-            modes = ("without",) if row["entry_id"] in retired else ("without", "with")
+            modes = (Mode.WITHOUT,) if row["entry_id"] in retired else (Mode.WITHOUT, Mode.WITH)
             for mode in modes:
                 cid = case_id(row["entry_id"], row["lane"], row["world_size"], mode)
                 run.add_case(cid, {"entry_id": row["entry_id"], "lane": row["lane"],
-                                   "world_size": row["world_size"], "mode": mode})
+                                   "world_size": row["world_size"], "mode": mode.value})
     return run
 
 
-def sweep(registry: Registry, *, lanes: Iterable[str] | None = None,
+def sweep(registry: Registry, *, lanes: Iterable[Lane] | None = None,
           only: Iterable[str] | None = None, timeout: float = 600.0, jobs: int = 1,
           run_dir: Path | None = None) -> list[VerdictRow]:
     """Convenience for tests and the pytest plugin: plan + run into a (temporary) run dir."""

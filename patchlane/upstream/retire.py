@@ -2,24 +2,28 @@
 
 A retirement needs, as the entry's ``retire_when`` asks:
 
-* upstream: the PR merged and in a release (``patchlane upstream``), and when ``release`` is set,
-  a release the gate can name;
+* upstream: the PR merged and in a release (``patchlane upstream``: a
+  :class:`~patchlane.upstream.records.TrackReport` whose state is
+  :attr:`UpstreamState.RELEASED <patchlane.upstream.records.UpstreamState.RELEASED>`), and when
+  ``release`` is set, a release the gate can name;
 * the sweep: a run directory where the reproducer *passes without the overlay* on such a
-  release (verdict ``upstream-fixed``);
-* the probe (``probe: true``): in that run, the overlay stayed out because the probe said so.
+  release (:attr:`Verdict.UPSTREAM_FIXED <patchlane.evidence.verdicts.Verdict.UPSTREAM_FIXED>`)
+  and no case is broken or in error;
+* the probe (``probe: true``): in that run, the overlay stayed out because the probe said so
+  (the with-overlay receipt's decision is :attr:`Outcome.UPSTREAM_FIXED
+  <patchlane.audit.Outcome.UPSTREAM_FIXED>`).
 
 ``retire`` rewrites only the entry's own lines in ``registry.yaml`` (status, date,
 ``applied_upstream``, the evidence), byte for byte preserving comments, order and formatting of
-the rest of the file; the result is validated before it replaces the file. Overlay and
-reproducer stay: the reproducer keeps guarding in the sweep. ``delete`` (only of a retired entry)
-is its own command.
+the rest of the file; the result is validated before it replaces the file, atomically
+(:func:`patchlane.files.atomic_write`). Overlay and reproducer stay: the reproducer keeps
+guarding in the sweep. ``delete`` (only of a retired entry) is its own command.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,21 +31,47 @@ from typing import Any
 
 import yaml
 
+from ..audit import Outcome
 from ..errors import PatchlaneError
+from ..evidence.verdicts import Verdict
+from ..exit_codes import ExitCode
+from ..files import atomic_write
 from ..registry import Entry, Kind, Status, parse_registry
+from .records import TrackReport, UpstreamState
 
-__all__ = ["Evidence", "RetireError", "delete_entry", "evaluate", "retire_entry"]
+__all__ = ["Evidence", "RetireError", "SweepRow", "delete_entry", "evaluate", "read_sweep_rows",
+           "retire_entry"]
 
 
 class RetireError(PatchlaneError):
-    exit_code = 15
+    exit_code = ExitCode.RETIREMENT_REFUSED
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One (entry, lane, world size) row of a sweep run directory, as retirement weighs it."""
+
+    run: str
+    lane: str
+    world_size: int
+    verdict: Verdict
+    installed: str | None
+    """The release the reproducer ran against (None when the sweep could not tell)."""
+    probe: Outcome | None
+    """The decision in the with-overlay receipt (``upstream-fixed`` when the probe kept the
+    overlay out); None without such a receipt."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "lane": self.lane, "world_size": self.world_size,
+                "verdict": self.verdict.value, "installed": self.installed,
+                "probe": None if self.probe is None else self.probe.value}
 
 
 @dataclass
 class Evidence:
     entry_id: str
-    upstream: dict[str, Any] | None = None
-    sweep: list[dict[str, Any]] = field(default_factory=list)
+    upstream: TrackReport | None = None
+    sweep: list[SweepRow] = field(default_factory=list)
     released_in: str | None = None
     missing: list[str] = field(default_factory=list)
 
@@ -51,60 +81,89 @@ class Evidence:
 
     def as_dict(self) -> dict[str, Any]:
         return {"entry_id": self.entry_id, "ready": self.ready, "missing": self.missing,
-                "released_in": self.released_in, "upstream": self.upstream,
-                "sweep": self.sweep}
+                "released_in": self.released_in,
+                "upstream": None if self.upstream is None else self.upstream.as_dict(),
+                "sweep": [row.as_dict() for row in self.sweep]}
 
 
-def _sweep_rows(entry: Entry, run_dir: Path) -> list[dict[str, Any]]:
-    index = json.loads((run_dir / "index.json").read_text(encoding="utf-8"))
+def read_sweep_rows(entry: Entry, run_dir: Path) -> list[SweepRow]:
+    """``entry``'s rows in the run directory ``run_dir`` (its ``index.json``, and for the
+    probe, each row's with-overlay receipt). A file that is not what ``patchlane sweep``
+    writes raises :class:`RetireError` naming it."""
+    index_path = run_dir / "index.json"
+    index = _read_json(index_path)
     rows = []
-    for row in index["rows"]:
-        if row["entry_id"] != entry.id:
-            continue
-        probe = None
-        with_receipt = (row.get("receipts") or {}).get("with")
-        if with_receipt:
-            receipt = json.loads((run_dir / with_receipt).read_text(encoding="utf-8"))
-            probe = ((receipt.get("audit") or {}).get("decision") or {}).get("outcome")
-        rows.append({"run": index["run_id"], "lane": row["lane"],
-                     "world_size": row["world_size"], "verdict": row["verdict"],
-                     "installed": row.get("installed"), "probe": probe})
+    try:
+        for row in index["rows"]:
+            if row["entry_id"] != entry.id:
+                continue
+            try:
+                verdict = Verdict.parse(row["verdict"], where=f"{index_path}: {entry.id}")
+            except ValueError as exc:
+                raise RetireError(str(exc)) from None
+            with_receipt = (row.get("receipts") or {}).get("with")
+            probe = _probe_outcome(run_dir / with_receipt) if with_receipt else None
+            rows.append(SweepRow(run=index["run_id"], lane=row["lane"],
+                                 world_size=row["world_size"], verdict=verdict,
+                                 installed=row.get("installed"), probe=probe))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise RetireError(f"{index_path}: not a sweep index ({type(exc).__name__}: {exc}). "
+                          "Fix: pass a run directory written by `patchlane sweep`") from None
     return rows
 
 
-def evaluate(entry: Entry, upstream: dict[str, Any] | None,
+def _probe_outcome(receipt_path: Path) -> Outcome | None:
+    receipt = _read_json(receipt_path)
+    outcome = ((receipt.get("audit") or {}).get("decision") or {}).get("outcome")
+    if outcome is None:
+        return None
+    try:
+        return Outcome(outcome)
+    except ValueError:
+        raise RetireError(f"{receipt_path}: decision outcome {outcome!r} is not one of "
+                          f"{[o.value for o in Outcome]}") from None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both
+        raise RetireError(f"{path}: not JSON ({exc}). Fix: pass a run directory written by "
+                          "`patchlane sweep`") from None
+
+
+def evaluate(entry: Entry, upstream: TrackReport | None,
              run_dirs: list[Path]) -> Evidence:
     """Combine tracking and sweep evidence against ``entry.retire_when``."""
     evidence = Evidence(entry.id, upstream=upstream)
     when = entry.retire_when
     if upstream is not None:
-        evidence.released_in = upstream.get("released_in")
+        evidence.released_in = upstream.released_in
     needs_upstream = when.upstream_released or when.release is not None or bool(entry.upstream.pr)
     if needs_upstream:
         if upstream is None:
             evidence.missing.append("upstream tracking (run without --skip-upstream)")
-        elif upstream.get("verdict") != "released":
-            evidence.missing.append(f"upstream: {upstream.get('verdict')}: "
-                                    f"{upstream.get('reason', '')}")
-        elif when.release is not None and not upstream.get("gate_names_release"):
+        elif upstream.verdict is not UpstreamState.RELEASED:
+            evidence.missing.append(f"upstream: {upstream.verdict.value}: {upstream.reason}")
+        elif when.release is not None and not upstream.gate_names_release:
             evidence.missing.append(f"upstream released the fix in "
                                     f"{evidence.released_in}, which retire_when.release "
                                     f"{when.release} does not name")
     if entry.kind is Kind.SOURCE_PATCH and entry.reproducer is not None:
         for run_dir in run_dirs:
-            evidence.sweep.extend(_sweep_rows(entry, run_dir))
-        fixed = [r for r in evidence.sweep if r["verdict"] == "upstream-fixed"
-                 and (when.release is None or (r["installed"] and
-                                               when.release.contains(r["installed"],
+            evidence.sweep.extend(read_sweep_rows(entry, run_dir))
+        fixed = [r for r in evidence.sweep if r.verdict is Verdict.UPSTREAM_FIXED
+                 and (when.release is None or (r.installed and
+                                               when.release.contains(r.installed,
                                                                      prereleases=True)))]
         if not fixed:
-            seen = sorted({f"{r['verdict']}@{r['installed']}" for r in evidence.sweep})
+            seen = sorted({f"{r.verdict.value}@{r.installed}" for r in evidence.sweep})
             evidence.missing.append(
                 "sweep: no run shows the reproducer passing without the overlay on a fixed "
                 f"release (seen: {seen or 'no run directory given: --evidence RUN_DIR'})")
-        elif when.probe and not any(r["probe"] == "upstream-fixed" for r in fixed):
+        elif when.probe and not any(r.probe is Outcome.UPSTREAM_FIXED for r in fixed):
             evidence.missing.append("probe: no run where the probe reported upstream-fixed")
-        broken = [r for r in evidence.sweep if r["verdict"] in ("broken", "error")]
+        broken = [r for r in evidence.sweep if r.verdict in (Verdict.BROKEN, Verdict.ERROR)]
         if broken:
             evidence.missing.append(f"sweep: {len(broken)} case(s) broken or in error")
     return evidence
@@ -155,12 +214,15 @@ def _child_end(lines: list[str], at: int, end: int, indent: int) -> int:
     return j
 
 
+def _read_as_stored(path: Path) -> str:
+    # Not read_text(): its universal newlines would turn a CRLF file into LF, and the rest of
+    # the file must stay byte-identical.
+    return path.read_bytes().decode("utf-8")
+
+
 def _write_validated(path: Path, text: str) -> None:
     parse_registry(path, text)  # refuse to write anything the loader would reject
-    tmp = path.with_name(f".{path.name}.patchlane.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.chmod(tmp, path.stat().st_mode & 0o7777)
-    os.replace(tmp, path)
+    atomic_write(path, text)  # keeps the file's permissions; fsyncs the file and directory
 
 
 def _scalar(value: str) -> str:
@@ -173,7 +235,7 @@ def retire_entry(entry: Entry, *, date: _dt.date, applied_upstream: str | None,
     path = entry.source
     if entry.status is Status.RETIRED:
         raise RetireError(f"{path}: entry {entry.id!r} is already retired")
-    raw = path.read_text(encoding="utf-8")
+    raw = _read_as_stored(path)
     lines = raw.splitlines(keepends=True)
     newline = "\r\n" if raw.endswith("\r\n") else "\n"
     start, end, indent = _block(lines, entry.id, path)
@@ -226,7 +288,7 @@ def delete_entry(entry: Entry) -> str:
     if entry.status is not Status.RETIRED:
         raise RetireError(f"{path}: entry {entry.id!r} is {entry.status.value}; only a retired "
                           f"entry can be deleted (`patchlane retire {entry.id}` first)")
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines = _read_as_stored(path).splitlines(keepends=True)
     start, end, _ = _block(lines, entry.id, path)
     del lines[start:end]  # comments around it stay: they may belong to a section
     text = "".join(lines)

@@ -10,13 +10,8 @@ from pathlib import Path
 import pytest
 
 from patchlane.evidence.reproduce import Mode, RunOutcome, read_spec, run_case
-from patchlane.evidence.sweep import (
-    EXIT_BROKEN,
-    EXIT_ERROR,
-    Verdict,
-    exit_code,
-    sweep,
-)
+from patchlane.evidence.sweep import Verdict, exit_code, sweep
+from patchlane.exit_codes import ExitCode
 from patchlane.registry import load_registries
 
 from ..conftest import FakeTarget
@@ -161,8 +156,8 @@ def run(ctx):
 @pytest.mark.parametrize(
     ("verdicts", "code"),
     [([Verdict.GUARDING, Verdict.UPSTREAM_FIXED, Verdict.SKIPPED], 0),
-     ([Verdict.GUARDING, Verdict.BROKEN], EXIT_BROKEN),
-     ([Verdict.ERROR], EXIT_ERROR),
+     ([Verdict.GUARDING, Verdict.BROKEN], ExitCode.SWEEP_BROKEN),
+     ([Verdict.ERROR], ExitCode.SWEEP_ERROR),
      ([Verdict.BROKEN, Verdict.ERROR], 12)],
 )
 def test_exit_codes(verdicts: list[Verdict], code: int) -> None:
@@ -214,7 +209,7 @@ def test_a_passing_case_has_no_tail(fake_target: FakeTarget) -> None:
 
 
 def test_the_tail_is_bounded_printable_and_redacted(tmp_path: Path) -> None:
-    from patchlane.evidence.reproduce import TAIL_CHARS, TAIL_LINES, _tail
+    from patchlane.evidence.reproduce import TAIL_CHARS, TAIL_LINES, log_tail
 
     log = tmp_path / "rank0.log"
     with log.open("wb") as fh:
@@ -224,13 +219,13 @@ def test_the_tail_is_bounded_printable_and_redacted(tmp_path: Path) -> None:
         fh.write(bytes(range(256)) + b"\n")
         fh.write(b"    ^^^^^^^^^^\n")
         fh.write(b"ValueError: bad token=abcdef123 from s3cr3t-value\n")
-    tail = _tail(log, {"MY_API_TOKEN": "s3cr3t-value"})
+    tail = log_tail(log, {"MY_API_TOKEN": "s3cr3t-value"})
     assert len(tail.splitlines()) <= TAIL_LINES and len(tail) <= TAIL_CHARS
     assert tail.splitlines()[-1] == "ValueError: bad token=*** from ***"
     assert "^^^" not in tail
     assert not any(c < " " and c not in "\t\n" for c in tail)
     # one enormous line is cut to size too
     log.write_bytes(b"y" * 5_000_000)
-    tail = _tail(log, {})
+    tail = log_tail(log, {})
     assert len(tail) == TAIL_CHARS and tail.startswith("…")
-    assert _tail(tmp_path / "missing.log", {}) == ""
+    assert log_tail(tmp_path / "missing.log", {}) == ""

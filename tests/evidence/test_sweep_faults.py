@@ -18,7 +18,8 @@ import yaml
 from patchlane.evidence.manifest import RunDir
 from patchlane.evidence.receipts import validate
 from patchlane.evidence.reports import compare, load_index, write_reports
-from patchlane.evidence.sweep import EXIT_ERROR, Shard, Verdict, new_run, run_sweep
+from patchlane.evidence.sweep import Shard, Verdict, new_run, run_sweep
+from patchlane.exit_codes import ExitCode
 from patchlane.registry import load_registries
 
 from ..conftest import OVERLAY_SOURCE, FakeTarget
@@ -281,7 +282,7 @@ def test_a_rank_that_dies_before_reporting_says_why_without_secrets(
     cli = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir",
                           str(tmp_path / "cli"), "--quiet"],
                          env=env, capture_output=True, text=True, timeout=120)
-    assert cli.returncode == EXIT_ERROR, cli.stdout + cli.stderr
+    assert cli.returncode == ExitCode.SWEEP_ERROR, cli.stdout + cli.stderr
     assert (f"error {row.key}: without overlay: bootstrap: rank 0 exited 1 before reporting: "
             "RuntimeError: registry plugin exploded: distinctive-marker-4711") in cli.stdout
     assert "  | retrying with ***\n" in cli.stdout

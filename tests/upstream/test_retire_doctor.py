@@ -19,8 +19,7 @@ from patchlane.evidence.matrix import install_dir
 from patchlane.registry import Status, load_registries
 
 from ..conftest import FakeTarget
-from .test_tracking import FakeUpstream
-from .test_tracking import upstream as upstream
+from .fake_upstream import PR_PATH, FakeUpstream, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = "mcore_rerun_sentinel"
@@ -28,12 +27,12 @@ ENTRY = "mcore_rerun_sentinel"
 
 @pytest.fixture
 def registry_copy(tmp_path: Path) -> Iterator[Path]:
-    """The real default registry with its overlays and reproducers, in a scratch dir."""
+    """The real default registry with its overlays, reproducers and checks, in a scratch dir."""
     root = tmp_path / "reg"
     root.mkdir()
     shutil.copy(ROOT / "registry.yaml", root / "registry.yaml")
-    shutil.copytree(ROOT / "patches", root / "patches")
-    shutil.copytree(ROOT / "reproducers", root / "reproducers")
+    for folder in ("patches", "reproducers", "checks"):  # every file the registry names
+        shutil.copytree(ROOT / folder, root / folder)
     yield root / "registry.yaml"
 
 
@@ -80,8 +79,6 @@ def test_upstream_command_reports_tracking_and_what_retirement_lacks(
 
 def test_upstream_command_reports_server_errors_clearly(registry_copy: Path,
                                                         upstream: FakeUpstream) -> None:
-    from .test_tracking import PR_PATH, Reply
-
     upstream.route(PR_PATH, Reply(404, {"message": "Not Found"}))
     out = cli("upstream", ENTRY, registry=registry_copy, fake=upstream)
     assert out.returncode == 14

@@ -1,0 +1,56 @@
+"""PyPI: which releases of a distribution exist, and when each was first installable."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from packaging.version import InvalidVersion, Version
+
+from .answers import Trace, get_field, parse_timestamp
+from .display import display_url
+from .errors import MalformedResponse
+from .records import Release
+
+if TYPE_CHECKING:
+    from .http import Client
+
+__all__ = ["pypi_releases"]
+
+log = logging.getLogger(__name__)
+
+
+def pypi_releases(client: Client, distribution: str, *,
+                  trace: Trace | None = None) -> list[Release]:
+    """Installable releases of ``distribution`` on PyPI, oldest first (PEP 440 order).
+
+    Yanked files are skipped; a release whose files are all yanked is left out. Prereleases are
+    included (``Release.parsed.is_prerelease`` tells them apart)."""
+    trace = trace if trace is not None else Trace()
+    api = client.pypi_url(f"pypi/{quote(distribution, safe='')}/json")
+    data = trace.get(client, api)
+    releases = get_field(data, "releases", dict, api, "the PyPI project")
+    found: list[Release] = []
+    for version, files in releases.items():
+        try:
+            Version(version)
+        except InvalidVersion:
+            log.debug("%s: skipping non-PEP 440 version %r", distribution, version)
+            continue
+        if not isinstance(files, list):
+            raise MalformedResponse(display_url(api), f"release {version!r} files are "
+                                    f"{type(files).__name__}, expected a list")
+        times = []
+        for file in files:
+            if not isinstance(file, dict) or file.get("yanked"):
+                continue
+            stamp = file.get("upload_time_iso_8601") or file.get("upload_time")
+            if isinstance(stamp, str):
+                moment = parse_timestamp(stamp, api, f"release {version} upload_time")
+                if moment is not None:
+                    times.append(moment)
+        if times:  # a release with no files, or only yanked ones, cannot be installed
+            found.append(Release(version=version, upload_time=min(times)))
+    found.sort(key=lambda r: r.parsed)
+    return found

@@ -1,0 +1,160 @@
+"""Has the fix a registry entry carries landed upstream, and in which release?
+
+For one :class:`~patchlane.registry.Entry`, :func:`track` reads the linked GitHub issue and pull
+request (:mod:`~patchlane.upstream.github`), the distribution's releases on PyPI
+(:mod:`~patchlane.upstream.pypi`), and asks GitHub's compare API which release tag first contains
+the PR's merge commit. The answer is a :class:`~patchlane.upstream.records.TrackReport` whose
+:class:`~patchlane.upstream.records.UpstreamState` says what to do next (wait, chase a closed
+PR, or retire the patch) and whether the entry's ``retire_when.release`` gate can name the
+release that carries the fix.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from packaging.version import Version
+
+from .answers import Trace
+from .display import display_url
+from .errors import MalformedResponse, TagTemplateError, UpstreamError
+from .github import first_tag_containing, issue_state, pr_state, require_kind
+from .pypi import pypi_releases
+from .records import PullState, TrackReport, UpstreamState
+
+if TYPE_CHECKING:
+    from ..registry import Entry
+    from .http import Client
+
+__all__ = ["DEFAULT_TAG_TEMPLATES", "track"]
+
+DEFAULT_TAG_TEMPLATES: Mapping[str, str] = {
+    # How each target's PyPI version maps to the git tag of its upstream repository.
+    "megatron-core": "core_v{version}",
+    "torch": "v{version}",
+    "triton": "v{version}",
+}
+
+
+def track(entry: Entry, client: Client, *, tag_template: str,
+          include_prereleases: bool = False) -> TrackReport:
+    """Where the fix ``entry`` carries stands upstream.
+
+    Method, kept simple on purpose:
+
+    1. read ``upstream.issue`` (if any) and ``upstream.pr``; no PR link -> ``no-upstream-link``;
+       PR open -> ``open``; closed without merge -> ``closed-unmerged``;
+    2. merged: list the final releases on PyPI (prereleases only with
+       ``include_prereleases``) of ``entry.upstream.distribution`` if set, else of
+       ``entry.target.distribution``, uploaded at or after the merge time (a wheel uploaded
+       before the merge cannot carry it);
+    3. in version order, map each to a tag with ``tag_template.format(version=v)`` and ask
+       GitHub's compare API (in the PR's repository) whether the tag contains the merge commit;
+       the first that does is ``released_in`` -> ``released``; none -> ``merged-unreleased``.
+
+    A fix cherry-picked to a release branch lands there as a different commit, so such
+    backports are not detected: the report then names the first release *from the branch the
+    PR merged into*, which errs on the side of retiring later.
+    """
+    _tag(tag_template, "0")  # fail on a bad template before any request
+    trace = Trace()
+    issue = (issue_state(client, entry.upstream.issue, trace=trace) if entry.upstream.issue
+             else None)
+
+    same_dist = entry.upstream.distribution in (None, entry.target.distribution)
+
+    def report(verdict: UpstreamState, reason: str, pr: PullState | None = None,
+               released_in: str | None = None, latest: str | None = None) -> TrackReport:
+        spec = entry.retire_when.release
+        names = (released_in is not None and spec is not None and same_dist
+                 and spec.contains(released_in, prereleases=True))
+        return TrackReport(entry_id=entry.id, issue=issue, pr=pr, released_in=released_in,
+                           latest_release=latest, verdict=verdict, reason=reason,
+                           gate_names_release=names, stale=trace.stale)
+
+    if not entry.upstream.pr:
+        issue_note = (f"; issue #{issue.number} is {issue.state}" if issue is not None else "")
+        return report(UpstreamState.NO_UPSTREAM_LINK,
+                      f"the entry links no upstream pull request{issue_note}. Fix: add "
+                      "upstream.pr once a fix is proposed upstream, so it can be tracked")
+    pr = pr_state(client, entry.upstream.pr, trace=trace)
+    if pr.state == "open":
+        return report(UpstreamState.OPEN, f"PR #{pr.number} is open; keep carrying the patch",
+                      pr)
+    if not pr.merged:
+        return report(UpstreamState.CLOSED_UNMERGED,
+                      f"PR #{pr.number} was closed without merging; keep carrying the patch and "
+                      "point upstream.pr at the change that replaced it (or re-propose it)", pr)
+    owner, repo, _ = require_kind(entry.upstream.pr, "pull")
+    if pr.merge_commit_sha is None:
+        raise MalformedResponse(
+            display_url(client.github_url(f"repos/{owner}/{repo}/pulls/{pr.number}")),
+            "the pull request is merged but has no merge_commit_sha")
+    # The fix may ship in another distribution than the one the entry gates (a numpy pin
+    # fixed in triton): upstream.distribution names it.
+    dist = entry.upstream.distribution or entry.target.distribution
+    if not dist:
+        raise UpstreamError(f"entry {entry.id!r} has no target.distribution: nothing says "
+                            "which PyPI releases could carry the fix. Fix: add target:"
+                            " {distribution: ...} (or upstream.distribution) to the entry")
+    releases = [r for r in pypi_releases(client, dist, trace=trace)
+                if include_prereleases or not r.parsed.is_prerelease]
+    latest = releases[-1].version if releases else None
+    merged_at = pr.merged_at
+    candidates = [r for r in releases if merged_at is None or r.upload_time >= merged_at]
+    sha = pr.merge_commit_sha
+    tag_of = {_tag(tag_template, r.version): r.version for r in candidates}
+    found, missing = first_tag_containing(client, owner, repo, sha, list(tag_of), trace=trace)
+    merged_note = f"PR #{pr.number} merged {_day(merged_at)} as {sha[:12]}"
+    if found is None:
+        if not candidates:
+            why = f"no release of {dist} was uploaded since"
+        else:
+            names = ", ".join(r.version for r in candidates)
+            why = f"none of the {dist} releases uploaded since ({names}) contains it"
+            if missing:
+                why += (f"; tags not found in {owner}/{repo}: {', '.join(missing)} (check the "
+                        f"tag template {tag_template!r})")
+        return report(UpstreamState.MERGED_UNRELEASED,
+                      f"{merged_note}; {why}. Keep carrying the patch until a release has it",
+                      pr, latest=latest)
+    released_in = tag_of[found]
+    reason = f"{merged_note}; first released in {dist} {released_in} (tag {found})"
+    spec = entry.retire_when.release
+    if not same_dist:
+        reason += (f"; retire_when.release is about {entry.target.distribution}, so no gate "
+                   f"can name a {dist} release (retire_when.upstream_released covers this)")
+    elif spec is None:
+        reason += (f"; retire_when has no release specifier. Fix: add release: "
+                   f"'>={released_in}'")
+    elif spec.contains(released_in, prereleases=True):
+        reason += f", which retire_when.release {str(spec)!r} names"
+        unknown = {tag_of[tag] for tag in missing}
+        earlier = [r.version for r in releases
+                   if r.parsed < Version(released_in) and r.version not in unknown
+                   and spec.contains(r.version, prereleases=True)]
+        if earlier:
+            reason += (f"; but it also names earlier releases ({', '.join(earlier)}) that do "
+                       "not carry the merge commit. Fix: narrow it to "
+                       f"'>={released_in}' unless they carry a backport")
+    else:
+        reason += (f"; retire_when.release {str(spec)!r} does not name it, so the patch never "
+                   f"retires on it. Fix: set release: '>={released_in}'")
+    return report(UpstreamState.RELEASED, reason, pr, released_in=released_in, latest=latest)
+
+
+def _tag(template: str, version: str) -> str:
+    try:
+        tag = template.format(version=version)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise TagTemplateError(template, f"cannot format it ({type(exc).__name__}: {exc})") \
+            from None
+    if tag == template:
+        raise TagTemplateError(template, "it has no '{version}' field")
+    return tag
+
+
+def _day(moment: _dt.datetime | None) -> str:
+    return "an unknown date" if moment is None else moment.date().isoformat()

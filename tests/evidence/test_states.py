@@ -1,0 +1,153 @@
+"""Typed states of the evidence side: verdicts, lanes, run outcomes and exit codes, parsed from
+the strings run directories, reproducers and matrix.yaml carry, and the one helper that prints
+rank-log tails for ``reproduce`` and ``sweep``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import get_args
+
+import pytest
+
+from patchlane.cli.reproduce import print_tails
+from patchlane.errors import ReproducerError
+from patchlane.evidence.reproduce import (
+    LANES,
+    CaseResult,
+    Lane,
+    Mode,
+    RunOutcome,
+    parse_lane,
+    read_spec,
+    run_case,
+)
+from patchlane.evidence.sweep import CaseView, VerdictRow, exit_code, verdict_of
+from patchlane.evidence.verdicts import SEVERITY, Verdict
+from patchlane.exit_codes import ExitCode
+from patchlane.registry import load_registries
+
+from ..conftest import FakeTarget
+
+
+def test_verdicts_parse_from_their_strings_and_nothing_else() -> None:
+    assert [Verdict.parse(v.value) for v in Verdict] == list(Verdict)
+    assert Verdict.parse("upstream-fixed") is Verdict.UPSTREAM_FIXED
+    with pytest.raises(ValueError, match=r"matrix.yaml: 'fixed' is not a verdict; expected one "
+                                         r"of \['guarding', 'upstream-fixed', 'broken', "
+                                         r"'error', 'skipped'\]"):
+        Verdict.parse("fixed", "matrix.yaml")
+    assert sorted(SEVERITY) == sorted(Verdict) and SEVERITY[0] is Verdict.BROKEN
+
+
+def test_lanes_are_cpu_and_cuda() -> None:
+    assert LANES == get_args(Lane) == ("cpu", "cuda")
+    assert [parse_lane(x) for x in ("cpu", "cuda")] == ["cpu", "cuda"]
+    for bad in ("gpu", "CPU", None, 1):
+        with pytest.raises(ValueError, match="is not a lane; expected one of"):
+            parse_lane(bad)
+
+
+def test_a_reproducer_declaring_an_unknown_lane_is_refused(fake_target: FakeTarget) -> None:
+    repro = fake_target.root / "reproducers" / f"{fake_target.entry_id}.py"
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+    repro.write_text("LANES = ('cpu', 'cuda')\nWORLD_SIZES = (1, 2)\n")
+    assert read_spec(entry).lanes == ("cpu", "cuda")
+    repro.write_text("LANES = ('cpu', 'gpu')\n")
+    with pytest.raises(ReproducerError, match=r"LANES: 'gpu' is not a lane"):
+        read_spec(entry)
+
+
+def test_run_outcomes_map_to_the_documented_exit_codes() -> None:
+    assert [o.exit_code for o in RunOutcome] == [0, 1, 2]
+    assert RunOutcome.FAIL.exit_code is ExitCode.REPRODUCER_FAILED
+
+
+@pytest.mark.parametrize(("verdicts", "code"), [
+    ([], 0),
+    ([Verdict.GUARDING, Verdict.UPSTREAM_FIXED, Verdict.SKIPPED], 0),
+    ([Verdict.BROKEN], 10),
+    ([Verdict.ERROR, Verdict.GUARDING], 11),
+    ([Verdict.ERROR, Verdict.BROKEN], 12),
+])
+def test_sweep_exit_codes_keep_their_values(verdicts: list[Verdict], code: int) -> None:
+    got = exit_code([VerdictRow("x", "cpu", 1, v, "") for v in verdicts])
+    assert isinstance(got, ExitCode) and got == code
+    assert int(ExitCode.MATRIX_MISMATCH) == 13
+
+
+def case(outcome: str | None, message: str = "m", stage: str | None = None) -> dict[str, object]:
+    return {"outcome": outcome, "message": message, "stage": stage}
+
+
+def test_verdicts_from_manifest_records_and_from_results_agree() -> None:
+    result = CaseResult("x", Mode.WITHOUT, "cpu", 1, RunOutcome.FAIL, "bug shows")
+    assert CaseView.of(result) == CaseView(RunOutcome.FAIL, "", "bug shows")
+    assert CaseView.of(case("fail", "bug shows")) == CaseView.of(result)
+    assert verdict_of(result, case("pass"))[0] is Verdict.GUARDING
+    assert verdict_of(case("pass"), case("pass"))[0] is Verdict.UPSTREAM_FIXED
+    assert verdict_of(case("fail"), case("fail", "still"))[0] is Verdict.BROKEN
+    assert verdict_of(case("fail"), case("error", "boom", "run")) == (
+        Verdict.ERROR, "with overlay: run: boom")
+    assert verdict_of(case("error", "died", "bootstrap"), case("pass")) == (
+        Verdict.ERROR, "without overlay: bootstrap: died")
+
+
+def test_a_record_without_a_valid_outcome_is_an_error_never_a_pass() -> None:
+    assert CaseView.of(case(None)).outcome is RunOutcome.ERROR
+    verdict, reason = verdict_of(case("PASS"), case("pass"))
+    assert verdict is Verdict.ERROR
+    assert reason == "without overlay: verify: the case records no valid outcome ('PASS')"
+
+
+def test_print_tails_prints_each_heading_and_marks_every_tail_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    print_tails([("error a", "Traceback:\n\n  boom\nKeyError: 'x'"), ("error b", None),
+                 ("error c", "")])
+    assert capsys.readouterr().out == ("error a\n  | Traceback:\n  | \n  |   boom\n"
+                                       "  | KeyError: 'x'\nerror b\nerror c\n")
+
+
+def test_reproduce_command_prints_the_failing_rank_tail(fake_target: FakeTarget,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str],
+                                                        tmp_path: Path) -> None:
+    import patchlane.cli.reproduce as command
+
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+
+    class Registry:
+        def get(self, entry_id: str) -> object:
+            assert entry_id == entry.id
+            return entry
+
+    class FakeLane:
+        registry = Registry()
+
+    ranks = [{"rank": 0, "outcome": "pass", "log": "r0.log"},
+             {"rank": 1, "outcome": "error", "log": "r1.log", "stderr_tail": "line\nOSError: x"}]
+    results = iter([CaseResult(entry.id, Mode.WITH, "cpu", 2, RunOutcome.ERROR,
+                               "OSError: x", "run", 1.0, ranks)])
+    monkeypatch.setattr(command, "lane", lambda: FakeLane())
+    monkeypatch.setattr(command, "run_case", lambda *a, **k: next(results))
+    code = command.run_reproduce(entry.id, False, "cpu", [2], 10.0)
+    assert code is ExitCode.USAGE
+    out = capsys.readouterr().out
+    assert out.endswith("--- rank 1 log (r1.log), last lines ---\n  | line\n  | OSError: x\n")
+    assert "rank 0 log" not in out
+
+
+@pytest.mark.slow
+def test_a_rank_record_without_a_valid_outcome_is_an_error(fake_target: FakeTarget) -> None:
+    # the rank writes a record of its own and leaves before the runner can write the real one
+    (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
+        "LANES = ('cpu',)\n\ndef run(ctx):\n    import json, os\n"
+        "    (ctx.workdir / f'rank{ctx.rank}.json').write_text(json.dumps({'outcome': 'maybe'}))\n"
+        "    os._exit(0)\n")
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+    env = dict(os.environ) | {"PYTHONPATH": str(fake_target.root),
+                              "PATCHLANE_DEFAULT_REGISTRY": "0"}
+    result = run_case(entry, Mode.WITH, timeout=60, env=env)
+    assert (result.outcome, result.stage) == (RunOutcome.ERROR, "verify")
+    assert result.message == "rank 0 reported outcome 'maybe', not one of ['pass', 'fail', 'error']"
+    assert result.ranks[0]["outcome"] == "error"

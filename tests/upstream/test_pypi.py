@@ -1,0 +1,21 @@
+"""PyPI releases, against the fake upstream of :mod:`tests.upstream.fake_upstream`."""
+
+from __future__ import annotations
+
+from patchlane.upstream import pypi_releases
+
+from .fake_upstream import Harness, Reply
+
+
+def test_pypi_releases_sorts_by_pep440_not_by_string(h: Harness) -> None:
+    body = {"releases": {
+        "0.10.0": [{"upload_time_iso_8601": "2026-01-03T00:00:00Z", "yanked": False}],
+        "0.9.0": [{"upload_time_iso_8601": "2026-01-02T00:00:00Z", "yanked": False}],
+        "0.10.0rc1": [{"upload_time_iso_8601": "2026-01-01T00:00:00Z", "yanked": False}],
+        "not-a-version": [{"upload_time_iso_8601": "2026-01-01T00:00:00Z", "yanked": False}],
+        "0.11.0": [],
+    }}
+    h.upstream.route("/pypi/pypi/demo/json", Reply(body=body))
+    assert [r.version for r in pypi_releases(h.client(), "demo")] == ["0.9.0", "0.10.0rc1",
+                                                                      "0.10.0"]
+

@@ -1,0 +1,230 @@
+"""retire.py without the CLI: weighing tracking and sweep evidence with the enums (the sweep's
+Verdict, the decision's Outcome, the tracking UpstreamState), and the atomic registry rewrite.
+The CLI round trip (retire, delete, the exact bytes) is in test_retire_doctor.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patchlane.audit import Outcome
+from patchlane.errors import RegistryError
+from patchlane.evidence.verdicts import Verdict
+from patchlane.exit_codes import ExitCode
+from patchlane.registry import Entry, Status, load_registries
+from patchlane.upstream import TrackReport, UpstreamState
+from patchlane.upstream.retire import (
+    Evidence,
+    RetireError,
+    SweepRow,
+    evaluate,
+    read_sweep_rows,
+    retire_entry,
+)
+
+from .fake_upstream import REPO
+
+ENTRY = "mcore_rerun_sentinel"
+
+
+@pytest.fixture
+def sourced(entry: Entry) -> Entry:
+    """The conftest entry with a reproducer, so the sweep evidence counts."""
+    return dataclasses.replace(entry, reproducer=REPO / "reproducers" / f"{ENTRY}.py")
+
+
+def report(state: UpstreamState = UpstreamState.RELEASED, *, released_in: str | None = "0.18.0",
+           names: bool = True) -> TrackReport:
+    return TrackReport(entry_id=ENTRY, issue=None, pr=None, released_in=released_in,
+                       latest_release="0.19.2", verdict=state, reason="why",
+                       gate_names_release=names)
+
+
+def run_dir(root: Path, *rows: tuple[str, str, str | None], name: str = "run-1") -> Path:
+    """A run directory as `patchlane sweep` writes it: (verdict, installed, probe outcome)."""
+    run = root / name
+    (run / "receipts").mkdir(parents=True)
+    index_rows: list[dict[str, Any]] = []
+    for i, (verdict, installed, probe) in enumerate(rows):
+        row: dict[str, Any] = {"entry_id": ENTRY, "lane": "cpu", "world_size": i + 1,
+                               "verdict": verdict, "installed": installed, "receipts": {}}
+        if probe is not None:
+            receipt = f"receipts/{ENTRY}--cpu--ws{i + 1}--with.json"
+            (run / receipt).write_text(json.dumps({"audit": {"decision": {"outcome": probe}}}))
+            row["receipts"]["with"] = receipt
+        index_rows.append(row)
+    index_rows.append({"entry_id": "someone_else", "lane": "cpu", "world_size": 1,
+                       "verdict": "broken", "installed": "0.18.0"})  # not this entry's
+    (run / "index.json").write_text(json.dumps({"run_id": name, "rows": index_rows}))
+    return run
+
+
+def test_sweep_rows_are_read_as_enums(sourced: Entry, tmp_path: Path) -> None:
+    run = run_dir(tmp_path, ("upstream-fixed", "0.18.0", "upstream-fixed"),
+                  ("guarding", "0.16.1", None))
+    rows = read_sweep_rows(sourced, run)
+    assert rows == [
+        SweepRow("run-1", "cpu", 1, Verdict.UPSTREAM_FIXED, "0.18.0", Outcome.UPSTREAM_FIXED),
+        SweepRow("run-1", "cpu", 2, Verdict.GUARDING, "0.16.1", None),
+    ]
+    # JSON (`patchlane upstream --json`) carries the values, as before the enums.
+    assert json.loads(json.dumps(rows[0].as_dict())) == {
+        "run": "run-1", "lane": "cpu", "world_size": 1, "verdict": "upstream-fixed",
+        "installed": "0.18.0", "probe": "upstream-fixed"}
+
+
+def test_ready_with_released_upstream_fixed_sweep_and_probe(sourced: Entry,
+                                                            tmp_path: Path) -> None:
+    run = run_dir(tmp_path, ("upstream-fixed", "0.18.0", "upstream-fixed"))
+    evidence = evaluate(sourced, report(), [run])
+    assert evidence.ready and evidence.missing == []
+    assert evidence.released_in == "0.18.0"
+    as_dict = json.loads(json.dumps(evidence.as_dict()))
+    assert as_dict["upstream"]["verdict"] == "released" and as_dict["ready"] is True
+    assert as_dict["sweep"][0]["verdict"] == "upstream-fixed"
+
+
+@pytest.mark.parametrize(
+    ("tracked", "says"),
+    [
+        (None, "upstream tracking (run without --skip-upstream)"),
+        (report(UpstreamState.OPEN, released_in=None), "upstream: open: why"),
+        (report(UpstreamState.MERGED_UNRELEASED, released_in=None),
+         "upstream: merged-unreleased: why"),
+        (report(names=False), "upstream released the fix in 0.18.0, which retire_when.release "
+                              ">=0.18.0 does not name"),
+    ],
+    ids=["untracked", "open", "merged-unreleased", "gate-misses-release"],
+)
+def test_upstream_evidence_by_state(sourced: Entry, tmp_path: Path,
+                                    tracked: TrackReport | None, says: str) -> None:
+    run = run_dir(tmp_path, ("upstream-fixed", "0.18.0", "upstream-fixed"))
+    evidence = evaluate(sourced, tracked, [run])
+    assert evidence.missing == [says]
+
+
+@pytest.mark.parametrize(
+    ("rows", "says"),
+    [
+        ([], "no run directory given: --evidence RUN_DIR"),
+        ([("guarding", "0.16.1", "applied")], "['guarding@0.16.1']"),
+        ([("upstream-fixed", "0.17.1", "upstream-fixed")], "['upstream-fixed@0.17.1']"),
+        ([("upstream-fixed", "0.18.0", "applied")], "probe: no run where the probe reported"),
+        ([("upstream-fixed", "0.18.0", None)], "probe: no run where the probe reported"),
+        ([("upstream-fixed", "0.18.0", "upstream-fixed"), ("broken", "0.18.0", "applied")],
+         "sweep: 1 case(s) broken or in error"),
+        ([("upstream-fixed", "0.18.0", "upstream-fixed"), ("error", "0.19.2", None)],
+         "sweep: 1 case(s) broken or in error"),
+    ],
+    ids=["no-run", "guarding", "fixed-outside-gate", "probe-applied", "no-receipt", "broken",
+         "error"],
+)
+def test_sweep_evidence_by_verdict(sourced: Entry, tmp_path: Path,
+                                   rows: list[tuple[str, str, str | None]], says: str) -> None:
+    runs = [run_dir(tmp_path, *rows)] if rows else []
+    evidence = evaluate(sourced, report(), runs)
+    assert not evidence.ready
+    assert len(evidence.missing) == 1 and says in evidence.missing[0], evidence.missing
+
+
+def test_probe_not_required_when_retire_when_says_so(sourced: Entry, tmp_path: Path) -> None:
+    no_probe = dataclasses.replace(
+        sourced, retire_when=sourced.retire_when._replace(probe=False))
+    run = run_dir(tmp_path, ("upstream-fixed", "0.18.0", "applied"))
+    assert evaluate(no_probe, report(), [run]).ready
+
+
+@pytest.mark.parametrize(
+    ("index", "says"),
+    [
+        ({"run_id": "r", "rows": [{"entry_id": ENTRY, "lane": "cpu", "world_size": 1,
+                                   "verdict": "passed", "installed": "0.18.0"}]},
+         "'passed' is not a verdict; expected one of ['guarding', 'upstream-fixed'"),
+        ({"run_id": "r", "rows": [{"entry_id": ENTRY, "verdict": "guarding"}]},
+         "not a sweep index (KeyError"),
+        ({"runs": []}, "not a sweep index (KeyError: 'rows')"),
+        ("not json", "not JSON"),
+    ],
+    ids=["unknown-verdict", "missing-key", "no-rows", "not-json"],
+)
+def test_a_broken_sweep_index_is_refused_naming_the_file(
+        sourced: Entry, tmp_path: Path, index: Any, says: str) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "index.json").write_text(index if isinstance(index, str) else json.dumps(index))
+    with pytest.raises(RetireError) as info:
+        evaluate(sourced, report(), [run])
+    assert str(run / "index.json") in str(info.value) and says in str(info.value)
+    assert info.value.exit_code is ExitCode.RETIREMENT_REFUSED
+
+
+def test_an_unknown_probe_outcome_is_refused_naming_the_receipt(sourced: Entry,
+                                                                tmp_path: Path) -> None:
+    run = run_dir(tmp_path, ("upstream-fixed", "0.18.0", "fixed upstream"))
+    with pytest.raises(RetireError, match=r"--with\.json: decision outcome 'fixed upstream' is "
+                                          r"not one of \['pending', 'applied'"):
+        evaluate(sourced, report(), [run])
+
+
+# -- the registry rewrite ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def registry_file(tmp_path: Path) -> Path:
+    root = tmp_path / "reg"
+    root.mkdir()
+    shutil.copy(REPO / "registry.yaml", root / "registry.yaml")
+    for folder in ("patches", "reproducers", "checks"):
+        shutil.copytree(REPO / folder, root / folder)
+    return root / "registry.yaml"
+
+
+def test_retire_rewrites_atomically_keeping_the_mode(registry_file: Path) -> None:
+    os.chmod(registry_file, 0o640)
+    entry = load_registries([registry_file]).get(ENTRY)
+    retire_entry(entry, date=dt.date(2026, 11, 22), applied_upstream="megatron-core 0.18.0",
+                 evidence=["sweep run-1: upstream-fixed on 0.18.0"])
+    assert load_registries([registry_file]).get(ENTRY).status is Status.RETIRED
+    assert registry_file.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in registry_file.parent.iterdir()) == [
+        "checks", "patches", "registry.yaml", "reproducers"]  # no temp file left behind
+
+
+def test_a_crlf_registry_stays_crlf_byte_for_byte(registry_file: Path) -> None:
+    crlf = registry_file.read_bytes().replace(b"\n", b"\r\n")
+    registry_file.write_bytes(crlf)
+    entry = load_registries([registry_file]).get(ENTRY)
+    retire_entry(entry, date=dt.date(2026, 11, 22), applied_upstream=None, evidence=["x"])
+    after = registry_file.read_bytes()
+    assert b"\n" not in after.replace(b"\r\n", b"")  # every line still ends in CRLF
+    head = crlf.index(f"  - id: {ENTRY}".encode())
+    tail = crlf.index(b"  - id: ", head + 1)
+    assert after[:head] == crlf[:head] and after.endswith(crlf[tail:])
+    assert b"    status: retired\r\n    retired: 2026-11-22\r\n" in after
+    assert load_registries([registry_file]).get(ENTRY).status is Status.RETIRED
+
+
+def test_retire_refuses_text_the_loader_would_reject_and_leaves_the_file(
+        registry_file: Path) -> None:
+    entry = load_registries([registry_file]).get(ENTRY)
+    before = registry_file.read_bytes()
+    (registry_file.parent / "patches" / f"{ENTRY}.py").unlink()  # the loader now rejects it
+    with pytest.raises(RegistryError, match="file does not exist"):
+        retire_entry(entry, date=dt.date(2026, 11, 22), applied_upstream=None, evidence=["x"])
+    assert registry_file.read_bytes() == before
+    assert sorted(p.name for p in registry_file.parent.iterdir()) == [
+        "checks", "patches", "registry.yaml", "reproducers"]
+
+
+def test_evidence_defaults() -> None:
+    evidence = Evidence(ENTRY)
+    assert evidence.ready and evidence.as_dict() == {
+        "entry_id": ENTRY, "ready": True, "missing": [], "released_in": None,
+        "upstream": None, "sweep": []}
