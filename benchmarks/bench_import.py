@@ -154,8 +154,8 @@ finder_us = None
 if finders:
     call = lambda: finders[0].find_spec("plbench_never_hooked")
     finder_us = 1e6 * min(timeit.repeat(call, number=5000, repeat=5)) / 5000
-from patchlane import _startup
-lane = _startup.current()
+from patchlane import startup
+lane = startup.current()
 latest = lane.audit.latest()
 entries = [e for e in lane.registry.entries if e.target.module == "{mod}"]
 outcomes = {{e.id: latest[e.id].outcome.value for e in entries if e.id in latest}}

@@ -91,7 +91,7 @@ print("CHILD " + json.dumps({"entries": len(r["entries"]), "startup_error": r["s
 """
 
 
-def _common(entry_id: str, kind: str) -> dict[str, object]:
+def common(entry_id: str, kind: str) -> dict[str, object]:
     return {"id": entry_id, "kind": kind, "summary": f"generated {kind} for the scale benchmark",
             "upstream": {"issue": f"https://github.com/example/bench/issues/{entry_id[-4:]}",
                          "forwarded": "no"},
@@ -107,7 +107,7 @@ def generate(root: Path, count: int) -> Path:
         slot = i % 10
         if slot < 6:  # 60 % source patches, as in a real registry
             entry_id = f"bench_patch_{i:04d}"
-            entry = {**_common(entry_id, "source_patch"),
+            entry = {**common(entry_id, "source_patch"),
                      "target": {"distribution": f"plbench-dist-{i}",
                                 "object": f"plbench_mod_{i}.core:Thing.method"},
                      "applies_to": ">=1.0,<2.0",
@@ -124,14 +124,14 @@ def generate(root: Path, count: int) -> Path:
                 "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\n\ndef run(ctx):\n    pass\n")
         elif slot == 6:
             entry_id = f"bench_floor_{i:04d}"
-            entry = {**_common(entry_id, "version_floor"),
+            entry = {**common(entry_id, "version_floor"),
                      "target": {"distribution": f"plbench-dist-{i}",
                                 "object": f"plbench_mod_{i}"},
                      "requires": ">=1.0", "policy": "warn",
                      "retire_when": {"upstream_released": True}}
         elif slot == 7:
             entry_id = f"bench_pin_{i:04d}"
-            entry = {**_common(entry_id, "packaging_pin"),
+            entry = {**common(entry_id, "packaging_pin"),
                      "target": {"distribution": f"plbench-dist-{i}"},
                      "pin": "<3", "policy": "warn",
                      "retire_when": {"upstream_released": True}}
@@ -140,14 +140,14 @@ def generate(root: Path, count: int) -> Path:
                                  "env": {"PLBENCH_INTERPRET": "1"}}
         elif slot == 8:
             entry_id = f"bench_config_{i:04d}"
-            entry = {**_common(entry_id, "config"),
+            entry = {**common(entry_id, "config"),
                      "target": {"distribution": f"plbench-dist-{i}"},
                      "applies_to": ">=1.0",
                      "settings": {f"plbench_mod_{i}.config.limit": 64},
                      "retire_when": {"probe": True}}
         else:
             entry_id = f"bench_gate_{i:04d}"
-            entry = {**_common(entry_id, "compat_gate"),
+            entry = {**common(entry_id, "compat_gate"),
                      "check": f"patches/{entry_id}.py:check", "policy": "error",
                      "retire_when": {"upstream_released": True}}
             (root / "patches" / f"{entry_id}.py").write_text(

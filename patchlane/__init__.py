@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _startup
+from . import startup
 from ._version import __version__
 from .audit import Decision, Outcome
 from .errors import (
@@ -44,24 +44,24 @@ __all__ = [
 
 def apply() -> None:
     """Re-walk the registry: idempotent; re-applies overlays lost to a reload or a revert."""
-    _startup.current().apply()
+    startup.current().apply()
 
 
 def revert(entry_id: str) -> Decision:
     """Restore the original target of ``entry_id`` in this process."""
-    return _startup.current().revert(entry_id)
+    return startup.current().revert(entry_id)
 
 
 def hits(entry_id: str, path: str | None = None) -> int:
     """How many times the overlay of ``entry_id`` ran in this process; with ``path``, how many
     of those calls took that branch (as the overlay records with :func:`hit_path`)."""
-    audit = _startup.current().audit
+    audit = startup.current().audit
     return audit.hits[entry_id] if path is None else audit.paths[(entry_id, path)]
 
 
 def hit_path(entry_id: str, path: str) -> None:
     """Called by an overlay to record which branch a call took (e.g. "fused" vs "routed")."""
-    _startup.current().audit.paths[(entry_id, path)] += 1
+    startup.current().audit.paths[(entry_id, path)] += 1
 
 
 def verify_ranks(group: Any = None) -> str:
@@ -87,15 +87,15 @@ def check_config(config: Any) -> list[Any]:
     PATCHLANE_ONLY is skipped (its result says so). Returns the per-gate results."""
     from .ledger import check_config as _check
 
-    lane = _startup.current()
+    lane = startup.current()
     return _check(config, list(lane.registry.entries), lane.controls)
 
 
 def report() -> dict[str, Any]:
     """Everything decided in this process, as JSON-ready data."""
-    lane = _startup.current()
+    lane = startup.current()
     latest = lane.audit.latest()
-    error = _startup.startup_error()
+    error = startup.startup_error()
     entries = []
     for entry in lane.registry.entries:
         decision = latest.get(entry.id)
@@ -124,4 +124,4 @@ def report() -> dict[str, Any]:
     }
 
 
-_startup.start()
+startup.start()

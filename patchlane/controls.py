@@ -91,7 +91,7 @@ class Controls:
     entry_points: bool
     verify_ranks: bool = True
     registry_cache: Path | None = None
-    """Directory of the validated-registry cache (patchlane._registry_cache); None: off."""
+    """Directory of the validated-registry cache (patchlane.registry_cache); None: off."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Controls:

@@ -54,11 +54,6 @@ def load_overlay(entry: Entry) -> ModuleType:
         raise OverlayError(entry.id, str(exc)) from exc
 
 
-# Old private names, kept until every caller uses patchlane.loading (the redesign step).
-_load_file = load_file
-_resolve = resolve
-
-
 def _split(qualname: str) -> tuple[str, str]:
     parent, _, attr = qualname.rpartition(".")
     return parent, attr
@@ -112,7 +107,7 @@ class Lane:
 
         It reads only the registry's startup index (plain strings per entry), never the
         entries themselves nor any distribution's metadata: floors and pins are checked in a
-        hook on their module, and a cached registry (patchlane._registry_cache) rebuilds its
+        hook on their module, and a cached registry (patchlane.registry_cache) rebuilds its
         entries only when a hook first needs one. Per entry that leaves one record, recorded
         in one batch under one timestamp, then one hook per module: `import patchlane` stays
         flat from a handful of entries to hundreds."""

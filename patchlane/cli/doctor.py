@@ -25,7 +25,7 @@ from ..exit_codes import ExitCode
 from ..gates import resolve_version
 from ..ledger import evaluate
 from ..registry import Kind
-from ._common import lane, table
+from .common import lane, table
 
 EXIT_PROBLEMS = ExitCode.DOCTOR_PROBLEMS
 _BAD = ("refused: drift", "failed: error", "ledger: violation")

@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import fingerprint
 from ..errors import OverlayError, StrictModeError
 from ..gates import resolve_version
-from ._common import lane
+from .common import lane
 
 
 def run_fingerprint(entry_id: str, source: Path | None = None) -> int:

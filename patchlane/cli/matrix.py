@@ -8,7 +8,7 @@ from pathlib import Path
 from ..errors import PatchlaneError
 from ..evidence.matrix import interpreter, load_matrix, run_set
 from ..exit_codes import ExitCode
-from ._common import table
+from .common import table
 
 
 def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_root: Path,

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from ..evidence.reproduce import Lane, Mode, RunOutcome, read_spec, run_case
 from ..exit_codes import ExitCode
-from ._common import lane
+from .common import lane
 
 __all__ = ["print_tails", "run_reproduce"]
 

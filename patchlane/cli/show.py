@@ -6,7 +6,7 @@ import enum
 
 import patchlane
 
-from ._common import lane
+from .common import lane
 
 
 def run_show(entry_id: str) -> int:

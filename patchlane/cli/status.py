@@ -11,7 +11,7 @@ import patchlane
 from ..audit import Outcome
 from ..gates import resolve_version
 from ..registry import Kind
-from ._common import lane, table
+from .common import lane, table
 
 
 def run_status(as_json: bool, import_targets: bool) -> int:

@@ -19,7 +19,7 @@ from ..evidence.reproduce import Lane
 from ..evidence.sweep import Shard, SweepEvent, exit_code, new_run, run_sweep
 from ..evidence.verdicts import Verdict
 from ..exit_codes import ExitCode
-from ._common import lane, table
+from .common import lane, table
 from .reproduce import print_tails
 
 _ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from ..errors import PatchlaneError, UsageError
 from ..exit_codes import ExitCode
 from ..registry import Entry, Status
 from ..upstream.retire import RetireError, delete_entry, evaluate, retire_entry
-from ._common import lane, table
+from .common import lane, table
 
 if TYPE_CHECKING:
     from ..upstream.http import Client, TrackerConfig

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from .. import _startup
+from .. import startup
 from .reproduce import LANES, Lane, Mode, RunOutcome, parse_lane, run_case
 
 __all__ = ["UpstreamFixedWarning", "test_patchlane_reproducer"]
@@ -51,7 +51,7 @@ def _cases(config: pytest.Config) -> list[Any]:
 
     only = config.getoption("--patchlane-only")
     lanes = [parse_lane(lane) for lane in config.getoption("--patchlane-lane") or ["cpu"]]
-    registry = _startup.current().registry
+    registry = startup.current().registry
     gpus = cuda_devices() if "cuda" in lanes else 0
     retired = {e.id for e in registry.entries if not e.active}
     params = []
@@ -74,7 +74,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def test_patchlane_reproducer(patchlane_case: tuple[str, Lane, int, Mode],
                               request: pytest.FixtureRequest) -> None:
     entry_id, lane, size, mode = patchlane_case
-    entry = _startup.current().registry.get(entry_id)
+    entry = startup.current().registry.get(entry_id)
     result = run_case(entry, mode, lane=lane, world_size=size,
                       timeout=request.config.getoption("--patchlane-timeout"))
     detail = f"{result.message} (logs: {[r.get('log') for r in result.ranks]})"

@@ -196,7 +196,7 @@ def case_env(entry: Entry, mode: Mode, base: Mapping[str, str] | None = None) ->
 
 
 def _extra_registries(entry: Entry) -> list[Path]:
-    from .._startup import default_registry_path
+    from ..startup import default_registry_path
 
     default = default_registry_path().resolve()
     return [] if entry.source == default else [entry.source]

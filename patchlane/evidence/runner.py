@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import patchlane
-from patchlane import _startup
+from patchlane import startup
 from patchlane.audit import Outcome
 from patchlane.evidence.provenance import environment_overlay, runtime
 from patchlane.evidence.record import verify_distribution
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         clock = now
 
     try:
-        entry = _startup.current().registry.get(args.entry)
+        entry = startup.current().registry.get(args.entry)
         if entry.reproducer is None:
             raise LookupError(f"registry entry {entry.id!r} declares no reproducer")
         lap("bootstrap")

@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from .. import _startup
+from .. import startup
 from .._version import __version__
 from ..audit import Outcome
 from ..controls import Controls
@@ -52,7 +52,7 @@ class RankMismatchError(PatchlaneError):
 
 
 def local_patch_set() -> dict[str, Any]:
-    lane = _startup.current()
+    lane = startup.current()
     latest = lane.audit.latest()
     entries: dict[str, dict[str, Any]] = {}
     for entry in lane.registry.entries:
@@ -128,9 +128,9 @@ def verify_ranks(group: Any = None) -> str:
 def run_receipt() -> dict[str, Any]:
     """A small JSON-serialisable record of this process's patch set, meant for every checkpoint:
     months later it answers "which runs had patch X?"."""
-    from ..evidence.provenance import environment_overlay
+    from ..redaction import environment_overlay
 
-    lane = _startup.current()
+    lane = startup.current()
     record = local_patch_set()
     torch = sys.modules.get("torch")
     versions: dict[str, Any] = {"python": platform.python_version(),

@@ -44,9 +44,9 @@ def test_installed_wheel_finds_its_registry_and_overlays(wheel: Path, tmp_path: 
                     str(target), str(wheel)], check=True, timeout=300)
     code = (
         "import json, patchlane\n"
-        "from patchlane import _startup\n"
+        "from patchlane import startup\n"
         "from patchlane.importer import load_overlay\n"
-        "lane = _startup.current()\n"
+        "lane = startup.current()\n"
         "entry = lane.registry.get('mcore_rerun_sentinel')\n"
         "overlay = load_overlay(entry)\n"
         "print(json.dumps({'file': patchlane.__file__, 'registry': str(entry.source),\n"

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FLOOR, PIN, GATE, CONFIG = "ctl_floor", "ctl_pin", "ctl_gate", "ctl_config"
 
 
-def _common(entry_id: str, kind: str) -> dict[str, Any]:
+def common(entry_id: str, kind: str) -> dict[str, Any]:
     return {"id": entry_id, "kind": kind, "summary": f"test {kind}",
             "upstream": {"issue": "https://github.com/example/x/issues/1", "forwarded": "no"},
             "retire_when": {"upstream_released": True}, "owner": "tests",
@@ -43,12 +43,12 @@ def violated_entries(fake: FakeTarget) -> list[dict[str, Any]]:
     (fake.root / "patches" / f"{GATE}.py").write_text(
         "def check(config):\n    return 'always unsafe' if config.bad else None\n")
     return [
-        {**_common(FLOOR, "version_floor"), "requires": ">=99", "policy": "error",
+        {**common(FLOOR, "version_floor"), "requires": ">=99", "policy": "error",
          "target": {"distribution": fake.distribution, "object": fake.module}},
-        {**_common(PIN, "packaging_pin"), "pin": "<1.0", "policy": "error",
+        {**common(PIN, "packaging_pin"), "pin": "<1.0", "policy": "error",
          "target": {"distribution": fake.distribution, "object": fake.module}},
-        {**_common(GATE, "compat_gate"), "check": f"patches/{GATE}.py:check", "policy": "error"},
-        {**_common(CONFIG, "config"), "settings": {f"{fake.package}_cfg.limit": 64}},
+        {**common(GATE, "compat_gate"), "check": f"patches/{GATE}.py:check", "policy": "error"},
+        {**common(CONFIG, "config"), "settings": {f"{fake.package}_cfg.limit": 64}},
     ]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from patchlane import _startup
+from patchlane import startup
 from patchlane.loading import entry_id, load_file, module_name, resolve
 from patchlane.protocols import OverlayModule, ReproducerModule
 
@@ -42,7 +42,7 @@ def test_resolve_walks_a_qualname() -> None:
         resolve(sys.modules[__name__], "no_such_thing")
 
 
-@pytest.mark.parametrize("entry", [e for e in _startup.current().registry.entries
+@pytest.mark.parametrize("entry", [e for e in startup.current().registry.entries
                                    if e.overlay is not None], ids=lambda e: e.id)
 def test_every_shipped_overlay_meets_the_overlay_protocol(entry: object) -> None:
     from patchlane.registry import Entry
@@ -54,7 +54,7 @@ def test_every_shipped_overlay_meets_the_overlay_protocol(entry: object) -> None
     assert getattr(module, "ENTRY_ID", entry.id) == entry.id
 
 
-@pytest.mark.parametrize("entry", [e for e in _startup.current().registry.entries
+@pytest.mark.parametrize("entry", [e for e in startup.current().registry.entries
                                    if e.reproducer is not None], ids=lambda e: e.id)
 def test_every_shipped_reproducer_meets_the_reproducer_protocol(entry: object) -> None:
     from patchlane.registry import Entry

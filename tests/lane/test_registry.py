@@ -71,7 +71,7 @@ def patch_entry(entry_id: str = ENTRY_ID) -> dict[str, Any]:
     }
 
 
-def _common(entry_id: str, kind: str) -> dict[str, Any]:
+def common(entry_id: str, kind: str) -> dict[str, Any]:
     return {
         "id": entry_id,
         "kind": kind,
@@ -85,21 +85,21 @@ def _common(entry_id: str, kind: str) -> dict[str, Any]:
 
 
 def version_floor_entry(entry_id: str = "demo_floor") -> dict[str, Any]:
-    return {**_common(entry_id, "version_floor"), "target": {"distribution": "torch"},
+    return {**common(entry_id, "version_floor"), "target": {"distribution": "torch"},
             "requires": ">=2.4", "policy": "error"}
 
 
 def packaging_pin_entry(entry_id: str = "demo_pin") -> dict[str, Any]:
-    return {**_common(entry_id, "packaging_pin"), "target": {"distribution": "transformer-engine"},
+    return {**common(entry_id, "packaging_pin"), "target": {"distribution": "transformer-engine"},
             "pin": "==2.8.0", "source": "https://example.com/te-2.8.0.whl"}
 
 
 def compat_gate_entry(entry_id: str = "demo_gate") -> dict[str, Any]:
-    return {**_common(entry_id, "compat_gate"), "check": f"patches/{entry_id}.py:validate"}
+    return {**common(entry_id, "compat_gate"), "check": f"patches/{entry_id}.py:validate"}
 
 
 def config_entry(entry_id: str = "demo_config") -> dict[str, Any]:
-    return {**_common(entry_id, "config"),
+    return {**common(entry_id, "config"),
             "settings": {"torch._dynamo.config.recompile_limit": 64}}
 
 

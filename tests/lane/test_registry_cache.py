@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from patchlane import _registry_cache
+from patchlane import registry_cache
 from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
 from patchlane.errors import RegistryError
@@ -30,7 +30,7 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, ...]]:
         calls.append(tuple(paths))
         return load_registries(paths)
 
-    monkeypatch.setattr(_registry_cache, "load_registries", spy)
+    monkeypatch.setattr(registry_cache, "load_registries", spy)
     return calls
 
 
@@ -38,9 +38,9 @@ def test_second_load_is_served_from_the_cache(fake_target: FakeTarget, tmp_path:
                                               parses: list[tuple[Path, ...]]) -> None:
     path = fake_target.write_registry()
     cache = tmp_path / "cache"
-    first = _registry_cache.load([path], cache)
+    first = registry_cache.load([path], cache)
     assert len(parses) == 1 and len(list(cache.glob("*.pickle"))) == 1
-    second = _registry_cache.load([path], cache)
+    second = registry_cache.load([path], cache)
     assert len(parses) == 1  # no parse, no validation
     assert second.entries == first.entries == load_registries([path]).entries
     assert second.sources == first.sources and second.contents == first.contents
@@ -51,8 +51,8 @@ def test_a_cached_registry_starts_a_lane_without_rebuilding_its_entries(
         fake_target: FakeTarget, tmp_path: Path) -> None:
     path = fake_target.write_registry()
     cache = tmp_path / "cache"
-    _registry_cache.load([path], cache)
-    cached = _registry_cache.load([path], cache)
+    registry_cache.load([path], cache)
+    cached = registry_cache.load([path], cache)
     assert cached.startup_index == load_registries([path]).startup_index
     lane = Lane(cached, Controls.from_env({}), AuditLog())
     lane.start()
@@ -70,8 +70,8 @@ def test_a_cached_registry_starts_a_lane_without_rebuilding_its_entries(
 def test_unreadable_cached_entries_are_parsed_again(fake_target: FakeTarget,
                                                     tmp_path: Path) -> None:
     path = fake_target.write_registry()
-    _registry_cache.load([path], tmp_path / "cache")
-    cached = _registry_cache.load([path], tmp_path / "cache")
+    registry_cache.load([path], tmp_path / "cache")
+    cached = registry_cache.load([path], tmp_path / "cache")
     cached.__dict__["_blob"] = b"not a pickle"  # e.g. written by an incompatible interpreter
     assert cached.entries == load_registries([path]).entries
 
@@ -80,9 +80,9 @@ def test_changed_bytes_are_parsed_again(fake_target: FakeTarget, tmp_path: Path,
                                         parses: list[tuple[Path, ...]]) -> None:
     path = fake_target.write_registry()
     cache = tmp_path / "cache"
-    _registry_cache.load([path], cache)
+    registry_cache.load([path], cache)
     fake_target.write_registry(fake_target.entry(summary="changed"))
-    (entry,) = _registry_cache.load([path], cache).entries
+    (entry,) = registry_cache.load([path], cache).entries
     assert entry.summary == "changed" and len(parses) == 2
 
 
@@ -92,10 +92,10 @@ def test_a_removed_overlay_is_caught_as_validation_would(fake_target: FakeTarget
     patches = fake_target.root / "patches"
     os.utime(patches, ns=(10**18, 10**18))  # so the removal's mtime differs on any filesystem
     cache = tmp_path / "cache"
-    _registry_cache.load([path], cache)
+    registry_cache.load([path], cache)
     (patches / f"{fake_target.entry_id}.py").unlink()
     with pytest.raises(RegistryError, match="file does not exist"):
-        _registry_cache.load([path], cache)
+        registry_cache.load([path], cache)
 
 
 def test_a_rejected_registry_is_never_cached(fake_target: FakeTarget, tmp_path: Path) -> None:
@@ -103,7 +103,7 @@ def test_a_rejected_registry_is_never_cached(fake_target: FakeTarget, tmp_path: 
     cache = tmp_path / "cache"
     for _ in range(2):
         with pytest.raises(RegistryError, match="upper bound"):
-            _registry_cache.load([path], cache)
+            registry_cache.load([path], cache)
     assert not list(cache.glob("*.pickle"))
 
 
@@ -112,13 +112,13 @@ def test_a_bad_cache_file_is_a_miss(fake_target: FakeTarget, tmp_path: Path, dam
                                     parses: list[tuple[Path, ...]]) -> None:
     path = fake_target.write_registry()
     cache = tmp_path / "cache"
-    _registry_cache.load([path], cache)
+    registry_cache.load([path], cache)
     (file,) = cache.glob("*.pickle")
     if damage == "garbage":
         file.write_bytes(b"not a pickle")
     else:
         file.chmod(0o666)  # unpickling runs code: only a file nobody else can write is read
-    assert _registry_cache.load([path], cache).entries == load_registries([path]).entries
+    assert registry_cache.load([path], cache).entries == load_registries([path]).entries
     assert len(parses) == 2
     assert file.stat().st_mode & 0o077 == 0  # rewritten, private again
 
@@ -128,7 +128,7 @@ def test_an_unwritable_cache_directory_is_no_error(fake_target: FakeTarget,
     path = fake_target.write_registry()
     blocker = tmp_path / "file"
     blocker.write_text("")
-    assert _registry_cache.load([path], blocker / "cache").entries  # mkdir fails: no cache
+    assert registry_cache.load([path], blocker / "cache").entries  # mkdir fails: no cache
 
 
 def test_cache_controls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -49,10 +49,10 @@ def release_for(entry_id: str) -> tuple[str, dict[str, str] | None]:
     venv installs 0.19.2, past the rerun sentinel's gate; 0.17.1 is the newest it covers."""
     from packaging.version import Version
 
-    from patchlane import _startup
+    from patchlane import startup
     from patchlane.evidence.matrix import load_matrix
 
-    entry = _startup.current().registry.get(entry_id)
+    entry = startup.current().registry.get(entry_id)
     assert entry.applies_to is not None
     dist = entry.target.distribution
     installed = megatron_version() if dist == "megatron-core" else None

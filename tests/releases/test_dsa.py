@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import patchlane
-from patchlane import _startup
+from patchlane import startup
 from patchlane.evidence.reproduce import Mode, RunOutcome, run_case
 
 from .conftest import megatron_version
@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.upstream, pytest.mark.skipif(
     (STREAMED, "scores were materialised"),
 ])
 def test_fails_without_and_passes_with(entry_id: str, needle: str, tmp_path: Path) -> None:
-    entry = _startup.current().registry.get(entry_id)
+    entry = startup.current().registry.get(entry_id)
     without = run_case(entry, Mode.WITHOUT, workdir=tmp_path)
     assert without.outcome is RunOutcome.FAIL, (without.message, without.ranks)
     assert needle in without.message

@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pytest
 
-from patchlane import _startup
+from patchlane import startup
 from patchlane.evidence.matrix import load_matrix
 
 from .conftest import ROOT, release_dir
@@ -21,7 +21,7 @@ from .conftest import ROOT, release_dir
 pytestmark = [pytest.mark.upstream, pytest.mark.slow]
 
 SETS = load_matrix(ROOT / "matrix.yaml")
-ENTRIES = [e for e in _startup.current().registry.entries
+ENTRIES = [e for e in startup.current().registry.entries
            if e.fingerprint is not None and e.fingerprint.releases]
 # (distribution, release) -> entries recording a fingerprint for it
 RECORDED: dict[tuple[str, str], list[str]] = defaultdict(list)

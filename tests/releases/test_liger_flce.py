@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from patchlane import _startup
+from patchlane import startup
 from patchlane.evidence.reproduce import Mode, RunOutcome, run_case
 
 ENTRY_ID = "liger_flce_weighted_none"
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.upstream, pytest.mark.slow,
 
 
 def test_affected_release_fails_without_and_passes_with(tmp_path: Path) -> None:
-    entry = _startup.current().registry.get(ENTRY_ID)
+    entry = startup.current().registry.get(ENTRY_ID)
     without = run_case(entry, Mode.WITHOUT, workdir=tmp_path)
     assert without.outcome is RunOutcome.FAIL, (without.message, without.ranks)
     assert "Liger-Kernel #968" in without.message and "off by" in without.message
@@ -42,7 +42,7 @@ def test_cuda_lane(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    entry = _startup.current().registry.get(ENTRY_ID)
+    entry = startup.current().registry.get(ENTRY_ID)
     assert run_case(entry, Mode.WITHOUT, lane="cuda", workdir=tmp_path).outcome is \
         RunOutcome.FAIL
     assert run_case(entry, Mode.WITH, lane="cuda", workdir=tmp_path).outcome is RunOutcome.PASS

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import patchlane
-from patchlane import _startup
+from patchlane import startup
 from patchlane.evidence.reproduce import CaseResult, Mode, RunOutcome, run_case
 from patchlane.importer import load_overlay
 from patchlane.registry import Entry
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.upstream, requires_megatron]
 
 
 def entry() -> Entry:
-    return _startup.current().registry.get(ENTRY_ID)
+    return startup.current().registry.get(ENTRY_ID)
 
 
 def check_without(result: CaseResult, version: str) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from patchlane import _startup
+from patchlane import startup
 from patchlane.evidence.reproduce import Mode, RunOutcome, run_case
 
 from .conftest import ROOT, release_dir, requires_megatron
@@ -78,7 +78,7 @@ def test_gate_reads_the_trees_declared_version_and_says_so(tree: Path) -> None:
 @pytest.mark.parametrize("world_size", [1, 2])
 def test_rerun_reproducer_fails_without_and_passes_with_from_the_tree(
         tree: Path, world_size: int, tmp_path: Path) -> None:
-    entry = _startup.current().registry.get(ENTRY)
+    entry = startup.current().registry.get(ENTRY)
     without = run_case(entry, Mode.WITHOUT, world_size=world_size, workdir=tmp_path,
                        env=env_for(tree))
     assert without.outcome is RunOutcome.FAIL, (without.message, without.ranks)

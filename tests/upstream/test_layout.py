@@ -35,7 +35,7 @@ def imports(path: Path) -> list[tuple[str, list[str]]]:
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
 def test_no_private_name_is_imported_from_another_module(path: Path) -> None:
-    # A private module is its own package's business (the CLI's _common helpers); a private
+    # A private module is its own package's business (the CLI's common helpers); a private
     # name, or a private module of another package, is not.
     package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
     private = [f"{module}.{name}" for module, names in imports(path) for name in names

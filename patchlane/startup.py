@@ -9,7 +9,7 @@ from pathlib import Path
 
 import wrapt
 
-from . import _registry_cache
+from . import registry_cache
 from .audit import AuditLog
 from .controls import Controls
 from .errors import PatchlaneError, RegistryError
@@ -76,7 +76,7 @@ def start(controls: Controls | None = None) -> Lane:
             return _lane
         controls = controls or Controls.from_env()
         try:
-            registry = _registry_cache.load(registry_paths(controls), controls.registry_cache)
+            registry = registry_cache.load(registry_paths(controls), controls.registry_cache)
         except RegistryError as exc:
             _startup_error = exc
             log.error("patchlane: registry rejected, nothing applied: %s", exc)

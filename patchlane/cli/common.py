@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import _startup
+from .. import startup
 from ..importer import Lane
 
 
 def lane() -> Lane:
-    current = _startup.current()
-    error = _startup.startup_error()
+    current = startup.current()
+    error = startup.startup_error()
     if error is not None:
         raise error  # the CLI never shows a table built from a registry it rejected
     return current
