@@ -7,6 +7,7 @@ site-packages file is exactly the kind of unrecorded patch patchlane exists to p
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -55,28 +56,32 @@ def verify_distribution(name: str) -> RecordCheck:
         dist = metadata.distribution(name)
     except metadata.PackageNotFoundError:
         return RecordCheck(name, None, error="not installed")
-    files = dist.files
     version = dist.version
-    if files is None:
+    # RECORD itself, not `dist.files`: from Python 3.12 importlib.metadata leaves out of
+    # `files` the entries that no longer exist, which would hide exactly a deleted file.
+    text = dist.read_text("RECORD")
+    if text is None:
         return RecordCheck(name, version, error="no RECORD (installed without one)")
     modified: list[str] = []
     missing: list[str] = []
     checked = unhashed = 0
-    location = None
-    for item in files:
+    for row in csv.reader(text.splitlines()):
+        if not row or not row[0]:
+            continue
+        item, recorded = row[0], row[1] if len(row) > 1 else ""
         # Byte-code caches are rewritten by the interpreter (a wheel may ship .pyc in RECORD):
         # a changed cache is not an edited package.
-        if item.hash is None or item.name.endswith(".pyc"):
+        mode, sep, value = recorded.partition("=")
+        if not sep or item.endswith(".pyc"):
             unhashed += 1
             continue
-        path = Path(str(item.locate()))
-        location = location or str(path.parent)
+        path = Path(str(dist.locate_file(item)))
         if not path.exists():
-            missing.append(str(item))
+            missing.append(item)
             continue
         checked += 1
-        if _digest(path, item.hash.mode) != item.hash.value:
-            modified.append(str(item))
+        if _digest(path, mode) != value:
+            modified.append(item)
     root = Path(str(dist.locate_file(""))).resolve()
     return RecordCheck(name, version, checked, tuple(modified), tuple(missing), unhashed,
                        location=str(root))
