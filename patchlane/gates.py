@@ -130,10 +130,12 @@ def resolve_version(distribution: str, module: ModuleType | None = None,
     else:
         why = "the target declares no `version_from` to read a source tree's version"
     if dist is not None:
-        assert module is not None
-        return None, (f"{module.__name__} is imported from {module.__file__}, not from the "
-                      f"installed {distribution} {dist.version} at {dist.locate_file('')}, "
-                      f"and the tree's version is unknown: {why}")
+        # Reached with a module (imported from elsewhere) or without one (the planner found a
+        # tree first on sys.path): either way the metadata describes another copy.
+        copy = (f"{module.__name__} is imported from {module.__file__}" if module is not None
+                else f"{distribution} would be imported from a tree first on sys.path")
+        return None, (f"{copy}, not from the installed {distribution} {dist.version} at "
+                      f"{dist.locate_file('')}, and the tree's version is unknown: {why}")
     return None, (f"{distribution} is not installed as a distribution (no metadata) and the "
                   f"imported tree's version is unknown: {why}")
 

@@ -302,6 +302,11 @@ class Entry:
             spec.pin if isinstance(spec, PackagingPin) else None
         return f"{self.target.distribution}{required}" if required is not None else None
 
+    @property
+    def _declared_when(self) -> When | None:
+        """The ``when:`` the registry spelled out (floors and pins only), before defaults."""
+        return self.spec.when if isinstance(self.spec, (VersionFloor, PackagingPin)) else None
+
     @functools.cached_property
     def when(self) -> When | None:
         """For a version floor or packaging pin: the import (and environment) its check waits
@@ -309,7 +314,7 @@ class Entry:
         distribution's import name. None for the other kinds."""
         if self.kind not in (Kind.VERSION_FLOOR, Kind.PACKAGING_PIN):
             return None
-        given = self.spec.when if isinstance(self.spec, (VersionFloor, PackagingPin)) else None
+        given = self._declared_when
         module = (given.imported if given is not None and given.imported else None) \
             or self.target.module or import_name(self.target.distribution)
         return When(module, given.env if given is not None else {})
@@ -318,7 +323,7 @@ class Entry:
     def names_its_import(self) -> bool:
         """Whether the entry names the module its check waits for (``target.object`` or
         ``when.imported``): only then does ``policy: error`` make that import fail."""
-        given = self.spec.when if isinstance(self.spec, (VersionFloor, PackagingPin)) else None
+        given = self._declared_when
         return self.target.module is not None or bool(given is not None and given.imported)
 
 

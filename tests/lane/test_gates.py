@@ -143,3 +143,27 @@ def test_fake_distribution_is_found_only_through_sys_path(tmp_path: Path) -> Non
         mp.syspath_prepend(str(site))
         assert check_gate(name, SpecifierSet(RANGE)).open is True
     assert check_gate(name, SpecifierSet(RANGE)).found is None
+
+
+def test_a_shadowing_tree_without_a_readable_version_is_said_plainly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planner (no module imported yet) finds a tree first on sys.path, ahead of the
+    installed wheel, whose version file cannot be run: no version, a reason naming both
+    copies, never an assertion error."""
+    from patchlane.gates import resolve_version
+
+    site, tree = tmp_path / "site", tmp_path / "tree"
+    (site / "plshadowx").mkdir(parents=True)
+    (site / "plshadowx" / "__init__.py").write_text("")
+    (site / "plshadowx-1.0.dist-info").mkdir()
+    (site / "plshadowx-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: plshadowx\nVersion: 1.0\n")
+    (tree / "plshadowx").mkdir(parents=True)
+    (tree / "plshadowx" / "__init__.py").write_text("")
+    (tree / "plshadowx" / "version.py").write_text("raise RuntimeError('no version here')\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(tree))  # first: the checkout shadows the wheel
+    found, why = resolve_version("plshadowx", None, "plshadowx.version:__version__")
+    assert found is None
+    assert "would be imported from a tree first on sys.path" in why
+    assert "installed plshadowx 1.0" in why and "no version here" in why
