@@ -1,15 +1,18 @@
 """The one exit-code table of the ``patchlane`` command.
 
 Library code never exits: errors carry their code (``PatchlaneError.exit_code``) and commands
-return one of these; ``patchlane.cli.main`` is the only place a process ends. The sweep's three
-codes are bits of one verdict summary (broken | error), still-affected its own bit.
+return one of these; ``patchlane.cli.main`` is the only place a process ends.
+
+The sweep (and ``patchlane matrix``) exit with ``32 | bits``: 1 a case is broken, 2 a case is in
+error, 4 a bug outlives its gate (still-affected: not an error, but loud). A nightly tests one
+bit with ``(( (rc & 32) && (rc & 4) ))``; ``0`` is a clean run.
 """
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["ExitCode"]
+__all__ = ["SWEEP_BASE", "SWEEP_BITS", "ExitCode", "sweep_exit_code"]
 
 
 class ExitCode(enum.IntEnum):
@@ -25,15 +28,30 @@ class ExitCode(enum.IntEnum):
     REPRODUCER_ERROR = 7
     RANKS_DISAGREE = 8
     LEDGER_VIOLATION = 9
-    SWEEP_BROKEN = 10
-    SWEEP_ERROR = 11
-    SWEEP_BROKEN_AND_ERROR = 12
     MATRIX_MISMATCH = 13
     UPSTREAM_UNREACHABLE = 14
     RETIREMENT_REFUSED = 15
     DOCTOR_PROBLEMS = 16
+    # The sweep's verdict summary: 32 | broken (1) | error (2) | still-affected (4).
+    SWEEP_BROKEN = 33
+    SWEEP_ERROR = 34
+    SWEEP_BROKEN_AND_ERROR = 35
+    SWEEP_STILL_AFFECTED = 36
+    SWEEP_STILL_AFFECTED_AND_BROKEN = 37
+    SWEEP_STILL_AFFECTED_AND_ERROR = 38
+    SWEEP_STILL_AFFECTED_BROKEN_AND_ERROR = 39
     IO_ERROR = 74
     """The filesystem refused (read-only run directory, full disk, missing permission): the
     message names the file (EX_IOERR)."""
     INTERNAL_ERROR = 70
     """An unexpected exception: a bug in patchlane, printed with its traceback (EX_SOFTWARE)."""
+
+
+SWEEP_BASE = 32
+SWEEP_BITS = {"broken": 1, "error": 2, "still-affected": 4}
+
+
+def sweep_exit_code(flags: set[str]) -> ExitCode:
+    """The sweep's status for the verdict names in ``flags`` (others are ignored)."""
+    bits = sum(bit for name, bit in SWEEP_BITS.items() if name in flags)
+    return ExitCode(SWEEP_BASE | bits) if bits else ExitCode.OK

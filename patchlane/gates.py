@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
+from typing import Literal
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["KNOWN_TREE_VERSIONS", "GateResult", "check_gate", "installed_version",
-           "resolve_version"]
+__all__ = ["KNOWN_TREE_VERSIONS", "GateResult", "GateSide", "check_gate", "gate_side",
+           "installed_version", "resolve_version"]
 
 # Where a source tree of a known distribution declares its version ("module:attribute"), used
 # when an entry's target sets no `version_from` of its own.
@@ -161,3 +162,44 @@ def check_gate(distribution: str, spec: SpecifierSet | None, module: ModuleType 
                           f"{distribution} {found}{origin} is in {required}", source=source)
     return GateResult(distribution, required, found, False,
                       f"{distribution} {found}{origin} is outside {required}", source=source)
+
+
+GateSide = Literal["inside", "below", "above", "excluded"]
+"""Where a release stands against a gate: ``inside`` it, ``below`` its lower bound (a release
+from before the bug), ``above`` its upper bound (a release the gate has not reached yet:
+upstream may or may not have fixed the bug there), or ``excluded`` by a ``!=`` clause (or an
+``===`` one): deliberately left out, never assumed to be either side."""
+
+_UPPER = ("<", "<=")
+_LOWER = (">", ">=")
+_PINS = ("==", "~=")
+
+
+def gate_side(spec: SpecifierSet | None, version: str | Version) -> GateSide:
+    """Which side of ``spec`` ``version`` falls on; see :data:`GateSide`.
+
+    A release that fails a lower bound is ``below`` whatever else it fails (a gate's lower
+    bound is where the bug starts: nothing is known from before it). A failed ``==`` / ``~=``
+    (wildcards too) is below or above its version. ``above`` needs every failed clause to
+    put the release above."""
+    if spec is None:
+        return "inside"
+    found = version if isinstance(version, Version) else Version(version)
+    sides: set[str] = set()
+    for clause in spec:
+        if clause.contains(found, prereleases=True):
+            continue
+        if clause.operator in _LOWER:
+            return "below"
+        if clause.operator in _UPPER:
+            sides.add("above")
+        elif clause.operator in _PINS:
+            pinned = Version(clause.version.removesuffix(".*"))
+            sides.add("below" if found < pinned else "above")
+        else:  # "!=" and "===": a deliberate exclusion
+            sides.add("excluded")
+    if not sides:
+        return "inside"
+    if "below" in sides:
+        return "below"
+    return "above" if sides == {"above"} else "excluded"

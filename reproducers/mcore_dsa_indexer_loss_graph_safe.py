@@ -1,7 +1,7 @@
 """Reproducer: one DSA training step (sparse attention, indexer KL loss, its auto-scaler, and the
 backward through all of it) must be legal inside a CUDA graph capture.
 
-Real megatron-core 0.16.x functions: ``unfused_dsa_fn``, ``compute_dsa_indexer_loss``,
+Real megatron-core 0.16-0.19 functions: ``unfused_dsa_fn``, ``compute_dsa_indexer_loss``,
 ``DSAIndexerLossAutoScaler``. The step is first run eagerly (capture needs a warm-up), then the
 auto-scaler's class state is reset to what a fresh process has (nothing in 0.16-0.18 sets a loss
 scale) and the step runs inside ``patchlane.testing.capture.capture_check``: a real
@@ -48,7 +48,9 @@ def run(ctx: ReproContext) -> None:
         def step() -> Any:
             topk = torch.topk(index_scores.detach() + causal, TOPK, dim=-1).indices
             out = dsa.unfused_dsa_fn(query, key, value, topk, DIM ** -0.5)
-            loss = dsa.compute_dsa_indexer_loss(index_scores, topk, query.detach(),
+            # A non-leaf copy, as in a model: 0.19 masks the scores in place
+            # (`index_scores += index_score_mask`), which a leaf that requires grad refuses.
+            loss = dsa.compute_dsa_indexer_loss(index_scores.clone(), topk, query.detach(),
                                                 key.detach(), DIM ** -0.5, 0.1, False, pg)
             out = dsa.DSAIndexerLossAutoScaler.apply(out, loss)
             out.sum().backward()

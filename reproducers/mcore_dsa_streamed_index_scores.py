@@ -1,6 +1,9 @@
 """Reproducer: DSA indexer scores must not cost memory proportional to the number of heads.
 
-``DSAIndexer._compute_index_scores`` on real megatron-core 0.16.x, at sq=sk=1024, b=1, h=16,
+``DSAIndexer._compute_index_scores`` on real megatron-core 0.16.x (from 0.17 the same
+computation is the module-level ``dsa._compute_index_scores(q, weights, k)``, which the
+reproducer then calls, so a sweep past the gate says whether the bug is still there), at
+sq=sk=1024, b=1, h=16,
 d=64: the result is ``[b, sq, sk]`` fp32 (4 MiB); the peak allocated while computing it must
 stay within 4x that. Upstream materialises ``[sq, b, h, sk]`` fp32 (64 MiB) and a ReLU copy of
 it, so it fails the bound; the streamed overlay passes it. The output must equal upstream's
@@ -28,7 +31,7 @@ BOUND = 4  # x the output's own size
 
 def run(ctx: ReproContext) -> None:
     import torch
-    from megatron.core.transformer.experimental_attention_variant.dsa import DSAIndexer
+    from megatron.core.transformer.experimental_attention_variant import dsa
 
     from patchlane.testing.memprofile import peak_bytes
 
@@ -36,12 +39,22 @@ def run(ctx: ReproContext) -> None:
     q = torch.randn(SQ, BATCH, HEADS, DIM, generator=g).bfloat16().to(ctx.device)
     k = torch.randn(SK, BATCH, DIM, generator=g).bfloat16().to(ctx.device)
     w = torch.randn(SQ, BATCH, HEADS, generator=g).bfloat16().to(ctx.device)
-    upstream = inspect.unwrap(vars(DSAIndexer)["_compute_index_scores"])
+    method = vars(dsa.DSAIndexer).get("_compute_index_scores")
+    if method is not None:  # 0.16: the method never reads `self`; called as forward does
+        def compute() -> torch.Tensor:
+            return dsa.DSAIndexer._compute_index_scores(None, q, w, k)
 
-    # the method never reads `self`; call it the way DSAIndexer.forward_with_scores does
-    peak, scores = peak_bytes(lambda: DSAIndexer._compute_index_scores(None, q, w, k),
-                              ctx.device)
-    want = upstream(None, q, w, k)
+        def upstream() -> torch.Tensor:
+            return inspect.unwrap(method)(None, q, w, k)
+    else:  # 0.17 and later: a module-level function, same arguments otherwise
+        def compute() -> torch.Tensor:
+            return dsa._compute_index_scores(q, w, k)
+
+        def upstream() -> torch.Tensor:
+            return inspect.unwrap(vars(dsa)["_compute_index_scores"])(q, w, k)
+
+    peak, scores = peak_bytes(compute, ctx.device)
+    want = upstream()
     assert scores.dtype == want.dtype and scores.shape == want.shape, (scores.dtype,
                                                                        scores.shape)
     assert scores.stride() == want.stride(), (scores.stride(), want.stride())

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import PatchlaneError
 from ..evidence.matrix import interpreter, load_matrix, run_set
+from ..evidence.verdicts import ACTION, Verdict
 from ..exit_codes import ExitCode
 from .common import table
 
@@ -21,6 +22,7 @@ def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_ro
                                  f"known: {[s.name for s in sets]}")
         sets = [s for s in sets if s.name in names]
     rows, failed = [], 0
+    asks: list[tuple[str, Verdict, str]] = []
     for matrix_set in sets:
         if not matrix_set.runs_here():
             rows.append([matrix_set.name, "skipped", "-",
@@ -32,10 +34,14 @@ def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_ro
         result = run_set(matrix_set, cache=cache, runs_root=runs_root, jobs=jobs,
                          timeout=timeout)
         failed += not result.ok
+        asks += [(matrix_set.name, v, entry_id) for entry_id, got in result.verdicts.items()
+                 for v in sorted(set(got) & {Verdict.STILL_AFFECTED, Verdict.UPSTREAM_FIXED})]
         got = "; ".join(f"{k}: {','.join(sorted({verdict.value for verdict in v}))}"
                         for k, v in result.verdicts.items())
         rows.append([matrix_set.name, "ok" if result.ok else "MISMATCH", got,
                      "; ".join(result.mismatches) or "-", f"{time.monotonic() - started:.0f}s",
                      str(result.run_dir)])
     print(table(["SET", "RESULT", "VERDICTS", "MISMATCHES", "TIME", "RUN DIR"], rows, width=70))
+    for name, verdict, entry_id in asks:
+        print(f"{verdict.value}: {entry_id} in {name}: {ACTION[verdict]}")
     return ExitCode.MATRIX_MISMATCH if failed else ExitCode.OK

@@ -17,7 +17,7 @@ from ..evidence.provenance import git_revision, patch_set_digest
 from ..evidence.reports import load_index, write_reports
 from ..evidence.reproduce import Lane
 from ..evidence.sweep import Shard, SweepEvent, exit_code, new_run, run_sweep
-from ..evidence.verdicts import Verdict
+from ..evidence.verdicts import ACTION, Verdict
 from ..exit_codes import ExitCode
 from .common import lane, table
 from .reproduce import print_tails
@@ -91,8 +91,12 @@ def run_sweep_command(lanes: list[Lane] | None, only: list[str] | None, timeout:
                     for row in rows if row.verdict is Verdict.ERROR)
         counts = ", ".join(f"{k}: {v}" for k, v in sorted(index["counts"].items()))
         print(f"\n{counts or 'nothing to run'}")
+        if index["counts"].get(Verdict.STILL_AFFECTED.value):
+            print("STILL AFFECTED: a bug outlives its gate on the installed release, which runs "
+                  f"unprotected there: {ACTION[Verdict.STILL_AFFECTED]} (exit bit 4)")
         if index["counts"].get(Verdict.UPSTREAM_FIXED.value):
-            print("UPSTREAM FIXED: retirement candidates above (not a failure)")
+            print("UPSTREAM FIXED: retirement candidates above (not a failure): "
+                  f"{ACTION[Verdict.UPSTREAM_FIXED]}")
         for change in (index.get("compare") or {}).get("changes", []):
             print(f"change vs {index['compare']['previous_run']}: {dict(change)}")
         print(f"run directory: {run.path} (summary.md, junit.xml, report.html, receipts/)")

@@ -13,6 +13,12 @@ Each case is ``<entry>-<lane>-ws<N>-<mode>``. ``with`` must pass; ``without`` mu
 bug is still upstream); a ``without`` case that passes is reported with a
 :class:`UpstreamFixedWarning` (a retirement candidate, not a test failure) unless
 ``--patchlane-strict-upstream`` makes it fail. ``--patchlane-only ID`` limits the entries.
+
+Past an entry's gate (an installed release above ``applies_to``, or inside
+``retire_when.release``) only ``without`` runs, as in the sweep, and it is named
+``...-without-past-gate``: passing there is an :class:`UpstreamFixedWarning`; failing there
+fails the test as *still affected*: the job runs this release unprotected, and the entry's gate
+needs a review.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import pytest
 
 from .. import startup
 from .reproduce import LANES, Lane, Mode, RunOutcome, parse_lane, run_case
+from .verdicts import ACTION, Verdict
 
 __all__ = ["UpstreamFixedWarning", "test_patchlane_reproducer"]
 
@@ -58,11 +65,15 @@ def _cases(config: pytest.Config) -> list[Any]:
     for row in plan(registry, lanes, gpus, set(only) if only else None, Shard(1, 1)):
         entry_id, lane, size = row["entry_id"], row["lane"], row["world_size"]
         # a retired entry's overlay is never applied: only its regression guard runs
-        modes = (Mode.WITHOUT,) if entry_id in retired else (Mode.WITHOUT, Mode.WITH)
+        # past the gate, likewise: the overlay never applies outside its gate
+        beyond = bool(row.get("beyond"))
+        modes = ((Mode.WITHOUT,) if entry_id in retired or beyond
+                 else (Mode.WITHOUT, Mode.WITH))
         marks = [pytest.mark.skip(reason=row["skip"])] if row["skip"] else []
+        suffix = "-past-gate" if beyond else ""
         for mode in modes:
-            params.append(pytest.param((entry_id, lane, size, mode), marks=marks,
-                                       id=f"{entry_id}-{lane}-ws{size}-{mode.value}"))
+            params.append(pytest.param((entry_id, lane, size, mode, beyond), marks=marks,
+                                       id=f"{entry_id}-{lane}-ws{size}-{mode.value}{suffix}"))
     return params
 
 
@@ -71,9 +82,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("patchlane_case", _cases(metafunc.config))
 
 
-def test_patchlane_reproducer(patchlane_case: tuple[str, Lane, int, Mode],
+def test_patchlane_reproducer(patchlane_case: tuple[str, Lane, int, Mode, bool],
                               request: pytest.FixtureRequest) -> None:
-    entry_id, lane, size, mode = patchlane_case
+    entry_id, lane, size, mode, beyond = patchlane_case
     entry = startup.current().registry.get(entry_id)
     result = run_case(entry, mode, lane=lane, world_size=size,
                       timeout=request.config.getoption("--patchlane-timeout"))
@@ -82,6 +93,10 @@ def test_patchlane_reproducer(patchlane_case: tuple[str, Lane, int, Mode],
         pytest.fail(f"{entry_id} [{mode.value} overlay]: error at {result.stage}: {detail}")
     if mode is Mode.WITH:
         assert result.outcome is RunOutcome.PASS, f"{entry_id} broken with its overlay: {detail}"
+    elif beyond and result.outcome is RunOutcome.FAIL:
+        pytest.fail(f"{entry_id}: still affected: the reproducer fails without the overlay on a "
+                    f"release past the gate {entry.applies_to_text!r}, where the overlay does "
+                    f"not apply. {ACTION[Verdict.STILL_AFFECTED]}. ({detail})")
     elif result.outcome is RunOutcome.PASS:
         message = (f"{entry_id}: reproducer passes without the overlay on this release: "
                    "upstream-fixed, a retirement candidate")

@@ -67,6 +67,8 @@ def build_receipt(*, run_id: str, case_id: str, entry: Entry, result: CaseResult
         },
         "comparison_key": comparison_key(result.lane, run),
         "audit": rank0.get("audit"),
+        # Without the overlay: the overlay's probe asked of the real target, never acted on.
+        "probe": rank0.get("probe"),
         "ranks": [
             {
                 "rank": r.get("rank"),

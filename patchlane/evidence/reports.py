@@ -14,13 +14,16 @@ from xml.etree import ElementTree as ET
 from ..files import atomic_write, atomic_write_json
 from .manifest import RunDir
 from .sweep import VerdictRow
-from .verdicts import SEVERITY, Verdict
+from .verdicts import ACTION, SEVERITY, Verdict
 
 __all__ = ["Change", "compare", "load_index", "write_reports"]
 
 INDEX_SCHEMA = 1
 _COLOURS = {Verdict.GUARDING: "#2e7d32", Verdict.UPSTREAM_FIXED: "#1565c0",
-            Verdict.BROKEN: "#c62828", Verdict.ERROR: "#ef6c00", Verdict.SKIPPED: "#757575"}
+            Verdict.STILL_AFFECTED: "#6a1b9a", Verdict.BROKEN: "#c62828",
+            Verdict.ERROR: "#ef6c00", Verdict.SKIPPED: "#757575"}
+# Verdicts that ask a maintainer to act on the registry (not on the lane).
+_REVIEW = (Verdict.STILL_AFFECTED, Verdict.UPSTREAM_FIXED)
 
 
 def _verdict(row: dict[str, Any]) -> Verdict:
@@ -112,6 +115,10 @@ def markdown(index: dict[str, Any]) -> str:
     lines = [f"# patchlane sweep {index['run_id']}", ""]
     lines.append(" · ".join(f"**{v.value}**: {counts[v.value]}" for v in SEVERITY
                             if v.value in counts) or "nothing ran")
+    still = counts.get(Verdict.STILL_AFFECTED.value)
+    if still:
+        lines += ["", f"> **Still affected** {still} case(s): the bug outlives the gate on the "
+                  "installed release. " + ACTION[Verdict.STILL_AFFECTED] + "."]
     fixed = counts.get(Verdict.UPSTREAM_FIXED.value)
     if fixed:
         lines += ["", f"> **Upstream fixed** {fixed} case(s): retirement candidates, see below."]
@@ -132,6 +139,10 @@ def markdown(index: dict[str, Any]) -> str:
                 lines.append(f"- {c['key']}: new ({c['now']})")
             else:
                 lines.append(f"- {c['key']}: **{c['was']} -> {c['now']}**")
+    shown = [v for v in SEVERITY if v.value in counts]
+    if shown:
+        lines += ["", "## What each verdict asks", ""]
+        lines += [f"- **{v.value}**: {ACTION[v]}" for v in shown]
     return "\n".join(lines) + "\n"
 
 
@@ -139,7 +150,8 @@ def junit(index: dict[str, Any]) -> str:
     rows = index["rows"]
     counts = Counter(_verdict(r) for r in rows)
     suite = ET.Element("testsuite", name="patchlane-sweep", tests=str(len(rows)),
-                       failures=str(counts[Verdict.BROKEN]), errors=str(counts[Verdict.ERROR]),
+                       failures=str(counts[Verdict.BROKEN] + counts[Verdict.STILL_AFFECTED]),
+                       errors=str(counts[Verdict.ERROR]),
                        skipped=str(counts[Verdict.SKIPPED]), timestamp=index["created"])
     for row in rows:
         case = ET.SubElement(suite, "testcase", classname=f"patchlane.{row['entry_id']}",
@@ -147,13 +159,18 @@ def junit(index: dict[str, Any]) -> str:
         verdict, reason = _verdict(row), str(row["reason"])
         if verdict is Verdict.BROKEN:
             ET.SubElement(case, "failure", message=reason[:200]).text = reason
+        elif verdict is Verdict.STILL_AFFECTED:
+            # Loud but not an error of the lane: a failure of its own type, saying what to do.
+            ET.SubElement(case, "failure", type="still-affected",
+                          message=f"still affected: {ACTION[verdict]}"[:200]).text = reason
         elif verdict is Verdict.ERROR:
             ET.SubElement(case, "error", message=reason[:200]).text = reason
             if row.get("stderr_tail"):
                 ET.SubElement(case, "system-err").text = _printable(str(row["stderr_tail"]))
         elif verdict is Verdict.SKIPPED:
             ET.SubElement(case, "skipped", message=reason[:200])
-        ET.SubElement(case, "system-out").text = f"verdict: {verdict.value}\n{reason}"
+        ET.SubElement(case, "system-out").text = (f"verdict: {verdict.value}\n{reason}\n"
+                                                  f"asks: {ACTION[verdict]}")
     text: str = ET.tostring(suite, encoding="unicode", xml_declaration=True)
     return text + "\n"
 
@@ -186,6 +203,27 @@ def _errors(rows: Iterable[dict[str, Any]]) -> str:
                      f"<p>{html.escape(str(row['reason']))}</p>"
                      + (f"<pre>{html.escape(_printable(str(tail)))}</pre>" if tail else ""))
     return f"<h2>Errors</h2>{''.join(parts)}" if parts else ""
+
+
+def _review(rows: Iterable[dict[str, Any]]) -> str:
+    """Rows that ask a maintainer to change the registry, each with what to do."""
+    items = [f"<li><b>{html.escape(_row_key(r))}</b> on {html.escape(str(r['installed']))}: "
+             f"<b>{html.escape(r['verdict'])}</b>: {html.escape(ACTION[_verdict(r)])}"
+             f"<br><small>{html.escape(str(r['reason']))}</small></li>"
+             for r in _sorted(rows) if _verdict(r) in _REVIEW]
+    return f"<h2>For a maintainer</h2><ul>{''.join(items)}</ul>" if items else ""
+
+
+def _legend(rows: Iterable[dict[str, Any]]) -> str:
+    seen = {_verdict(r) for r in rows}
+    items = "".join(f"<li>{_swatch(v)} {html.escape(ACTION[v])}</li>" for v in SEVERITY
+                    if v in seen)
+    return f"<h2>What each verdict asks</h2><ul>{items}</ul>" if items else ""
+
+
+def _swatch(verdict: Verdict) -> str:
+    return (f'<span style="background:{_COLOURS[verdict]};color:#fff;padding:0 6px">'
+            f"{html.escape(verdict.value)}</span>")
 
 
 def page(index: dict[str, Any], history: Sequence[dict[str, Any]] = ()) -> str:
@@ -231,6 +269,6 @@ def page(index: dict[str, Any], history: Sequence[dict[str, Any]] = ()) -> str:
         f"<p>{html.escape(counts)} · created {html.escape(index['created'])} · shard "
         f"{html.escape(str(index.get('shard')))}</p>"
         f"<table><tr><th>entry</th>{head}</tr>{''.join(body)}</table>"
-        f"{_errors(index['rows'])}{hist}"
+        f"{_review(index['rows'])}{_errors(index['rows'])}{_legend(index['rows'])}{hist}"
         "</body></html>\n"
     )

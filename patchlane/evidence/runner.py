@@ -57,6 +57,24 @@ def _said(outcome: Outcome | None) -> str:
     return repr(None if outcome is None else outcome.value)
 
 
+def _probe_view(entry: Any) -> dict[str, Any] | None:
+    """Without the overlay: what the overlay's probe says of the imported target, asked after
+    the run and never acted on. Past the gate this is the only probe evidence retirement can
+    have (the overlay is never applied there). None when there is no probe or no target."""
+    module = sys.modules.get(entry.target.module or "")
+    if entry.overlay is None or module is None:
+        return None
+    try:
+        probe = getattr(load_file(entry.id, "overlay", entry.overlay), "probe", None)
+        if probe is None:
+            return None
+        fixed = bool(probe(module))
+    except Exception as exc:  # the probe's own failure is evidence, not a crash of the case
+        return {"outcome": "error", "detail": f"{type(exc).__name__}: {exc}"}
+    return {"outcome": Outcome.UPSTREAM_FIXED.value if fixed else "needed",
+            "detail": "probe asked without the overlay applied"}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="patchlane.evidence.runner")
     parser.add_argument("--entry", required=True)
@@ -121,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
                                    "not exercise the patched code")
         elif seen not in _WITHOUT_OK or decision["applied"]:
             raise RuntimeError(f"expected the overlay disabled, audit says {_said(seen)}")
+        else:
+            result["probe"] = _probe_view(entry)
         if args.rank == 0:
             result["runtime"] = runtime([entry.target.distribution, "torch"])
             result["record"] = verify_distribution(entry.target.distribution).as_dict()

@@ -2,7 +2,15 @@
 size, in parallel, into a run directory with a manifest, receipts and reports.
 
 One :class:`~patchlane.evidence.verdicts.Verdict` per (entry, lane, world size): guarding,
-upstream-fixed, broken, error or skipped (see :mod:`patchlane.evidence.verdicts`).
+upstream-fixed, still-affected, broken, error or skipped (see
+:mod:`patchlane.evidence.verdicts`).
+
+Past the gate. An active entry on a release above its ``applies_to`` (or inside its
+``retire_when.release``) is not skipped: its reproducer runs *without* the overlay only (the
+overlay is never applied outside its gate), and the row says whether upstream fixed the bug
+(``upstream-fixed``: the evidence retirement needs) or the bug outlives the gate
+(``still-affected``). Below the gate's lower bound the row stays skipped: nothing is claimed
+about releases from before the bug.
 """
 
 from __future__ import annotations
@@ -17,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..exit_codes import ExitCode
-from ..gates import check_gate
+from ..exit_codes import ExitCode, sweep_exit_code
+from ..gates import GateResult, check_gate, gate_side
 from ..registry import Entry, Kind, Registry
 from .manifest import CaseState, RunDir, case_id, now
 from .reproduce import CaseResult, Lane, Mode, RunOutcome, parse_lane, read_spec, run_case
@@ -138,12 +146,8 @@ def cuda_devices() -> int:
 
 
 def exit_code(rows: Iterable[VerdictRow]) -> ExitCode:
-    verdicts = {r.verdict for r in rows}
-    broken, error = Verdict.BROKEN in verdicts, Verdict.ERROR in verdicts
-    if broken and error:
-        return ExitCode.SWEEP_BROKEN_AND_ERROR
-    return (ExitCode.SWEEP_BROKEN if broken else ExitCode.SWEEP_ERROR if error
-            else ExitCode.OK)
+    """``32 | bits`` for broken (1), error (2) and still-affected (4) rows; 0 otherwise."""
+    return sweep_exit_code({r.verdict.value for r in rows})
 
 
 # -- planning ----------------------------------------------------------------------------------
@@ -153,9 +157,28 @@ def _sweepable(entry: Entry) -> bool:
     return entry.kind is Kind.SOURCE_PATCH and entry.reproducer is not None
 
 
+def beyond_gate(entry: Entry, gate: GateResult) -> str | None:
+    """Why ``entry``'s reproducer runs without its overlay only on a release its gate excludes
+    (see the module docstring); None when the row is an ordinary skip."""
+    if not entry.active or gate.open or gate.found is None or not gate.comparable:
+        return None
+    side = gate_side(entry.applies_to, gate.found)
+    retire = entry.retire_when.release
+    if retire is not None and retire.contains(gate.found, prereleases=True):
+        return (f"{entry.target.distribution} {gate.found} is inside retire_when.release "
+                f"{str(retire)!r}: checking whether upstream fixed it (without the overlay "
+                "only)")
+    if side == "above":
+        return (f"{entry.target.distribution} {gate.found} is past the gate "
+                f"{str(entry.applies_to)!r}: checking whether the bug is still there (without "
+                "the overlay only)")
+    return None
+
+
 def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | None,
          shard: Shard) -> list[dict[str, Any]]:
-    """Rows (entry x lane x world size) this shard owns, each with a skip reason or none."""
+    """Rows (entry x lane x world size) this shard owns, each with a skip reason or none, and
+    ``beyond`` (why) for a row that runs past the gate without the overlay only."""
     rows: list[dict[str, Any]] = []
     position = 0
     for entry in registry.entries:
@@ -163,6 +186,7 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
             continue
         spec = read_spec(entry)
         gate = check_gate(entry.target.distribution, entry.applies_to)
+        beyond = beyond_gate(entry, gate)
         for lane in lanes:
             for size in spec.world_sizes:
                 owned = shard.owns(position)
@@ -174,10 +198,11 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
                     skip = f"reproducer declares lanes {list(spec.lanes)}"
                 elif lane == "cuda" and gpus < size:
                     skip = f"lane unavailable: {gpus} CUDA device(s), world size {size}"
-                elif not gate.open and entry.active:
+                elif not gate.open and entry.active and beyond is None:
                     skip = f"gate: {gate.reason}"
                 rows.append({"entry_id": entry.id, "lane": lane, "world_size": size,
-                             "installed": gate.found, "skip": skip})
+                             "installed": gate.found, "skip": skip,
+                             "beyond": beyond if skip is None else None})
     return rows
 
 
@@ -260,6 +285,9 @@ def verdicts(run: RunDir) -> list[VerdictRow]:
                 if Mode.WITH in present:
                     out.verdict, out.reason = verdict_of(present[Mode.WITHOUT],
                                                          present[Mode.WITH])
+                elif row.get("beyond"):
+                    out.verdict, out.reason = _beyond_verdict(present[Mode.WITHOUT],
+                                                              row["beyond"])
                 else:  # a retired entry: the regression guard only
                     out.verdict, out.reason = _guard_verdict(present[Mode.WITHOUT])
                 out.receipts = {m.value: case["receipt"] for m, case in present.items()}
@@ -296,6 +324,20 @@ def _guard_verdict(without: Mapping[str, Any]) -> tuple[Verdict, str]:
     return Verdict.UPSTREAM_FIXED, "retired; the regression guard passes without the overlay"
 
 
+def _beyond_verdict(without: Mapping[str, Any], why: str) -> tuple[Verdict, str]:
+    """An active entry past its gate: only the run without the overlay."""
+    w = CaseView.of(without)
+    if w.outcome is RunOutcome.ERROR:
+        return Verdict.ERROR, f"without overlay (past the gate): {w.stage}: {w.message}"
+    if w.outcome is RunOutcome.FAIL:
+        return (Verdict.STILL_AFFECTED,
+                f"still fails without the overlay past the gate ({w.message[:80]}): the bug "
+                "outlives the gate; review and extend applies_to. " + why)
+    return (Verdict.UPSTREAM_FIXED,
+            "passes without the overlay past the gate: retirement candidate (reproducer stays "
+            "as a guard). " + why)
+
+
 def _distribution(receipt: Mapping[str, Any]) -> str | None:
     record = receipt["provenance"].get("record") or {}
     return record.get("distribution")
@@ -316,8 +358,10 @@ def new_run(registry: Registry, path: Path, *, lanes: Iterable[Lane] | None,
     for row in rows:
         if row["skip"] is None:
             # A retired entry's overlay is never applied: its reproducer runs without it only,
-            # as the regression guard that upstream stays fixed.
-            modes = (Mode.WITHOUT,) if row["entry_id"] in retired else (Mode.WITHOUT, Mode.WITH)
+            # as the regression guard that upstream stays fixed. Past an active entry's gate
+            # likewise: the overlay never applies outside its gate.
+            guard_only = row["entry_id"] in retired or row.get("beyond")
+            modes = (Mode.WITHOUT,) if guard_only else (Mode.WITHOUT, Mode.WITH)
             for mode in modes:
                 cid = case_id(row["entry_id"], row["lane"], row["world_size"], mode)
                 run.add_case(cid, {"entry_id": row["entry_id"], "lane": row["lane"],

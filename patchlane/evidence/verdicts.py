@@ -2,7 +2,14 @@
 command line and the release matrix.
 
 ``guarding``        fails without the overlay, passes with it: the patch is needed and works.
-``upstream-fixed``  passes without the overlay: a retirement candidate (not a failure).
+``upstream-fixed``  passes without the overlay: a retirement candidate (not a failure). Also
+                    past the gate: a release above ``applies_to`` (or inside
+                    ``retire_when.release``) runs without the overlay only, and passing there
+                    is the evidence ``patchlane retire`` needs.
+``still-affected``  past the gate, the reproducer still fails without the overlay: the bug
+                    outlives the gate. Not an error of the lane; a maintainer reviews the entry
+                    and extends ``applies_to`` (and records the new fingerprint), or tightens
+                    ``retire_when``.
 ``broken``          fails with the overlay.
 ``error``           a case could not give a verdict (bootstrap, import, setup, run, verify,
                     timeout, crash, oom).
@@ -16,12 +23,13 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["SEVERITY", "Verdict"]
+__all__ = ["ACTION", "SEVERITY", "Verdict"]
 
 
 class Verdict(str, enum.Enum):
     GUARDING = "guarding"
     UPSTREAM_FIXED = "upstream-fixed"
+    STILL_AFFECTED = "still-affected"
     BROKEN = "broken"
     ERROR = "error"
     SKIPPED = "skipped"
@@ -36,6 +44,19 @@ class Verdict(str, enum.Enum):
                              f"{[v.value for v in cls]}") from None
 
 
-SEVERITY: tuple[Verdict, ...] = (Verdict.BROKEN, Verdict.ERROR, Verdict.UPSTREAM_FIXED,
-                                 Verdict.GUARDING, Verdict.SKIPPED)
+SEVERITY: tuple[Verdict, ...] = (Verdict.BROKEN, Verdict.ERROR, Verdict.STILL_AFFECTED,
+                                 Verdict.UPSTREAM_FIXED, Verdict.GUARDING, Verdict.SKIPPED)
 """Worst first: the order reports list rows in, and the verdict a history cell shows."""
+
+ACTION: dict[Verdict, str] = {
+    Verdict.GUARDING: "nothing: the patch is needed and works",
+    Verdict.UPSTREAM_FIXED: "retirement candidate: `patchlane retire ID --evidence RUN` (the "
+                            "reproducer stays as a guard)",
+    Verdict.STILL_AFFECTED: "review the entry: the bug outlives its gate; extend applies_to "
+                            "and the fingerprints to this release (with a run), or fix the "
+                            "reproducer",
+    Verdict.BROKEN: "fix the overlay: the reproducer fails with it applied",
+    Verdict.ERROR: "fix the lane or the reproducer: no verdict (see the log tail)",
+    Verdict.SKIPPED: "nothing: the gate or the lane keeps the case out",
+}
+"""What each verdict asks a maintainer to do: the summary, JUnit and HTML reports say it."""

@@ -10,6 +10,7 @@ A retirement needs, as the entry's ``retire_when`` asks:
   release (:attr:`Verdict.UPSTREAM_FIXED <patchlane.evidence.verdicts.Verdict.UPSTREAM_FIXED>`)
   and no case is broken or in error;
 * the probe (``probe: true``): in that run, the overlay stayed out because the probe said so
+  (past the gate, where only the case without the overlay runs: the probe, asked there, said so)
   (the with-overlay receipt's decision is :attr:`Outcome.UPSTREAM_FIXED
   <patchlane.audit.Outcome.UPSTREAM_FIXED>`).
 
@@ -59,7 +60,8 @@ class SweepRow:
     """The release the reproducer ran against (None when the sweep could not tell)."""
     probe: Outcome | None
     """The decision in the with-overlay receipt (``upstream-fixed`` when the probe kept the
-    overlay out); None without such a receipt."""
+    overlay out); for a row that ran without the overlay only (past the gate), ``upstream-fixed``
+    when the probe, asked there, said so; None otherwise."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"run": self.run, "lane": self.lane, "world_size": self.world_size,
@@ -101,8 +103,12 @@ def read_sweep_rows(entry: Entry, run_dir: Path) -> list[SweepRow]:
                 verdict = Verdict.parse(row["verdict"], where=f"{index_path}: {entry.id}")
             except ValueError as exc:
                 raise RetireError(str(exc)) from None
-            with_receipt = (row.get("receipts") or {}).get("with")
-            probe = _probe_outcome(run_dir / with_receipt) if with_receipt else None
+            receipts = row.get("receipts") or {}
+            # With the overlay: the decision the probe made. Past the gate (and for a retired
+            # entry) only the case without it ran: the probe was asked there, not acted on.
+            probe = (_probe_outcome(run_dir / receipts["with"]) if receipts.get("with")
+                     else _probe_asked(run_dir / receipts["without"]) if receipts.get("without")
+                     else None)
             rows.append(SweepRow(run=index["run_id"], lane=row["lane"],
                                  world_size=row["world_size"], verdict=verdict,
                                  installed=row.get("installed"), probe=probe))
@@ -122,6 +128,12 @@ def _probe_outcome(receipt_path: Path) -> Outcome | None:
     except ValueError:
         raise RetireError(f"{receipt_path}: decision outcome {outcome!r} is not one of "
                           f"{[o.value for o in Outcome]}") from None
+
+
+def _probe_asked(receipt_path: Path) -> Outcome | None:
+    asked = _read_json(receipt_path).get("probe") or {}
+    return Outcome.UPSTREAM_FIXED if asked.get("outcome") == Outcome.UPSTREAM_FIXED.value \
+        else None
 
 
 def _read_json(path: Path) -> Any:

@@ -71,3 +71,24 @@ def test_retired_entry_runs_only_its_regression_guard(pytester: pytest.Pytester,
     result.assert_outcomes(passed=1, warnings=1)  # without only: upstream-fixed, as it should be
     result.stdout.fnmatch_lines([f"*{fake_target.entry_id}-cpu-ws1-without] PASSED*"])
     assert "-with]" not in result.stdout.str()
+
+
+def test_past_the_gate_without_only_still_affected_fails(pytester: pytest.Pytester,
+                                                         fake_target: FakeTarget,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    setup(pytester, fake_target, repro(fake_target, "patched hello a"), monkeypatch)
+    fake_target.write_registry(fake_target.entry(applies_to=">=1.0,<1.2"))  # 1.2.0 is past it
+    result = pytester.runpytest_subprocess("-v")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*{fake_target.entry_id}-cpu-ws1-without-past-gate*FAILED*",
+                                 "*still affected*extend applies_to*"])
+    assert "-with]" not in result.stdout.str()
+
+
+def test_past_the_gate_upstream_fixed_warns(pytester: pytest.Pytester, fake_target: FakeTarget,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    setup(pytester, fake_target, repro(fake_target, "hello a"), monkeypatch)
+    fake_target.write_registry(fake_target.entry(applies_to=">=1.0,<1.2"))
+    result = pytester.runpytest_subprocess("-v")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*UpstreamFixedWarning*retirement candidate*"])

@@ -149,6 +149,27 @@ def test_reports_list_rows_worst_first_and_count_them(tmp_path: Path,
     assert json.loads((run.path / "index.json").read_text())["rows"][1]["verdict"] == "error"
 
 
+def test_still_affected_is_loud_and_every_report_says_what_to_do(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path / "run", {"run_id": "r"})
+    rows = [*ROWS[:1], VerdictRow("e_still", "cpu", 1, Verdict.STILL_AFFECTED,
+                                  "still fails without the overlay past the gate"),
+            VerdictRow("e_fixed", "cpu", 1, Verdict.UPSTREAM_FIXED, "passes without")]
+    write_reports(run, rows)
+    summary = (run.path / "summary.md").read_text()
+    assert "> **Still affected** 1 case(s)" in summary
+    assert "- **still-affected**: review the entry" in summary
+    assert "- **upstream-fixed**: retirement candidate" in summary
+    suite = ET.parse(run.path / "junit.xml").getroot()
+    failure = suite.find("testcase[@classname='patchlane.e_still']/failure")
+    assert failure is not None and failure.get("type") == "still-affected"
+    assert "extend applies_to" in (failure.get("message") or "")
+    assert suite.get("failures") == "1" and suite.get("errors") == "0"
+    page = (run.path / "report.html").read_text()
+    assert "<h2>For a maintainer</h2>" in page and "<h2>What each verdict asks</h2>" in page
+    assert page.index("e_still") < page.index("<h2>What each verdict asks</h2>")
+    assert "#6a1b9a" in page
+
+
 def test_an_index_with_an_unknown_verdict_is_refused_by_name(tmp_path: Path) -> None:
     first = RunDir.create(tmp_path / "a", {"run_id": "a"})
     write_reports(first, ROWS[:1])

@@ -34,8 +34,8 @@ def test_verdicts_parse_from_their_strings_and_nothing_else() -> None:
     assert [Verdict.parse(v.value) for v in Verdict] == list(Verdict)
     assert Verdict.parse("upstream-fixed") is Verdict.UPSTREAM_FIXED
     with pytest.raises(ValueError, match=r"matrix.yaml: 'fixed' is not a verdict; expected one "
-                                         r"of \['guarding', 'upstream-fixed', 'broken', "
-                                         r"'error', 'skipped'\]"):
+                                         r"of \['guarding', 'upstream-fixed', "
+                                         r"'still-affected', 'broken', 'error', 'skipped'\]"):
         Verdict.parse("fixed", "matrix.yaml")
     assert sorted(SEVERITY) == sorted(Verdict) and SEVERITY[0] is Verdict.BROKEN
 
@@ -66,11 +66,15 @@ def test_run_outcomes_map_to_the_documented_exit_codes() -> None:
 @pytest.mark.parametrize(("verdicts", "code"), [
     ([], 0),
     ([Verdict.GUARDING, Verdict.UPSTREAM_FIXED, Verdict.SKIPPED], 0),
-    ([Verdict.BROKEN], 10),
-    ([Verdict.ERROR, Verdict.GUARDING], 11),
-    ([Verdict.ERROR, Verdict.BROKEN], 12),
+    ([Verdict.BROKEN], 33),
+    ([Verdict.ERROR, Verdict.GUARDING], 34),
+    ([Verdict.ERROR, Verdict.BROKEN], 35),
+    ([Verdict.STILL_AFFECTED, Verdict.UPSTREAM_FIXED], 36),
+    ([Verdict.STILL_AFFECTED, Verdict.BROKEN], 37),
+    ([Verdict.STILL_AFFECTED, Verdict.ERROR], 38),
+    ([Verdict.STILL_AFFECTED, Verdict.ERROR, Verdict.BROKEN], 39),
 ])
-def test_sweep_exit_codes_keep_their_values(verdicts: list[Verdict], code: int) -> None:
+def test_sweep_exit_codes_are_32_or_bits(verdicts: list[Verdict], code: int) -> None:
     got = exit_code([VerdictRow("x", "cpu", 1, v, "") for v in verdicts])
     assert isinstance(got, ExitCode) and got == code
     assert int(ExitCode.MATRIX_MISMATCH) == 13

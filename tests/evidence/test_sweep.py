@@ -89,6 +89,64 @@ def test_skipped_when_the_gate_excludes_the_release(fake_target: FakeTarget,
     assert "1.2.0 is outside" in reason
 
 
+def test_past_the_gate_still_affected_runs_without_only(
+        fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # 1.2.0 is above <1.2: the reproducer runs without the overlay only, and the bug shows.
+    write_repro(fake_target, REPRO_GUARDING)
+    fake_target.write_registry(fake_target.entry(applies_to=">=1.0,<1.2"))
+    for key, value in fake_env(fake_target).items():
+        monkeypatch.setenv(key, value)
+    rows = sweep(load_registries([fake_target.registry]), lanes=["cpu"], timeout=60,
+                 run_dir=tmp_path / "run")
+    assert [r.verdict for r in rows] == [Verdict.STILL_AFFECTED], rows[0].reason
+    assert "past the gate" in rows[0].reason and "bug shows" in rows[0].reason
+    assert set(rows[0].receipts) == {"without"}  # the overlay is never applied past its gate
+    assert exit_code(rows) == ExitCode.SWEEP_STILL_AFFECTED
+
+
+def test_past_the_gate_upstream_fixed_records_the_probe(
+        fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import json
+
+    write_repro(fake_target, REPRO_GUARDING.replace('"patched hello a"', '"hello a"'))
+    fake_target.write_overlay("def overlay(w, i, a, k):\n    return w(*a, **k)\n"
+                              "def probe(module):\n    return True\n")
+    fake_target.write_registry(fake_target.entry(applies_to=">=1.0,<1.2"))
+    for key, value in fake_env(fake_target).items():
+        monkeypatch.setenv(key, value)
+    rows = sweep(load_registries([fake_target.registry]), lanes=["cpu"], timeout=60,
+                 run_dir=tmp_path / "run")
+    assert [r.verdict for r in rows] == [Verdict.UPSTREAM_FIXED], rows[0].reason
+    assert "past the gate" in rows[0].reason
+    receipt = json.loads((tmp_path / "run" / rows[0].receipts["without"]).read_text())
+    assert receipt["probe"]["outcome"] == "upstream-fixed"
+    assert exit_code(rows) == ExitCode.OK
+
+
+@pytest.mark.parametrize(("gate", "retire"), [(">=1.5,<2.0", ">=2.0"),  # below the gate
+                                              (">=1.0,!=1.2.0,<2.0", ">=2.0")])  # excluded
+def test_below_or_excluded_stays_skipped(fake_target: FakeTarget,
+                                         monkeypatch: pytest.MonkeyPatch, gate: str,
+                                         retire: str) -> None:
+    write_repro(fake_target, REPRO_GUARDING)
+    fake_target.write_registry(fake_target.entry(applies_to=gate,
+                                                 retire_when={"release": retire}))
+    verdict, reason = verdict_for(fake_target, monkeypatch)
+    assert verdict is Verdict.SKIPPED, reason
+
+
+def test_inside_retire_when_runs_past_a_closed_gate(fake_target: FakeTarget,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # retire_when.release names 1.2.0 although the gate excludes it as "!=": the retirement
+    # evidence is asked for there too.
+    write_repro(fake_target, REPRO_GUARDING.replace('"patched hello a"', '"hello a"'))
+    fake_target.write_registry(fake_target.entry(applies_to=">=1.0,!=1.2.0,<2.0",
+                                                 retire_when={"release": ">=1.2"}))
+    verdict, reason = verdict_for(fake_target, monkeypatch)
+    assert verdict is Verdict.UPSTREAM_FIXED, reason
+    assert "inside retire_when.release" in reason
+
+
 def test_skipped_when_the_lane_is_unavailable(fake_target: FakeTarget,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     write_repro(fake_target, REPRO_GUARDING.replace('("cpu",)', '("cpu", "cuda")'))
@@ -158,7 +216,9 @@ def run(ctx):
     [([Verdict.GUARDING, Verdict.UPSTREAM_FIXED, Verdict.SKIPPED], 0),
      ([Verdict.GUARDING, Verdict.BROKEN], ExitCode.SWEEP_BROKEN),
      ([Verdict.ERROR], ExitCode.SWEEP_ERROR),
-     ([Verdict.BROKEN, Verdict.ERROR], 12)],
+     ([Verdict.BROKEN, Verdict.ERROR], 35),
+     ([Verdict.STILL_AFFECTED, Verdict.GUARDING], 36),
+     ([Verdict.STILL_AFFECTED, Verdict.BROKEN, Verdict.ERROR], 39)],
 )
 def test_exit_codes(verdicts: list[Verdict], code: int) -> None:
     from patchlane.evidence.sweep import VerdictRow

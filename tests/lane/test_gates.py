@@ -167,3 +167,27 @@ def test_a_shadowing_tree_without_a_readable_version_is_said_plainly(
     assert found is None
     assert "would be imported from a tree first on sys.path" in why
     assert "installed plshadowx 1.0" in why and "no version here" in why
+
+
+@pytest.mark.parametrize(
+    ("spec", "version", "side"),
+    [(">=0.14.0,<0.18.0", "0.16.1", "inside"),
+     (">=0.14.0,<0.18.0", "0.18.2", "above"),
+     (">=0.14.0,<0.18.0", "0.13.1", "below"),
+     (">=0.16,<0.19", "0.19.0rc1", "above"),
+     ("<=0.8.5", "0.8.6", "above"),
+     ("==0.16.1", "0.17.0", "above"),
+     ("==0.16.1", "0.15.0", "below"),
+     ("==0.16.*", "0.17.0", "above"),
+     ("~=0.16.1", "0.16.0", "below"),
+     ("~=0.16.1", "0.17.0", "above"),
+     (">=0.1,!=0.5", "0.5", "excluded"),
+     ("<0.9,!=0.5", "0.9", "above"),
+     (">=0.3,<0.9", "0.1", "below")],
+)
+def test_gate_side(spec: str, version: str, side: str) -> None:
+    from packaging.specifiers import SpecifierSet
+
+    from patchlane.gates import gate_side
+
+    assert gate_side(SpecifierSet(spec), version) == side
