@@ -30,7 +30,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 __all__ = ["KNOWN_TREE_VERSIONS", "GateResult", "GateSide", "check_gate", "gate_side",
-           "installed_version", "resolve_version"]
+           "installed_version", "locate_source", "resolve_version"]
 
 # Where a source tree of a known distribution declares its version ("module:attribute"), used
 # when an entry's target sets no `version_from` of its own.
@@ -70,7 +70,7 @@ def _owns(dist: metadata.Distribution, module: ModuleType | None,
     if module is None and version_from:
         # the sweep's planner and doctor decide before importing: find where the package
         # would come from without importing it (a checkout on PYTHONPATH shadows the wheel)
-        located = _locate(version_from.partition(":")[0])
+        located = locate_source(version_from.partition(":")[0])
         file = str(located) if located is not None else None
     if not file:
         return True  # a namespace or built-in module: nothing better than the metadata
@@ -81,7 +81,9 @@ def _owns(dist: metadata.Distribution, module: ModuleType | None,
         return True
 
 
-def _locate(module_name: str) -> Path | None:
+def locate_source(module_name: str) -> Path | None:
+    """The ``.py`` file of ``module_name`` on ``sys.path``, found without importing it (or its
+    package: importing ``megatron.core`` would import torch); None when not found."""
     top, _, rest = module_name.partition(".")
     spec = importlib.util.find_spec(top)  # a top-level lookup imports nothing
     for base in (spec.submodule_search_locations or []) if spec else []:
@@ -100,7 +102,7 @@ def _tree_version(version_from: str) -> tuple[str | None, str]:
     else:
         # Not imported (the sweep's planner, doctor): run the version file by path instead of
         # importing it, which would import the whole package (megatron.core imports torch).
-        file = _locate(module_name)
+        file = locate_source(module_name)
         if file is None:
             return None, f"no {module_name} on sys.path"
         try:

@@ -119,6 +119,10 @@ class Upstream(NamedTuple):
     distribution: str | None = None
     """The distribution whose releases carry the upstream fix, when it is not the target's
     (a numpy pin fixed in triton)."""
+    draft: Path | None = None
+    """A public-ready write-up (``drafts/<id>.md``) of a fix not yet forwarded: an active
+    source patch whose ``forwarded`` is ``no`` must carry one (``patchlane draft ID`` writes
+    it from sweep evidence)."""
 
 
 class When(NamedTuple):
@@ -439,9 +443,11 @@ _KIND_KEYS: dict[Kind, tuple[tuple[str, ...], tuple[str, ...]]] = {
 class _Ctx:
     """Where we are while validating, so every error names the file, entry and key."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, drafts_required: bool = True) -> None:
         self.path = path
         self.entry_id: str | None = None
+        self.drafts_required = drafts_required
+        """False only for ``patchlane draft``, which writes the draft this rule asks for."""
 
     def fail(
         self,
@@ -592,7 +598,7 @@ def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
 def _upstream(ctx: _Ctx, value: object) -> Upstream:
     data = _expect_type(ctx, value, dict, "upstream", "a mapping")
     _check_keys(ctx, data, ("forwarded",),
-                ("issue", "pr", "applied_upstream", "discussion", "distribution"),
+                ("issue", "pr", "applied_upstream", "discussion", "distribution", "draft"),
                 "upstream", "upstream.")
     forwarded = data["forwarded"]
     if forwarded is False:  # YAML 1.1 reads a bare `no` as false; DEP-3 means the string
@@ -612,6 +618,37 @@ def _upstream(ctx: _Ctx, value: object) -> Upstream:
         applied_upstream=applied,
         distribution=(_expect_type(ctx, data["distribution"], str, "upstream.distribution",
                                    "a distribution name") if data.get("distribution") else None),
+        draft=_draft(ctx, data.get("draft")),
+    )
+
+
+def _draft(ctx: _Ctx, value: object) -> Path | None:
+    if value is None:
+        return None
+    text = _expect_type(ctx, value, str, "upstream.draft", "a path relative to the registry "
+                        "file, e.g. drafts/<id>.md")
+    path: Path = (ctx.path.parent / text).resolve()
+    if ctx.drafts_required and not path.is_file():
+        raise ctx.fail("draft does not exist", key="upstream.draft", found=text,
+                       expected=f"an existing file relative to {ctx.path.parent}",
+                       fix=f"run `patchlane draft {ctx.entry_id}` to write {path} from sweep "
+                       "evidence, or correct the path")
+    return path
+
+
+def _require_draft(ctx: _Ctx, kind: Kind, status: Status, upstream: Upstream) -> None:
+    # The rule this product exists for: every local patch names an upstream issue, a PR, or a
+    # public-ready draft. A retired entry is upstream's now; it needs none.
+    if (kind is not Kind.SOURCE_PATCH or status is not Status.ACTIVE
+            or upstream.forwarded != "no" or upstream.draft is not None
+            or not ctx.drafts_required):
+        return
+    raise ctx.fail(
+        "a source patch not forwarded upstream needs a public-ready draft",
+        key="upstream.draft", found="forwarded: no and no upstream.draft",
+        expected=f"upstream.draft: drafts/{ctx.entry_id}.md (or forwarded: <the PR/issue URL>)",
+        fix=f"run `patchlane draft {ctx.entry_id}` (it writes drafts/{ctx.entry_id}.md from the "
+        "sweep's evidence) and add `draft: drafts/" + f"{ctx.entry_id}.md` under upstream",
     )
 
 
@@ -862,6 +899,7 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
         reproducer = _relative_file(ctx, data["reproducer"], "reproducer", entry_id)
     fingerprint = _fingerprint(ctx, data["fingerprint"]) if "fingerprint" in data else None
     upstream = _upstream(ctx, data["upstream"])
+    _require_draft(ctx, kind, status, upstream)
     for key in ("notes", "evidence"):
         if data.get(key) is not None:
             _expect_type(ctx, data[key], (str, list, dict), key, "text, a list or a mapping")
@@ -905,10 +943,13 @@ def _decode(path: Path, raw: bytes) -> str:
                             fix="save the registry as UTF-8") from None
 
 
-def parse_registry(path: Path, text: str | None = None) -> tuple[Entry, ...]:
-    """Parse and validate one registry file. Raises :class:`RegistryError` on any problem."""
+def parse_registry(path: Path, text: str | None = None, *,
+                   drafts_required: bool = True) -> tuple[Entry, ...]:
+    """Parse and validate one registry file. Raises :class:`RegistryError` on any problem.
+    ``drafts_required=False`` lets ``patchlane draft`` read an entry whose draft it is about
+    to write."""
     path = Path(path).resolve()
-    ctx = _Ctx(path)
+    ctx = _Ctx(path, drafts_required)
     if text is None:
         text = _decode(path, _read(path))
     try:
@@ -941,7 +982,7 @@ def parse_registry(path: Path, text: str | None = None) -> tuple[Entry, ...]:
     return tuple(entries)
 
 
-def load_registries(paths: Sequence[Path]) -> Registry:
+def load_registries(paths: Sequence[Path], *, drafts_required: bool = True) -> Registry:
     """Load several registry files as one. Duplicate ids across files are an error."""
     entries: list[Entry] = []
     contents: list[bytes] = []
@@ -953,7 +994,7 @@ def load_registries(paths: Sequence[Path]) -> Registry:
             continue  # the same file named twice (default + env) is one registry
         resolved.append(path)
         raw = _read(path)
-        parsed = parse_registry(path, _decode(path, raw))
+        parsed = parse_registry(path, _decode(path, raw), drafts_required=drafts_required)
         contents.append(raw)
         for entry in parsed:
             if entry.id in owners:

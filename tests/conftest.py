@@ -77,7 +77,8 @@ class FakeTarget:
             "target": {"distribution": self.distribution,
                        "object": f"{self.module}:Greeter.greet"},
             "applies_to": ">=1.0,<2.0",
-            "upstream": {"issue": "https://example.invalid/issues/1", "forwarded": "no"},
+            "upstream": {"issue": "https://example.invalid/issues/1", "forwarded": "no",
+                         "draft": f"drafts/{self.entry_id}.md"},
             "retire_when": {"release": ">=2.0", "probe": True},
             "overlay": f"patches/{self.entry_id}.py",
             "reproducer": f"reproducers/{self.entry_id}.py",
@@ -128,6 +129,8 @@ def make_fake(root: Path, version: str = "1.2.0") -> FakeTarget:
         f"Metadata-Version: 2.1\nName: {fake.distribution}\nVersion: {version}\n")
     (root / "patches").mkdir()
     (root / "reproducers").mkdir()
+    (root / "drafts").mkdir()
+    (root / "drafts" / f"{fake.entry_id}.md").write_text("# a draft for upstream\n")
     fake.write_overlay(OVERLAY_SOURCE)
     (root / "reproducers" / f"{fake.entry_id}.py").write_text(
         "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n    pass\n")

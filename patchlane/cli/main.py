@@ -85,6 +85,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", type=Path)
     p.add_argument("--evidence", type=Path, action="append", metavar="RUN_DIR",
                    help="sweep run directories to weigh for the retirement verdict")
+    p.add_argument("--git", type=Path, metavar="DIR",
+                   help="answer from this local clone or `git clone --mirror` of the upstream "
+                   "repository instead of the GitHub API (no network; --offline and "
+                   "--cache-dir do not apply)")
 
     p = sub.add_parser("retire", help="record a retirement in the registry, in place")
     p.add_argument("id")
@@ -98,6 +102,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--force", metavar="REASON",
                    help="retire without complete evidence, recording why")
     p.add_argument("--cache-dir", type=Path)
+    p.add_argument("--git", type=Path, metavar="DIR",
+                   help="answer from this local clone or `git clone --mirror` of the upstream "
+                   "repository instead of the GitHub API (no network; --offline and "
+                   "--cache-dir do not apply)")
 
     p = sub.add_parser("delete", help="remove a retired entry from its registry file")
     p.add_argument("id")
@@ -117,6 +125,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-root", type=Path, default=Path("runs/matrix"))
     p.add_argument("--jobs", "-j", type=int, default=1)
     p.add_argument("--timeout", type=float, default=600.0)
+
+    p = sub.add_parser("draft", help="write a public-ready upstream draft for an entry not "
+                                     "yet forwarded, from sweep evidence")
+    p.add_argument("id")
+    p.add_argument("--evidence", type=Path, action="append", metavar="RUN_DIR",
+                   help="sweep run directories (repeatable): the affected releases")
+    p.add_argument("--output", type=Path, default=None,
+                   help="default: the entry's upstream.draft, else drafts/<id>.md")
+    p.add_argument("--verify", action="store_true",
+                   help="also run the reproducer (cpu, no overlay) against a copy of the "
+                        "installed release with the proposed change written in")
     return parser
 
 
@@ -141,11 +160,13 @@ def _dispatch(args: argparse.Namespace) -> int:
                                  args.compare, args.history, args.quiet)
     if args.command == "upstream":
         from .upstream import run_upstream
-        return run_upstream(args.ids, args.offline, args.json, args.cache_dir, args.evidence)
+        return run_upstream(args.ids, args.offline, args.json, args.cache_dir, args.evidence,
+                            git=args.git)
     if args.command == "retire":
         from .upstream import run_retire
         return run_retire(args.id, args.evidence, args.offline, args.skip_upstream,
-                          args.date, args.applied_upstream, args.force, args.cache_dir)
+                          args.date, args.applied_upstream, args.force, args.cache_dir,
+                          git=args.git)
     if args.command == "delete":
         from .upstream import run_delete
         return run_delete(args.id, args.yes)
@@ -156,6 +177,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .matrix import run_matrix_command
         return run_matrix_command(args.file, args.sets, args.cache, args.runs_root,
                                   args.jobs, args.timeout)
+    if args.command == "draft":
+        from .draft import run_draft
+        return run_draft(args.id, args.evidence or [], args.output, args.verify)
     raise AssertionError(f"unhandled command {args.command!r}")
 
 

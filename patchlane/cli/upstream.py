@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,31 +33,52 @@ def _config(offline: bool, cache_dir: Path | None) -> TrackerConfig:
     )
 
 
-def _track(entry: Entry, client: Client) -> TrackReport:
-    from ..upstream.track import DEFAULT_TAG_TEMPLATES, track
+def _template(entry: Entry) -> str:
+    from ..upstream.track import DEFAULT_TAG_TEMPLATES
 
     dist = entry.upstream.distribution or entry.target.distribution
-    template = DEFAULT_TAG_TEMPLATES.get(dist, "v{version}")
-    return track(entry, client, tag_template=template)
+    return DEFAULT_TAG_TEMPLATES.get(dist, "v{version}")
+
+
+def _track(entry: Entry, client: Client) -> TrackReport:
+    from ..upstream.track import track
+
+    return track(entry, client, tag_template=_template(entry))
+
+
+@contextmanager
+def _tracker(offline: bool, cache_dir: Path | None,
+             git: Path | None) -> Iterator[Callable[[Entry], TrackReport]]:
+    """What tracks one entry: the local git repository ``git`` (no HTTP client is opened), or
+    GitHub and PyPI through one client."""
+    if git is not None:
+        from ..upstream.gitrepo import GitRepo, track_git
+
+        repo = GitRepo(git)  # checked once, before any entry
+        yield lambda entry: track_git(entry, repo, tag_template=_template(entry))
+        return
+    from ..upstream.http import Client
+
+    with Client(_config(offline, cache_dir)) as client:
+        yield lambda entry: _track(entry, client)
 
 
 def run_upstream(ids: list[str] | None, offline: bool, as_json: bool, cache_dir: Path | None,
-                 evidence: list[Path] | None) -> int:
+                 evidence: list[Path] | None, *, git: Path | None = None) -> int:
     from ..upstream.errors import UpstreamError
-    from ..upstream.http import Client
 
     registry = lane().registry
     entries = [registry.get(i) for i in ids] if ids else list(registry.entries)
     rows: list[list[str]] = []
     out: list[dict[str, Any]] = []
     failures = 0
-    with Client(_config(offline, cache_dir)) as client:
+    with _tracker(offline, cache_dir, git) as track_one:
         for entry in entries:
             if not (entry.upstream.pr or entry.upstream.issue):
                 rows.append([entry.id, "-", "-", "-", "no upstream link", "-"])
                 continue
             try:
-                report = _track(entry, client)
+                report = track_one(entry)
             except UpstreamError as exc:
                 failures += 1
                 rows.append([entry.id, "?", "?", "?", "error", str(exc)])
@@ -83,7 +106,7 @@ def run_upstream(ids: list[str] | None, offline: bool, as_json: bool, cache_dir:
 
 def run_retire(entry_id: str, evidence: list[Path] | None, offline: bool, skip_upstream: bool,
                date: str | None, applied_upstream: str | None, force: str | None,
-               cache_dir: Path | None) -> int:
+               cache_dir: Path | None, *, git: Path | None = None) -> int:
     try:
         when = _dt.date.fromisoformat(date) if date else _dt.date.today()
     except ValueError:
@@ -91,10 +114,8 @@ def run_retire(entry_id: str, evidence: list[Path] | None, offline: bool, skip_u
     entry = lane().registry.get(entry_id)
     report = None
     if not skip_upstream and (entry.upstream.pr or entry.upstream.issue):
-        from ..upstream.http import Client
-
-        with Client(_config(offline, cache_dir)) as client:
-            report = _track(entry, client)
+        with _tracker(offline, cache_dir, git) as track_one:
+            report = track_one(entry)
     verdict = evaluate(entry, report, evidence or [])
     if not verdict.ready and not force:
         raise RetireError(f"{entry_id}: not enough evidence to retire:\n  - "

@@ -28,7 +28,9 @@ class PullState:
     merged: bool
     merged_at: _dt.datetime | None
     merge_commit_sha: str | None
-    """Only set when merged (GitHub also reports a test-merge sha for open PRs; it is dropped)."""
+    """Only set when merged (GitHub also reports a test-merge sha for open PRs; it is dropped).
+    From a git repository (:mod:`~patchlane.upstream.gitrepo`): the commit that landed the PR on
+    the default branch (else the first one found elsewhere); ``merged_at`` is its commit time."""
     milestone: str | None
     title: str
     url: str
@@ -92,7 +94,8 @@ class TrackReport:
     pr: PullState | None
     released_in: str | None
     """First release (in version order) of the target distribution whose tag contains the
-    PR's merge commit."""
+    PR's merge commit (from a git repository: any commit that landed it, cherry-picks
+    included)."""
     latest_release: str | None
     """Newest final release of the target distribution (only looked up for merged PRs)."""
     verdict: UpstreamState
@@ -102,7 +105,7 @@ class TrackReport:
     release the gate can name. Always False when the fix ships in another distribution
     (``upstream.distribution``) than the one the gate reads."""
     stale: bool = False
-    """Some answer came from a cache past its TTL (rate limit or offline)."""
+    """Some answer came from a cache past its TTL (rate limit or offline); never from git."""
 
     def as_dict(self) -> dict[str, Any]:
         return {

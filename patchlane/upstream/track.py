@@ -7,12 +7,16 @@ the PR's merge commit. The answer is a :class:`~patchlane.upstream.records.Track
 :class:`~patchlane.upstream.records.UpstreamState` says what to do next (wait, chase a closed
 PR, or retire the patch) and whether the entry's ``retire_when.release`` gate can name the
 release that carries the fix.
+
+:mod:`~patchlane.upstream.gitrepo` answers the same question from a local git clone or mirror
+(no GitHub API); both build their report's release reasoning with :func:`gate_names_release`
+and :func:`release_note`, so the two cannot disagree on what ``retire_when.release`` names.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from packaging.version import Version
@@ -28,7 +32,7 @@ if TYPE_CHECKING:
     from ..registry import Entry
     from .http import Client
 
-__all__ = ["DEFAULT_TAG_TEMPLATES", "track"]
+__all__ = ["DEFAULT_TAG_TEMPLATES", "gate_names_release", "release_note", "tag_name", "track"]
 
 DEFAULT_TAG_TEMPLATES: Mapping[str, str] = {
     # How each target's PyPI version maps to the git tag of its upstream repository.
@@ -56,23 +60,20 @@ def track(entry: Entry, client: Client, *, tag_template: str,
 
     A fix cherry-picked to a release branch lands there as a different commit, so such
     backports are not detected: the report then names the first release *from the branch the
-    PR merged into*, which errs on the side of retiring later.
+    PR merged into*, which errs on the side of retiring later
+    (:func:`~patchlane.upstream.gitrepo.track_git` finds such backports by patch-id).
     """
-    _tag(tag_template, "0")  # fail on a bad template before any request
+    tag_name(tag_template, "0")  # fail on a bad template before any request
     trace = Trace()
     issue = (issue_state(client, entry.upstream.issue, trace=trace) if entry.upstream.issue
              else None)
 
-    same_dist = entry.upstream.distribution in (None, entry.target.distribution)
-
     def report(verdict: UpstreamState, reason: str, pr: PullState | None = None,
                released_in: str | None = None, latest: str | None = None) -> TrackReport:
-        spec = entry.retire_when.release
-        names = (released_in is not None and spec is not None and same_dist
-                 and spec.contains(released_in, prereleases=True))
         return TrackReport(entry_id=entry.id, issue=issue, pr=pr, released_in=released_in,
                            latest_release=latest, verdict=verdict, reason=reason,
-                           gate_names_release=names, stale=trace.stale)
+                           gate_names_release=gate_names_release(entry, released_in),
+                           stale=trace.stale)
 
     if not entry.upstream.pr:
         issue_note = (f"; issue #{issue.number} is {issue.state}" if issue is not None else "")
@@ -105,7 +106,7 @@ def track(entry: Entry, client: Client, *, tag_template: str,
     merged_at = pr.merged_at
     candidates = [r for r in releases if merged_at is None or r.upload_time >= merged_at]
     sha = pr.merge_commit_sha
-    tag_of = {_tag(tag_template, r.version): r.version for r in candidates}
+    tag_of = {tag_name(tag_template, r.version): r.version for r in candidates}
     found, missing = first_tag_containing(client, owner, repo, sha, list(tag_of), trace=trace)
     merged_note = f"PR #{pr.number} merged {_day(merged_at)} as {sha[:12]}"
     if found is None:
@@ -121,31 +122,54 @@ def track(entry: Entry, client: Client, *, tag_template: str,
                       f"{merged_note}; {why}. Keep carrying the patch until a release has it",
                       pr, latest=latest)
     released_in = tag_of[found]
-    reason = f"{merged_note}; first released in {dist} {released_in} (tag {found})"
-    spec = entry.retire_when.release
-    if not same_dist:
-        reason += (f"; retire_when.release is about {entry.target.distribution}, so no gate "
-                   f"can name a {dist} release (retire_when.upstream_released covers this)")
-    elif spec is None:
-        reason += (f"; retire_when has no release specifier. Fix: add release: "
-                   f"'>={released_in}'")
-    elif spec.contains(released_in, prereleases=True):
-        reason += f", which retire_when.release {str(spec)!r} names"
-        unknown = {tag_of[tag] for tag in missing}
-        earlier = [r.version for r in releases
-                   if r.parsed < Version(released_in) and r.version not in unknown
-                   and spec.contains(r.version, prereleases=True)]
-        if earlier:
-            reason += (f"; but it also names earlier releases ({', '.join(earlier)}) that do "
-                       "not carry the merge commit. Fix: narrow it to "
-                       f"'>={released_in}' unless they carry a backport")
-    else:
-        reason += (f"; retire_when.release {str(spec)!r} does not name it, so the patch never "
-                   f"retires on it. Fix: set release: '>={released_in}'")
+    unknown = {tag_of[tag] for tag in missing}
+    reason = (f"{merged_note}; first released in {dist} {released_in} (tag {found})"
+              + release_note(entry, released_in,
+                             [r.version for r in releases if r.version not in unknown],
+                             dist=dist, carrier="the merge commit"))
     return report(UpstreamState.RELEASED, reason, pr, released_in=released_in, latest=latest)
 
 
-def _tag(template: str, version: str) -> str:
+def gate_names_release(entry: Entry, released_in: str | None) -> bool:
+    """Whether ``entry.retire_when.release`` names ``released_in``
+    (:attr:`TrackReport.gate_names_release <patchlane.upstream.records.TrackReport>`): never
+    when the fix ships in another distribution (``upstream.distribution``) than the gate's."""
+    spec = entry.retire_when.release
+    same_dist = entry.upstream.distribution in (None, entry.target.distribution)
+    return (released_in is not None and spec is not None and same_dist
+            and spec.contains(released_in, prereleases=True))
+
+
+def release_note(entry: Entry, released_in: str, releases: Iterable[str], *, dist: str,
+                 carrier: str) -> str:
+    """The tail of a ``released`` reason: what ``entry.retire_when.release`` makes of
+    ``released_in``, and the fix when it names too little or too much.
+
+    ``releases`` are the versions the tracker could look in (a tag it found for each); the
+    earlier ones the gate also names are listed as not carrying ``carrier`` (what was looked
+    for: "the merge commit", "a landing commit")."""
+    spec = entry.retire_when.release
+    if entry.upstream.distribution not in (None, entry.target.distribution):
+        return (f"; retire_when.release is about {entry.target.distribution}, so no gate "
+                f"can name a {dist} release (retire_when.upstream_released covers this)")
+    if spec is None:
+        return f"; retire_when has no release specifier. Fix: add release: '>={released_in}'"
+    if not spec.contains(released_in, prereleases=True):
+        return (f"; retire_when.release {str(spec)!r} does not name it, so the patch never "
+                f"retires on it. Fix: set release: '>={released_in}'")
+    note = f", which retire_when.release {str(spec)!r} names"
+    earlier = [v for v in releases if Version(v) < Version(released_in)
+               and spec.contains(v, prereleases=True)]
+    if earlier:
+        note += (f"; but it also names earlier releases ({', '.join(earlier)}) that do not "
+                 f"carry {carrier}. Fix: narrow it to '>={released_in}' unless they carry a "
+                 "backport")
+    return note
+
+
+def tag_name(template: str, version: str) -> str:
+    """``template.format(version=version)``: the git tag of a release. A template that
+    cannot format, or has no ``{version}`` field, raises :class:`TagTemplateError`."""
     try:
         tag = template.format(version=version)
     except (KeyError, IndexError, ValueError) as exc:

@@ -35,6 +35,7 @@ def test_wheel_layout(wheel: Path) -> None:
     assert "patchlane/_bundle/patches/mcore_rerun_sentinel.py" in names
     assert "patchlane/_bundle/reproducers/mcore_rerun_sentinel.py" in names
     assert "patchlane/_bundle/checks/mcore_pp_variable_seq_deadlock.py" in names
+    assert "patchlane/_bundle/drafts/mcore_dsa_indexer_loss_graph_safe.md" in names
     assert "patchlane/py.typed" in names
 
 

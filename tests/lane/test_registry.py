@@ -442,6 +442,14 @@ BAD: dict[str, Bad] = {
         entry_with("upstream.issue", "github.com/example/demo/issues/1"), "not a URL",
         key="upstream.issue", found="github.com/example/demo/issues/1",
         expected="an http(s) URL"),
+    "forwarded-no-without-draft": Bad(
+        entry_with("upstream.forwarded", "no"),
+        "a source patch not forwarded upstream needs a public-ready draft",
+        key="upstream.draft", found="forwarded: no and no upstream.draft",
+        expected=f"upstream.draft: drafts/{ENTRY_ID}.md (or forwarded: <the PR/issue URL>)"),
+    "draft-missing-file": Bad(
+        entry_with("upstream.draft", "drafts/nowhere.md"), "draft does not exist",
+        key="upstream.draft", found="drafts/nowhere.md"),
     "forwarded-not-url": Bad(
         entry_with("upstream.forwarded", "maybe later"), "not a URL", key="upstream.forwarded",
         found="maybe later", expected="an http(s) URL"),
@@ -572,8 +580,32 @@ def test_yaml_syntax_error_reports_line_and_column(tmp_path: Path) -> None:
 # -- valid edge cases ------------------------------------------------------------------------
 
 
+def test_forwarded_no_is_valid_with_a_draft_and_readable_by_draft_without(
+        tmp_path: Path) -> None:
+    (tmp_path / "drafts").mkdir()
+    (tmp_path / "drafts" / f"{ENTRY_ID}.md").write_text("# draft\n")
+    entry = mutate(mutate(patch_entry(), "upstream.forwarded", "no"), "upstream.draft",
+                   f"drafts/{ENTRY_ID}.md")
+    (parsed,) = parse_registry(write_registry(tmp_path, [entry]))
+    assert parsed.upstream.draft == (tmp_path / "drafts" / f"{ENTRY_ID}.md").resolve()
+    # `patchlane draft` reads an entry whose draft it is about to write
+    path = write_registry(tmp_path, [mutate(entry, "upstream.draft")])
+    with pytest.raises(RegistryError, match="needs a public-ready draft"):
+        parse_registry(path)
+    (lenient,) = parse_registry(path, drafts_required=False)
+    assert lenient.upstream.draft is None
+    # a retired entry is upstream's: no draft needed
+    retired = mutate(mutate(entry, "upstream.draft"), "status", "retired")
+    retired["retired"] = "2026-11-22"
+    assert parse_registry(write_registry(tmp_path, [retired]))[0].upstream.forwarded == "no"
+
+
 def test_forwarded_bare_no_is_the_string_no(tmp_path: Path) -> None:
-    path = write_registry(tmp_path, [mutate(patch_entry(), "upstream.forwarded", "FORWARDED")])
+    (tmp_path / "drafts").mkdir()
+    (tmp_path / "drafts" / f"{ENTRY_ID}.md").write_text("# draft\n")
+    path = write_registry(tmp_path, [mutate(mutate(patch_entry(), "upstream.forwarded",
+                                                   "FORWARDED"), "upstream.draft",
+                                            f"drafts/{ENTRY_ID}.md")])
     body = path.read_text().replace("forwarded: FORWARDED", "forwarded: no")
     assert "    forwarded: no\n" in body  # bare, unquoted
     path.write_text(body)
@@ -591,8 +623,6 @@ def test_forwarded_bare_no_is_the_string_no(tmp_path: Path) -> None:
     [
         pytest.param("upstream.forwarded", "not-needed",
                      lambda e: e.upstream.forwarded == "not-needed", id="forwarded-not-needed"),
-        pytest.param("upstream.forwarded", "no",
-                     lambda e: e.upstream.forwarded == "no", id="forwarded-quoted-no"),
         pytest.param("fingerprint.sha256", FP_B,
                      lambda e: e.fingerprint.sha256 == (FP_B,), id="sha256-single-string"),
         pytest.param("fingerprint.policy", _DROP,
@@ -613,8 +643,8 @@ def test_forwarded_bare_no_is_the_string_no(tmp_path: Path) -> None:
                      lambda e: e.added == dt.date(2026, 1, 5), id="added-quoted-string"),
         pytest.param("status", "retired",
                      lambda e: e.status is Status.RETIRED and not e.active, id="status-retired"),
-        pytest.param("upstream", {"forwarded": "no"},
-                     lambda e: e.upstream == Upstream(None, None, "no", None),
+        pytest.param("upstream", {"forwarded": "not-needed"},
+                     lambda e: e.upstream == Upstream(None, None, "not-needed", None),
                      id="upstream-minimal"),
         pytest.param("notes", "free text", lambda e: e.notes == "free text",
                      id="notes-kept"),

@@ -31,7 +31,7 @@ def registry_copy(tmp_path: Path) -> Iterator[Path]:
     root = tmp_path / "reg"
     root.mkdir()
     shutil.copy(ROOT / "registry.yaml", root / "registry.yaml")
-    for folder in ("patches", "reproducers", "checks"):  # every file the registry names
+    for folder in ("patches", "reproducers", "checks", "drafts"):  # every file the registry names
         shutil.copytree(ROOT / folder, root / folder)
     yield root / "registry.yaml"
 

@@ -39,6 +39,27 @@ def is_capturing() -> bool:
                 and torch.cuda.is_current_stream_capturing())
 
 
+def _emulate_capturing_flag(torch: Any) -> None:
+    """On the cpu lane, ``torch.cuda.is_current_stream_capturing()`` answers True inside a
+    ``capture_check`` region of this thread, as it does under a real capture: code that gates
+    host syncs on it (megatron does, e.g. its MoE token dispatcher) takes the same branch in
+    the emulation. Outside a region torch answers, except on a machine without a usable CUDA
+    device, where nothing can be capturing: False (torch raises there, which GPU-only code
+    never meets). Installed once, when this module is imported after torch or at the first cpu
+    check, whichever comes first: a reproducer's eager warm-up runs before its check."""
+    current = torch.cuda.is_current_stream_capturing
+    if getattr(current, "_patchlane_emulated", False):
+        return
+
+    def is_current_stream_capturing() -> bool:
+        if getattr(_STATE, "depth", 0) > 0:
+            return True
+        return bool(torch.cuda.is_available() and current())
+
+    is_current_stream_capturing._patchlane_emulated = True  # type: ignore[attr-defined]
+    torch.cuda.is_current_stream_capturing = is_current_stream_capturing
+
+
 def _resolve_lane(lane: str | None) -> str:
     import torch
 
@@ -83,6 +104,8 @@ class CaptureCheck:
             for mode in modes:
                 mode.__enter__()
                 self._modes.append(mode)
+            if self.lane == "cpu":
+                _emulate_capturing_flag(torch)
             _STATE.depth = getattr(_STATE, "depth", 0) + 1
         except BaseException:
             self._exit_modes()
@@ -148,3 +171,7 @@ def check_call(fn: Callable[..., Any], args: Sequence[Any] = (),
     with check as report:
         fn(*args, **kwargs)
     return report
+
+
+if "torch" in sys.modules:  # see _emulate_capturing_flag: before any eager warm-up
+    _emulate_capturing_flag(sys.modules["torch"])

@@ -1,0 +1,59 @@
+"""``patchlane draft ID``: a public-ready upstream draft for an entry with ``forwarded: no``."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import tempfile
+from pathlib import Path
+
+from .. import startup
+from ..controls import Controls
+from ..evidence.changed_release import run_with_changed_file
+from ..exit_codes import ExitCode
+from ..files import atomic_write
+from ..registry import load_registries
+from ..upstream.draft import (
+    affected_rows,
+    apply_proposal,
+    draft_paths,
+    load_proposal,
+    overlay_docstring,
+    render_draft,
+)
+
+
+def run_draft(entry_id: str, evidence: list[Path], output: Path | None, verify: bool) -> int:
+    # The registry is read with the draft rule relaxed: this command writes the very draft
+    # that rule asks for (every other rule still holds).
+    controls = Controls.from_env(os.environ)
+    registry = load_registries(startup.registry_paths(controls), drafts_required=False)
+    entry = registry.get(entry_id)
+    md, change = draft_paths(entry)
+    applied = (apply_proposal(load_proposal(change), entry.target.distribution)
+               if change.is_file() else None)
+    verified = None
+    if verify and applied is not None:
+        with tempfile.TemporaryDirectory(prefix="patchlane-draft-") as tmp:
+            verified = run_with_changed_file(entry, site=applied.site,
+                                             relative=applied.relative, text=applied.changed,
+                                             workdir=Path(tmp))
+    text = render_draft(entry, affected_rows(entry, evidence), applied,
+                        today=_dt.date.today(), overlay_doc=overlay_docstring(entry),
+                        verified=verified)
+    target = output or md
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, text)
+    print(f"{entry_id}: wrote {target} ({len(text.splitlines())} lines"
+          + (f"; change against {applied.against}" if applied else
+             "; no change file: " + str(change)) + ")")
+    if verified is not None:
+        for size, outcome, message in verified:
+            print(f"  with the change, no overlay, world size {size}: {outcome}"
+                  + (f" ({message})" if outcome != "pass" else ""))
+        if any(outcome != "pass" for _, outcome, _ in verified):
+            return ExitCode.REPRODUCER_FAILED
+    if entry.upstream.draft is None:
+        print(f"  add `draft: {os.path.relpath(target, entry.source.parent)}` under the entry's "
+              "upstream: in the registry")
+    return ExitCode.OK
