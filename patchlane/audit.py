@@ -26,6 +26,9 @@ class Outcome(str, enum.Enum):
     APPLIED = "applied"
     SKIPPED_GATE = "skipped: gate"
     SKIPPED_DISABLED = "skipped: disabled"
+    SKIPPED_DEPENDENCY = "skipped: dependency"
+    """A source patch whose ``depends_on`` entry is not applied here (though its gate admits
+    this release): what this entry fixes is not there to fix."""
     SKIPPED_NOT_APPLICABLE = "skipped: not applicable"
     """A ledger entry whose ``when:`` condition does not hold in this process (a pin for
     Triton's CPU interpreter when triton is imported without ``TRITON_INTERPRET=1``)."""

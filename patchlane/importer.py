@@ -329,6 +329,36 @@ class Lane:
             decision = self._walk(entry, module)
         return self._finish(entry, decision)
 
+    def _unmet_dependency(self, entry: Entry) -> str | None:
+        """Why ``entry`` cannot apply for want of a ``depends_on`` entry; None when every
+        dependency is applied, or does not bind here (retired, or its gate excludes the
+        installed release: upstream ships the behaviour itself, or predates it). A dependency
+        not decided yet is decided first (importing its target module runs its hook)."""
+        import importlib
+
+        for dep_id in entry.depends_on:
+            dep = self.registry.get(dep_id)
+            if not dep.active or dep.target.module is None:
+                continue
+            gate = check_gate(dep.target.distribution, dep.applies_to,
+                              sys.modules.get(dep.target.module), dep.target.version_from)
+            if not gate.open:
+                continue
+            latest = self.audit.latest().get(dep_id)
+            if latest is None or latest.outcome is Outcome.PENDING:
+                module = sys.modules.get(dep.target.module)
+                if module is None:
+                    importlib.import_module(dep.target.module)  # its hook decides it
+                else:
+                    self.decide(dep, module)
+                latest = self.audit.latest().get(dep_id)
+            if latest is None or latest.outcome not in (Outcome.APPLIED, Outcome.UPSTREAM_FIXED):
+                said = "undecided" if latest is None else f"{latest.outcome.value}: " \
+                    f"{latest.reason}"
+                return (f"depends on {dep_id}, whose gate admits {gate.found} but which is not "
+                        f"applied here ({said}): what this entry fixes is not there")
+        return None
+
     def _current(self, entry: Entry, module: ModuleType) -> Any:
         parent_path, attr = _split(entry.target.qualname or "")
         try:
@@ -358,6 +388,9 @@ class Lane:
                 # the target imported, yet no version to gate on: never guess
                 return decision(Outcome.FAILED_ERROR, f"cannot evaluate the gate: {gate.reason}")
             return decision(Outcome.SKIPPED_GATE, gate.reason)
+        unmet = self._unmet_dependency(entry)
+        if unmet is not None:
+            return decision(Outcome.SKIPPED_DEPENDENCY, unmet)
         try:
             overlay = load_overlay(entry)
             fn = getattr(overlay, "overlay", None)
@@ -439,7 +472,7 @@ class Lane:
             label = entry_id
             if decision.outcome.is_problem or decision.outcome in (
                     Outcome.SKIPPED_DISABLED, Outcome.SKIPPED_GATE,
-                    Outcome.SKIPPED_NOT_APPLICABLE):
+                    Outcome.SKIPPED_DEPENDENCY, Outcome.SKIPPED_NOT_APPLICABLE):
                 label += f" ({decision.reason[:120]})"
             groups.setdefault(decision.outcome, []).append(label)
         parts = [f"{o.value}: {', '.join(groups[o])}" for o in Outcome if o in groups]

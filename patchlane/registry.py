@@ -263,6 +263,14 @@ class Entry:
     """Free-form text, list or mapping: what ran, what was read (never evaluated)."""
     retired: _dt.date | None = None
     """When ``status: retired`` was recorded."""
+    depends_on: tuple[str, ...] = ()
+    """Source patches this one builds on (``depends_on: [id, ...]``). Where a dependency's
+    gate admits the installed release, this entry applies only once that dependency is applied
+    (or its probe says upstream already behaves as it would make it); where the dependency's
+    gate excludes the release (upstream ships the behaviour itself, or it predates it), the
+    dependency does not bind and this entry's own gate decides. Example: a follow-up fix to a
+    backported behaviour is needed wherever the backport is applied, and on every release that
+    ships the behaviour upstream."""
 
     @property
     def floor(self) -> VersionFloor | None:
@@ -432,7 +440,8 @@ _COMMON_REQUIRED = ("id", "kind", "summary", "upstream", "retire_when", "owner",
 _COMMON_OPTIONAL = ("target", "applies_to", "reproducer", "notes", "evidence", "retired")
 _KIND_KEYS: dict[Kind, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # kind: (required, optional) on top of the common keys
-    Kind.SOURCE_PATCH: (("target", "applies_to", "overlay", "reproducer", "fingerprint"), ()),
+    Kind.SOURCE_PATCH: (("target", "applies_to", "overlay", "reproducer", "fingerprint"),
+                        ("depends_on",)),
     Kind.VERSION_FLOOR: (("target", "requires", "policy"), ("when",)),
     Kind.COMPAT_GATE: (("check",), ("policy",)),
     Kind.PACKAGING_PIN: (("target", "pin"), ("source", "policy", "when")),
@@ -905,6 +914,7 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
             _expect_type(ctx, data[key], (str, list, dict), key, "text, a list or a mapping")
     spec = _kind_spec(ctx, kind, data, target)
     retired = _date(ctx, data["retired"], "retired") if data.get("retired") is not None else None
+    depends_on = _depends_on(ctx, data.get("depends_on"), entry_id)
     return Entry(
         id=entry_id,
         kind=kind,
@@ -924,7 +934,63 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
         notes=data.get("notes"),
         evidence=data.get("evidence"),
         retired=retired,
+        depends_on=depends_on,
     )
+
+
+def _depends_on(ctx: _Ctx, value: object, entry_id: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = _expect_type(ctx, value, list, "depends_on", "a list of entry ids")
+    ids: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not _ID_RE.match(item):
+            raise ctx.fail("not an entry id", key="depends_on", found=item,
+                           expected="an id such as mcore_rerun_sentinel")
+        if item == entry_id:
+            raise ctx.fail("an entry cannot depend on itself", key="depends_on", found=item,
+                           expected="other entries' ids", fix="remove it from depends_on")
+        if item not in ids:
+            ids.append(item)
+    return tuple(ids)
+
+
+def _check_dependencies(entries: Sequence[Entry]) -> None:
+    """Every ``depends_on`` names a source patch of the loaded registries, with no cycle."""
+    by_id = {e.id: e for e in entries}
+    for entry in entries:
+        for dep in entry.depends_on:
+            target = by_id.get(dep)
+            if target is None or target.kind is not Kind.SOURCE_PATCH:
+                import difflib
+
+                close = difflib.get_close_matches(dep, list(by_id), n=1)
+                raise RegistryError(
+                    entry.source, "unknown dependency" if target is None
+                    else "a dependency must be a source patch", entry_id=entry.id,
+                    key="depends_on", found=dep,
+                    expected="the id of a source_patch entry in a loaded registry"
+                    + (f" (did you mean {close[0]!r}?)" if close and target is None else ""),
+                    fix="correct the id, or load the registry that declares it "
+                        "(PATCHLANE_REGISTRY)")
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(entry_id: str, path: list[str]) -> None:
+        if state.get(entry_id) == 2:
+            return
+        if state.get(entry_id) == 1:
+            cycle = [*path[path.index(entry_id):], entry_id]
+            first = by_id[cycle[0]]
+            raise RegistryError(first.source, "dependency cycle", entry_id=first.id,
+                                key="depends_on", found=" -> ".join(cycle),
+                                expected="no cycle", fix="drop one depends_on link")
+        state[entry_id] = 1
+        for dep in by_id[entry_id].depends_on:
+            visit(dep, [*path, entry_id])
+        state[entry_id] = 2
+
+    for entry in entries:
+        visit(entry.id, [])
 
 
 def _read(path: Path) -> bytes:
@@ -1009,4 +1075,5 @@ def load_registries(paths: Sequence[Path], *, drafts_required: bool = True) -> R
                 )
             owners[entry.id] = path
             entries.append(entry)
+    _check_dependencies(entries)
     return Registry(entries=tuple(entries), sources=tuple(resolved), contents=tuple(contents))

@@ -19,6 +19,8 @@ def run_show(entry_id: str) -> int:
         ("upstream.issue", entry.upstream.issue), ("upstream.pr", entry.upstream.pr),
         ("upstream.forwarded", entry.upstream.forwarded),
         ("upstream.applied_upstream", entry.upstream.applied_upstream),
+        ("upstream.draft", entry.upstream.draft),
+        ("depends_on", ", ".join(entry.depends_on) or None),
         ("retire_when.release", entry.retire_when.release),
         ("retire_when.probe", entry.retire_when.probe),
         ("overlay", entry.overlay), ("reproducer", entry.reproducer),

@@ -180,10 +180,11 @@ def read_spec(entry: Entry) -> ReproducerSpec:
 
 
 def case_env(entry: Entry, mode: Mode, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of one case: only this entry is considered, strictly."""
+    """The environment of one case: only this entry (and what it ``depends_on``, applied in
+    both modes: the bug it fixes may exist only with them) is considered, strictly."""
     env = dict(os.environ if base is None else base)
     registries = [str(p) for p in _extra_registries(entry)]
-    env["PATCHLANE_ONLY"] = entry.id
+    env["PATCHLANE_ONLY"] = ",".join([entry.id, *entry.depends_on])
     env["PATCHLANE_STRICT"] = "1"
     if mode is Mode.WITHOUT:
         env["PATCHLANE_DISABLE"] = entry.id

@@ -67,6 +67,7 @@ def local_patch_set() -> dict[str, Any]:
             "gate_open": gate.open if gate else None,
             "decision": None if pending or decision is None else decision.outcome.value,
             "fingerprint": None if decision is None else decision.fingerprint_found,
+            "depends_on": list(entry.depends_on),
         }
     return {"patchlane": __version__, "registry_digest": lane.registry.digest,
             "entries": entries}
@@ -96,6 +97,8 @@ def compare_patch_sets(records: Sequence[dict[str, Any]]) -> list[str]:
         if len(set(map(json.dumps, values.values()))) > 1:
             problems.append(f"{key}: {_groups(values)}")
     ids = sorted({i for rec in records for i in rec.get("entries", {})})
+    differing: set[str] = set()
+    per_entry: dict[str, list[str]] = {}
     for entry_id in ids:
         for field in ("status", "enabled", "installed", "gate_open", "decision", "fingerprint"):
             values = {r: rec.get("entries", {}).get(entry_id, {}).get(field, "<absent>")
@@ -104,7 +107,20 @@ def compare_patch_sets(records: Sequence[dict[str, Any]]) -> list[str]:
                 # only ranks that already decided can disagree on the decision
                 values = {r: v for r, v in values.items() if v is not None}
             if len(set(map(json.dumps, values.values()))) > 1:
-                problems.append(f"entry {entry_id} {field}: {_groups(values)}")
+                differing.add(entry_id)
+                per_entry.setdefault(entry_id, []).append(
+                    f"entry {entry_id} {field}: {_groups(values)}")
+    for entry_id in ids:
+        lines = per_entry.get(entry_id, [])
+        # An entry that depends_on a differing one differs because of it: say so, so the
+        # reader fixes the cause (the dependency's environment), not the symptom.
+        causes = sorted({dep for rec in records
+                         for dep in rec.get("entries", {}).get(entry_id, {}).get("depends_on", [])
+                         if dep in differing})
+        if lines and causes:
+            lines = [f"{line} (follows from {', '.join(causes)}, which it depends on)"
+                     for line in lines]
+        problems.extend(lines)
     return problems
 
 

@@ -1,0 +1,126 @@
+"""depends_on: a source patch that builds on another applies only where that one is applied,
+and does not bind where the dependency's gate excludes the release. Mechanics on a fake target
+(the real pair, mcore_rerun_sentinel and its #7428 follow-up, run in tests/releases)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patchlane.audit import AuditLog, Outcome
+from patchlane.controls import Controls
+from patchlane.errors import RegistryError
+from patchlane.evidence.reproduce import Mode, case_env
+from patchlane.importer import Lane
+from patchlane.registry import load_registries
+from patchlane.training.ranks import compare_patch_sets
+
+from ..conftest import FakeTarget
+
+FOLLOW = "follow_up_fix"
+
+
+def follow_up(fake: FakeTarget, **overrides: Any) -> dict[str, Any]:
+    """A second patch on the fake module's shout(), depending on the fake's own entry."""
+    (fake.root / "patches" / f"{FOLLOW}.py").write_text(
+        "def overlay(wrapped, instance, args, kwargs):\n"
+        "    return wrapped(*args, **kwargs) + '!'\n")
+    (fake.root / "reproducers" / f"{FOLLOW}.py").write_text(
+        "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n    pass\n")
+    entry = fake.entry(id=FOLLOW, overlay=f"patches/{FOLLOW}.py",
+                       reproducer=f"reproducers/{FOLLOW}.py",
+                       target={"distribution": fake.distribution,
+                               "object": f"{fake.module}:shout"},
+                       fingerprint={"policy": "refuse",
+                                    "sha256": [fake.fingerprint(("shout",))]},
+                       upstream={"issue": "https://example.invalid/issues/2",
+                                 "forwarded": "https://example.invalid/pull/3"},
+                       depends_on=[fake.entry_id])
+    entry.update(overrides)
+    return entry
+
+
+def decide(fake: FakeTarget, env: dict[str, str], *entries: dict[str, Any]) -> dict[str, Any]:
+    fake.write_registry(*entries)
+    lane = Lane(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
+    lane.start()
+    fake.import_target()
+    return lane.audit.latest()
+
+
+def test_applies_after_its_dependency(fake_target: FakeTarget) -> None:
+    latest = decide(fake_target, {}, fake_target.entry(), follow_up(fake_target))
+    assert latest[fake_target.entry_id].outcome is Outcome.APPLIED
+    assert latest[FOLLOW].outcome is Outcome.APPLIED
+    assert fake_target.import_target().shout("a") == "A!"
+
+
+def test_skipped_when_the_dependency_is_not_applied(fake_target: FakeTarget) -> None:
+    latest = decide(fake_target, {"PATCHLANE_DISABLE": fake_target.entry_id},
+                    fake_target.entry(), follow_up(fake_target))
+    assert latest[FOLLOW].outcome is Outcome.SKIPPED_DEPENDENCY
+    assert f"depends on {fake_target.entry_id}, whose gate admits 1.2.0" in latest[FOLLOW].reason
+    assert "skipped: disabled" in latest[FOLLOW].reason
+    assert fake_target.import_target().shout("a") == "A"
+
+
+def test_does_not_bind_where_the_dependency_gate_excludes_the_release(
+        fake_target: FakeTarget) -> None:
+    # Upstream ships the behaviour itself from 1.1 on: the dependency is gated out, the
+    # follow-up still applies (its own gate decides).
+    latest = decide(fake_target, {}, fake_target.entry(applies_to=">=1.0,<1.1"),
+                    follow_up(fake_target))
+    assert latest[fake_target.entry_id].outcome is Outcome.SKIPPED_GATE
+    assert latest[FOLLOW].outcome is Outcome.APPLIED
+
+
+@pytest.mark.parametrize(("deps", "message", "found"), [
+    (["no_such_entry"], "unknown dependency", "no_such_entry"),
+    ([FOLLOW], "an entry cannot depend on itself", FOLLOW),
+    (["Not-An-Id"], "not an entry id", "Not-An-Id"),
+])
+def test_bad_dependencies_are_named(fake_target: FakeTarget, deps: list[str], message: str,
+                                    found: str) -> None:
+    fake_target.write_registry(fake_target.entry(), follow_up(fake_target, depends_on=deps))
+    with pytest.raises(RegistryError, match=message) as info:
+        load_registries([fake_target.registry])
+    assert info.value.entry_id == FOLLOW and info.value.key == "depends_on"
+    assert info.value.found == found
+
+
+def test_a_cycle_and_a_misspelling_are_named(fake_target: FakeTarget) -> None:
+    first = fake_target.entry(depends_on=[FOLLOW])
+    fake_target.write_registry(first, follow_up(fake_target))
+    with pytest.raises(RegistryError, match="dependency cycle") as info:
+        load_registries([fake_target.registry])
+    assert info.value.found in (f"{fake_target.entry_id} -> {FOLLOW} -> {fake_target.entry_id}",
+                                f"{FOLLOW} -> {fake_target.entry_id} -> {FOLLOW}")
+    fake_target.write_registry(fake_target.entry(),
+                               follow_up(fake_target, depends_on=[fake_target.entry_id + "x"]))
+    with pytest.raises(RegistryError, match=f"did you mean '{fake_target.entry_id}'"):
+        load_registries([fake_target.registry])
+
+
+def test_a_case_applies_the_dependency_in_both_modes(fake_target: FakeTarget) -> None:
+    fake_target.write_registry(fake_target.entry(), follow_up(fake_target))
+    entry = load_registries([fake_target.registry]).get(FOLLOW)
+    for mode in Mode:
+        env = case_env(entry, mode, {})
+        assert env["PATCHLANE_ONLY"] == f"{FOLLOW},{fake_target.entry_id}"
+    assert case_env(entry, Mode.WITHOUT, {})["PATCHLANE_DISABLE"] == FOLLOW
+
+
+def test_ranks_that_differ_on_a_dependency_say_it_is_the_cause(tmp_path: Path) -> None:
+    def record(dep: str, follow: str) -> dict[str, Any]:
+        base = {"status": "active", "enabled": True, "installed": "0.16.1", "gate_open": True,
+                "fingerprint": None}
+        return {"patchlane": "x", "registry_digest": "d", "entries": {
+            "dep": {**base, "decision": dep, "depends_on": []},
+            FOLLOW: {**base, "decision": follow, "depends_on": ["dep"]}}}
+
+    problems = compare_patch_sets([record("applied", "applied"),
+                                   record("skipped: disabled", "skipped: dependency")])
+    assert problems[0].startswith("entry dep decision: ranks 0 = \"applied\"")
+    assert problems[1].endswith("(follows from dep, which it depends on)")
