@@ -6,12 +6,15 @@ One module per concept; read them in this order:
 * :mod:`.records` -- what it finds: :class:`PullState`, :class:`IssueState`, :class:`Release`,
   :class:`TrackReport` and its :class:`UpstreamState`;
 * :mod:`.github` and :mod:`.pypi` -- the readers, one per service;
+* :mod:`.gitrepo` -- :func:`~.gitrepo.track_git`, the same question answered from a local git
+  clone or mirror of the upstream repository, with no network (``--git DIR``);
 * :mod:`.http` -- the :class:`Client` they share (:class:`TrackerConfig`, :class:`Fetched`),
   with its on-disk :mod:`.cache` and its urllib3 :mod:`.retries`;
 * :mod:`.answers` and :mod:`.display` -- reading JSON fields, showing URLs and times;
 * :mod:`.errors` -- every way asking upstream fails (all :class:`UpstreamError`);
 * :mod:`.retire` -- weighing tracking and sweep evidence, and recording a retirement in
-  ``registry.yaml`` (not re-exported here: it reads the sweep's evidence types).
+  ``registry.yaml`` (not re-exported here: it reads the sweep's evidence types);
+* :mod:`.draft` -- the public-ready draft of a fix not forwarded yet (``patchlane draft``).
 
 Only the CLI imports this package; nothing here imports ``requests`` until a request is sent.
 """
