@@ -94,6 +94,8 @@ class Lane:
         self._locks = _Locks()
         self._hooked: set[str] = set()
         self._seen: set[str] = set()
+        self._waiting: dict[str, set[str]] = {}
+        """dependency id -> entries (depends_on) waiting for its decision."""
         self._hook_lock = threading.Lock()
         self._started = False
         self._settled = False
@@ -327,13 +329,22 @@ class Lane:
                     entry.id, Outcome.APPLIED, "already wrapped by another patchlane lane",
                     distribution=entry.target.distribution))
             decision = self._walk(entry, module)
-        return self._finish(entry, decision)
+        decided = self._finish(entry, decision)
+        for waiting_id in sorted(self._waiting.pop(entry.id, ())):
+            # Entries that waited for this one (depends_on) while its module was importing.
+            waiting = self.registry.get(waiting_id)
+            target = sys.modules.get(waiting.target.module or "")
+            if target is not None:
+                self.decide(waiting, target)
+        return decided
 
-    def _unmet_dependency(self, entry: Entry) -> str | None:
-        """Why ``entry`` cannot apply for want of a ``depends_on`` entry; None when every
-        dependency is applied, or does not bind here (retired, or its gate excludes the
-        installed release: upstream ships the behaviour itself, or predates it). A dependency
-        not decided yet is decided first (importing its target module runs its hook)."""
+    def _unmet_dependency(self, entry: Entry) -> tuple[str | None, str | None]:
+        """``(why entry cannot apply for want of a depends_on entry, None)``; ``(None, None)``
+        when every dependency is applied, or does not bind here (retired, or its gate excludes
+        the installed release: upstream ships the behaviour itself, or predates it). A
+        dependency not decided yet is decided first (importing its target module runs its
+        hook), unless its module is still executing (it imports this entry's module on its
+        way): then ``(why, dependency id)``, and this entry waits for it."""
         import importlib
 
         for dep_id in entry.depends_on:
@@ -347,6 +358,11 @@ class Lane:
             latest = self.audit.latest().get(dep_id)
             if latest is None or latest.outcome is Outcome.PENDING:
                 module = sys.modules.get(dep.target.module)
+                # importlib marks a module whose body is still running (CPython 3.10-3.13):
+                # deciding the dependency now would look up names not defined yet.
+                if module is not None and getattr(module.__spec__, "_initializing", False):
+                    return (f"waiting for {dep_id}, which it depends on: {dep.target.module} "
+                            "is still being imported", dep_id)
                 if module is None:
                     importlib.import_module(dep.target.module)  # its hook decides it
                 else:
@@ -356,8 +372,8 @@ class Lane:
                 said = "undecided" if latest is None else f"{latest.outcome.value}: " \
                     f"{latest.reason}"
                 return (f"depends on {dep_id}, whose gate admits {gate.found} but which is not "
-                        f"applied here ({said}): what this entry fixes is not there")
-        return None
+                        f"applied here ({said}): what this entry fixes is not there", None)
+        return None, None
 
     def _current(self, entry: Entry, module: ModuleType) -> Any:
         parent_path, attr = _split(entry.target.qualname or "")
@@ -388,7 +404,11 @@ class Lane:
                 # the target imported, yet no version to gate on: never guess
                 return decision(Outcome.FAILED_ERROR, f"cannot evaluate the gate: {gate.reason}")
             return decision(Outcome.SKIPPED_GATE, gate.reason)
-        unmet = self._unmet_dependency(entry)
+        unmet, wait_for = self._unmet_dependency(entry)
+        if wait_for is not None:
+            # Decided again right after the dependency is (see decide()).
+            self._waiting.setdefault(wait_for, set()).add(entry.id)
+            return decision(Outcome.PENDING, unmet or "")
         if unmet is not None:
             return decision(Outcome.SKIPPED_DEPENDENCY, unmet)
         try:

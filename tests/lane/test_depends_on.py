@@ -124,3 +124,43 @@ def test_ranks_that_differ_on_a_dependency_say_it_is_the_cause(tmp_path: Path) -
                                    record("skipped: disabled", "skipped: dependency")])
     assert problems[0].startswith("entry dep decision: ranks 0 = \"applied\"")
     assert problems[1].endswith("(follows from dep, which it depends on)")
+
+
+def test_a_dependency_whose_module_is_still_importing_is_waited_for(
+        fake_target: FakeTarget) -> None:
+    # The dependency's module imports the follow-up's module in its body (DSA's dsa.py imports
+    # dsa_layout): the follow-up's hook fires first, waits, and is decided right after.
+    pkg = fake_target.root / fake_target.package
+    (pkg / "dep_mod.py").write_text("from . import follow_mod\n\n\nclass A:\n"
+                                    "    def f(self):\n        return 'a'\n")
+    (pkg / "follow_mod.py").write_text("def g():\n    return 'b'\n")
+    from patchlane.fingerprint import compute_from_source
+
+    def entry(entry_id: str, module: str, qualname: str, **extra: Any) -> dict[str, Any]:
+        for folder, body in (("patches", "def overlay(w, i, a, k):\n    return w(*a, **k) + '!'\n"),
+                             ("reproducers", "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n"
+                                             "def run(ctx):\n    pass\n")):
+            (fake_target.root / folder / f"{entry_id}.py").write_text(body)
+        source = (pkg / f"{module}.py").read_text()
+        return fake_target.entry(
+            id=entry_id, overlay=f"patches/{entry_id}.py", reproducer=f"reproducers/{entry_id}.py",
+            target={"distribution": fake_target.distribution,
+                    "object": f"{fake_target.package}.{module}:{qualname}"},
+            fingerprint={"policy": "refuse", "sha256": [compute_from_source(source, (qualname,))]},
+            upstream={"forwarded": "https://example.invalid/pull/9"}, **extra)
+
+    fake_target.write_registry(entry("dep_entry", "dep_mod", "A.f"),
+                               entry("follow_entry", "follow_mod", "g",
+                                     depends_on=["dep_entry"]))
+    lane = Lane(load_registries([fake_target.registry]), Controls.from_env({}), AuditLog())
+    lane.start()
+    import importlib
+
+    module = importlib.import_module(f"{fake_target.package}.dep_mod")
+    latest = lane.audit.latest()
+    assert latest["dep_entry"].outcome is Outcome.APPLIED
+    assert latest["follow_entry"].outcome is Outcome.APPLIED, latest["follow_entry"].reason
+    waited = [d for d in lane.audit.history() if d.entry_id == "follow_entry"
+              and d.outcome is Outcome.PENDING]
+    assert any("still being imported" in d.reason for d in waited)
+    assert module.A().f() == "a!" and module.follow_mod.g() == "b!"
