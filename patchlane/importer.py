@@ -25,6 +25,7 @@ from .gates import check_gate
 from .loading import load_file, resolve
 from .protocols import OverlayFn
 from .registry import Entry, FingerprintPolicy, Kind, Registry, StartupRow
+from .wrappers import PatchWrapper, chain
 
 __all__ = ["Lane", "load_overlay"]
 
@@ -320,9 +321,10 @@ class Lane:
         with self._locks[entry.id]:
             current = self._current(entry, module)
             applied = self._applied.get(entry.id)
-            if applied is not None and current is applied.wrapper:
-                return self.audit.latest()[entry.id]  # idempotent: nothing new happened
-            if _is_ours(current, entry.id):
+            if applied is not None and any(layer is applied.wrapper for layer in chain(current)):
+                # idempotent: nothing new happened (another entry's layer may sit on top)
+                return self.audit.latest()[entry.id]
+            if any(_is_ours(layer, entry.id) for layer in chain(current)):
                 # Wrapped by another Lane in this process (e.g. a second registry load): never
                 # stack a second wrapper on top of the first.
                 return self._finish(entry, Decision(
@@ -451,7 +453,7 @@ class Lane:
         parent = resolve(module, parent_path) if parent_path else module
         had_own = attr in vars(parent)
         original = vars(parent).get(attr)
-        wrapper = wrapt.wrap_function_wrapper(module, qualname, counted)
+        wrapper = wrapt.wrap_object(module, qualname, PatchWrapper, (counted,))
         self._applied[entry.id] = _Applied(parent, attr, had_own, original, wrapper)
 
     def _finish(self, entry: Entry, decision: Decision) -> Decision:
@@ -474,13 +476,25 @@ class Lane:
             applied = self._applied.pop(entry_id, None)
             if applied is None:
                 raise OverlayError(entry_id, "is not applied in this process; nothing to revert")
-            if vars(applied.owner).get(applied.attr) is applied.wrapper:
+            current = vars(applied.owner).get(applied.attr)
+            layers = list(chain(current))
+            note = "patchlane.revert() restored the original"
+            if current is applied.wrapper:
                 if applied.had_own:
                     setattr(applied.owner, applied.attr, applied.original)
                 else:
                     delattr(applied.owner, applied.attr)
-            return self.audit.record(Decision(entry_id, Outcome.REVERTED,
-                                              "patchlane.revert() restored the original",
+            elif any(layer is applied.wrapper for layer in layers):
+                # Another entry's layer sits on top: unlink this one, keep the others. (By
+                # identity: a proxy's == compares what it wraps.)
+                position = next(i for i, layer in enumerate(layers) if layer is applied.wrapper)
+                above = layers[position - 1]
+                above.__wrapped__ = applied.wrapper.__wrapped__
+                for other in self._applied.values():
+                    if other.wrapper is above:  # its revert must not bring this layer back
+                        other.original = applied.wrapper.__wrapped__
+                note = "patchlane.revert() removed its layer; the layers above it stay"
+            return self.audit.record(Decision(entry_id, Outcome.REVERTED, note,
                                               distribution=entry.target.distribution))
 
     def summary(self, settled: bool = False) -> str:
@@ -506,4 +520,6 @@ class Lane:
 
     def is_applied(self, entry_id: str) -> bool:
         applied = self._applied.get(entry_id)
-        return applied is not None and vars(applied.owner).get(applied.attr) is applied.wrapper
+        return applied is not None and any(
+            layer is applied.wrapper
+            for layer in chain(vars(applied.owner).get(applied.attr)))
