@@ -15,6 +15,7 @@ from pathlib import Path
 from .exit_codes import ExitCode
 
 __all__ = [
+    "ECHO_LIMIT",
     "ControlsError",
     "DriftError",
     "OverlayError",
@@ -24,6 +25,7 @@ __all__ = [
     "StrictModeError",
     "UnknownEntryError",
     "UsageError",
+    "bounded",
 ]
 
 
@@ -60,6 +62,22 @@ class ControlsError(UsageError):
     """A ``PATCHLANE_*`` environment variable holds a value patchlane cannot read."""
 
 
+ECHO_LIMIT = 300
+"""Characters of a found value an error message repeats: a registry is user input, and a
+megabyte value (or a structure built by YAML aliases) must not become a megabyte log line."""
+
+
+def bounded(value: object, limit: int = ECHO_LIMIT) -> str:
+    """``repr(value)``, cut to ``limit`` characters with the size of what was cut; a container
+    of more than 1,000 items is summarised instead of rendered."""
+    if isinstance(value, (list, tuple, dict, set)) and len(value) > 1000:
+        return f"<{type(value).__name__} of {len(value)} items>"
+    text = repr(value)
+    if len(text) > limit:
+        return f"{text[:limit]}… ({len(text) - limit} more characters)"
+    return text
+
+
 class RegistryError(PatchlaneError, ValueError):
     """A registry file is malformed. Carries the file, entry id and key that were wrong."""
 
@@ -89,7 +107,7 @@ class RegistryError(PatchlaneError, ValueError):
             where += f", key {key!r}"
         parts = [f"{where}: {message}"]
         if expected is not None:
-            parts.append(f"found {found!r}, expected {expected}")
+            parts.append(f"found {bounded(found)}, expected {expected}")
         if fix is not None:
             parts.append(f"fix: {fix}")
         super().__init__("; ".join(parts))

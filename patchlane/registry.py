@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import functools
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ __all__ = [
     "When",
     "load_registries",
     "parse_registry",
+    "read_registry_bytes",
 ]
 
 SCHEMA_VERSION = 1
@@ -993,12 +995,82 @@ def _check_dependencies(entries: Sequence[Entry]) -> None:
         visit(entry.id, [])
 
 
-def _read(path: Path) -> bytes:
+MAX_REGISTRY_BYTES = 16 * 2**20
+"""A registry larger than this is refused before it is read: 2,000 entries take ~1 MiB."""
+
+
+def read_registry_bytes(path: Path) -> bytes:
+    """A registry file's bytes: a regular file of at most :data:`MAX_REGISTRY_BYTES`, or a
+    :class:`RegistryError` naming it."""
+    import stat
+
     try:
-        return path.read_bytes()
+        # Only a regular file: a FIFO would block `import patchlane` forever and /dev/zero
+        # would exhaust memory. fstat on the opened file, so a swap after the check is seen.
+        with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NONBLOCK)) as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise RegistryError(path, "not a regular file", found=_file_kind(info.st_mode),
+                                    expected="a YAML file",
+                                    fix="point PATCHLANE_REGISTRY at the registry file itself")
+            if info.st_size > MAX_REGISTRY_BYTES:
+                raise RegistryError(path, "registry file too large", found=info.st_size,
+                                    expected=f"at most {MAX_REGISTRY_BYTES} bytes",
+                                    fix="split it into several registries")
+            return handle.read(MAX_REGISTRY_BYTES + 1)
     except OSError as exc:
         raise RegistryError(path, f"cannot read registry: {exc.strerror}",
                             fix="check PATCHLANE_REGISTRY and the file permissions") from None
+
+
+def _file_kind(mode: int) -> str:
+    import stat
+
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _refuse_shared(ctx: _Ctx, data: Any) -> None:
+    """YAML anchors and aliases are allowed (teams share an ``upstream:`` or ``when:`` block),
+    but not the "billion laughs": a few hundred bytes of nested aliases that expand to
+    gigabytes wherever the value is walked or echoed. The expanded size is counted without
+    expanding (each list or mapping once, memoised), so this is linear in the document; a
+    recursive alias is refused too."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    # Iterative post-order walk: (value, children pushed?)
+    stack: list[tuple[Any, bool]] = [(data, False)]
+    while stack:
+        value, expanded = stack.pop()
+        if not isinstance(value, (dict, list)) or (not expanded and id(value) in sizes):
+            continue
+        children = list(value.values()) if isinstance(value, dict) else value
+        if expanded:
+            on_path.discard(id(value))
+            sizes[id(value)] = 1 + sum(sizes.get(id(c), 1) for c in children)
+            continue
+        if id(value) in on_path:
+            raise ctx.fail("recursive YAML alias", found="*alias", expected="a finite value",
+                           fix="write the value out instead of referring to itself")
+        on_path.add(id(value))
+        stack.append((value, True))
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if id(child) in on_path:
+                    raise ctx.fail("recursive YAML alias", found="*alias",
+                                   expected="a finite value",
+                                   fix="write the value out instead of referring to itself")
+                stack.append((child, False))
+    expanded_size, unique = sizes.get(id(data), 1), len(sizes)
+    if expanded_size > 10 * unique + 10_000:
+        raise ctx.fail("YAML aliases expand too far", found=f"{expanded_size} nodes from "
+                       f"{unique} written", expected="aliases that expand at most ~10x",
+                       fix="write the values out; nested aliases of aliases (the \"billion "
+                       "laughs\") are refused because they expand without bound")
 
 
 def _decode(path: Path, raw: bytes) -> str:
@@ -1017,7 +1089,7 @@ def parse_registry(path: Path, text: str | None = None, *,
     path = Path(path).resolve()
     ctx = _Ctx(path, drafts_required)
     if text is None:
-        text = _decode(path, _read(path))
+        text = _decode(path, read_registry_bytes(path))
     try:
         data = yaml.load(text, Loader=_SafeLoader)
     except yaml.YAMLError as exc:
@@ -1028,6 +1100,7 @@ def parse_registry(path: Path, text: str | None = None, *,
     if not isinstance(data, dict):
         raise ctx.fail("registry must be a mapping", found=type(data).__name__,
                        expected="a mapping with `schema: 1` and `entries: [...]`")
+    _refuse_shared(ctx, data)
     _check_keys(ctx, data, ("schema", "entries"), (), "the registry")
     if type(data["schema"]) is not int or data["schema"] != SCHEMA_VERSION:
         raise ctx.fail("unsupported schema version", key="schema", found=data["schema"],
@@ -1059,7 +1132,7 @@ def load_registries(paths: Sequence[Path], *, drafts_required: bool = True) -> R
         if path in resolved:
             continue  # the same file named twice (default + env) is one registry
         resolved.append(path)
-        raw = _read(path)
+        raw = read_registry_bytes(path)
         parsed = parse_registry(path, _decode(path, raw), drafts_required=drafts_required)
         contents.append(raw)
         for entry in parsed:

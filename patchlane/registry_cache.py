@@ -36,7 +36,7 @@ from typing import Any
 
 from . import registry as _registry
 from ._version import __version__
-from .registry import Entry, Registry, StartupRow, load_registries
+from .registry import Entry, Registry, StartupRow, load_registries, read_registry_bytes
 
 __all__ = ["load"]
 
@@ -165,10 +165,8 @@ def load(paths: Sequence[Path], directory: Path | None) -> Registry:
         path = Path(raw).resolve()
         if path not in resolved:  # as load_registries: one file named twice is one registry
             resolved.append(path)
-    try:
-        contents = tuple(p.read_bytes() for p in resolved)
-    except OSError:
-        return load_registries(paths)  # raises the RegistryError naming the unreadable file
+    # Regular files of bounded size only (a FIFO would hang here): RegistryError otherwise.
+    contents = tuple(read_registry_bytes(p) for p in resolved)
     file = directory / _name(resolved)
     validator = _validator()
     cached = _read(file)

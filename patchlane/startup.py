@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from importlib import metadata
 from pathlib import Path
@@ -23,6 +24,11 @@ log = logging.getLogger("patchlane")
 _lock = threading.RLock()
 _lane: Lane | None = None
 _startup_error: PatchlaneError | None = None
+_strict_failure: PatchlaneError | None = None
+"""Strict mode's first failure at startup: sticky. A second `import patchlane` after the first
+raised (Python forgets a module whose import failed, so it runs again) raises it again instead
+of returning a lane that stopped halfway (later entries undecided, no hooks, floors
+unenforced)."""
 
 
 def default_registry_path() -> Path:
@@ -50,11 +56,28 @@ def _entry_point_registries() -> list[Path]:
         eps.extend(dist.entry_points.select(group="patchlane.registries"))
     paths: list[Path] = []
     for ep in eps:
+        paths.extend(_entry_point_paths(ep))
+    return paths
+
+
+def _entry_point_paths(ep: metadata.EntryPoint) -> list[Path]:
+    """The registry files one entry point names; any failure of its code (an import error,
+    an exception, even ``sys.exit``) or a wrong value is a :class:`RegistryError` naming it, so
+    `import patchlane` records it like any other registry problem instead of crashing."""
+    where = f"entry point {ep.name} = {ep.value} (group patchlane.registries)"
+    try:
         value = ep.load()
         value = value() if callable(value) else value
-        items = value if isinstance(value, (list, tuple)) else [value]
-        paths.extend(Path(str(item)) for item in items)
-    return paths
+    except (Exception, SystemExit) as exc:
+        raise RegistryError(where, f"loading it raised {type(exc).__name__}: {exc}",
+                            fix="fix or uninstall the distribution that declares it, or set "
+                            "PATCHLANE_ENTRY_POINTS=0") from None
+    items = value if isinstance(value, (list, tuple)) else [value]
+    if not items or not all(isinstance(item, (str, os.PathLike)) for item in items):
+        raise RegistryError(where, "it gave no registry path", found=value,
+                            expected="a path (str or os.PathLike) or a list of them",
+                            fix="make it return the registry file's path")
+    return [Path(item) for item in items]
 
 
 def registry_paths(controls: Controls) -> list[Path]:
@@ -70,8 +93,10 @@ def registry_paths(controls: Controls) -> list[Path]:
 def start(controls: Controls | None = None) -> Lane:
     """Build the process-wide lane (once). A registry error applies nothing: in strict mode it
     raises, otherwise it is logged at ERROR and kept for :func:`patchlane.report`."""
-    global _lane, _startup_error
+    global _lane, _startup_error, _strict_failure
     with _lock:
+        if _strict_failure is not None:
+            raise _strict_failure
         if _lane is not None:
             return _lane
         controls = controls or Controls.from_env()
@@ -81,6 +106,7 @@ def start(controls: Controls | None = None) -> Lane:
             _startup_error = exc
             log.error("patchlane: registry rejected, nothing applied: %s", exc)
             if controls.strict:
+                _strict_failure = exc
                 raise
             registry = Registry(entries=(), sources=())
         lane = Lane(registry, controls, AuditLog())
@@ -90,7 +116,12 @@ def start(controls: Controls | None = None) -> Lane:
         # torch.distributed does.
         wrapt.register_post_import_hook("patchlane.training.ranks:_wrap_init_process_group",
                                         "torch.distributed")
-    lane.start()
+    try:
+        lane.start()
+    except PatchlaneError as exc:  # strict mode: a decision raised
+        with _lock:
+            _strict_failure = exc
+        raise
     if log.isEnabledFor(logging.INFO):  # the summary walks every entry: only when it is shown
         log.info("%s", lane.summary())
     return lane
@@ -106,7 +137,8 @@ def startup_error() -> PatchlaneError | None:
 
 def reset() -> None:
     """Forget the process-wide lane (tests only; applied wrappers stay until reverted)."""
-    global _lane, _startup_error
+    global _lane, _startup_error, _strict_failure
     with _lock:
         _lane = None
         _startup_error = None
+        _strict_failure = None

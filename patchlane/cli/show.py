@@ -42,5 +42,19 @@ def run_show(entry_id: str) -> int:
     rows += [("decision", decision.get("outcome", "-")), ("reason", decision.get("reason", "-"))]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
-        print(f"{key.ljust(width)}  {'-' if value is None else value}")
+        text = "-" if value is None else _shown(value)
+        print(f"{key.ljust(width)}  {text}")
     return 0
+
+
+SHOW_LIMIT = 4000
+"""Characters of one free-text value `show` prints: notes and evidence are user input."""
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, (list, dict)) and len(value) > 200:
+        return f"<{type(value).__name__} of {len(value)} items; see the registry file>"
+    text = str(value)
+    if len(text) > SHOW_LIMIT:
+        return f"{text[:SHOW_LIMIT]}… ({len(text) - SHOW_LIMIT} more characters in the registry)"
+    return text
