@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -19,6 +20,7 @@ from ..evidence.reproduce import Lane
 from ..evidence.sweep import Shard, SweepEvent, exit_code, new_run, run_sweep
 from ..evidence.verdicts import ACTION, Verdict
 from ..exit_codes import ExitCode
+from ..registry import Registry
 from .common import lane, table
 from .reproduce import print_tails
 
@@ -59,23 +61,35 @@ def run_sweep_command(lanes: list[Lane] | None, only: list[str] | None, timeout:
                       history: list[Path] | None, quiet: bool) -> ExitCode:
     registry = lane().registry
     shard = Shard.parse(shard_text)
-    if resume is not None:
-        run = RunDir.open(resume)
-        requeued = run.requeue_unfinished()
-        if not quiet:
-            print(f"resuming {resume}: {len(requeued)} case(s) to run", file=sys.stderr)
-        if run.manifest.get("registry_digest") != registry.digest:
-            raise PatchlaneError(f"{resume}: the registry changed since this run started "
-                                 f"({run.manifest.get('registry_digest')} -> "
-                                 f"{registry.digest}); start a new run instead of resuming")
-    else:
-        root = runs_root or Path(os.environ.get("PATCHLANE_RUNS", "runs"))
-        path = run_dir or root / _run_id(shard)
-        header = {"run_id": path.name, "patchlane": __version__,
-                  "registry_digest": registry.digest, "patch_set": patch_set_digest(registry),
-                  "git": git_revision(_ROOT), "argv": sys.argv[1:],
-                  "sources": [str(p) for p in registry.sources]}
-        run = new_run(registry, path, lanes=lanes, only=only, shard=shard, header=header)
+    with contextlib.ExitStack() as held:
+        if resume is not None:
+            # One sweep per run directory at a time; checked before anything is rewritten.
+            held.enter_context(RunDir.lock(resume))
+            run = RunDir.open(resume)
+            if run.manifest.get("registry_digest") != registry.digest:
+                raise PatchlaneError(f"{resume}: the registry changed since this run started "
+                                     f"({run.manifest.get('registry_digest')} -> "
+                                     f"{registry.digest}); start a new run instead of resuming "
+                                     "(the run directory was left as it was)")
+            requeued = run.requeue_unfinished()
+            if not quiet:
+                print(f"resuming {resume}: {len(requeued)} case(s) to run", file=sys.stderr)
+        else:
+            root = runs_root or Path(os.environ.get("PATCHLANE_RUNS", "runs"))
+            path = run_dir or root / _run_id(shard)
+            header = {"run_id": path.name, "patchlane": __version__,
+                      "registry_digest": registry.digest,
+                      "patch_set": patch_set_digest(registry), "git": git_revision(_ROOT),
+                      "argv": sys.argv[1:], "sources": [str(p) for p in registry.sources]}
+            run = new_run(registry, path, lanes=lanes, only=only, shard=shard, header=header)
+            held.enter_context(RunDir.lock(path))
+        return _run_and_report(registry, run, jobs=jobs, timeout=timeout, quiet=quiet,
+                               compare=compare, history=history, as_json=as_json)
+
+
+def _run_and_report(registry: Registry, run: RunDir, *, jobs: int, timeout: float,
+                    quiet: bool, compare: Path | None, history: list[Path] | None,
+                    as_json: bool) -> ExitCode:
     rows = run_sweep(registry, run, jobs=jobs, timeout=timeout, on_event=Progress(quiet))
     previous = load_index(compare) if compare is not None else None
     index = write_reports(run, rows, previous=previous, history=history or [])

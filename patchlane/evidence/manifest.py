@@ -15,6 +15,7 @@ instead of running it again (a receipt is never rewritten).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import enum
 import json
@@ -83,6 +84,26 @@ class RunDir:
         run = cls(path, manifest)
         run.save()
         return run
+
+    @staticmethod
+    @contextlib.contextmanager
+    def lock(path: Path) -> Iterator[None]:
+        """Hold ``path/.lock`` (an OS file lock, via filelock) for a whole sweep: a second
+        sweep or ``--resume`` of the same directory is refused at once, before it rewrites the
+        manifest, instead of running every case into the same attempt directories."""
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(str(path / ".lock"), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise PatchlaneError(f"run directory {path} is in use by another sweep (lock "
+                                 f"{path / '.lock'}); wait for it, or resume it once it has "
+                                 "stopped") from None
+        try:
+            yield
+        finally:
+            lock.release()
 
     @classmethod
     def open(cls, path: Path) -> RunDir:

@@ -23,9 +23,11 @@ guarding in the sweep. ``delete`` (only of a retired entry) is its own command.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -241,13 +243,49 @@ def _scalar(value: str) -> str:
     return json.dumps(value) if re.search(r"[:#'\"{}\[\],&*!|>%@`]|^\s|\s$", value) else value
 
 
+LOCK_TIMEOUT = 60.0
+"""Seconds an edit waits for another one of the same registry file to finish."""
+
+
+@contextlib.contextmanager
+def editing(path: Path) -> Iterator[str]:
+    """Hold the registry file's edit lock (``.<name>.lock`` beside it, an OS file lock via
+    filelock) and yield its text as stored. Two concurrent retirements of different entries
+    then both land: each reads the file only once the other has written it."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(path.with_name(f".{path.name}.lock")), timeout=LOCK_TIMEOUT)
+    try:
+        with lock:
+            yield _read_as_stored(path)
+    except Timeout:
+        raise RetireError(f"{path}: another patchlane command has been editing it for "
+                          f"{LOCK_TIMEOUT:.0f} s (lock {lock.lock_file}); retry when it is "
+                          "done") from None
+
+
+def _current_status(path: Path, raw: str, entry_id: str) -> Status:
+    for current in parse_registry(path, raw):
+        if current.id == entry_id:
+            return current.status
+    raise RetireError(f"{path}: entry {entry_id!r} is no longer in the file (deleted since "
+                      "the registry was loaded)")
+
+
 def retire_entry(entry: Entry, *, date: _dt.date, applied_upstream: str | None,
                  evidence: list[str]) -> str:
-    """Rewrite ``entry``'s block in its registry file; return the new text."""
+    """Rewrite ``entry``'s block in its registry file, under its edit lock; return the new
+    text."""
+    with editing(entry.source) as raw:
+        if _current_status(entry.source, raw, entry.id) is Status.RETIRED:
+            raise RetireError(f"{entry.source}: entry {entry.id!r} is already retired")
+        return _retire_in(entry, raw, date=date, applied_upstream=applied_upstream,
+                          evidence=evidence)
+
+
+def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str | None,
+               evidence: list[str]) -> str:
     path = entry.source
-    if entry.status is Status.RETIRED:
-        raise RetireError(f"{path}: entry {entry.id!r} is already retired")
-    raw = _read_as_stored(path)
     lines = raw.splitlines(keepends=True)
     newline = "\r\n" if raw.endswith("\r\n") else "\n"
     start, end, indent = _block(lines, entry.id, path)
@@ -295,14 +333,17 @@ def retire_entry(entry: Entry, *, date: _dt.date, applied_upstream: str | None,
 
 
 def delete_entry(entry: Entry) -> str:
-    """Remove a retired entry's block (only that block) from its registry file."""
+    """Remove a retired entry's block (only that block) from its registry file, under its
+    edit lock."""
     path = entry.source
-    if entry.status is not Status.RETIRED:
-        raise RetireError(f"{path}: entry {entry.id!r} is {entry.status.value}; only a retired "
-                          f"entry can be deleted (`patchlane retire {entry.id}` first)")
-    lines = _read_as_stored(path).splitlines(keepends=True)
-    start, end, _ = _block(lines, entry.id, path)
-    del lines[start:end]  # comments around it stay: they may belong to a section
-    text = "".join(lines)
-    _write_validated(path, text)
-    return text
+    with editing(path) as raw:
+        status = _current_status(path, raw, entry.id)
+        if status is not Status.RETIRED:
+            raise RetireError(f"{path}: entry {entry.id!r} is {status.value}; only a retired "
+                              f"entry can be deleted (`patchlane retire {entry.id}` first)")
+        lines = raw.splitlines(keepends=True)
+        start, end, _ = _block(lines, entry.id, path)
+        del lines[start:end]  # comments around it stay: they may belong to a section
+        text = "".join(lines)
+        _write_validated(path, text)
+        return text

@@ -198,10 +198,18 @@ def test_sweep_cli_progress_lines_in_ci_and_resume_refuses_a_changed_registry(
     assert "guarding" in out.stdout and str(run_dir) in out.stdout
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 1 and "already exists" in again.stderr
+    # Issue 14 item 7: a second sweep on a run directory in use is refused before it touches it
+    manifest = (run_dir / "manifest.json").read_bytes()
+    with RunDir.lock(run_dir):
+        busy = subprocess.run([*cmd[:4], "--resume", str(run_dir)], env=env,
+                              capture_output=True, text=True, timeout=120)
+    assert busy.returncode == 1 and "in use by another sweep" in busy.stderr, busy.stderr
+    assert (run_dir / "manifest.json").read_bytes() == manifest
     fake_target.registry.write_text(fake_target.registry.read_text() + "\n# edited\n")
     resumed = subprocess.run([*cmd[:4], "--resume", str(run_dir)], env=env,
                              capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 1 and "registry changed" in resumed.stderr
+    assert (run_dir / "manifest.json").read_bytes() == manifest  # a refused resume: untouched
 
 
 BOOT_BREAKER = '''
@@ -248,19 +256,25 @@ def test_a_rank_that_dies_before_reporting_says_why_without_secrets(
     secrets = ("s3cr3t-value", "hunter2pass", "opensesame42")
 
     assert row.verdict is Verdict.ERROR
+    # the failing entry point is named (issue 14: a RegistryError, strict in a rank)
     assert row.reason.startswith("without overlay: bootstrap: rank 0 exited 1 before reporting: "
-                                 "RuntimeError: registry plugin exploded: "
+                                 "patchlane.errors.RegistryError: entry point plbootbreak = "
+                                 "plbootbreak:registry (group patchlane.registries): loading "
+                                 "it raised RuntimeError: registry plugin exploded: "
                                  "distinctive-marker-4711"), row.reason
     # the exception line in the reason is redacted like the rest: context stays, secrets go
-    assert ("https://deploy:***@pypi.example.invalid/simple, MY_API_TOKEN=***, with ***, "
-            "db_password=***") in row.reason
 
     receipt = json.loads(next((run.path / "receipts").glob("*--without.json")).read_text())
     assert validate(receipt) == []
     tail = receipt["stderr_tail"]
     assert tail == row.stderr_tail == receipt["ranks"][0]["stderr_tail"]
-    assert "plbootbreak.py" in tail and "distinctive-marker-4711" in tail
-    assert tail.splitlines()[-1].startswith("RuntimeError: registry plugin exploded")
+    assert "plbootbreak:registry" in tail and "distinctive-marker-4711" in tail
+    assert tail.splitlines()[-1].startswith("patchlane.errors.RegistryError: entry point "
+                                            "plbootbreak")
+    assert "RuntimeError: registry plugin exploded" in tail.splitlines()[-1]
+    # the exception line is redacted like the rest: context stays, secrets go
+    assert ("https://deploy:***@pypi.example.invalid/simple, MY_API_TOKEN=***, with ***, "
+            "db_password=***") in tail
     assert "retrying with ***" in tail
     assert len(tail.splitlines()) <= 20 and len(tail) <= 4096
     assert "distinctive-marker-4711" in receipt["message"]

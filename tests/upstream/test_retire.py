@@ -194,7 +194,8 @@ def test_retire_rewrites_atomically_keeping_the_mode(registry_file: Path) -> Non
     assert load_registries([registry_file]).get(ENTRY).status is Status.RETIRED
     assert registry_file.stat().st_mode & 0o777 == 0o640
     assert sorted(p.name for p in registry_file.parent.iterdir()) == [
-        "checks", "drafts", "patches", "registry.yaml", "reproducers"]  # no temp file left
+        ".registry.yaml.lock", "checks", "drafts", "patches", "registry.yaml",
+        "reproducers"]  # no temp file left (the edit lock file stays, empty, as filelock's do)
 
 
 def test_a_crlf_registry_stays_crlf_byte_for_byte(registry_file: Path) -> None:
@@ -220,7 +221,7 @@ def test_retire_refuses_text_the_loader_would_reject_and_leaves_the_file(
         retire_entry(entry, date=dt.date(2026, 11, 22), applied_upstream=None, evidence=["x"])
     assert registry_file.read_bytes() == before
     assert sorted(p.name for p in registry_file.parent.iterdir()) == [
-        "checks", "drafts", "patches", "registry.yaml", "reproducers"]
+        ".registry.yaml.lock", "checks", "drafts", "patches", "registry.yaml", "reproducers"]
 
 
 def test_evidence_defaults() -> None:
@@ -228,3 +229,27 @@ def test_evidence_defaults() -> None:
     assert evidence.ready and evidence.as_dict() == {
         "entry_id": ENTRY, "ready": True, "missing": [], "released_in": None,
         "upstream": None, "sweep": []}
+
+
+def test_concurrent_retirements_of_different_entries_both_land(registry_file: Path) -> None:
+    """Issue 14 item 7: two processes retiring two entries at once; neither is lost."""
+    import subprocess
+    import sys
+
+    code = ("import datetime, sys\nfrom pathlib import Path\n"
+            "from patchlane.registry import load_registries\n"
+            "from patchlane.upstream.retire import retire_entry\n"
+            "entry = load_registries([Path(sys.argv[1])]).get(sys.argv[2])\n"
+            "import time; time.sleep(float(sys.argv[3]))\n"
+            "retire_entry(entry, date=datetime.date(2026, 11, 22), applied_upstream=None,\n"
+            "             evidence=['x'])\n")
+    ids = ["mcore_rerun_sentinel", "liger_flce_weighted_none"]
+    env = {**os.environ, "PATCHLANE_DEFAULT_REGISTRY": "0"}
+    for _ in range(3):
+        shutil.copy(REPO / "registry.yaml", registry_file)
+        # both load the registry first, then edit at the same moment
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(registry_file), i, "0.5"],
+                                  env=env) for i in ids]
+        assert [p.wait(timeout=120) for p in procs] == [0, 0]
+        registry = load_registries([registry_file])
+        assert [registry.get(i).status for i in ids] == [Status.RETIRED, Status.RETIRED]
