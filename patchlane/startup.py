@@ -72,8 +72,9 @@ def _entry_point_paths(ep: metadata.EntryPoint) -> list[Path]:
         raise RegistryError(where, f"loading it raised {type(exc).__name__}: {exc}",
                             fix="fix or uninstall the distribution that declares it, or set "
                             "PATCHLANE_ENTRY_POINTS=0") from None
+    # An empty list is a plugin that contributes nothing here; None is a forgotten return.
     items = value if isinstance(value, (list, tuple)) else [value]
-    if not items or not all(isinstance(item, (str, os.PathLike)) for item in items):
+    if not all(isinstance(item, (str, os.PathLike)) for item in items):
         raise RegistryError(where, "it gave no registry path", found=value,
                             expected="a path (str or os.PathLike) or a list of them",
                             fix="make it return the registry file's path")

@@ -139,6 +139,10 @@ def markdown(index: dict[str, Any]) -> str:
                 lines.append(f"- {c['key']}: new ({c['now']})")
             else:
                 lines.append(f"- {c['key']}: **{c['was']} -> {c['now']}**")
+    errors = [r for r in _sorted(index["rows"]) if _verdict(r) is Verdict.ERROR]
+    if errors:  # the table cuts reasons; why a case errored is said whole
+        lines += ["", "## Errors", ""]
+        lines += [f"- {_row_key(r)}: {str(r['reason'])[:2000]}" for r in errors]
     shown = [v for v in SEVERITY if v.value in counts]
     if shown:
         lines += ["", "## What each verdict asks", ""]
