@@ -1,8 +1,11 @@
 """Peak memory of a callable, as a reproducer or benchmark measures it.
 
-CPU: the PyTorch profiler's memory accounting. Every allocation is charged to the op that made
-it (``self_cpu_memory_usage`` > 0) and every free shows up as a ``[memory]`` event (< 0); the
-running sum in time order peaks at the region's high-water mark above where it started.
+CPU: the PyTorch profiler's memory accounting. Every allocation and every free is one raw
+``[memory]`` record (signed bytes, with its own timestamp); the running sum of the CPU ones in
+time order peaks at the region's high-water mark above where it started. The raw records, not
+the ops' ``self_cpu_memory_usage``: that charges every free inside a user-level range (an
+``autograd.Function``'s forward, a ``record_function``) to the range at its *start*, before the
+allocations it frees, and the high-water mark comes out too low.
 CUDA: ``torch.cuda.max_memory_allocated`` after a reset, minus what was allocated before.
 """
 
@@ -29,8 +32,9 @@ def peak_bytes(fn: Callable[[], Any], device: str = "cpu") -> tuple[int, Any]:
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = fn()
-    deltas = sorted((e.time_range.start, e.self_cpu_memory_usage) for e in prof.events()
-                    if e.self_cpu_memory_usage)
+    cpu = torch.autograd.DeviceType.CPU
+    deltas = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                    if e.name() == "[memory]" and e.device_type() == cpu)
     current = peak = 0
     for _, delta in deltas:
         current += delta

@@ -298,8 +298,8 @@ def test_a_rank_that_dies_before_reporting_says_why_without_secrets(
                          env=env, capture_output=True, text=True, timeout=120)
     assert cli.returncode == ExitCode.SWEEP_ERROR, cli.stdout + cli.stderr
     assert (f"error {row.key}: without overlay: bootstrap: rank 0 exited 1 before reporting: "
-            "RuntimeError: registry plugin exploded: distinctive-marker-4711") in cli.stdout
+            "patchlane.errors.RegistryError: entry point plbootbreak") in cli.stdout
     assert "  | retrying with ***\n" in cli.stdout
-    assert "  | RuntimeError: registry plugin exploded: distinctive-marker-4711" in cli.stdout
+    assert "RuntimeError: registry plugin exploded: distinctive-marker-4711" in cli.stdout
     for secret in secrets:
         assert secret not in cli.stdout + cli.stderr
