@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -233,6 +234,10 @@ def run_case(
     case_dir = root if flat else root / f"{mode.value}-{lane}-ws{world_size}"
     case_dir.mkdir(parents=True, exist_ok=True)
     child_env = case_env(entry, mode, env)
+    # Every process the case starts inherits this token, even one that leaves the ranks'
+    # sessions (setsid): at the end of the case, whatever carries it is killed (_reap).
+    token = uuid.uuid4().hex
+    child_env[CASE_TOKEN] = token
     child_env["MASTER_ADDR"] = "127.0.0.1"
     child_env["MASTER_PORT"] = str(_free_port())
     procs: list[subprocess.Popen[bytes]] = []
@@ -264,16 +269,53 @@ def run_case(
     finally:
         killed = [False] * len(procs)
         for rank, proc in enumerate(procs):
-            if proc.poll() is None:
+            running = proc.poll() is None
+            # The rank's whole session goes, also after a normal exit: a child it left behind
+            # must not write into the case directory after the receipt.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            if running:
                 proc.wait()
                 killed[rank] = True
+        _reap(token)
         for log_file in logs:
             log_file.close()
     result = _aggregate(entry, mode, lane, world_size, case_dir, procs, timed_out, timeout,
                         killed, child_env)
     result.seconds = time.monotonic() - started
     return result
+
+
+CASE_TOKEN = "PATCHLANE_CASE_TOKEN"
+
+
+def _reap(token: str) -> list[int]:
+    """Kill every process whose environment carries this case's token (Linux ``/proc``):
+    what escaped the ranks' sessions with ``setsid``. Read by hand, not with psutil, which is
+    not a dependency of patchlane. Elsewhere nothing is found and the sessions' kill stands.
+    Returns the pids killed."""
+    needle = f"{CASE_TOKEN}={token}".encode()
+    killed: list[int] = []
+    proc = Path("/proc")
+    for _ in range(3):  # a process may fork while we look: look again
+        found = []
+        for entry in proc.iterdir() if proc.is_dir() else ():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if needle in environ.split(b"\0"):
+                found.append(int(entry.name))
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        if not found:
+            break
+        time.sleep(0.05)
+    return killed
 
 
 TAIL_LINES = 20

@@ -289,3 +289,38 @@ def test_the_tail_is_bounded_printable_and_redacted(tmp_path: Path) -> None:
     tail = log_tail(log, {})
     assert len(tail) == TAIL_CHARS and tail.startswith("…")
     assert log_tail(tmp_path / "missing.log", {}) == ""
+
+
+@pytest.mark.parametrize("detach", ["", "os.setsid()"], ids=["child", "setsid-grandchild"])
+def test_processes_a_case_starts_end_with_it(fake_target: FakeTarget, tmp_path: Path,
+                                             detach: str) -> None:
+    # Issue 14 item 8: a reproducer that returns normally after starting a process (or one
+    # that leaves the rank's session) leaves nothing running behind the receipt.
+    write_repro(fake_target, f"""
+LANES = ("cpu",)
+WORLD_SIZES = (1,)
+
+def run(ctx):
+    import os, subprocess, sys
+    code = "import os, time\\n{detach}\\ntime.sleep(60)\\n"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    (ctx.workdir / "child.pid").write_text(str(child.pid))
+    import {{module}} as target
+    target.Greeter().greet("a")
+""")
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+    result = run_case(entry, Mode.WITH, workdir=tmp_path, env=fake_env(fake_target), flat=True)
+    assert result.outcome is RunOutcome.PASS, result.message  # it returned normally
+    pid = int((tmp_path / "child.pid").read_text())
+    import time
+
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        # a killed child of an exited rank is reparented and reaped by init: give it a moment
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9)
+        raise AssertionError(f"pid {pid} outlived its case")
