@@ -70,6 +70,14 @@ class TrackerConfig:
     offline: bool = False
     token_env: str = "GITHUB_TOKEN"
     """Environment variable holding a GitHub token; read at request time, never stored."""
+    deadline: float = 60.0
+    """Seconds one answer may take in all (connecting, every redirect, the whole body): a
+    server that trickles a byte every few seconds never trips the per-read timeout."""
+    max_body: int = 8 * 2**20
+    """Bytes of one answer at most (GitHub's and PyPI's JSON are far smaller); more is refused
+    and never cached."""
+    max_redirects: int = 5
+    """Redirects followed, each only within the same scheme, host and port."""
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
     clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)
     """Seconds since the epoch; injectable so tests can age the cache without waiting."""
@@ -77,6 +85,9 @@ class TrackerConfig:
     def __post_init__(self) -> None:
         if self.retries < 0:
             raise ValueError(f"retries must be >= 0, got {self.retries}")
+        if self.deadline <= 0 or self.max_body <= 0 or self.max_redirects < 0:
+            raise ValueError(f"deadline and max_body must be > 0 and max_redirects >= 0, got "
+                             f"{self.deadline}, {self.max_body}, {self.max_redirects}")
         if self.ttl < 0 or self.timeout <= 0 or self.backoff < 0:
             raise ValueError(
                 f"ttl and backoff must be >= 0 and timeout > 0, got ttl={self.ttl}, "
@@ -207,32 +218,41 @@ class Client:
         log.debug("GET %s%s", shown, " (conditional)" if cached is not None else "")
         # Only the outcome leaves the except block: a requests exception references the
         # prepared request and its Authorization header, so none may be chained or kept.
-        response = None
         failure, detail = "request", ""
-        try:
-            response = session.get(url, headers=self._headers(url, cached),
-                                   timeout=cfg.timeout, allow_redirects=True)
-        except requests.RequestException as exc:
-            failure, detail = classify_failure(exc), _scrub(_describe(exc), self._token())
-        if response is None:
-            attempts = cfg.retries + 1  # urllib3 gives up on an error only when all are spent
-            if failure == "timeout":
-                raise UpstreamTimeout(shown, cfg.timeout, attempts)
-            if failure == "connection":
-                raise UpstreamUnreachable(shown, detail, attempts)
-            raise UpstreamError(f"GET {shown}: request failed ({detail}). Fix: "
-                                "check the configured base URL", url=shown)
-        with response:
-            status = response.status_code
-            if 500 <= status < 600:  # retried by urllib3 already: this is the last answer
-                raise ServerError(shown, status, attempts_made(response, cfg.retries + 1))
-            return self._handle(url, shown, cached, response)
+        deadline = time.monotonic() + cfg.deadline
+        target = url
+        for _hop in range(cfg.max_redirects + 1):
+            response = None
+            try:
+                response = session.get(target, headers=self._headers(url, cached),
+                                       timeout=cfg.timeout, allow_redirects=False, stream=True)
+            except requests.RequestException as exc:
+                failure, detail = classify_failure(exc), _scrub(_describe(exc), self._token())
+            if response is None:
+                attempts = cfg.retries + 1  # urllib3 gives up on an error only when all spent
+                if failure == "timeout":
+                    raise UpstreamTimeout(shown, cfg.timeout, attempts)
+                if failure == "connection":
+                    raise UpstreamUnreachable(shown, detail, attempts)
+                raise UpstreamError(f"GET {shown}: request failed ({detail}). Fix: "
+                                    "check the configured base URL", url=shown)
+            with response:
+                status = response.status_code
+                if status in (301, 302, 303, 307, 308) and response.headers.get("Location"):
+                    target = _same_origin_redirect(target, response.headers["Location"], shown)
+                    continue
+                if 500 <= status < 600:  # retried by urllib3 already: this is the last answer
+                    raise ServerError(shown, status, attempts_made(response, cfg.retries + 1))
+                body = _read_body(response, shown, deadline, cfg)
+                return self._handle(url, shown, cached, response, body)
+        raise UpstreamError(f"GET {shown}: more than {cfg.max_redirects} redirects. Fix: "
+                            "check the configured base URL", url=shown)
 
     def _token(self) -> str:
         return os.environ.get(self.config.token_env, "").strip()
 
     def _handle(self, url: str, shown: str, cached: CacheEntry | None,
-                response: requests.Response) -> Fetched:
+                response: requests.Response, body: bytes) -> Fetched:
         status = response.status_code
         now = self.config.clock()
         if status == 304:
@@ -256,12 +276,15 @@ class Client:
             raise NotFound(shown, status, self._not_found_hint(url))
         if 200 <= status < 300:
             try:
-                data = json.loads(response.content)
+                data = json.loads(body)
             except ValueError as exc:
-                snippet = response.content[:60].decode("utf-8", "replace")
+                snippet = body[:60].decode("utf-8", "replace")
                 raise MalformedResponse(
                     shown, f"body is not JSON ({type(exc).__name__} at {_where(exc)}; starts "
                     f"{snippet!r})") from None
+            except RecursionError:
+                raise MalformedResponse(shown, "body is JSON nested too deeply to read "
+                                        f"({len(body)} bytes)") from None
             fresh = CacheEntry(data=data, fetched_at=now, etag=response.headers.get("ETag"),
                                last_modified=response.headers.get("Last-Modified"))
             self.cache.write(url, fresh)
@@ -317,10 +340,67 @@ def _rate_limit(response: requests.Response, now: float) -> tuple[bool, _dt.date
     return response.status_code == 429, None
 
 
+def _same_origin_redirect(current: str, location: str, shown: str) -> str:
+    """The absolute redirect target, when it stays on ``current``'s scheme, host and port: an
+    answer from another host must never be cached under the URL that was asked."""
+    from urllib.parse import urljoin, urlsplit
+
+    target = urljoin(current, location)
+    here, there = urlsplit(current), urlsplit(target)
+    if (here.scheme, here.hostname, here.port) != (there.scheme, there.hostname, there.port):
+        raise UpstreamError(f"GET {shown}: redirected to another host ({display_url(target)}); "
+                            "not followed. Fix: point the base URL at the server that answers",
+                            url=shown)
+    return target
+
+
+def _read_body(response: requests.Response, shown: str, deadline: float,
+               cfg: TrackerConfig) -> bytes:
+    """The whole body within the request's deadline and size cap."""
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > cfg.max_body:
+        raise MalformedResponse(shown, f"body of {declared} bytes is over the "
+                                f"{cfg.max_body}-byte cap; not read")
+    chunks: list[bytes] = []
+    size = 0
+    import requests
+
+    raw = response.raw
+    try:
+        while True:
+            # read1: whatever has arrived (each socket read bounded by the per-read timeout),
+            # so the deadline is checked between arrivals however slowly they come.
+            chunk = raw.read1(65536, decode_content=True)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > cfg.max_body:
+                raise MalformedResponse(shown, f"body over the {cfg.max_body}-byte cap; "
+                                        "not read further")
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise UpstreamTimeout(shown, cfg.deadline, 1)
+    except (requests.RequestException, OSError, urllib3_errors()) as exc:
+        raise UpstreamError(f"GET {shown}: reading the body failed ({type(exc).__name__}). "
+                            "Fix: retry later", url=shown) from None
+    return b"".join(chunks)
+
+
+def urllib3_errors() -> type[BaseException]:
+    from urllib3.exceptions import HTTPError
+
+    return HTTPError
+
+
+_LATEST_WAIT = 366 * 24 * 3600.0
+"""A Retry-After further away than a year is not a wait: treated as unknown."""
+
+
 def _retry_after(value: str, now: float) -> _dt.datetime | None:
     value = value.strip()
     if value.isdigit():
-        return utc(now + int(value))
+        seconds = int(value) if len(value) < 12 else None
+        return None if seconds is None or seconds > _LATEST_WAIT else utc(now + seconds)
     from email.utils import parsedate_to_datetime
 
     try:
