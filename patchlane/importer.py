@@ -435,6 +435,11 @@ class Lane:
             self._wrap(entry, module, fn)
         except Exception as exc:  # recorded, logged, raised in strict mode: never swallowed
             return decision(Outcome.FAILED_ERROR, f"{type(exc).__name__}: {exc}")
+        except SystemExit as exc:
+            # An overlay file or probe calling sys.exit() would end the training process at
+            # the target's import, silently. It is a failed entry like any other.
+            return decision(Outcome.FAILED_ERROR, f"the overlay or its probe called "
+                            f"sys.exit({exc.code!r}) while being decided; patchlane stopped it")
         note = " (fingerprint drift tolerated: policy warn)" if drift else ""
         return decision(Outcome.APPLIED, f"{gate.reason}; fingerprint {found}{note}", found)
 

@@ -29,9 +29,19 @@ def looks_secret(name: str) -> bool:
 
 
 def environment_overlay(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The allow-listed variables of ``env``, for a receipt: secret-looking names are left
+    out, and credentials inside the values kept (``https://user:pw@host`` in an index URL, a
+    ``__token__:…@``, a GitHub token, an HTTP credential) are redacted."""
     env = os.environ if env is None else env
-    return {k: env[k] for k in sorted(env)
+    return {k: _redact_value(env[k]) for k in sorted(env)
             if k.startswith(ENV_ALLOW) and not looks_secret(k)}
+
+
+def _redact_value(value: str) -> str:
+    value = _URL_CREDENTIALS.sub(lambda m: f"{m['head']}:{REDACTED}@", value)
+    value = _TOKEN_USER.sub(f"__token__:{REDACTED}@", value)
+    value = _GITHUB_TOKEN.sub(lambda m: f"{m['prefix']}{REDACTED}", value)
+    return _HTTP_AUTH.sub(lambda m: f"{m['scheme']} {REDACTED}", value)
 
 
 # Secret values of the environment are replaced wherever they appear, but a value this short

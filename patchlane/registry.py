@@ -547,8 +547,21 @@ def _has_upper_bound(spec: SpecifierSet) -> bool:
     return any(s.operator in ("<", "<=", "==", "===", "~=") for s in spec)
 
 
+def _inside_folder(ctx: _Ctx, text: str, key: str) -> None:
+    """Files a registry names stay in its folder: no absolute path, no ``..`` out of it
+    (checked on the written path; a symlink inside the folder is the owner's choice)."""
+    folder = os.path.normpath(ctx.path.parent)
+    joined = os.path.normpath(os.path.join(folder, text))
+    if os.path.isabs(text) or os.path.commonpath([folder, joined]) != folder:
+        raise ctx.fail("path outside the registry's folder", key=key, found=text,
+                       expected=f"a path inside {folder}",
+                       fix="put the file beside the registry (e.g. patches/<id>.py) and name "
+                       "it relative to it")
+
+
 def _relative_file(ctx: _Ctx, value: object, key: str, entry_id: str) -> Path:
     text = _expect_type(ctx, value, str, key, "a path relative to the registry file")
+    _inside_folder(ctx, text, key)
     path: Path = (ctx.path.parent / text).resolve()
     if not path.is_file():
         raise ctx.fail(
@@ -638,6 +651,7 @@ def _draft(ctx: _Ctx, value: object) -> Path | None:
         return None
     text = _expect_type(ctx, value, str, "upstream.draft", "a path relative to the registry "
                         "file, e.g. drafts/<id>.md")
+    _inside_folder(ctx, text, "upstream.draft")
     path: Path = (ctx.path.parent / text).resolve()
     if ctx.drafts_required and not path.is_file():
         raise ctx.fail("draft does not exist", key="upstream.draft", found=text,

@@ -87,3 +87,20 @@ def test_redaction_is_idempotent() -> None:
     once = redact_text(text, env={})
     assert redact_text(once, env={}) == once
     assert "p4ss" not in once and "abc " not in once and "abcdefghij" not in once
+
+
+def test_credentials_inside_allowed_variables_never_reach_a_receipt() -> None:
+    """Issue 14 item 11: allow-listed names can still carry a credential in their value."""
+    from patchlane.redaction import environment_overlay
+
+    env = {"PATCHLANE_PYPI_URL": "https://__token__:pypi-AgEIcHlwaS5vcmc@pypi.example/simple",
+           "TRITON_CACHE_URL": "https://bob:hunter2pass@cache.example/triton",
+           "NCCL_IB_PASS": "opensesame42", "NCCL_DEBUG": "INFO",
+           "TORCH_HUB_AUTH": "Bearer abcdefghijklmnop", "HOME": "/root"}
+    overlay = environment_overlay(env)
+    text = repr(overlay)
+    for secret in ("pypi-AgEIcHlwaS5vcmc", "hunter2pass", "opensesame42", "abcdefghijklmnop"):
+        assert secret not in text
+    assert overlay["TRITON_CACHE_URL"] == "https://bob:***@cache.example/triton"
+    assert overlay["PATCHLANE_PYPI_URL"] == "https://__token__:***@pypi.example/simple"
+    assert overlay["NCCL_DEBUG"] == "INFO" and "HOME" not in overlay

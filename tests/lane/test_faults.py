@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -107,3 +108,29 @@ def test_strict_failure_is_sticky_on_a_second_import(tmp_path: Path) -> None:
                                            "PATCHLANE_DEFAULT_REGISTRY": "0",
                                            "PATCHLANE_REGISTRY": str(bad)})
     assert out.stdout.split("\n")[:2] == ["1 RegistryError", "2 RegistryError"], out
+
+
+@pytest.mark.parametrize("where", ["module", "probe"])
+def test_an_overlay_calling_sys_exit_is_a_failed_entry_not_an_exit(fake_target: Any,
+                                                                   where: str) -> None:
+    from patchlane.audit import Outcome
+
+    body = ("import sys\nsys.exit(3)\ndef overlay(w, i, a, k):\n    return w(*a, **k)\n"
+            if where == "module" else
+            "import sys\ndef overlay(w, i, a, k):\n    return w(*a, **k)\n"
+            "def probe(module):\n    sys.exit(3)\n")
+    fake_target.write_overlay(body)
+    lane = fake_target.lane()
+    fake_target.import_target()  # still here: the process did not exit
+    decision = lane.audit.latest()[fake_target.entry_id]
+    assert decision.outcome is Outcome.FAILED_ERROR
+    assert "called sys.exit(3)" in decision.reason
+
+
+@pytest.mark.parametrize("path", ["../outside/x.py", "/etc/passwd", "patches/../../x.py"])
+def test_an_overlay_path_outside_the_registry_folder_is_refused(fake_target: Any,
+                                                                path: str) -> None:
+    fake_target.write_registry(fake_target.entry(overlay=path))
+    with pytest.raises(RegistryError, match="path outside the registry's folder") as info:
+        parse_registry(fake_target.registry)
+    assert info.value.key == "overlay" and info.value.found == path
