@@ -189,7 +189,7 @@ def _stage(dest: Path) -> Path:
     via PYTHONPATH."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(REPO / "patchlane", dest / "patchlane", ignore=ignore)
-    for name in ("patches", "reproducers", "checks"):
+    for name in ("patches", "reproducers", "checks", "drafts"):
         if (REPO / name).is_dir():
             shutil.copytree(REPO / name, dest / name, ignore=ignore)
     shutil.copy2(REPO / "registry.yaml", dest / "registry.yaml")

@@ -52,8 +52,11 @@ from bench_import import (
 )
 
 GOAL_OWN_MS = 15.0
-SIZES = (9, 50, 200)
-DEFAULT_ENTRIES = 9
+GOAL_2000_MS = 50.0  # issue 14: 2,000 entries, warm registry cache
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_ENTRIES = len(yaml.safe_load((ROOT / "registry.yaml").read_text())["entries"])
+SIZES = (DEFAULT_ENTRIES, 200, 2000)
+BASE, MID = str(DEFAULT_ENTRIES), "200"
 
 PROFILE = r"""
 import cProfile, io, json, pstats, sys
@@ -100,7 +103,7 @@ def common(entry_id: str, kind: str) -> dict[str, object]:
 
 def generate(root: Path, count: int) -> Path:
     """A registry of ``count`` entries (and the files they name) under ``root``."""
-    for folder in ("patches", "reproducers"):
+    for folder in ("patches", "reproducers", "drafts"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     entries: list[dict[str, object]] = []
     for i in range(count):
@@ -108,6 +111,8 @@ def generate(root: Path, count: int) -> Path:
         if slot < 6:  # 60 % source patches, as in a real registry
             entry_id = f"bench_patch_{i:04d}"
             entry = {**common(entry_id, "source_patch"),
+                     "upstream": {"issue": f"https://github.com/example/bench/issues/{i}",
+                                  "forwarded": "no", "draft": f"drafts/{entry_id}.md"},
                      "target": {"distribution": f"plbench-dist-{i}",
                                 "object": f"plbench_mod_{i}.core:Thing.method"},
                      "applies_to": ">=1.0,<2.0",
@@ -122,6 +127,7 @@ def generate(root: Path, count: int) -> Path:
                 "    return wrapped(*args, **kwargs)\n")
             (root / "reproducers" / f"{entry_id}.py").write_text(
                 "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\n\ndef run(ctx):\n    pass\n")
+            (root / "drafts" / f"{entry_id}.md").write_text("# draft\n")
         elif slot == 6:
             entry_id = f"bench_floor_{i:04d}"
             entry = {**common(entry_id, "version_floor"),
@@ -214,14 +220,15 @@ def main() -> int:
           f"{'b - a':>7}")
     for n in envs:
         print(f"  {n:>10}  {own[n]:11.2f}  {low[n]:8.2f}  {cpu[n]:10.2f}  {diff[n]:7.1f}")
-    ratios = {"wall_median": own["200"] / own["9"], "wall_min": low["200"] / low["9"],
-              "cpu_median": cpu["200"] / cpu["9"],
-              "cold_cpu_median": cpu["200 cold"] / cpu["9 cold"]}
-    print(f"  ratio 200/9 (warm): wall median {ratios['wall_median']:.2f}x, wall min "
+    ratios = {"wall_median": own["2000"] / own[BASE], "wall_min": low["2000"] / low[BASE],
+              "cpu_median": cpu["2000"] / cpu[BASE],
+              "cold_cpu_median": cpu["2000 cold"] / cpu[f"{BASE} cold"]}
+    print(f"  ratio 2000/{BASE} (warm): wall median {ratios['wall_median']:.2f}x, wall min "
           f"{ratios['wall_min']:.2f}x, CPU median {ratios['cpu_median']:.2f}x   "
           f"(cold: CPU {ratios['cold_cpu_median']:.2f}x)")
-    print(f"  goal: <= {GOAL_OWN_MS:g} ms at every size, ratio close to 1. b - a is a "
-          "difference of two process totals (noisy on a shared machine)")
+    print(f"  goals: <= {GOAL_OWN_MS:g} ms up to {MID} entries, <= {GOAL_2000_MS:g} ms at 2000 "
+          f"(warm): {own['2000']:.1f} ms. b - a is a difference of two process totals (noisy "
+          "on a shared machine)")
     print(f"  `import patchlane` imported torch: {torch_seen}")
     if profile is not None:
         print(f"\ncProfile of `import patchlane` with {profile['entries']} entries:")
@@ -235,8 +242,9 @@ def main() -> int:
         "own_ms_inprocess_min": {n: round(v, 2) for n, v in low.items()},
         "own_cpu_ms_inprocess": {n: round(v, 2) for n, v in cpu.items()},
         "own_ms_b_minus_a": {n: round(v, 2) for n, v in diff.items()},
-        "ratio_200_over_9": {k: round(v, 3) for k, v in ratios.items()},
+        "ratio_2000_over_default": {k: round(v, 3) for k, v in ratios.items()},
         "goal_own_ms": GOAL_OWN_MS,
+        "goal_2000_ms": GOAL_2000_MS,
         "imports_torch": torch_seen,
     }
     print("RESULT " + json.dumps(result, sort_keys=True))
