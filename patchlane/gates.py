@@ -86,10 +86,15 @@ def locate_source(module_name: str) -> Path | None:
     package: importing ``megatron.core`` would import torch); None when not found."""
     top, _, rest = module_name.partition(".")
     spec = importlib.util.find_spec(top)  # a top-level lookup imports nothing
-    for base in (spec.submodule_search_locations or []) if spec else []:
-        candidate = Path(base, *rest.split(".")).with_suffix(".py") if rest else None
-        if candidate is not None and candidate.is_file():
-            return candidate
+    if spec is None:
+        return None
+    if not rest:
+        return Path(spec.origin) if spec.origin and spec.origin.endswith(".py") else None
+    for base in spec.submodule_search_locations or []:
+        for candidate in (Path(base, *rest.split(".")).with_suffix(".py"),
+                          Path(base, *rest.split("."), "__init__.py")):
+            if candidate.is_file():
+                return candidate
     return None
 
 

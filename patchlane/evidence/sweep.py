@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..exit_codes import ExitCode, sweep_exit_code
-from ..gates import GateResult, check_gate, gate_side
+from ..gates import GateResult, check_gate, gate_side, locate_source
 from ..registry import Entry, Kind, Registry
 from .manifest import CaseState, RunDir, case_id, now
 from .reproduce import CaseResult, Lane, Mode, RunOutcome, parse_lane, read_spec, run_case
@@ -175,6 +175,39 @@ def beyond_gate(entry: Entry, gate: GateResult) -> str | None:
     return None
 
 
+def _target_missing(entry: Entry, gate: GateResult) -> str | None:
+    """Why the installed release cannot be exercised for ``entry`` although its version is
+    known: the target module is absent (megatron-core wheels before 0.17 ship no
+    megatron.training), or found only in *another* install than the one the version came from
+    (a namespace package merging a release directory with the venv's own copy). None when the
+    target is part of the release the gate read."""
+    module = entry.target.module
+    if module is None or gate.found is None:
+        return None
+    file = locate_source(module)
+    release = f"{entry.target.distribution} {gate.found}"
+    if file is None:
+        return f"target module {module} is not part of {release}"
+    root = _release_root(entry.target.distribution, gate.source)
+    if root is not None and not file.resolve().is_relative_to(root):
+        return (f"target module {module} comes from {file.parent}, not from {release} "
+                f"({root}): a mixed environment, not a release")
+    return None
+
+
+def _release_root(distribution: str, source: str) -> Path | None:
+    from importlib import metadata
+
+    if source.startswith("source tree (") and source.endswith(")"):
+        version_file = Path(source[len("source tree ("):-1])
+        # megatron/core/package_info.py -> the directory holding megatron/
+        return version_file.resolve().parents[2] if len(version_file.parents) > 2 else None
+    try:
+        return Path(str(metadata.distribution(distribution).locate_file(""))).resolve()
+    except (metadata.PackageNotFoundError, OSError):
+        return None
+
+
 def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | None,
          shard: Shard) -> list[dict[str, Any]]:
     """Rows (entry x lane x world size) this shard owns, each with a skip reason or none, and
@@ -187,6 +220,7 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
         spec = read_spec(entry)
         gate = check_gate(entry.target.distribution, entry.applies_to)
         beyond = beyond_gate(entry, gate)
+        missing = _target_missing(entry, gate)
         for lane in lanes:
             for size in spec.world_sizes:
                 owned = shard.owns(position)
@@ -200,6 +234,8 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
                     skip = f"lane unavailable: {gpus} CUDA device(s), world size {size}"
                 elif not gate.open and entry.active and beyond is None:
                     skip = f"gate: {gate.reason}"
+                elif missing:
+                    skip = missing
                 rows.append({"entry_id": entry.id, "lane": lane, "world_size": size,
                              "installed": gate.found, "skip": skip,
                              "beyond": beyond if skip is None else None})

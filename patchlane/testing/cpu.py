@@ -17,7 +17,11 @@ swaps in:
     tensor it broadcasts so that every rank learns whether a write failed. The stand-in answers
     ``"cpu"``: the flag is made on the CPU, where gloo broadcasts it.
 
-Both are installed only while CUDA is unavailable (with CUDA the real calls run), only inside
+:func:`get_rng_state`, for ``torch.cuda.get_rng_state()``
+    called by ``megatron.training.checkpointing.save_checkpoint`` to collect RNG states even
+    when ``--no-save-rng`` then leaves them out: the CPU generator's state stands in.
+
+All are installed only while CUDA is unavailable (with CUDA the real calls run), only inside
 the ``with`` block, and always restored on exit. Nothing here touches what a reproducer tests:
 what is saved and loaded is upstream's own code, only how the writer waits and where one status
 flag lives differ.
@@ -29,7 +33,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["cpu_stand_ins", "current_device", "synchronize"]
+__all__ = ["cpu_stand_ins", "cuda_requests_on_cpu", "current_device", "get_rng_state",
+           "synchronize"]
 
 
 def synchronize(*args: Any, **kwargs: Any) -> None:
@@ -41,6 +46,45 @@ def current_device() -> str:
     return "cpu"
 
 
+def get_rng_state(*args: Any, **kwargs: Any) -> Any:
+    """Stands in for ``torch.cuda.get_rng_state``: the CPU generator's state. megatron's
+    ``save_checkpoint`` collects the RNG states even with ``--no-save-rng`` (and then does not
+    save them); with no CUDA device the real call raises before anything is saved."""
+    import torch
+
+    return torch.get_rng_state()
+
+
+@contextlib.contextmanager
+def cuda_requests_on_cpu() -> Iterator[None]:
+    """Inside the block (only while CUDA is unavailable), a torch call asking for a CUDA
+    tensor gets a CPU one: ``device="cuda"`` / ``"cuda:N"`` become ``"cpu"`` and
+    ``Tensor.cuda()`` returns the tensor. megatron.training's load path makes its one-element
+    bookkeeping tensors on the GPU (``read_metadata`` all-reduces the iteration read from the
+    tracker file on ``device='cuda'``); on the CPU lane they live on the CPU, where gloo
+    reduces them. What is computed is unchanged: only where those tensors live."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    if torch.cuda.is_available():
+        yield
+        return
+
+    class _OnCPU(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            kwargs = dict(kwargs or {})
+            device = kwargs.get("device")
+            if device is not None and str(device).startswith("cuda"):
+                kwargs["device"] = "cpu"
+            if func is torch.Tensor.cuda:
+                return args[0]
+            return func(*args, **kwargs)
+
+    with _OnCPU():
+        yield
+
+
 @contextlib.contextmanager
 def cpu_stand_ins() -> Iterator[None]:
     """Install :func:`synchronize` and :func:`current_device` in ``torch.cuda`` for the block
@@ -50,10 +94,11 @@ def cpu_stand_ins() -> Iterator[None]:
     if torch.cuda.is_available():
         yield
         return
-    saved = torch.cuda.synchronize, torch.cuda.current_device
+    saved = torch.cuda.synchronize, torch.cuda.current_device, torch.cuda.get_rng_state
     torch.cuda.synchronize = synchronize
     torch.cuda.current_device = current_device  # type: ignore[assignment]
+    torch.cuda.get_rng_state = get_rng_state
     try:
         yield
     finally:
-        torch.cuda.synchronize, torch.cuda.current_device = saved
+        torch.cuda.synchronize, torch.cuda.current_device, torch.cuda.get_rng_state = saved
