@@ -48,7 +48,7 @@ def _idle_shard_request(wrapped: Any, call: dict[str, Any]) -> Any:
     """The machine's own load template when the checkpoint holds its idle shard for this
     topology; None otherwise."""
     from megatron.core import rerun_state_machine as rsm
-    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.filesystem import FileSystemReader
 
     common, checkpoint_name, release, _ = wrapped(**{**call, "rank0": True,
                                                      "sharded_state_dict": None})

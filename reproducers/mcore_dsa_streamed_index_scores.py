@@ -16,7 +16,7 @@ Peak memory: the PyTorch profiler's memory accounting on CPU, ``max_memory_alloc
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from patchlane.evidence.reproduce import ReproContext
@@ -41,16 +41,16 @@ def run(ctx: ReproContext) -> None:
     w = torch.randn(SQ, BATCH, HEADS, generator=g).bfloat16().to(ctx.device)
     method = vars(dsa.DSAIndexer).get("_compute_index_scores")
     if method is not None:  # 0.16: the method never reads `self`; called as forward does
-        def compute() -> torch.Tensor:
+        def compute() -> Any:
             return dsa.DSAIndexer._compute_index_scores(None, q, w, k)
 
-        def upstream() -> torch.Tensor:
+        def upstream() -> Any:
             return inspect.unwrap(method)(None, q, w, k)
     else:  # 0.17 and later: a module-level function, same arguments otherwise
-        def compute() -> torch.Tensor:
+        def compute() -> Any:
             return dsa._compute_index_scores(q, w, k)
 
-        def upstream() -> torch.Tensor:
+        def upstream() -> Any:
             return inspect.unwrap(vars(dsa)["_compute_index_scores"])(q, w, k)
 
     peak, scores = peak_bytes(compute, ctx.device)
