@@ -341,6 +341,11 @@ def delete_entry(entry: Entry) -> str:
         if status is not Status.RETIRED:
             raise RetireError(f"{path}: entry {entry.id!r} is {status.value}; only a retired "
                               f"entry can be deleted (`patchlane retire {entry.id}` first)")
+        dependents = [e.id for e in parse_registry(path, raw) if entry.id in e.depends_on]
+        if dependents:
+            raise RetireError(f"{path}: entries {dependents} depend on {entry.id!r} "
+                              "(depends_on); deleting it would leave them naming nothing. Fix: "
+                              "delete or edit those first")
         lines = raw.splitlines(keepends=True)
         start, end, _ = _block(lines, entry.id, path)
         del lines[start:end]  # comments around it stay: they may belong to a section

@@ -146,6 +146,13 @@ def test_delete_only_a_retired_entry_and_only_its_block(registry_copy: Path) -> 
     assert refused.returncode == 15 and "only a retired entry" in refused.stderr
     assert cli("retire", ENTRY, "--skip-upstream", "--force", "test",
                registry=registry_copy).returncode == 0
+    # the #7428 follow-up depends on it: refused until that one is gone
+    dependent = cli("delete", ENTRY, "--yes", registry=registry_copy)
+    assert dependent.returncode == 15 and "depend on" in dependent.stderr, dependent.stderr
+    follow = "mcore_strict_load_idle_rerun_shard"
+    assert cli("retire", follow, "--skip-upstream", "--force", "test",
+               registry=registry_copy).returncode == 0
+    assert cli("delete", follow, "--yes", registry=registry_copy).returncode == 0
     before = registry_copy.read_text()
     count = len(load_registries([registry_copy]).entries)
     assert cli("delete", ENTRY, registry=registry_copy).returncode == 1  # needs --yes
