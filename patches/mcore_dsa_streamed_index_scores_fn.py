@@ -7,11 +7,13 @@ weighted copy, only to sum the heads: 256 MiB at h=64, sq=sk=1024 for a 4 MiB re
 "Tried to allocate 238.17 GiB" at long context (modelscope/mcore-bridge#36). Under autograd it
 is worse: relu and mul keep ``[sq, b, h, sk]`` tensors alive until backward.
 
-The head sum is all callers need, so this overlay accumulates head blocks (``BLOCK_ELEMENTS``
-fp32 elements at a time, at least one head) into one ``[sq, b, sk]`` buffer and returns upstream's
-``[b, sq, sk]`` transpose view of it (same dtype, shape and strides). When an input requires
+The head sum is all callers need, so this overlay computes the scores a tile at a time (a block
+of heads, or one head and a block of query rows when one head alone is over ``BLOCK_ELEMENTS``
+fp32 elements) and adds each tile's weighted head sum (one batched product) into a single
+``[sq, b, sk]`` buffer; it returns upstream's ``[b, sq, sk]`` transpose view of it (same dtype,
+shape and strides). When an input requires
 grad the same loop runs inside an ``autograd.Function`` that saves only q, weights and k and
-recomputes each head block in backward, so the backward is bounded the same way; the
+recomputes each tile in backward, so the backward is bounded the same way; the
 gradients are upstream's (ReLU's subgradient 0 at 0 included) in the inputs' dtypes. Sums run
 in another order: results agree to fp32 rounding (1e-5 relative), not bitwise. The callers
 ``fused_qk_topk_naive`` and ``bwd_fused_indexer_loss_naive`` look the function up in the
@@ -30,31 +32,41 @@ from patchlane.loading import entry_id
 
 ENTRY_ID = entry_id(__name__)  # the lane loads this file under its entry id
 BLOCK_ELEMENTS = 1 << 20
-"""fp32 elements of one head block's ``[sq, b, heads, sk]`` scores (4 MiB); at least one head."""
+"""fp32 elements of one tile's ``[rows, b, heads, sk]`` scores (4 MiB); at least one row of one
+head."""
 
 
-def _heads_per_block(q: Any, k: Any, block_elements: int) -> int:
+def _tiles(q: Any, k: Any, block_elements: int) -> list[tuple[slice, slice]]:
+    """(query rows, heads) tiles of about ``block_elements`` scores each: whole head blocks
+    while one head fits, else one head and as many query rows as fit (at least one)."""
     sq, b, heads, _ = q.shape
-    return max(1, min(heads, block_elements // max(1, sq * b * k.shape[0])))
+    per_row_head = b * k.shape[0]
+    n_heads = max(1, min(heads, block_elements // max(1, sq * per_row_head)))
+    n_rows = sq if n_heads > 1 else max(1, min(sq, block_elements // max(1, per_row_head)))
+    return [(slice(r, min(sq, r + n_rows)), slice(h, min(heads, h + n_heads)))
+            for r in range(0, sq, n_rows) for h in range(0, heads, n_heads)]
 
 
 def _forward(q: Any, weights: Any, k: Any, use_relu: bool, block_elements: int) -> Any:
-    """``[b, sq, sk]``: ``relu(q @ k^T) * weights`` summed over heads, one head block at a time."""
+    """``[b, sq, sk]``: ``relu(q @ k^T) * weights`` summed over heads, one tile at a time."""
     import torch
 
-    sq, b, heads, _ = q.shape
-    block = _heads_per_block(q, k, block_elements)
+    sq, b, _, _ = q.shape
+    sk = k.shape[0]
     # upstream multiplies fp32 scores by `weights` as given: fp32 unless weights are wider
     dtype = torch.promote_types(torch.float32, weights.dtype)
-    k32 = k.float()
-    out = torch.zeros(sq, b, k.shape[0], dtype=dtype, device=q.device)
-    for start in range(0, heads, block):
-        stop = min(heads, start + block)
-        scores = torch.einsum("sbhd,tbd->sbht", q[:, :, start:stop].float(), k32)
+    k32 = k.to(dtype)
+    out = torch.zeros(sq, b, sk, dtype=dtype, device=q.device)
+    for rows, heads in _tiles(q, k, block_elements):
+        scores = torch.einsum("sbhd,tbd->sbht", q[rows, :, heads].to(dtype), k32)
         if use_relu:
             scores.relu_()
-        scores = scores.to(dtype).mul_(weights[:, :, start:stop, None])
-        out += scores.sum(dim=2)
+        n = scores.shape[0] * b
+        # the weighted head sum as one batched product added into `out`: no weighted copy
+        # of the tile and no [sq, b, sk] temporary (reshape copies the tile only where einsum
+        # returned it permuted, b > 1)
+        out[rows].view(n, 1, sk).baddbmm_(weights[rows, :, heads].to(dtype).reshape(n, 1, -1),
+                                          scores.reshape(n, -1, sk))
         del scores
     return out.transpose(0, 1)
 
@@ -81,27 +93,25 @@ def _function() -> Any:
             grad_k = torch.zeros(k.shape, dtype=torch.float32, device=k.device) if need_k else None
             g = grad_out.transpose(0, 1).float()  # [sq, b, sk], a view when already fp32
             k32 = k.float()
-            heads = q.shape[2]
-            block = _heads_per_block(q, k, ctx.block_elements)
-            for start in range(0, heads, block):
-                stop = min(heads, start + block)
-                q32 = q[:, :, start:stop].float()
+            for rows, heads in _tiles(q, k, ctx.block_elements):
+                q32 = q[rows, :, heads].float()
+                g_rows = g[rows]
                 scores = torch.einsum("sbhd,tbd->sbht", q32, k32)
                 positive = scores > 0 if ctx.use_relu else None
                 if grad_w is not None:
                     if positive is not None:
                         scores.relu_()
-                    grad_w[:, :, start:stop] = torch.einsum("sbt,sbht->sbh", g, scores)
+                    grad_w[rows, :, heads] = torch.einsum("sbt,sbht->sbh", g_rows, scores)
                 del scores
                 if grad_q is None and grad_k is None:
                     continue
                 # d(scores): the head-sum's gradient times each head's weight (then ReLU's)
-                grad_s = g.unsqueeze(2) * weights[:, :, start:stop, None].float()
+                grad_s = g_rows.unsqueeze(2) * weights[rows, :, heads, None].float()
                 if positive is not None:
                     grad_s.mul_(positive)
                 del positive
                 if grad_q is not None:
-                    grad_q[:, :, start:stop] = torch.einsum("sbht,tbd->sbhd", grad_s, k32)
+                    grad_q[rows, :, heads] = torch.einsum("sbht,tbd->sbhd", grad_s, k32)
                 if grad_k is not None:
                     grad_k += torch.einsum("sbht,sbhd->tbd", grad_s, q32)
                 del grad_s
@@ -113,9 +123,12 @@ def _function() -> Any:
 
 
 def streamed_index_scores(q: Any, weights: Any, k: Any, use_relu: bool = True,
-                          block_elements: int = BLOCK_ELEMENTS) -> Any:
+                          block_elements: int | None = None) -> Any:
     """Upstream's ``_compute_index_scores`` without the ``[sq, b, h, sk]`` intermediate."""
     import torch
+
+    if block_elements is None:
+        block_elements = BLOCK_ELEMENTS  # read per call: tests set it to force several blocks
 
     if torch.is_grad_enabled() and (q.requires_grad or weights.requires_grad
                                     or k.requires_grad):

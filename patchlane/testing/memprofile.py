@@ -28,13 +28,12 @@ def peak_bytes(fn: Callable[[], Any], device: str = "cpu") -> tuple[int, Any]:
         result = fn()
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - before, result
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import DeviceType, ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = fn()
-    cpu = torch.autograd.DeviceType.CPU
     deltas = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                    if e.name() == "[memory]" and e.device_type() == cpu)
+                    if e.name() == "[memory]" and e.device_type() == DeviceType.CPU)
     current = peak = 0
     for _, delta in deltas:
         current += delta

@@ -119,3 +119,31 @@ def test_streamed_scores_match_upstream(dsa: Any, heads: int, batch: int, seq: i
     assert got.shape == want.shape == (batch, seq, seq + 3)
     assert got.dtype == want.dtype and got.stride() == want.stride()
     assert torch.allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@needs_streamed
+@pytest.mark.parametrize(("heads", "batch", "seq"), [(5, 2, 33), (16, 1, 300)])
+def test_streamed_scores_backward_matches_upstream(dsa: Any, heads: int, batch: int,
+                                                   seq: int) -> None:
+    """In training the indexer's projections require grad: the overlay's backward (an
+    autograd.Function recomputing each head block) gives upstream's gradients (fp32: 1e-5 of
+    the largest), where the first version's in-place loop failed in backward."""
+    import torch
+
+    g = torch.Generator().manual_seed(heads)
+    inputs = [torch.randn(seq, batch, heads, 16, generator=g),
+              torch.randn(seq, batch, heads, generator=g),
+              torch.randn(seq + 3, batch, 16, generator=g)]
+    grad = torch.randn(batch, seq, seq + 3, generator=g)
+    upstream = inspect.unwrap(vars(dsa.DSAIndexer)["_compute_index_scores"])
+
+    def grads(fn: Any) -> list[Any]:
+        q, w, k = (t.clone().requires_grad_(True) for t in inputs)
+        fn(q, w, k).backward(grad)
+        return [q.grad, w.grad, k.grad]
+
+    got = grads(lambda q, w, k: dsa.DSAIndexer._compute_index_scores(SimpleNamespace(), q, w, k))
+    want = grads(lambda q, w, k: upstream(None, q, w, k))
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert float((a - b).abs().max()) <= 1e-5 * float(b.abs().max())
