@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from typing import Any
 
 import patchlane
 
@@ -32,6 +33,19 @@ _BAD = ("refused: drift", "failed: error", "ledger: violation")
 
 
 def run_doctor(as_json: bool, strict: bool) -> int:
+    if not as_json:
+        return _run_doctor(as_json, strict)
+    # The targets are imported on the way, and some configure logging onto stdout
+    # (megatron.training does): with --json only the JSON may reach stdout.
+    import contextlib
+    import sys
+
+    real = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        return _run_doctor(as_json, strict, out=real)
+
+
+def _run_doctor(as_json: bool, strict: bool, out: Any = None) -> int:
     current = lane()
     entries = [e for e in current.registry.entries if e.active]
     problems: list[str] = []
@@ -93,7 +107,7 @@ def run_doctor(as_json: bool, strict: bool) -> int:
                           "records": [r.as_dict() for r in records],
                           "ledger": [r.as_dict() for r in ledger],
                           "releases": [m.as_dict() for m in matches],
-                          "decisions": report["entries"]}, indent=2, default=str))
+                          "decisions": report["entries"]}, indent=2, default=str), file=out)
         return EXIT_PROBLEMS if failed else 0
     print(table(["DISTRIBUTION", "VERSION", "FILES CHECKED", "RECORD"],
                 [[r.distribution, r.version or "-", str(r.checked),
