@@ -715,8 +715,9 @@ def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
     if not values:
         raise ctx.fail("no fingerprint recorded", key="fingerprint.sha256", found=values,
                        expected="at least one 'sha256-v2:...' value",
-                       fix=f"record the verified release's value: `patchlane fingerprint "
-                       f"{ctx.entry_id}`")
+                       fix="record the verified release's value: `patchlane fingerprint "
+                       "--object MODULE:QUALNAME` with the entry's target.object (it reads no "
+                       "registry)")
     for item in values:
         if not isinstance(item, str) or not _SHA_RE.match(item):
             raise ctx.fail(

@@ -46,3 +46,23 @@ def run_fingerprint(entry_id: str, source: Path | None = None) -> int:
              "NOT in the registry: review the upstream change and the reproducer, then add it "
              "under fingerprint.sha256"))
     return 0
+
+
+def run_fingerprint_object(target: str, source: Path | None = None) -> int:
+    """``patchlane fingerprint --object MODULE:QUALNAME``: no registry is read, so a new entry
+    (which the registry refuses until it records a value) can get its first one."""
+    module_name, sep, qualname = target.partition(":")
+    if not sep or not module_name or not qualname:
+        raise OverlayError("--object", f"expected MODULE:QUALNAME, found {target!r}; e.g. "
+                           "megatron.core.rerun_state_machine:RerunStateMachine.state_dict")
+    if source is not None:
+        value = fingerprint.compute_from_source(source.read_text(encoding="utf-8"), [qualname])
+        label = f"{source} (read from source: nothing ran)"
+    else:
+        module = importlib.import_module(module_name)
+        value = fingerprint.compute(module, [qualname])
+        label = f"{target} imported from {module.__file__}"
+    print(value)
+    print(f"# {label}: record it under the entry's fingerprint.sha256 (and fingerprint.releases "
+          "for the release that ran)")
+    return 0

@@ -43,7 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("id")
 
     p = sub.add_parser("fingerprint", help="print the current fingerprint of an entry's target")
-    p.add_argument("id")
+    p.add_argument("id", nargs="?", help="the entry (omit with --object)")
+    p.add_argument("--object", metavar="MODULE:QUALNAME",
+                   help="fingerprint this object instead of an entry's target; reads no "
+                   "registry (for a new entry, before it has a value to record)")
     p.add_argument("--source", type=Path, metavar="FILE",
                    help="fingerprint the target module's source file instead of importing it "
                    "(for releases that cannot be installed here)")
@@ -147,7 +150,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .show import run_show
         return run_show(args.id)
     if args.command == "fingerprint":
-        from .fingerprint import run_fingerprint
+        from .fingerprint import run_fingerprint, run_fingerprint_object
+        if (args.id is None) == (args.object is None):
+            _parser().error("fingerprint: give an entry ID or --object MODULE:QUALNAME (one)")
+        if args.object is not None:
+            return run_fingerprint_object(args.object, args.source)
         return run_fingerprint(args.id, args.source)
     if args.command == "reproduce":
         from .reproduce import run_reproduce
