@@ -93,6 +93,24 @@ def test_fingerprint_from_source_file(fake_target: FakeTarget) -> None:
     assert "NOT in the registry" in out.stdout
 
 
+def test_fingerprint_object_gives_a_new_entry_its_first_value(fake_target: FakeTarget) -> None:
+    # A new entry with no value yet is refused by the registry, and the refusal's fix names
+    # `fingerprint --object`, which reads no registry: following it must work.
+    entry = fake_target.entry()
+    entry["fingerprint"] = {"policy": "refuse", "sha256": []}
+    env = fake_cli_env(fake_target)
+    fake_target.write_registry(entry)
+    refused = cli("fingerprint", fake_target.entry_id, env=env)
+    assert refused.returncode != 0 and "fingerprint --object" in refused.stderr
+    out = cli("fingerprint", "--object", f"{fake_target.module}:Greeter.greet", env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == fake_target.fingerprint()
+    both = cli("fingerprint", fake_target.entry_id, "--object", "m:q", env=env)
+    assert both.returncode == 2 and "one" in both.stderr
+    bad = cli("fingerprint", "--object", "no_colon", env=env)
+    assert bad.returncode != 0 and "MODULE:QUALNAME" in bad.stderr
+
+
 def test_bad_registry_exits_with_the_registry_code(tmp_path: Path) -> None:
     bad = tmp_path / "registry.yaml"
     bad.write_text("schema: 1\nentries:\n  - id: x\n    kind: [\n")
