@@ -60,6 +60,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="repeatable; default: every size the reproducer declares")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
 
+    p = sub.add_parser(
+        "run", help="run a command with the lane active in every Python process it starts",
+        description="Run CMD with the lane active in every Python process it starts (torchrun "
+        "and srun ranks, their children) without editing the script: a sitecustomize on "
+        "PYTHONPATH does `import patchlane`; an existing sitecustomize still runs. E.g. "
+        "`patchlane run -- torchrun --nproc-per-node 8 pretrain_gpt.py ...`, "
+        "`srun patchlane run -- python train.py`.")
+    p.add_argument("--registry", type=Path, metavar="FILE",
+                   help="an extra registry file (added to PATCHLANE_REGISTRY)")
+    p.add_argument("--strict", action="store_true",
+                   help="PATCHLANE_STRICT=1: a refused or failed entry stops the process")
+    p.add_argument("--reports", type=Path, metavar="DIR",
+                   help="each process writes its patchlane.report() to DIR at exit")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
+                   help="the command, after --")
+
     p = sub.add_parser("sweep", help="run every reproducer both ways into a run directory")
     p.add_argument("--lane", action="append", choices=("cpu", "cuda"),
                    help="repeatable; default: cpu, plus cuda when a GPU is present")
@@ -160,6 +176,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .reproduce import run_reproduce
         return run_reproduce(args.id, args.without_overlay, args.lane, args.world_size,
                              args.timeout)
+    if args.command == "run":
+        from ..launch.command import run_command
+        cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+        if not cmd:
+            _parser().error("run: no command; usage: patchlane run [options] -- CMD ARGS...")
+        return run_command(cmd, registry=args.registry, strict=args.strict,
+                           reports=args.reports)
     if args.command == "sweep":
         from .sweep import run_sweep_command
         return run_sweep_command(args.lane, args.only, args.timeout, args.json, args.jobs,

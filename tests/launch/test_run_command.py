@@ -1,0 +1,113 @@
+"""`patchlane run`'s mechanics (patchlane/launch): the environment it builds, the bootstrap
+sitecustomize in child and grandchild interpreters, an existing sitecustomize still running,
+strict mode stopping a process before the command on a rejected registry. Fake registries
+and plain `python -c` commands: the real torchrun + megatron launch is
+tests/releases/test_launch.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchlane.launch.command import BOOTSTRAP, launch_env
+
+pytestmark = [pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(args: list[str], env: dict[str, str] | None = None,
+        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "patchlane.cli.main", "run", *args],
+                          capture_output=True, text=True, env=full, cwd=cwd or ROOT, timeout=120)
+
+
+PROBE = ("import json, os, sys; print(json.dumps({'patchlane': 'patchlane' in sys.modules, "
+         "'site': getattr(sys.modules.get('sitecustomize'), '__file__', None), "
+         "'user': os.environ.get('USER_SITECUSTOMIZE_RAN')}))")
+
+
+def test_launch_env_puts_the_bootstrap_first_once_and_absolute_paths(tmp_path: Path) -> None:
+    registry = tmp_path / "r.yaml"
+    env = launch_env({"PYTHONPATH": f"a{os.pathsep}{BOOTSTRAP}"}, registry=registry,
+                     strict=True, reports=tmp_path / "rep")
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(BOOTSTRAP), "a"]
+    assert env["PATCHLANE_REGISTRY"] == str(registry.resolve())
+    assert env["PATCHLANE_STRICT"] == "1"
+    assert env["PATCHLANE_RUN_REPORTS"] == str((tmp_path / "rep").resolve())
+    again = launch_env(env)
+    assert again["PYTHONPATH"] == env["PYTHONPATH"]  # a nested `patchlane run` adds nothing
+    assert sorted(p.name for p in BOOTSTRAP.iterdir() if p.suffix == ".py") == \
+        ["sitecustomize.py"]  # nothing else on PYTHONPATH can shadow a user's module
+
+
+def test_child_and_grandchild_interpreters_are_activated(tmp_path: Path) -> None:
+    grandchild = (f"import subprocess, sys; subprocess.run([sys.executable, '-c', {PROBE!r}], "
+                  "check=True)")
+    out = run(["--", sys.executable, "-c", f"{PROBE}\n{grandchild}"])
+    assert out.returncode == 0, out.stderr
+    child, grand = (json.loads(line) for line in out.stdout.splitlines())
+    for seen in (child, grand):
+        assert seen["patchlane"] is True
+        assert seen["site"] == str(BOOTSTRAP / "sitecustomize.py")
+
+
+def test_an_existing_sitecustomize_still_runs(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(
+        "import os\nos.environ['USER_SITECUSTOMIZE_RAN'] = 'yes'\n")
+    out = run(["--", sys.executable, "-c", PROBE], env={"PYTHONPATH": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout)
+    assert seen == {"patchlane": True, "site": str(tmp_path / "sitecustomize.py"),
+                    "user": "yes"}
+
+
+def test_strict_stops_before_the_command_on_a_rejected_registry(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("schema: 1\nentries: [\n")
+    marker = tmp_path / "ran"
+    command = ["--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    out = run(["--strict", "--registry", str(bad), *command])
+    assert out.returncode == 3, out.stderr  # ExitCode.REGISTRY_REJECTED
+    assert "stops before the command runs" in out.stderr and str(bad) in out.stderr
+    assert not marker.exists()
+    # not strict: the lane logs the rejection, applies nothing, and the command runs
+    out = run(["--registry", str(bad), *command])
+    assert out.returncode == 0, out.stderr
+    assert marker.exists() and "registry rejected" in out.stderr
+
+
+def test_reports_are_written_per_process(tmp_path: Path) -> None:
+    out = run(["--reports", str(tmp_path / "rep"), "--", sys.executable, "-c", "pass"],
+              env={"RANK": "3"})
+    assert out.returncode == 0, out.stderr
+    (path,) = (tmp_path / "rep").glob("rank3-*.json")
+    report = json.loads(path.read_text())
+    assert report["process"]["rank"] == "3" and report["entries"]
+
+
+def test_usage_errors() -> None:
+    assert run([]).returncode == 2
+    assert run(["--"]).returncode == 2
+    missing = run(["--registry", "/no/such.yaml", "--", sys.executable, "-c", "pass"])
+    assert missing.returncode != 0 and "/no/such.yaml" in missing.stderr
+
+
+def test_an_interpreter_without_patchlane_warns_and_runs(tmp_path: Path) -> None:
+    other = shutil.which("python3", path="/usr/bin:/bin")
+    if other is None or subprocess.run([other, "-c", "import patchlane"],
+                                       capture_output=True).returncode == 0:
+        pytest.skip("no system python3 without patchlane here")
+    out = run(["--", other, "-c", "print('ran')"])
+    assert out.returncode == 0 and out.stdout.strip() == "ran", out.stderr
+    assert "cannot import patchlane" in out.stderr
+    strict = run(["--strict", "--", other, "-c", "print('ran')"])
+    assert strict.returncode == 3 and "ran" not in strict.stdout
