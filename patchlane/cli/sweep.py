@@ -87,12 +87,24 @@ def run_sweep_command(lanes: list[Lane] | None, only: list[str] | None, timeout:
                                compare=compare, history=history, as_json=as_json)
 
 
+def _known_upstream(registry: Registry) -> dict[str, dict[str, object]]:
+    """Each entry's upstream state as ``patchlane upstream`` last cached it (no request is
+    sent: the nightly page must not need the network)."""
+    from ..controls import ToolSettings
+    from ..upstream.known import known_states
+
+    settings = ToolSettings.from_env()
+    return known_states(registry.entries, cache_dir=settings.upstream_cache,
+                        github_api=settings.github_api)
+
+
 def _run_and_report(registry: Registry, run: RunDir, *, jobs: int, timeout: float,
                     quiet: bool, compare: Path | None, history: list[Path] | None,
                     as_json: bool) -> ExitCode:
     rows = run_sweep(registry, run, jobs=jobs, timeout=timeout, on_event=Progress(quiet))
     previous = load_index(compare) if compare is not None else None
-    index = write_reports(run, rows, previous=previous, history=history or [])
+    index = write_reports(run, rows, previous=previous, history=history or [],
+                          registry=registry, upstream=_known_upstream(registry))
     if as_json:
         print(json.dumps(index, indent=2))
     else:

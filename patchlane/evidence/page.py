@@ -1,0 +1,533 @@
+"""``report.html``: the nightly page, one static file a maintainer reads in ten seconds.
+
+Top to bottom: the counts; what changed since the previous run of the same comparison class;
+the provenance header (host, Python, torch / CUDA / GPU, target versions, patch set); the rows
+that ask for something (errors with the failing rank's log tail, broken overlays, retirement
+candidates and gates to extend), each with its reason, what to do, gate, upstream links and
+links to its receipts and rank logs; every row; the verdict grid; the history across runs;
+what each verdict asks.
+
+Self-contained on purpose: CSS inline in the page, no script, nothing fetched (fonts, images),
+and every link to the run's own files relative to the run directory and only to files that
+exist, so the page works opened from a file path, from an unpacked CI artifact, or served.
+Everything a run supplies (reasons, log tails, entry text, versions, URLs) passes through
+:func:`html.escape`: reasons quote arbitrary exception messages.
+
+The page reads only the index (``index.json``'s data, built by
+:mod:`patchlane.evidence.reports`) and the history runs it is given: it can be rebuilt from a
+run directory alone.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from .runs import row_key
+from .verdicts import ACTION, SEVERITY, Verdict
+
+__all__ = ["ASKS", "COLOURS", "HistoryRun", "by_severity", "page", "verdict"]
+
+COLOURS = {Verdict.GUARDING: "#2e7d32", Verdict.UPSTREAM_FIXED: "#1565c0",
+           Verdict.STILL_AFFECTED: "#6a1b9a", Verdict.BROKEN: "#c62828",
+           Verdict.ERROR: "#ef6c00", Verdict.SKIPPED: "#757575"}
+ASKS = {Verdict.GUARDING: "nothing", Verdict.UPSTREAM_FIXED: "retire candidate",
+        Verdict.STILL_AFFECTED: "extend the gate", Verdict.BROKEN: "fix the overlay",
+        Verdict.ERROR: "investigate", Verdict.SKIPPED: "nothing"}
+"""What a verdict asks, in two words (the whole sentence is :data:`ACTION`)."""
+# Rows that ask a maintainer for something, and the section each one goes to.
+_SECTIONS = ((Verdict.ERROR, "errors", "Errors"), (Verdict.BROKEN, "broken", "Broken"),
+             (Verdict.STILL_AFFECTED, "maintainer", "For a maintainer"),
+             (Verdict.UPSTREAM_FIXED, "maintainer", "For a maintainer"))
+
+_CSS = (
+    "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:1.5em 2em;"
+    "color:#1b1b1b;background:#fff}"
+    "h1{font-size:1.5em;margin:0 0 .2em}"
+    "h2{font-size:1.15em;margin:1.5em 0 .5em;border-bottom:1px solid #ddd;padding-bottom:.2em}"
+    "h3{font-size:1em;margin:0 0 .35em}"
+    "table{border-collapse:collapse;margin:.3em 0}"
+    "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}"
+    "th{background:#f3f3f3}"
+    "pre{background:#f4f4f4;border:1px solid #e2e2e2;padding:6px 8px;margin:.4em 0;"
+    "white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px}"
+    "code{font-size:12px;overflow-wrap:anywhere}"
+    "a{color:#0b57d0}"
+    ".chip{display:inline-block;color:#fff;padding:0 6px;border-radius:3px;font-weight:600;"
+    "white-space:nowrap}"
+    ".muted{color:#666}.small{font-size:12px}"
+    ".reason{white-space:pre-wrap;overflow-wrap:anywhere}"
+    ".box{border:1px solid #ddd;border-radius:4px;padding:8px 12px;margin:.4em 0}"
+    ".changes{background:#fffbe6;border-color:#ecd58a}"
+    ".quiet{background:#f3f8f3;border-color:#cfe3cf}"
+    ".card{border-left:6px solid #999;background:#fafafa;padding:8px 12px;margin:.6em 0}"
+    ".card p{margin:.25em 0}"
+    ".prov{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:0}"
+    ".prov dt{color:#555}.prov dd{margin:0}"
+    ".rows td.reason{min-width:16em;max-width:36em}"
+    ".hist td,.hist th{font-size:12px;padding:2px 6px}"
+    ".hist td.changed{box-shadow:inset 0 0 0 3px #111}"
+    ".other{background:#fff3e0}"
+    ".ok{color:#2e7d32;font-weight:600}"
+    ".gate,.ev a,.nowrap{white-space:nowrap}.rows{width:100%}.rows a{overflow-wrap:anywhere}"
+    ".wide{overflow-x:auto}"
+)
+
+
+@dataclass
+class HistoryRun:
+    """An earlier run shown in the history: its index, the relative link to its page (None
+    when it has none), and how its comparison class differs from this run's (empty: same)."""
+
+    index: dict[str, Any]
+    href: str | None = None
+    differs: list[str] = field(default_factory=list)
+
+
+def verdict(row: Mapping[str, Any]) -> Verdict:
+    """A row's verdict, read back from an index (this run's or an earlier one's)."""
+    return Verdict.parse(row["verdict"], f"index row {row_key(dict(row))}")
+
+
+def by_severity(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: (SEVERITY.index(verdict(r)), r["entry_id"], r["lane"],
+                                       r["world_size"]))
+
+
+# -- small pieces ------------------------------------------------------------------------------
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _chip(v: Verdict, text: str | None = None) -> str:
+    return (f'<span class="chip" style="background:{COLOURS[v]}">'
+            f"{_e(v.value if text is None else text)}</span>")
+
+
+def _local(path: str, text: str) -> str:
+    """A link to a file of this run directory (``path`` is relative to it)."""
+    return f'<a href="{_e(quote(path))}">{_e(text)}</a>'
+
+
+def _external(url: str | None, text: str | None = None) -> str:
+    """An upstream link; anything but http(s) is shown as text, never made a link."""
+    if not url:
+        return ""
+    if urlsplit(url).scheme not in ("http", "https"):
+        return _e(url)
+    return f'<a href="{_e(url)}">{_e(text or url)}</a>'
+
+
+def _github_label(url: str) -> str:
+    parts = [p for p in urlsplit(url).path.split("/") if p]
+    if urlsplit(url).hostname in ("github.com", "www.github.com") and len(parts) >= 4 \
+            and parts[3].isdigit():
+        return f"{parts[0]}/{parts[1]}#{parts[3]}"
+    return url
+
+
+def _action(v: Verdict, entry_id: str, run_dir: str | None) -> str:
+    """:data:`ACTION` for ``v`` with this row's id and run directory filled in, the command in
+    ``<code>``."""
+    text = re.sub(r"\bID\b", entry_id, ACTION[v])
+    if run_dir:
+        text = re.sub(r"\bRUN\b", run_dir, text)
+    pieces = text.split("`")
+    return "".join(f"<code>{_e(p)}</code>" if i % 2 else _e(p) for i, p in enumerate(pieces))
+
+
+def _anchor(row: Mapping[str, Any]) -> str:
+    return f"error-{row['entry_id']}-{row['lane']}-ws{row['world_size']}"
+
+
+def _row_id(row: Mapping[str, Any]) -> str:
+    return f"row-{row['entry_id']}-{row['lane']}-ws{row['world_size']}"
+
+
+def _cell(v: Verdict, title: str, href: str | None = None) -> str:
+    label = _e(v.value)
+    if href is not None:
+        label = f'<a href="#{_e(href)}" style="color:#fff">{label}</a>'
+    return (f'<td style="background:{COLOURS[v]};color:#fff" '
+            f'title="{_e(title)}">{label}</td>')
+
+
+# -- sections ----------------------------------------------------------------------------------
+
+def _header(index: dict[str, Any]) -> str:
+    counts = index.get("counts") or {}
+    chips = " ".join(_chip(v, f"{v.value} {counts[v.value]}") for v in SEVERITY
+                     if counts.get(v.value)) or '<span class="muted">nothing ran</span>'
+    return (f"<h1>patchlane sweep {_e(index['run_id'])}</h1>"
+            f'<p>{chips} <span class="muted">· {len(index["rows"])} row(s) · created '
+            f"{_e(index.get('created'))} · updated {_e(index.get('updated'))} · shard "
+            f"{_e(index.get('shard') or '1/1')}</span></p>")
+
+
+def _changes(index: dict[str, Any]) -> str:
+    cmp = index.get("compare")
+    lineage = index.get("lineage") or {}
+    root = lineage.get("runs_root")
+    if not cmp:
+        text = ("No earlier run of this comparison class"
+                + (f" under <code>{_e(root)}</code>" if root else "")
+                + ": nothing to compare with yet.")
+        other = lineage.get("nearest_other")
+        if other:
+            text += (f" The latest earlier run there, {_e(other['run_id'])}, is of another "
+                     f"class ({_e('; '.join(other['differs']))}).")
+        return (f'<section id="changes"><h2>Changes since the previous run</h2>'
+                f'<p class="box quiet">{text}</p></section>')
+    prev = _e(cmp["previous_run"])
+    if cmp.get("previous_report"):
+        prev = _local(cmp["previous_report"], cmp["previous_run"])
+    how = ("named with --compare" if cmp.get("how") == "compare"
+           else "the latest earlier run of the same comparison class"
+           + (f" under <code>{_e(root)}</code>" if root else ""))
+    now = {row_key(r): r for r in index["rows"]}
+    items = []
+    for c in cmp.get("changes") or []:
+        key, kind = str(c["key"]), c["kind"]
+        label = f'<a href="#{_e(_row_id(now[key]))}">{_e(key)}</a>' if key in now else _e(key)
+        reason = (f'<br><span class="reason small">{_e(now[key]["reason"])}</span>'
+                  if key in now else "")
+        if kind == "verdict-changed":
+            items.append(f"<li><b>{label}</b>: {_chip(Verdict.parse(c['was']))} → "
+                         f"{_chip(Verdict.parse(c['now']))}{reason}</li>")
+        elif kind == "new":
+            items.append(f"<li><b>{label}</b>: new, {_chip(Verdict.parse(c['now']))}"
+                         f"{reason}</li>")
+        elif kind == "gone":
+            items.append(f"<li><b>{label}</b>: no longer in the sweep (was "
+                         f"{_chip(Verdict.parse(c['was']))})</li>")
+        else:  # class-changed: said as such, never as a regression
+            differs = "; ".join(f"{k}: {v[0]} -> {v[1]}" for k, v in c["differs"].items())
+            items.append(f"<li><b>{label}</b>: comparison class changed ({_e(differs)}): "
+                         f"{_chip(Verdict.parse(c['was']))} → {_chip(Verdict.parse(c['now']))}"
+                         " is not a regression</li>")
+    if items:
+        body = f'<ul class="box changes">{"".join(items)}</ul>'
+    else:
+        body = (f'<p class="box quiet">No verdict changes: {_e(cmp.get("rows_compared", 0))} '
+                "row(s) compared, all as before.</p>")
+    return (f'<section id="changes"><h2>Changes since {prev}</h2>'
+            f'<p class="muted small">{how}; created {_e(cmp.get("previous_created") or "?")}'
+            f"</p>{body}</section>")
+
+
+def _values(value: Any) -> str:
+    if value is None or value == [] or value == {}:
+        return '<span class="muted">unknown</span>'
+    if isinstance(value, list):
+        return ", ".join(_e(v) for v in value)
+    return _e(value)
+
+
+def _provenance(index: dict[str, Any]) -> str:
+    p = index.get("provenance") or {}
+    dists = p.get("distributions") or {}
+    targets = ", ".join(f"{_e(name)} {_values(versions)}" for name, versions in dists.items()
+                        if name != "torch") or '<span class="muted">none imported</span>'
+    git = p.get("git") or {}
+    git_text = (f"<code>{_e(git.get('commit'))}</code>" + (" (dirty)" if git.get("dirty")
+                                                          else "")) if git else _values(None)
+    cuda = p.get("cuda")
+    rows = [
+        ("host class", _values(p.get("host_class"))),
+        ("Python", _values(p.get("python"))),
+        ("platform", _values(p.get("platform"))),
+        ("torch", _values(p.get("torch")) if p.get("torch") else
+         (f"{_values(dists['torch'])} (installed; no case imported it)" if dists.get("torch")
+          else _values(None))),
+        ("CUDA", _values(cuda) if cuda else "none (a CPU build, or torch not imported)"),
+        ("GPU", _values(p.get("gpus")) if p.get("gpus") else "none"),
+        ("driver", _values(p.get("driver")) if p.get("driver") else "-"),
+        ("targets", targets),
+        ("patch set", f"<code>{_e(p.get('patch_set'))}</code>" if p.get("patch_set")
+         else _values(None)),
+        ("registry", f"<code>{_e(p.get('registry_digest'))}</code>"
+         if p.get("registry_digest") else _values(None)),
+        ("patchlane", _values(p.get("patchlane"))),
+        ("git", git_text),
+        ("lanes", _values(p.get("lanes"))),
+        ("seen by", _e(p.get("source") or "unknown")),
+    ]
+    items = "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in rows)
+    return f'<section id="provenance"><h2>Provenance</h2><dl class="prov">{items}</dl></section>'
+
+
+def _upstream(info: Mapping[str, Any], *, compact: bool = False) -> str:
+    """The entry's upstream links with their tracked state; ``compact`` (the table of every
+    row) leaves out where the state comes from, which the cards above say."""
+    tracked = info.get("tracked") or {}
+    parts = []
+    if info.get("issue"):
+        state = tracked.get("issue") or {}
+        label = state.get("state")
+        if label == "closed" and state.get("state_reason"):
+            label = f"closed ({state['state_reason']})"
+        parts.append(f"issue {_external(info['issue'], _github_label(info['issue']))}"
+                     + (f" <b>{_e(label)}</b>" if label else ""))
+    if info.get("pr"):
+        state = tracked.get("pr") or {}
+        if state.get("merged"):
+            label = "merged " + str(state.get("merged_at") or "")[:10]
+        elif state.get("state") == "closed":
+            label = "closed unmerged"
+        else:
+            label = state.get("state")
+        if label and state.get("milestone"):
+            label += f", milestone {state['milestone']}"
+        parts.append(f"PR {_external(info['pr'], _github_label(info['pr']))}"
+                     + (f" <b>{_e(label)}</b>" if label else ""))
+    forwarded = info.get("forwarded")
+    if forwarded == "no":
+        parts.append("not forwarded" + (f" (draft <code>{_e(info['draft'])}</code>)"
+                                        if info.get("draft") else ""))
+    elif forwarded and forwarded != "not-needed" and forwarded not in (info.get("issue"),
+                                                                       info.get("pr")):
+        parts.append(f"forwarded {_external(forwarded, _github_label(forwarded))}")
+    if info.get("applied_upstream"):
+        parts.append(f"applied upstream in {_e(info['applied_upstream'])}")
+    if not parts:
+        return '<span class="muted">no upstream link</span>'
+    if compact:
+        if tracked.get("fetched_at"):
+            parts.append(f'<span class="muted">as of {_e(tracked["fetched_at"][:10])}</span>')
+        return "<br>".join(parts)
+    if tracked.get("fetched_at"):
+        parts.append(f'<span class="muted small">state as of {_e(tracked["fetched_at"][:10])}'
+                     " (patchlane upstream cache)</span>")
+    elif info.get("issue") or info.get("pr"):
+        parts.append('<span class="muted small">state not tracked on this machine '
+                     "(<code>patchlane upstream</code>)</span>")
+    return " · ".join(parts)
+
+
+_MODES = ("without", "with")
+
+
+def _evidence(row: Mapping[str, Any]) -> str:
+    """Links to the row's receipts and rank logs (the failing rank's marked)."""
+    links = row.get("links") or {}
+    failing = links.get("failing") or {}
+    receipts = links.get("receipts") or {}
+    logs = links.get("logs") or {}
+    modes = [m for m in _MODES if m in receipts or m in logs]
+    parts = []
+    if receipts:
+        parts.append("receipts: " + " ".join(_local(receipts[m], m) for m in modes
+                                              if m in receipts))
+    names = []
+    for mode in modes:
+        for rank in logs.get(mode, []):
+            text = f"{mode} r{rank.get('rank')}"
+            link = (_local(rank["path"], text) if rank.get("path")
+                    else f'<span class="muted">{_e(text)} (not kept)</span>')
+            if failing.get("mode") == mode and failing.get("rank") == rank.get("rank"):
+                link = f"<b>{link} (failing)</b>"
+            names.append(link)
+    if names:
+        parts.append("logs: " + " ".join(names))
+    return "<br>".join(parts) or '<span class="muted">no case ran</span>'
+
+
+def _gate(row: Mapping[str, Any], info: Mapping[str, Any]) -> str:
+    gate = info.get("applies_to") or row.get("applies_to")
+    return (f'<code class="gate">{_e(gate)}</code>' if gate
+            else '<span class="muted">unknown</span>')
+
+
+def _tail(row: Mapping[str, Any]) -> str:
+    failing = (row.get("links") or {}).get("failing") or {}
+    tail = failing.get("tail") or row.get("stderr_tail")
+    if not tail:
+        return ""
+    whose = (f"rank {failing.get('rank')}'s log ({failing.get('mode')} overlay)"
+             if failing else "the failing rank's log")
+    if failing.get("log"):
+        whose = _local(failing["log"], whose)
+    return f"<p>Last lines of {whose}:</p><pre>{_e(_printable(str(tail)))}</pre>"
+
+
+def _card(row: dict[str, Any], index: dict[str, Any]) -> str:
+    v = verdict(row)
+    info = (index.get("entries") or {}).get(row["entry_id"]) or {}
+    anchor = _anchor(row) if v is Verdict.ERROR else f"attention-{_row_id(row)}"
+    summary = (f'<p class="muted small">{_e(info["summary"])}</p>' if info.get("summary")
+               else "")
+    return (
+        f'<div class="card" style="border-left-color:{COLOURS[v]}" id="{_e(anchor)}">'
+        f"<h3>{_e(row_key(row))} {_chip(v)} <span class=\"muted\">on "
+        f"{_e(row.get('installed') or 'unknown')}</span></h3>{summary}"
+        f'<p><b>why:</b> <span class="reason">{_e(row["reason"])}</span></p>'
+        f"<p><b>asks:</b> {_action(v, row['entry_id'], index.get('run_dir'))}</p>"
+        f"<p><b>gate:</b> {_gate(row, info)} · <b>upstream:</b> {_upstream(info)}</p>"
+        f'<p class="small"><b>evidence:</b> {_evidence(row).replace("<br>", " · ")}</p>'
+        f"{_tail(row) if v is Verdict.ERROR else ''}</div>"
+    )
+
+
+def _attention(index: dict[str, Any]) -> str:
+    rows = by_severity(index["rows"])
+    out, done = [], set()
+    for _, slug, title in _SECTIONS:
+        if slug in done:
+            continue
+        done.add(slug)
+        wanted = {v for v, s, _ in _SECTIONS if s == slug}
+        cards = [_card(r, index) for r in rows if verdict(r) in wanted]
+        if cards:
+            out.append(f'<section id="{slug}"><h2>{_e(title)}</h2>{"".join(cards)}</section>')
+    if not out:
+        counts = index.get("counts") or {}
+        text = ", ".join(f"{counts[v.value]} {v.value}" for v in SEVERITY if counts.get(v.value))
+        return (f'<section id="attention"><h2>Needs you</h2><p class="ok">Nothing needs you'
+                f"{': ' + _e(text) if text else ''}.</p></section>")
+    return "".join(out)
+
+
+def _rows(index: dict[str, Any]) -> str:
+    entries = index.get("entries") or {}
+    body = []
+    for row in by_severity(index["rows"]):
+        v = verdict(row)
+        info = entries.get(row["entry_id"]) or {}
+        entry = f"<b>{_e(row['entry_id'])}</b>"
+        if info.get("summary"):
+            entry += f'<br><span class="muted small">{_e(info["summary"])}</span>'
+        if info.get("status") and info["status"] != "active":
+            entry += f' <span class="muted small">({_e(info["status"])})</span>'
+        reason = f'<span class="reason">{_e(row["reason"])}</span>'
+        if v is Verdict.ERROR:
+            reason += f'<br><a class="small" href="#{_e(_anchor(row))}">log tail</a>'
+        body.append(
+            f'<tr id="{_e(_row_id(row))}"><td>{entry}</td>'
+            f"<td class=\"nowrap\">{_e(row['lane'])} ws={_e(row['world_size'])}</td>"
+            f"<td>{_e(row.get('installed') or '-')}</td><td>{_gate(row, info)}</td>"
+            f"<td>{_chip(v)}</td><td class=\"reason\">{reason}</td>"
+            f"<td><b>{_e(ASKS[v])}</b></td>"
+            f'<td class="small">{_upstream(info, compact=True)}</td>'
+            f'<td class="small ev">{_evidence(row)}</td></tr>')
+    head = "".join(f"<th>{h}</th>" for h in ("entry", "lane", "installed", "gate", "verdict",
+                                             "reason", "asks", "upstream", "evidence"))
+    return (f'<section id="rows"><h2>Every row</h2><div class="wide"><table class="rows">'
+            f"<tr>{head}</tr>{''.join(body)}</table></div></section>")
+
+
+def _grid(index: dict[str, Any]) -> str:
+    columns = sorted({(r["lane"], r["world_size"]) for r in index["rows"]})
+    entries = sorted({r["entry_id"] for r in index["rows"]})
+    by = {(r["entry_id"], r["lane"], r["world_size"]): r for r in index["rows"]}
+    head = "".join(f"<th>{_e(lane)} ws={_e(ws)}</th>" for lane, ws in columns)
+    body = []
+    for entry in entries:
+        cells = []
+        for lane, ws in columns:
+            row = by.get((entry, lane, ws))
+            if row is None:
+                cells.append("<td></td>")
+            else:
+                v = verdict(row)
+                cells.append(_cell(v, row["reason"], _anchor(row) if v is Verdict.ERROR
+                                   else None))
+        body.append(f"<tr><th>{_e(entry)}</th>{''.join(cells)}</tr>")
+    return (f'<section id="grid"><h2>Grid</h2><table><tr><th>entry</th>{head}</tr>'
+            f"{''.join(body)}</table></section>")
+
+
+def _history(index: dict[str, Any], history: Sequence[HistoryRun]) -> str:
+    lineage = index.get("lineage") or {}
+    runs = sorted(history, key=lambda h: (str(h.index.get("created")),
+                                          str(h.index.get("run_id"))))
+    notes = []
+    root = lineage.get("runs_root")
+    if root:
+        notes.append(f"Runs of the same comparison class under <code>{_e(root)}</code> "
+                     f"(the latest {_e(lineage.get('history_limit'))}), and any named with "
+                     "--history; oldest first, this run last.")
+    if lineage.get("other_class"):
+        notes.append(f"{_e(lineage['other_class'])} earlier run(s) there are of another "
+                     "comparison class and are left out.")
+    if lineage.get("not_read"):
+        notes.append(f"{_e(lineage['not_read'])} older run director(ies) there were not read "
+                     f"(only the newest {_e(lineage.get('scan_limit') or '')} are).")
+    for problem in lineage.get("unreadable") or []:
+        notes.append(f"Left out (no readable index): {_e(problem)}")
+    note = "".join(f'<p class="muted small">{n}</p>' for n in notes)
+    if not runs:
+        return (f'<section id="history"><h2>History</h2>{note}<p>No earlier run to show yet: '
+                "the history starts with this one.</p></section>")
+    keys = [row_key(r) for r in by_severity(index["rows"])]
+    seen = set(keys)
+    for run in runs:
+        for r in run.index["rows"]:
+            if row_key(r) not in seen:
+                seen.add(row_key(r))
+                keys.append(row_key(r))
+    columns = [*runs, HistoryRun(index, None, [])]
+    heads = []
+    for run in columns[:-1]:
+        label = (_local(run.href, run.index["run_id"]) if run.href
+                 else _e(run.index["run_id"]))
+        extra = (f'<br><span class="small">other class: {_e("; ".join(run.differs))}</span>'
+                 if run.differs else "")
+        cls = ' class="other"' if run.differs else ""
+        heads.append(f"<th{cls}>{label}<br>"
+                     f'<span class="muted">{_e(str(run.index.get("created"))[:16])}</span>'
+                     f"{extra}</th>")
+    heads.append(f"<th>{_e(index['run_id'])}<br><span class=\"muted\">this run</span></th>")
+    maps = [{row_key(r): r for r in run.index["rows"]} for run in columns]
+    body = []
+    for key in keys:
+        cells, before = [], None
+        for rows in maps:
+            row = rows.get(key)
+            if row is None:
+                cells.append("<td></td>")
+                continue
+            v = verdict(row)
+            changed = before is not None and before is not v
+            cells.append(f'<td class="{"changed" if changed else ""}" '
+                         f'style="background:{COLOURS[v]};color:#fff" '
+                         f'title="{_e(row.get("reason", ""))}">{_e(v.value)}</td>')
+            before = v
+        body.append(f"<tr><th>{_e(key)}</th>{''.join(cells)}</tr>")
+    return (f'<section id="history"><h2>History</h2>{note}<table class="hist"><tr><th>row</th>'
+            f"{''.join(heads)}</tr>{''.join(body)}</table>"
+            '<p class="muted small">A framed cell changed verdict since the column before.</p>'
+            "</section>")
+
+
+def _legend(index: dict[str, Any]) -> str:
+    seen = {verdict(r) for r in index["rows"]}
+    items = "".join(f"<li>{_chip(v)} {_e(ASKS[v])}: {_action(v, 'ID', None)}</li>"
+                    for v in SEVERITY if v in seen)
+    return (f'<section id="legend"><h2>What each verdict asks</h2><ul>{items}</ul></section>'
+            if items else "")
+
+
+def _printable(text: str) -> str:
+    # Tails are already free of control characters; this guards receipts written before that.
+    return "".join(c if c in "\t\n" or c >= " " else "\ufffd" for c in text)
+
+
+def page(index: dict[str, Any], history: Sequence[HistoryRun | dict[str, Any]] = ()) -> str:
+    """The page for ``index`` (this run's index data) with ``history`` (earlier runs)."""
+    runs = [h if isinstance(h, HistoryRun) else HistoryRun(h) for h in history]
+    version = (index.get("provenance") or {}).get("patchlane") or ""
+    return (
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>patchlane sweep {_e(index['run_id'])}</title><style>{_CSS}</style></head>"
+        f"<body>{_header(index)}{_changes(index)}{_provenance(index)}{_attention(index)}"
+        f"{_rows(index)}{_grid(index)}{_history(index, runs)}{_legend(index)}"
+        f'<p class="muted small">patchlane {_e(version)}'
+        " · a static page: no script, nothing fetched; links to receipts and logs are relative "
+        "to this run directory.</p></body></html>\n"
+    )

@@ -1,0 +1,173 @@
+"""Run directories side by side: a run's comparison class, the earlier runs under its runs
+root, and which of them it is compared with.
+
+A verdict is comparable only inside its comparison class (the receipts' ``comparison_key``:
+lane, host class, torch and target versions). A *run's* class is what its rows' keys say
+together, plus its shard (another shard holds other rows):
+
+* ``host_class`` and ``torch``: the sets seen across the run's receipts;
+* ``distributions``: per distribution, the versions seen.
+
+Two runs are of the same class when shard, host classes and torch agree, every distribution
+both ran has the same version in both, and they share at least one row. So adding an entry on
+a new distribution keeps last night comparable, while a torch upgrade, another machine or a
+matrix set of other releases does not. Runs with no receipt at all (everything skipped) say
+nothing about hardware and are compared only with their own kind.
+
+The runs root is the directory holding the run directory (``--runs-root``, or the folder
+``--run-dir`` names). Only its direct subdirectories with an ``index.json`` count, so a
+nightly root of a year of runs costs one small JSON read per run. An index that cannot be read
+or is not a sweep index is left out with the reason; it never breaks tonight's report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .verdicts import Verdict
+
+__all__ = ["HISTORY_RUNS", "SCAN_RUNS", "Found", "FoundRun", "class_differences", "discover",
+           "earlier", "load", "row_key", "run_class", "same_class"]
+
+HISTORY_RUNS = 14
+"""Earlier runs of the same class shown in the page's history (two weeks of nightlies)."""
+SCAN_RUNS = 200
+"""Index files read at most, the newest first: a runs root of years of nightlies (or one shared
+with a matrix) costs a bounded read per report."""
+_MAX_INDEX_BYTES = 16 * 2**20
+
+
+def row_key(row: dict[str, Any]) -> str:
+    return f"{row['entry_id']}[{row['lane']}-ws{row['world_size']}]"
+
+
+@dataclass(frozen=True)
+class FoundRun:
+    path: Path
+    index: dict[str, Any]
+
+    @property
+    def created(self) -> str:
+        return str(self.index.get("created") or "")
+
+
+def run_class(index: dict[str, Any]) -> dict[str, Any]:
+    keys = [r["comparison_key"] for r in index["rows"]
+            if isinstance(r.get("comparison_key"), dict)]
+    dists: dict[str, set[str]] = {}
+    for key in keys:
+        for name, version in (key.get("distributions") or {}).items():
+            dists.setdefault(str(name), set()).add(str(version))
+    return {
+        "shard": str(index.get("shard") or "1/1"),
+        "host_class": sorted({str(k.get("host_class")) for k in keys}),
+        "torch": sorted({str(k.get("torch")) for k in keys}),
+        "distributions": {name: sorted(v) for name, v in sorted(dists.items())},
+    }
+
+
+def class_differences(current: dict[str, Any], earlier: dict[str, Any]) -> list[str]:
+    """How ``earlier``'s class differs from ``current``'s, one phrase each (``old -> new``);
+    empty when they are of the same class (rows shared aside)."""
+    now, then = run_class(current), run_class(earlier)
+    out = []
+    for field, label in (("shard", "shard"), ("host_class", "host class"),
+                         ("torch", "torch (imported)")):
+        if now[field] != then[field]:
+            out.append(f"{label} {_show(then[field])} -> {_show(now[field])}")
+    for name in sorted(set(now["distributions"]) & set(then["distributions"])):
+        if now["distributions"][name] != then["distributions"][name]:
+            out.append(f"{name} {_show(then['distributions'][name])} -> "
+                       f"{_show(now['distributions'][name])}")
+    return out
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(value) if value else "(none ran)"
+    return str(value)
+
+
+def same_class(current: dict[str, Any], earlier: dict[str, Any]) -> bool:
+    shared = {row_key(r) for r in current["rows"]} & {row_key(r) for r in earlier["rows"]}
+    return bool(shared) and not class_differences(current, earlier)
+
+
+def _check(index: Any) -> dict[str, Any]:
+    """``index`` when it reads as a sweep index (ValueError/KeyError/TypeError otherwise)."""
+    if not isinstance(index, dict):
+        raise TypeError(f"a JSON {type(index).__name__}, not an object")
+    str(index["run_id"])
+    if not isinstance(index["created"], str) or not isinstance(index["rows"], list):
+        raise TypeError("created or rows of the wrong type")
+    for row in index["rows"]:
+        row_key(row)
+        Verdict.parse(row["verdict"], f"index row {row_key(row)}")
+    return index
+
+
+def load(path: Path) -> dict[str, Any]:
+    """A run directory's index, checked (ValueError, KeyError, TypeError or OSError)."""
+    file = path / "index.json"
+    with open(file, "rb") as fh:
+        data = fh.read(_MAX_INDEX_BYTES + 1)
+    if len(data) > _MAX_INDEX_BYTES:
+        raise ValueError(f"larger than {_MAX_INDEX_BYTES} bytes")
+    return _check(json.loads(data))
+
+
+@dataclass
+class Found:
+    """The runs read under a runs root, oldest first, and what was left out."""
+
+    runs: list[FoundRun]
+    unreadable: list[str]
+    """``name: why`` for each run directory whose index could not be used."""
+    not_read: int = 0
+    """Older run directories past :data:`SCAN_RUNS`."""
+
+
+def discover(root: Path, *, exclude: Path | None = None, limit: int = SCAN_RUNS) -> Found:
+    """The runs directly under ``root`` with a usable index (the newest ``limit`` by the index
+    file's modification time), except ``exclude``."""
+    skip = _resolved(exclude) if exclude is not None else None
+    candidates: list[tuple[float, str, Path]] = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:  # no runs root (a first run elsewhere) or one we may not list
+        return Found([], [])
+    for item in entries:
+        path = Path(item.path)
+        if item.name.startswith(".") or _resolved(path) == skip:
+            continue
+        try:  # not a run directory, or one still running: nothing to say
+            mtime = (path / "index.json").stat().st_mtime
+        except OSError:
+            continue
+        candidates.append((-mtime, item.name, path))
+    candidates.sort()
+    found, problems = [], []
+    for _, name, path in candidates[:max(0, limit)]:
+        try:
+            found.append(FoundRun(path, load(path)))
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+            problems.append(f"{name}: {type(exc).__name__}: {exc}"[:300])
+    found.sort(key=lambda f: (f.created, f.path.name))
+    return Found(found, sorted(problems), max(0, len(candidates) - max(0, limit)))
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except OSError:
+        return path.absolute()
+
+
+def earlier(index: dict[str, Any], runs: list[FoundRun]) -> list[FoundRun]:
+    """The runs created before ``index``'s run, oldest first."""
+    return [r for r in runs if (r.created, r.index.get("run_id", "")) <
+            (str(index["created"]), str(index["run_id"]))]
