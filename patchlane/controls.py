@@ -26,6 +26,9 @@
 Read by the command line only (:class:`ToolSettings`), never at ``import patchlane``:
 
 ``PATCHLANE_RUNS=DIR``                where sweep run directories go (default ``./runs``).
+``PATCHLANE_SCHEDULE=longest-first|registry``  the order a sweep starts its cases in: longest
+                               first by the durations of earlier runs beside it (default), or
+                               registry order (patchlane.evidence.schedule).
 ``PATCHLANE_CACHE=DIR``               the upstream tracker's HTTP cache.
 ``PATCHLANE_GITHUB_API=URL``          GitHub API base URL (tests point it at loopback).
 ``PATCHLANE_PYPI_URL=URL``            PyPI JSON API base URL.
@@ -143,6 +146,11 @@ def describe_unknown(unknown: Mapping[str, list[str]], known: Collection[str]) -
             f"them, so they change nothing here. Known ids: {listing}")
 
 
+SCHEDULE_POLICIES = ("longest-first", "registry")
+"""The sweep's case orders, the default first (defined here, below the evidence side, so that
+both this module and patchlane.evidence.schedule can name them)."""
+
+
 @dataclass(frozen=True)
 class ToolSettings:
     """The ``PATCHLANE_*`` settings of the command line (sweep, upstream tracking)."""
@@ -151,12 +159,17 @@ class ToolSettings:
     upstream_cache: Path | None
     github_api: str | None
     pypi_url: str | None
+    schedule: str = SCHEDULE_POLICIES[0]
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ToolSettings:
         env = os.environ if env is None else env
         cache = env.get("PATCHLANE_CACHE")
+        schedule = (env.get("PATCHLANE_SCHEDULE") or SCHEDULE_POLICIES[0]).strip().lower()
+        if schedule not in SCHEDULE_POLICIES:
+            raise ControlsError(f"PATCHLANE_SCHEDULE={env.get('PATCHLANE_SCHEDULE')!r}: "
+                                f"expected one of {SCHEDULE_POLICIES}")
         return cls(runs_root=Path(env.get("PATCHLANE_RUNS") or "runs"),
                    upstream_cache=Path(cache) if cache else None,
                    github_api=env.get("PATCHLANE_GITHUB_API") or None,
-                   pypi_url=env.get("PATCHLANE_PYPI_URL") or None)
+                   pypi_url=env.get("PATCHLANE_PYPI_URL") or None, schedule=schedule)

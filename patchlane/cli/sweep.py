@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from .. import __version__
+from ..controls import ToolSettings
 from ..errors import PatchlaneError
 from ..evidence.manifest import CaseState, RunDir
 from ..evidence.provenance import git_revision, patch_set_digest
@@ -75,13 +76,17 @@ def run_sweep_command(lanes: list[Lane] | None, only: list[str] | None, timeout:
             if not quiet:
                 print(f"resuming {resume}: {len(requeued)} case(s) to run", file=sys.stderr)
         else:
-            root = runs_root or Path(os.environ.get("PATCHLANE_RUNS", "runs"))
+            settings = ToolSettings.from_env()
+            root = runs_root or settings.runs_root
             path = run_dir or root / _run_id(shard)
             header = {"run_id": path.name, "patchlane": __version__,
                       "registry_digest": registry.digest,
                       "patch_set": patch_set_digest(registry), "git": git_revision(_ROOT),
                       "argv": sys.argv[1:], "sources": [str(p) for p in registry.sources]}
-            run = new_run(registry, path, lanes=lanes, only=only, shard=shard, header=header)
+            # Durations for the longest-first order come from the runs beside this one: the
+            # runs root, or the folder --run-dir puts it in (unless --runs-root names another).
+            run = new_run(registry, path, lanes=lanes, only=only, shard=shard, header=header,
+                          history=runs_root or path.parent, schedule=settings.schedule)
             held.enter_context(RunDir.lock(path))
         return _run_and_report(registry, run, jobs=jobs, timeout=timeout, quiet=quiet,
                                compare=compare, history=history, as_json=as_json)

@@ -7,6 +7,13 @@ Layout of ``RUN_DIR``::
     cases/<case>/            the case's work dir: rank logs and rank results
     index.json summary.md junit.xml report.html   reports, rebuilt at the end of each sweep
 
+``manifest.json`` also records ``schedule`` (:mod:`patchlane.evidence.schedule`): the policy
+(``longest-first`` or ``registry``), ``history_root`` and ``source_runs`` (the earlier runs whose
+receipts were read), and ``order``, the cases in the order they start, each with ``estimate_s``
+(null when unknown), ``from`` (the run it came from) and ``match`` (``same-release`` or
+``other-release``). The field is additive (schema_version stays 1): readers that do not know it
+ignore it, and a manifest without it (an older run) resumes in manifest order.
+
 A killed sweep leaves a manifest whose finished cases have receipts; ``--resume RUN_DIR``
 re-queues only the cases that were queued or running. A case killed between writing its
 receipt and recording that in the manifest did finish: resume takes its state from the receipt

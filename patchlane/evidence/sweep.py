@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..exit_codes import ExitCode, sweep_exit_code
-from ..gates import GateResult, check_gate, gate_side, locate_source
+from ..gates import GateResult, check_gate, gate_side, locate_source, resolve_version
 from ..registry import Entry, Kind, Registry
 from .manifest import CaseState, RunDir, case_id, now
 from .reproduce import CaseResult, Lane, Mode, RunOutcome, parse_lane, read_spec, run_case
+from .schedule import DEFAULT_POLICY, dispatch_order, plan_schedule
 from .verdicts import Verdict
 
 __all__ = [
@@ -267,7 +268,10 @@ def run_sweep(
 
     header = run.manifest
     entries = {e.id: e for e in registry.entries}
-    queued = [cid for cid, _ in run.cases() if run.state(cid) is CaseState.QUEUED]
+    # The pool starts cases in submission order: the schedule's (longest first), also when
+    # resuming; a manifest without one keeps manifest (registry) order.
+    queued = dispatch_order(run.manifest, [cid for cid, _ in run.cases()
+                                           if run.state(cid) is CaseState.QUEUED])
     total = len(run.manifest["cases"])
     done = total - len(queued)
     counter = threading.Lock()
@@ -380,8 +384,12 @@ def _distribution(receipt: Mapping[str, Any]) -> str | None:
 
 
 def new_run(registry: Registry, path: Path, *, lanes: Iterable[Lane] | None,
-            only: Iterable[str] | None, shard: Shard, header: dict[str, Any]) -> RunDir:
-    """Plan a sweep into a fresh run directory: rows, then both modes of each runnable row."""
+            only: Iterable[str] | None, shard: Shard, header: dict[str, Any],
+            history: Path | None = None, schedule: str = DEFAULT_POLICY) -> RunDir:
+    """Plan a sweep into a fresh run directory: rows, then both modes of each runnable row,
+    then the order to start them in (``schedule``: longest first from the durations of earlier
+    runs under ``history``, see :mod:`patchlane.evidence.schedule`; none read when it is
+    None)."""
     asked: list[Lane] | None = list(lanes) if lanes is not None else None
     gpus = cuda_devices() if asked is None or "cuda" in asked else 0
     wanted: list[Lane] = asked if asked else (["cpu", "cuda"] if gpus else ["cpu"])
@@ -402,7 +410,27 @@ def new_run(registry: Registry, path: Path, *, lanes: Iterable[Lane] | None,
                 cid = case_id(row["entry_id"], row["lane"], row["world_size"], mode)
                 run.add_case(cid, {"entry_id": row["entry_id"], "lane": row["lane"],
                                    "world_size": row["world_size"], "mode": mode.value})
+    run.manifest["schedule"] = plan_schedule(_releases(registry, run), history=history,
+                                             exclude=path, policy=schedule)
+    run.save()
     return run
+
+
+def _releases(registry: Registry, run: RunDir) -> list[tuple[str, dict[str, Any] | None]]:
+    """Each case with the release it will run on, as its receipt's
+    ``comparison_key.distributions`` will name it (the target's and torch's versions, resolved
+    as the rank resolves them, without importing either)."""
+    dist = {e.id: e.target.distribution for e in registry.entries}
+    installed = {row["entry_id"]: row.get("installed") for row in run.manifest["rows"]}
+    torch: str | None = None
+    if run.manifest["cases"]:
+        torch = resolve_version("torch")[0]
+    out: list[tuple[str, dict[str, Any] | None]] = []
+    for cid, case in run.cases():
+        entry_id = case["entry_id"]
+        release = {dist[entry_id]: installed.get(entry_id), "torch": torch}
+        out.append((cid, dict(sorted(release.items()))))
+    return out
 
 
 def sweep(registry: Registry, *, lanes: Iterable[Lane] | None = None,

@@ -1,0 +1,200 @@
+"""The order a sweep starts its cases in: longest first, from durations of earlier runs.
+
+With ``--jobs N`` the cases go through a FIFO pool, so the last case started bounds the wall
+time: a long case started late runs on alone while the other workers sit idle. Starting the
+longest cases first (LPT scheduling) keeps the wall time close to ``max(longest case,
+total / jobs)``; registry order only gets there when the registry happens to list its heavy
+entries first.
+
+Durations come from earlier receipts (``seconds``, the case's own wall time, all ranks) in the
+run directories beside the new one (its runs root). A case is matched across runs by the key
+the run directory already uses, :func:`~patchlane.evidence.manifest.case_id` (entry, lane,
+world size, mode), and, preferably, the same release: the receipt's
+``comparison_key.distributions`` (the target distribution's and torch's versions) equal to
+what is installed now. A receipt from another release of the same case still beats no
+estimate; the manifest says which kind each estimate is (``match``). The hardware part of the
+comparison key (``host_class``) is not compared: the sweep process never imports torch, so it
+cannot know the GPU part of it, and a runs root normally holds one machine's runs.
+
+Cases with no known duration start first: a new entry may well be the longest one, and
+starting it last is exactly the worst case this order exists to avoid; a short unknown case
+started early costs little. Among themselves, and wherever estimates tie, cases keep their
+plan (registry) order, so the order is deterministic.
+
+Cheap by construction: only the newest :data:`HISTORY_RUNS` run directories (by their
+manifest's modification time: one ``stat`` per directory of the root, no manifest parsed) are
+consulted, newest first; per run only the receipts of the cases still lacking a same-release
+estimate are opened, by name (no globbing), and no further run is opened once every case has
+one, so a nightly root of a year of runs costs a directory listing and, usually, one run's
+receipts. A receipt that cannot be read, is not JSON, is too
+large or does not carry a plausible duration is skipped, never fatal: the order is an
+optimisation, never a reason for a sweep to fail.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..controls import SCHEDULE_POLICIES
+
+__all__ = ["DEFAULT_POLICY", "HISTORY_RUNS", "POLICIES", "dispatch_order", "plan_schedule",
+           "prior_durations", "recent_runs"]
+
+POLICIES = SCHEDULE_POLICIES
+DEFAULT_POLICY = SCHEDULE_POLICIES[0]
+HISTORY_RUNS = 32
+"""How many of the newest earlier runs are consulted for durations: enough to reach last
+night's run of the same shard past tonight's other shards (a Slurm array of 16 writes 16 run
+directories a night). A run holding none of the wanted receipts costs one failed ``open`` per
+case still without an estimate."""
+_MAX_RECEIPT_BYTES = 4 * 2**20
+"""Real receipts are a few KiB; anything far larger is not one this sweep should parse."""
+
+Release = Mapping[str, Any]
+
+
+def recent_runs(root: Path, *, exclude: Path | None = None,
+                limit: int = HISTORY_RUNS) -> list[Path]:
+    """The newest ``limit`` run directories directly under ``root`` (those holding a
+    ``manifest.json``), newest first; ties by name. One ``stat`` per directory."""
+    skip = _resolved(exclude) if exclude is not None else None
+    found: list[tuple[float, str, Path]] = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:  # no runs root yet (a first sweep), or one we may not read
+        return []
+    for item in entries:
+        path = Path(item.path)
+        try:
+            mtime = (path / "manifest.json").stat().st_mtime
+        except OSError:
+            continue
+        if skip is not None and _resolved(path) == skip:
+            continue
+        found.append((-mtime, item.name, path))
+    found.sort()
+    return [path for _, _, path in found[:max(0, limit)]]
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except OSError:
+        return path.absolute()
+
+
+def _read_duration(path: Path, cid: str) -> tuple[float, Release | None] | None:
+    """(seconds, the receipt's release) of one earlier receipt, or None when it is not a
+    usable one (missing, unreadable, partial, another case's, or an error that says nothing
+    about how long the case runs)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(_MAX_RECEIPT_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > _MAX_RECEIPT_BYTES:
+        return None
+    try:
+        receipt = json.loads(data)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or absurdly nested
+        return None
+    if not isinstance(receipt, dict) or receipt.get("case_id") != cid:
+        return None
+    seconds = receipt.get("seconds")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or not math.isfinite(seconds) or seconds < 0:
+        return None
+    outcome = receipt.get("outcome")
+    # A pass or a fail ran the reproducer to its end; a timeout ran at least that long. Any
+    # other error (import, crash, setup) stopped early and would understate the case.
+    if outcome not in ("pass", "fail") and not (outcome == "error"
+                                                and receipt.get("stage") == "timeout"):
+        return None
+    key = receipt.get("comparison_key")
+    dists = key.get("distributions") if isinstance(key, dict) else None
+    return float(seconds), dists if isinstance(dists, dict) else None
+
+
+def prior_durations(runs: Sequence[Path], cases: Mapping[str, Release | None]
+                    ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Per case id, the newest usable duration among ``runs`` (newest first): from the same
+    release when one exists (``match: same-release``), else from any release
+    (``other-release``). Returns the estimates and the names of the runs consulted."""
+    found: dict[str, dict[str, Any]] = {}
+    pending = list(cases)
+    consulted: list[str] = []
+    for run in runs:
+        if not pending:
+            break
+        consulted.append(run.name)
+        still = []
+        for cid in pending:
+            got = _read_duration(run / "receipts" / f"{cid}.json", cid)
+            if got is None:
+                still.append(cid)
+                continue
+            seconds, release = got
+            want = cases[cid]
+            if want is not None and release is not None and dict(release) == dict(want):
+                found[cid] = {"estimate_s": round(seconds, 3), "from": run.name,
+                              "match": "same-release"}
+                continue
+            # Another release (or one that cannot be told): keep the newest as a fallback and
+            # go on looking for a same-release receipt in older runs.
+            found.setdefault(cid, {"estimate_s": round(seconds, 3), "from": run.name,
+                                   "match": "other-release"})
+            still.append(cid)
+        pending = still
+    return found, consulted
+
+
+def plan_schedule(cases: Iterable[tuple[str, Release | None]], *, history: Path | None,
+                  exclude: Path | None = None, policy: str = DEFAULT_POLICY,
+                  limit: int = HISTORY_RUNS) -> dict[str, Any]:
+    """The manifest's ``schedule``: the policy, the runs consulted and, per case (plan order
+    in, dispatch order out), its estimate and where it came from."""
+    if policy not in POLICIES:
+        raise ValueError(f"schedule policy {policy!r}: expected one of {list(POLICIES)}")
+    wanted = dict(cases)
+    runs = recent_runs(history, exclude=exclude, limit=limit) if history is not None else []
+    estimates, consulted = prior_durations(runs, wanted)
+    plan_order = list(wanted)
+    if policy == "longest-first":
+        position = {cid: i for i, cid in enumerate(plan_order)}
+
+        def rank(cid: str) -> tuple[int, float, int]:
+            known = estimates.get(cid)
+            if known is None:  # unknown first (see the module docstring), in plan order
+                return (0, 0.0, position[cid])
+            return (1, -float(known["estimate_s"]), position[cid])
+
+        plan_order.sort(key=rank)
+    return {
+        "policy": policy,
+        "unknown": "first",
+        "history_root": str(history) if history is not None else None,
+        "source_runs": consulted,
+        "order": [{"case": cid, **(estimates.get(cid)
+                                   or {"estimate_s": None, "from": None, "match": None})}
+                  for cid in plan_order],
+    }
+
+
+def dispatch_order(manifest: Mapping[str, Any], queued: Sequence[str]) -> list[str]:
+    """``queued`` in the order the manifest's schedule gives (a resumed run keeps the order it
+    was planned with). A manifest from before schedules existed, or a case the schedule does
+    not list, keeps manifest order (the latter ahead of the listed ones: nothing is known of
+    it, and unknown cases start first)."""
+    schedule = manifest.get("schedule")
+    order = schedule.get("order") if isinstance(schedule, Mapping) else None
+    rank: dict[str, int] = {}
+    for item in order if isinstance(order, list) else []:
+        cid = item.get("case") if isinstance(item, Mapping) else None
+        if isinstance(cid, str):
+            rank.setdefault(cid, len(rank))
+    return sorted(queued, key=lambda cid: rank.get(cid, -1))
