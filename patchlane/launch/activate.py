@@ -12,24 +12,61 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["REPORTS_ENV", "activate", "chain"]
+__all__ = ["REPORTS_ENV", "SUMMARY_ENV", "activate", "chain"]
 
 REPORTS_ENV = "PATCHLANE_RUN_REPORTS"
 """A folder: each process writes ``patchlane.report()`` there at exit (``patchlane run
 --reports DIR``), so a job's ranks can be audited afterwards without touching the script."""
 
 
+SUMMARY_ENV = "PATCHLANE_RUN_SUMMARY"
+"""``0`` silences the one line each rank prints at exit (default on)."""
+_ROOT_MARK = "PATCHLANE_RUN_ROOT"  # the rank identity of the nearest rank root, inherited
+
+
+def _identity() -> str:
+    rank = os.environ.get("RANK") or os.environ.get("SLURM_PROCID")
+    return f"rank {rank}" if rank is not None else "main"
+
+
 def activate() -> None:
     """After ``import patchlane`` succeeded in a process started by ``patchlane run`` (strict
     mode stops a rejected registry before this, in the bootstrap): arrange the per-process
-    report when asked for."""
+    report when asked for, and the line a rank prints at exit."""
+    import atexit
+
     import patchlane
 
     folder = os.environ.get(REPORTS_ENV)
     if folder:
-        import atexit
-
         atexit.register(_write_report, Path(folder), patchlane)
+    # One line per rank, from the process that *is* the rank (or the command itself when
+    # nothing is distributed): its children (data-loader, checkpoint-writer workers) inherit
+    # the mark and stay quiet.
+    me = _identity()
+    if os.environ.get(_ROOT_MARK) != me and os.environ.get(SUMMARY_ENV, "1") != "0":
+        os.environ[_ROOT_MARK] = me
+        atexit.register(_print_summary, me, patchlane)
+
+
+def _print_summary(me: str, patchlane: object) -> None:
+    try:
+        if me == "main" and "torch/distributed/run.py" in (sys.argv[0] if sys.argv else ""):
+            return  # torchrun's agent: it trains nothing; its ranks speak for themselves
+        report = patchlane.report()  # type: ignore[attr-defined]
+        groups: dict[str, list[str]] = {}
+        for entry in report["entries"]:
+            outcome = (entry.get("decision") or {}).get("outcome") or "pending"
+            label = entry["id"] + (f" (hits {entry['hits']})" if entry.get("hits") else "")
+            groups.setdefault(outcome, []).append(label)
+        parts = " | ".join(f"{k}: {', '.join(v)}" for k, v in sorted(groups.items()))
+        error = report.get("startup_error")
+        sys.stderr.write(f"patchlane run: {me} (pid {os.getpid()}, {socket.gethostname()}): "
+                         + (f"registry rejected: {error} | " if error else "")
+                         + (parts or "no entries") + "\n")
+        sys.stderr.flush()
+    except Exception:  # pragma: no cover - never let the summary change the exit status
+        pass
 
 
 def _write_report(folder: Path, patchlane: object) -> None:

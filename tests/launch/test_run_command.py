@@ -94,6 +94,16 @@ def test_reports_are_written_per_process(tmp_path: Path) -> None:
     assert report["process"]["rank"] == "3" and report["entries"]
 
 
+def test_one_summary_line_per_rank_root_not_per_child(tmp_path: Path) -> None:
+    child = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'], check=True)"
+    out = run(["--", sys.executable, "-c", child], env={"RANK": "5"})
+    assert out.returncode == 0, out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.startswith("patchlane run: ")]
+    assert len(lines) == 1 and lines[0].startswith("patchlane run: rank 5 (pid "), out.stderr
+    quiet = run(["--", sys.executable, "-c", "pass"], env={"PATCHLANE_RUN_SUMMARY": "0"})
+    assert "patchlane run: " not in quiet.stderr
+
+
 def test_usage_errors() -> None:
     assert run([]).returncode == 2
     assert run(["--"]).returncode == 2

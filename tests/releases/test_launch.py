@@ -92,6 +92,11 @@ def test_patchlane_run_torchrun_two_ranks(tmp_path: Path, step: str) -> None:
         assert entry["decision"]["outcome"] == "applied", (rank, entry["decision"])
         assert entry["hits"] >= 1, (rank, entry)
         assert report["startup_error"] is None
+    for rank in (0, 1):  # what a newcomer sees: one line per rank, the entry applied and hit
+        line = next((ln for ln in stderr.splitlines()
+                     if ln.startswith(f"patchlane run: rank {rank} ")), "")
+        assert f"applied: {ENTRY} (hits " in line, stderr[-3000:]
+    assert "patchlane run: main" not in stderr  # torchrun's agent stays quiet
     results = {r: json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)}
     if step == "state-dict":  # the sentinel: a steady state emits the sharded object
         assert all(res["steady_state_dict"] for res in results.values()), results
