@@ -35,12 +35,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
+from _sleep_registry import write_sleep_registry
 
 # Registry order: seven 1 s entries, then 2, 3 and 8 s (each entry runs twice: both modes).
 SKEWED = [1.0] * 7 + [2.0, 3.0, 8.0]
@@ -48,48 +47,9 @@ ORDERS = ("registry", "longest-first")
 
 
 def fake_registry(root: Path, sleeps: list[float]) -> Path:
-    from patchlane.fingerprint import compute_from_source
-
-    pkg = root / "plbench_sched"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    source = "class Greeter:\n    def greet(self, name):\n        return 'hello ' + name\n"
-    (pkg / "target.py").write_text(source)
-    meta = root / "plbench_sched-1.0.0.dist-info"
-    meta.mkdir()
-    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: plbench-sched\nVersion: 1.0.0\n")
-    (root / "patches").mkdir()
-    (root / "reproducers").mkdir()
-    (root / "drafts").mkdir()  # an entry not forwarded upstream must name a draft
-    entries = []
-    for i, seconds in enumerate(sleeps):
-        entry_id = f"bench_sched_{i:02d}_{seconds:g}s".replace(".", "_")
-        (root / "drafts" / f"{entry_id}.md").write_text("# benchmark entry\n")
-        (root / "patches" / f"{entry_id}.py").write_text(
-            "def overlay(w, i, a, k):\n    return 'patched ' + w(*a, **k)\n")
-        (root / "reproducers" / f"{entry_id}.py").write_text(textwrap.dedent(f"""\
-            LANES = ("cpu",)
-            WORLD_SIZES = (1,)
-
-            def run(ctx):
-                import time
-                import plbench_sched.target as t
-                time.sleep({seconds})
-                assert t.Greeter().greet("a") == "patched hello a", "bug shows"
-            """))
-        entries.append({
-            "id": entry_id, "kind": "source_patch", "summary": "benchmark",
-            "target": {"distribution": "plbench-sched",
-                       "object": "plbench_sched.target:Greeter.greet"},
-            "applies_to": ">=1,<2",
-            "upstream": {"forwarded": "no", "draft": f"drafts/{entry_id}.md"},
-            "retire_when": {"probe": True}, "overlay": f"patches/{entry_id}.py",
-            "reproducer": f"reproducers/{entry_id}.py",
-            "fingerprint": {"sha256": [compute_from_source(source, ["Greeter.greet"])]},
-            "owner": "bench", "added": "2026-11-22", "status": "active"})
-    path = root / "registry.yaml"
-    path.write_text(yaml.safe_dump({"schema": 1, "entries": entries}, sort_keys=False))
-    return path
+    cases = [(f"bench_sched_{i:02d}_{seconds:g}s".replace(".", "_"), seconds)
+             for i, seconds in enumerate(sleeps)]
+    return write_sleep_registry(root, "plbench_sched", cases)
 
 
 def sweep(root: Path, name: str, order: str, jobs: int, env: dict[str, str],

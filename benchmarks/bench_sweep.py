@@ -15,56 +15,15 @@ import os
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
-import yaml
+from _sleep_registry import write_sleep_registry
 
 
 def fake_registry(root: Path, n: int, seconds: float) -> tuple[Path, str]:
-    from patchlane.fingerprint import compute_from_source
-
-    pkg = root / "plbench_sweep"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    source = "class Greeter:\n    def greet(self, name):\n        return 'hello ' + name\n"
-    (pkg / "target.py").write_text(source)
-    meta = root / "plbench_sweep-1.0.0.dist-info"
-    meta.mkdir()
-    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: plbench-sweep\nVersion: 1.0.0\n")
-    (root / "patches").mkdir()
-    (root / "reproducers").mkdir()
-    (root / "drafts").mkdir()  # an entry not forwarded upstream must name a draft
-    entries = []
-    for i in range(n):
-        entry_id = f"bench_sleep_{i}"
-        (root / "drafts" / f"{entry_id}.md").write_text("# benchmark entry\n")
-        (root / "patches" / f"{entry_id}.py").write_text(
-            "def overlay(w, i, a, k):\n    return 'patched ' + w(*a, **k)\n")
-        (root / "reproducers" / f"{entry_id}.py").write_text(textwrap.dedent(f"""\
-            LANES = ("cpu",)
-            WORLD_SIZES = (1,)
-
-            def run(ctx):
-                import time
-                import plbench_sweep.target as t
-                time.sleep({seconds})
-                assert t.Greeter().greet("a") == "patched hello a", "bug shows"
-            """))
-        entries.append({
-            "id": entry_id, "kind": "source_patch", "summary": "benchmark",
-            "target": {"distribution": "plbench-sweep",
-                       "object": "plbench_sweep.target:Greeter.greet"},
-            "applies_to": ">=1,<2",
-            "upstream": {"forwarded": "no", "draft": f"drafts/{entry_id}.md"},
-            "retire_when": {"probe": True}, "overlay": f"patches/{entry_id}.py",
-            "reproducer": f"reproducers/{entry_id}.py",
-            "fingerprint": {"sha256": [compute_from_source(source, ["Greeter.greet"])]},
-            "owner": "bench", "added": "2026-11-22", "status": "active"})
-    path = root / "registry.yaml"
-    path.write_text(yaml.safe_dump({"schema": 1, "entries": entries}, sort_keys=False))
-    return path, str(root)
+    cases = [(f"bench_sleep_{i}", seconds) for i in range(n)]
+    return write_sleep_registry(root, "plbench_sweep", cases), str(root)
 
 
 def sweep(run_dir: Path, jobs: int, env: dict[str, str]) -> tuple[float, float, int, float]:
