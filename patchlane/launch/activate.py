@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
-import json
 import os
 import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+from ..files import atomic_write_json
 
 __all__ = ["REPORTS_ENV", "SUMMARY_ENV", "activate", "chain"]
 
@@ -31,60 +33,66 @@ def _identity() -> str:
 
 def activate() -> None:
     """After ``import patchlane`` succeeded in a process started by ``patchlane run`` (strict
-    mode stops a rejected registry before this, in the bootstrap): arrange the per-process
-    report when asked for, and the line a rank prints at exit."""
+    mode stops a rejected registry before this, in the bootstrap): arrange, at exit, the
+    per-process report when asked for and the line a rank prints."""
     import atexit
 
-    import patchlane
-
     folder = os.environ.get(REPORTS_ENV)
-    if folder:
-        atexit.register(_write_report, Path(folder), patchlane)
     # One line per rank, from the process that *is* the rank (or the command itself when
     # nothing is distributed): its children (data-loader, checkpoint-writer workers) inherit
     # the mark and stay quiet.
-    me = _identity()
-    if os.environ.get(_ROOT_MARK) != me and os.environ.get(SUMMARY_ENV, "1") != "0":
-        os.environ[_ROOT_MARK] = me
-        atexit.register(_print_summary, me, patchlane)
+    me: str | None = None
+    identity = _identity()
+    if os.environ.get(_ROOT_MARK) != identity and os.environ.get(SUMMARY_ENV, "1") != "0":
+        os.environ[_ROOT_MARK] = me = identity
+    if folder or me:
+        atexit.register(_at_exit, Path(folder) if folder else None, me)
 
 
-def _print_summary(me: str, patchlane: object) -> None:
+def _at_exit(folder: Path | None, me: str | None) -> None:
+    # At exit, so hits and late decisions are in; one report serves both. Never raises: both
+    # are by-products and must not change the command's exit status.
+    import patchlane
+
     try:
-        if me == "main" and "torch/distributed/run.py" in (sys.argv[0] if sys.argv else ""):
-            return  # torchrun's agent: it trains nothing; its ranks speak for themselves
-        report = patchlane.report()  # type: ignore[attr-defined]
-        groups: dict[str, list[str]] = {}
-        for entry in report["entries"]:
-            outcome = (entry.get("decision") or {}).get("outcome") or "pending"
-            label = entry["id"] + (f" (hits {entry['hits']})" if entry.get("hits") else "")
-            groups.setdefault(outcome, []).append(label)
-        parts = " | ".join(f"{k}: {', '.join(v)}" for k, v in sorted(groups.items()))
-        error = report.get("startup_error")
-        sys.stderr.write(f"patchlane run: {me} (pid {os.getpid()}, {socket.gethostname()}): "
-                         + (f"registry rejected: {error} | " if error else "")
-                         + (parts or "no entries") + "\n")
-        sys.stderr.flush()
-    except Exception:  # pragma: no cover - never let the summary change the exit status
-        pass
+        report = patchlane.report()
+    except Exception as exc:  # pragma: no cover - a lane that cannot report
+        sys.stderr.write(f"patchlane run: no report at exit: {exc}\n")
+        return
+    if folder is not None:
+        _write_report(folder, report)
+    if me is not None:
+        _print_summary(me, report)
 
 
-def _write_report(folder: Path, patchlane: object) -> None:
-    # At exit, so hits and late decisions are in. Never raises: a report is a by-product.
+def _print_summary(me: str, report: dict[str, Any]) -> None:
+    if me == "main" and "torch/distributed/run.py" in (sys.argv[0] if sys.argv else ""):
+        return  # torchrun's agent: it trains nothing; its ranks speak for themselves
+    # Lane.summary() groups the same way but has no hit counts, which are the point here.
+    groups: dict[str, list[str]] = {}
+    for entry in report["entries"]:
+        outcome = (entry.get("decision") or {}).get("outcome") or "pending"
+        label = entry["id"] + (f" (hits {entry['hits']})" if entry.get("hits") else "")
+        groups.setdefault(outcome, []).append(label)
+    parts = " | ".join(f"{k}: {', '.join(v)}" for k, v in sorted(groups.items()))
+    error = report.get("startup_error")
+    sys.stderr.write(f"patchlane run: {me} (pid {os.getpid()}, {socket.gethostname()}): "
+                     + (f"registry rejected: {error} | " if error else "")
+                     + (parts or "no entries") + "\n")
+    sys.stderr.flush()
+
+
+def _write_report(folder: Path, report: dict[str, Any]) -> None:
+    process = {"host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid(),
+               "argv": sys.argv, "rank": os.environ.get("RANK"),
+               "local_rank": os.environ.get("LOCAL_RANK"),
+               "world_size": os.environ.get("WORLD_SIZE"), "at": time.time()}
+    role = f"rank{process['rank']}" if process["rank"] else "process"
     try:
-        report = patchlane.report()  # type: ignore[attr-defined]
-        report["process"] = {
-            "host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid(),
-            "argv": sys.argv,
-            "rank": os.environ.get("RANK"), "local_rank": os.environ.get("LOCAL_RANK"),
-            "world_size": os.environ.get("WORLD_SIZE"), "at": time.time()}
         folder.mkdir(parents=True, exist_ok=True)
-        role = f"rank{report['process']['rank']}" if report["process"]["rank"] else "process"
-        path = folder / f"{role}-{socket.gethostname()}-{os.getpid()}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
-        os.replace(tmp, path)
-    except Exception as exc:  # pragma: no cover - disk full, folder removed
+        atomic_write_json(folder / f"{role}-{process['host']}-{process['pid']}.json",
+                          {**report, "process": process})
+    except OSError as exc:  # disk full, folder removed
         sys.stderr.write(f"patchlane run: could not write the process report: {exc}\n")
 
 
