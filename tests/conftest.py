@@ -7,6 +7,7 @@ evidence that a real patch works; the real-upstream tests live in ``tests/releas
 
 from __future__ import annotations
 
+import socket
 import sys
 import textwrap
 import uuid
@@ -148,3 +149,12 @@ def fake_target(tmp_path: Path) -> Iterator[FakeTarget]:
         for name in [m for m in sys.modules if m.startswith(fake.package)
                      or m.endswith(fake.entry_id)]:
             del sys.modules[name]
+
+
+def free_port() -> int:
+    """A loopback TCP port free now (bound on port 0, then closed): for a rendezvous
+    (torchrun, gloo's MASTER_PORT), or as a port nothing listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port

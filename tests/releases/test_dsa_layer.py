@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from ..conftest import free_port
 from .conftest import ROOT, megatron_version, release_dir, release_env
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow]
@@ -58,12 +58,6 @@ def _releases() -> list[Any]:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _step(version: str, tmp: Path, disable: str, port: int) -> tuple[dict[str, Any], Any]:
     import torch
 
@@ -81,17 +75,17 @@ def _step(version: str, tmp: Path, disable: str, port: int) -> tuple[dict[str, A
 
 @pytest.mark.parametrize("version", _releases())
 def test_dsa_layer_step_is_capture_legal_with_the_overlays(version: str, tmp_path: Path) -> None:
-    free_port = _free_port()
+    port = free_port()
     needed, upstream_frames = EXPECT[".".join(version.split(".")[:2])
                                      if not version.startswith("0.18") else "0.17"]
-    with_result, with_tensors = _step(version, tmp_path, "", free_port)
+    with_result, with_tensors = _step(version, tmp_path, "", port)
     assert with_result["core_attention"] == "DSAttention"
     assert with_result["violations"] == [], with_result
     for entry_id in needed:
         entry = with_result["entries"][entry_id]
         assert entry["outcome"] == "applied" and entry["hits"] > 0, (entry_id, entry)
 
-    without_result, without_tensors = _step(version, tmp_path, ",".join(DSA_ENTRIES), free_port)
+    without_result, without_tensors = _step(version, tmp_path, ",".join(DSA_ENTRIES), port)
     frames = {"in " + v["frame"].rsplit(" in ", 1)[-1] for v in without_result["violations"]}
     assert {v["op"] for v in without_result["violations"]} == {"aten.lift_fresh.default"}
     assert frames == upstream_frames, without_result["violations"]

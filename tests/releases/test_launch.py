@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,18 +20,13 @@ from typing import Any
 
 import pytest
 
+from ..conftest import free_port
 from .conftest import release_for, requires_megatron
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow, requires_megatron]
 
 SCRIPT = Path(__file__).with_name("unmodified_train.py")
 ENTRY = "mcore_rerun_sentinel"
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -81,7 +75,7 @@ def test_the_script_never_imports_patchlane() -> None:
 @pytest.mark.parametrize("step", ["state-dict", "checkpoint"])
 def test_patchlane_run_torchrun_two_ranks(tmp_path: Path, step: str) -> None:
     reports, out = tmp_path / "reports", tmp_path / "out"
-    proc = _launch(tmp_path, ["--nproc-per-node", "2", "--master-port", str(_port())],
+    proc = _launch(tmp_path, ["--nproc-per-node", "2", "--master-port", str(free_port())],
                    ["--out", str(out), "--step", step], _env(), reports)
     code, stdout, stderr = _finish(proc)
     assert code == 0, stdout + stderr[-4000:]
@@ -109,7 +103,7 @@ def test_patchlane_run_torchrun_two_ranks(tmp_path: Path, step: str) -> None:
 def test_without_the_overlay_the_checkpoint_loses_the_fault_state(tmp_path: Path) -> None:
     # The same launch with the entry disabled on every rank: the test above can fail.
     reports, out = tmp_path / "reports", tmp_path / "out"
-    proc = _launch(tmp_path, ["--nproc-per-node", "2", "--master-port", str(_port())],
+    proc = _launch(tmp_path, ["--nproc-per-node", "2", "--master-port", str(free_port())],
                    ["--out", str(out), "--step", "checkpoint"],
                    _env({"PATCHLANE_DISABLE": ENTRY}), reports)
     code, stdout, stderr = _finish(proc)
@@ -123,7 +117,7 @@ def test_without_the_overlay_the_checkpoint_loses_the_fault_state(tmp_path: Path
 def test_a_rank_with_another_patch_set_stops_the_job_before_training(tmp_path: Path) -> None:
     # Two "nodes" of one rank each (static rendezvous on this host), as two srun tasks would
     # start them: the second with a different PATCHLANE_DISABLE.
-    port, out = _port(), tmp_path / "out"
+    port, out = free_port(), tmp_path / "out"
     procs = []
     for node, extra in ((0, {}), (1, {"PATCHLANE_DISABLE": ENTRY})):
         torchrun = ["--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(node),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +26,8 @@ from packaging.specifiers import SpecifierSet
 
 from patchlane.registry import Entry, RetireWhen
 from patchlane.upstream import Client, TrackerConfig
+
+from ..conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).with_name("fixtures")
@@ -232,10 +233,7 @@ def utc(text: str) -> dt.datetime:
 
 def dead_port() -> int:
     """A loopback port nothing listens on (bound by us on port 0, then closed)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
+    return free_port()
 
 
 RESET = 1_800_003_600  # T0 + 1 h
