@@ -273,6 +273,11 @@ class Entry:
     dependency does not bind and this entry's own gate decides. Example: a follow-up fix to a
     backported behaviour is needed wherever the backport is applied, and on every release that
     ships the behaviour upstream."""
+    continued_by: str | None = None
+    """The source patch that carries this entry's bug onward on releases past this entry's
+    gate (``continued_by: id``): upstream moved the code, the bug came along, and another
+    entry guards it there. Past the gate the sweep reports such a row ``covered`` (naming that
+    entry) instead of ``still-affected``, wherever that entry's gate admits the release."""
 
     @property
     def floor(self) -> VersionFloor | None:
@@ -443,7 +448,7 @@ _COMMON_OPTIONAL = ("target", "applies_to", "reproducer", "notes", "evidence", "
 _KIND_KEYS: dict[Kind, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # kind: (required, optional) on top of the common keys
     Kind.SOURCE_PATCH: (("target", "applies_to", "overlay", "reproducer", "fingerprint"),
-                        ("depends_on",)),
+                        ("depends_on", "continued_by")),
     Kind.VERSION_FLOOR: (("target", "requires", "policy"), ("when",)),
     Kind.COMPAT_GATE: (("check",), ("policy",)),
     Kind.PACKAGING_PIN: (("target", "pin"), ("source", "policy", "when")),
@@ -932,6 +937,7 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
     spec = _kind_spec(ctx, kind, data, target)
     retired = _date(ctx, data["retired"], "retired") if data.get("retired") is not None else None
     depends_on = _depends_on(ctx, data.get("depends_on"), entry_id)
+    continued_by = _continued_by(ctx, data.get("continued_by"), entry_id)
     return Entry(
         id=entry_id,
         kind=kind,
@@ -952,6 +958,7 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
         evidence=data.get("evidence"),
         retired=retired,
         depends_on=depends_on,
+        continued_by=continued_by,
     )
 
 
@@ -970,6 +977,62 @@ def _depends_on(ctx: _Ctx, value: object, entry_id: str) -> tuple[str, ...]:
         if item not in ids:
             ids.append(item)
     return tuple(ids)
+
+
+def _continued_by(ctx: _Ctx, value: object, entry_id: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _ID_RE.match(value):
+        raise ctx.fail("not an entry id", key="continued_by", found=value,
+                       expected="the id of the source patch that guards this bug on later "
+                       "releases, e.g. mcore_dsa_streamed_index_scores_fn")
+    if value == entry_id:
+        raise ctx.fail("an entry cannot continue itself", key="continued_by", found=value,
+                       expected="another entry's id",
+                       fix="remove continued_by, or name the entry that guards the bug past "
+                       "this entry's gate")
+    return value
+
+
+def _check_continuations(entries: Sequence[Entry]) -> None:
+    """Every ``continued_by`` names a source patch of the loaded registries on the same
+    distribution, and following the links never comes back to where it started."""
+    import difflib
+
+    by_id = {e.id: e for e in entries}
+    for entry in entries:
+        if entry.continued_by is None:
+            continue
+        other = by_id.get(entry.continued_by)
+        if other is None:
+            close = difflib.get_close_matches(entry.continued_by, list(by_id), n=1)
+            raise RegistryError(
+                entry.source, "unknown continuation", entry_id=entry.id, key="continued_by",
+                found=entry.continued_by,
+                expected="the id of a source_patch entry in a loaded registry"
+                + (f" (did you mean {close[0]!r}?)" if close else ""),
+                fix="correct the id, or load the registry that declares it (PATCHLANE_REGISTRY)")
+        if other.kind is not Kind.SOURCE_PATCH or (
+                other.target.distribution.lower() != entry.target.distribution.lower()):
+            raise RegistryError(
+                entry.source, "a continuation must be a source patch on the same distribution",
+                entry_id=entry.id, key="continued_by",
+                found=f"{other.id} ({other.kind.value} on "
+                      f"{other.target.distribution or 'no distribution'})",
+                expected=f"a source_patch entry whose target is {entry.target.distribution}",
+                fix="name the entry that patches the same bug in a later release of "
+                    f"{entry.target.distribution}, or remove continued_by")
+        seen = [entry.id]
+        step: Entry | None = other
+        while step is not None:
+            if step.id in seen:
+                raise RegistryError(entry.source, "continuation cycle", entry_id=entry.id,
+                                    key="continued_by",
+                                    found=" -> ".join([*seen, step.id]),
+                                    expected="a chain that ends (each link a later release)",
+                                    fix="drop one continued_by link")
+            seen.append(step.id)
+            step = by_id.get(step.continued_by) if step.continued_by else None
 
 
 def _check_dependencies(entries: Sequence[Entry]) -> None:
@@ -1164,4 +1227,5 @@ def load_registries(paths: Sequence[Path], *, drafts_required: bool = True) -> R
             owners[entry.id] = path
             entries.append(entry)
     _check_dependencies(entries)
+    _check_continuations(entries)
     return Registry(entries=tuple(entries), sources=tuple(resolved), contents=tuple(contents))

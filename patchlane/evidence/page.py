@@ -33,10 +33,12 @@ from .verdicts import ACTION, SEVERITY, Verdict
 __all__ = ["ASKS", "COLOURS", "HistoryRun", "by_severity", "page", "verdict"]
 
 COLOURS = {Verdict.GUARDING: "#2e7d32", Verdict.UPSTREAM_FIXED: "#1565c0",
-           Verdict.STILL_AFFECTED: "#6a1b9a", Verdict.BROKEN: "#c62828",
+           Verdict.STILL_AFFECTED: "#6a1b9a", Verdict.COVERED: "#00695c",
+           Verdict.BROKEN: "#c62828",
            Verdict.ERROR: "#ef6c00", Verdict.SKIPPED: "#757575"}
 ASKS = {Verdict.GUARDING: "nothing", Verdict.UPSTREAM_FIXED: "retire candidate",
-        Verdict.STILL_AFFECTED: "extend the gate", Verdict.BROKEN: "fix the overlay",
+        Verdict.STILL_AFFECTED: "extend the gate", Verdict.COVERED: "nothing",
+        Verdict.BROKEN: "fix the overlay",
         Verdict.ERROR: "investigate", Verdict.SKIPPED: "nothing"}
 """What a verdict asks, in two words (the whole sentence is :data:`ACTION`)."""
 # Rows that ask a maintainer for something, and the section each one goes to.

@@ -11,6 +11,12 @@ overlay is never applied outside its gate), and the row says whether upstream fi
 (``upstream-fixed``: the evidence retirement needs) or the bug outlives the gate
 (``still-affected``). Below the gate's lower bound the row stays skipped: nothing is claimed
 about releases from before the bug.
+
+Carried onward. An entry whose ``continued_by`` names the entry guarding the same bug on later
+releases (upstream moved the code, the bug came along) gets ``covered`` there instead of
+``still-affected``, wherever the named entry is active and its gate admits the installed
+release: the alarm would be false. The row names the guarding entry and that entry's own
+verdict in the same run.
 """
 
 from __future__ import annotations
@@ -209,10 +215,26 @@ def _release_root(distribution: str, source: str) -> Path | None:
         return None
 
 
+def covering_entry(registry: Registry, entry: Entry) -> str | None:
+    """The entry that guards ``entry``'s bug on the installed release, past ``entry``'s gate:
+    its ``continued_by`` (followed along the chain), when that entry is active and its gate
+    admits the installed release. None otherwise."""
+    seen: set[str] = set()
+    step = entry
+    while step.continued_by and step.continued_by not in seen:
+        seen.add(step.continued_by)
+        step = registry.get(step.continued_by)
+        if step.active and step.applies_to is not None and check_gate(
+                step.target.distribution, step.applies_to).open:
+            return step.id
+    return None
+
+
 def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | None,
          shard: Shard) -> list[dict[str, Any]]:
-    """Rows (entry x lane x world size) this shard owns, each with a skip reason or none, and
-    ``beyond`` (why) for a row that runs past the gate without the overlay only."""
+    """Rows (entry x lane x world size) this shard owns, each with a skip reason or none,
+    ``beyond`` (why) for a row that runs past the gate without the overlay only, and
+    ``covered_by`` for such a row whose bug another entry guards on this release."""
     rows: list[dict[str, Any]] = []
     position = 0
     for entry in registry.entries:
@@ -221,6 +243,7 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
         spec = read_spec(entry)
         gate = check_gate(entry.target.distribution, entry.applies_to)
         beyond = beyond_gate(entry, gate)
+        covered_by = covering_entry(registry, entry) if beyond else None
         missing = _target_missing(entry, gate)
         for lane in lanes:
             for size in spec.world_sizes:
@@ -237,9 +260,12 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
                     skip = f"gate: {gate.reason}"
                 elif missing:
                     skip = missing
-                rows.append({"entry_id": entry.id, "lane": lane, "world_size": size,
-                             "installed": gate.found, "skip": skip,
-                             "beyond": beyond if skip is None else None})
+                row = {"entry_id": entry.id, "lane": lane, "world_size": size,
+                       "installed": gate.found, "skip": skip,
+                       "beyond": beyond if skip is None else None}
+                if skip is None and covered_by:
+                    row["covered_by"] = covered_by
+                rows.append(row)
     return rows
 
 
@@ -327,7 +353,8 @@ def verdicts(run: RunDir) -> list[VerdictRow]:
                                                          present[Mode.WITH])
                 elif row.get("beyond"):
                     out.verdict, out.reason = _beyond_verdict(present[Mode.WITHOUT],
-                                                              row["beyond"])
+                                                              row["beyond"],
+                                                              row.get("covered_by"))
                 else:  # a retired entry: the regression guard only
                     out.verdict, out.reason = _guard_verdict(present[Mode.WITHOUT])
                 out.receipts = {m.value: case["receipt"] for m, case in present.items()}
@@ -338,6 +365,22 @@ def verdicts(run: RunDir) -> list[VerdictRow]:
                 if out.verdict is Verdict.ERROR:
                     out.stderr_tail = _failing_tail(run, ids, present)
         rows.append(out)
+    return _name_covering_verdicts(rows, run.manifest["rows"])
+
+
+def _name_covering_verdicts(rows: list[VerdictRow],
+                            planned: Sequence[Mapping[str, Any]]) -> list[VerdictRow]:
+    """A covered row's reason ends with what the covering entry's own row got in this run (on
+    the same lane), or that it did not run here (``--only``, another shard)."""
+    got: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        got.setdefault((r.entry_id, r.lane), []).append(r.verdict.value)
+    for r, p in zip(rows, planned, strict=True):
+        if r.verdict is Verdict.COVERED:
+            other = str(p.get("covered_by"))
+            seen = sorted(set(got.get((other, r.lane), [])))
+            r.reason += (f" {other} here: {', '.join(seen)}." if seen
+                         else f" {other} did not run in this sweep.")
     return rows
 
 
@@ -364,11 +407,17 @@ def _guard_verdict(without: Mapping[str, Any]) -> tuple[Verdict, str]:
     return Verdict.UPSTREAM_FIXED, "retired; the regression guard passes without the overlay"
 
 
-def _beyond_verdict(without: Mapping[str, Any], why: str) -> tuple[Verdict, str]:
+def _beyond_verdict(without: Mapping[str, Any], why: str,
+                    covered_by: str | None = None) -> tuple[Verdict, str]:
     """An active entry past its gate: only the run without the overlay."""
     w = CaseView.of(without)
     if w.outcome is RunOutcome.ERROR:
         return Verdict.ERROR, f"without overlay (past the gate): {w.stage}: {w.message}"
+    if w.outcome is RunOutcome.FAIL and covered_by:
+        return (Verdict.COVERED,
+                f"still fails without the overlay past the gate ({w.message[:80]}): the bug "
+                f"continues on this release, and {covered_by} (continued_by) guards it here. "
+                + why)
     if w.outcome is RunOutcome.FAIL:
         return (Verdict.STILL_AFFECTED,
                 f"still fails without the overlay past the gate ({w.message[:80]}): the bug "

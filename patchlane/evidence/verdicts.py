@@ -10,6 +10,10 @@ command line and the release matrix.
                     outlives the gate. Not an error of the lane; a maintainer reviews the entry
                     and extends ``applies_to`` (and records the new fingerprint), or tightens
                     ``retire_when``.
+``covered``         past the gate, the reproducer still fails without the overlay, and the
+                    entry's ``continued_by`` guards that bug on the installed release (its gate
+                    admits it): the bug moved with upstream's code and is carried onward by the
+                    named entry. Nothing to do; the named entry's own row is the one to read.
 ``broken``          fails with the overlay.
 ``error``           a case could not give a verdict (bootstrap, import, setup, run, verify,
                     timeout, crash, oom).
@@ -30,6 +34,7 @@ class Verdict(str, enum.Enum):
     GUARDING = "guarding"
     UPSTREAM_FIXED = "upstream-fixed"
     STILL_AFFECTED = "still-affected"
+    COVERED = "covered"
     BROKEN = "broken"
     ERROR = "error"
     SKIPPED = "skipped"
@@ -45,7 +50,8 @@ class Verdict(str, enum.Enum):
 
 
 SEVERITY: tuple[Verdict, ...] = (Verdict.BROKEN, Verdict.ERROR, Verdict.STILL_AFFECTED,
-                                 Verdict.UPSTREAM_FIXED, Verdict.GUARDING, Verdict.SKIPPED)
+                                 Verdict.UPSTREAM_FIXED, Verdict.GUARDING, Verdict.COVERED,
+                                 Verdict.SKIPPED)
 """Worst first: the order reports list rows in, and the verdict a history cell shows."""
 
 ACTION: dict[Verdict, str] = {
@@ -55,6 +61,8 @@ ACTION: dict[Verdict, str] = {
     Verdict.STILL_AFFECTED: "review the entry: the bug outlives its gate; extend applies_to "
                             "and the fingerprints to this release (with a run), or fix the "
                             "reproducer",
+    Verdict.COVERED: "nothing: past this entry's gate the bug is guarded by the entry its "
+                     "continued_by names (see that entry's row)",
     Verdict.BROKEN: "fix the overlay: the reproducer fails with it applied",
     Verdict.ERROR: "fix the lane or the reproducer: no verdict (see the log tail)",
     Verdict.SKIPPED: "nothing: the gate or the lane keeps the case out",

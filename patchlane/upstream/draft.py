@@ -215,6 +215,8 @@ def affected_rows(entry: Entry, run_dirs: list[Path]) -> list[AffectedRow]:
 _SHOWS = {Verdict.GUARDING: "fails without the overlay, passes with it",
           Verdict.STILL_AFFECTED: "fails without the overlay (past the entry's gate: no "
                                   "overlay there)",
+          Verdict.COVERED: "fails without the overlay (past the entry's gate: another entry "
+                           "guards it there)",
           Verdict.UPSTREAM_FIXED: "passes without the overlay: not affected",
           Verdict.BROKEN: "the overlay does not fix it there",
           Verdict.ERROR: "no verdict (the run errored)"}
@@ -233,7 +235,8 @@ def render_draft(entry: Entry, rows: list[AffectedRow], change: AppliedChange | 
     if overlay_doc:
         out += ["### Why, and what the fix does (from the local fix's notes)", "",
                 overlay_doc.strip(), ""]
-    affected = [r for r in rows if r.verdict in (Verdict.GUARDING, Verdict.STILL_AFFECTED)]
+    affected = [r for r in rows if r.verdict in (Verdict.GUARDING, Verdict.STILL_AFFECTED,
+                                                 Verdict.COVERED)]
     out += ["## Affected releases (what ran)", ""]
     if rows:
         out += ["| release | Python | lane | world size | reproducer |", "|---|---|---|---|---|"]

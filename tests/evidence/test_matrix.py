@@ -58,7 +58,8 @@ def test_a_verdict_that_is_not_one_is_refused(tmp_path: Path, expect: str, found
         load_matrix(path)
     assert str(info.value) == (
         f"{path}: sets[0]: needs a name and `expect: {{entry: verdict}}` with verdicts from "
-        f"['guarding', 'upstream-fixed', 'still-affected', 'broken', 'error', 'skipped'] "
+        f"['guarding', 'upstream-fixed', 'still-affected', 'covered', 'broken', 'error', "
+        f"'skipped'] "
         f"(found {found})")
 
 

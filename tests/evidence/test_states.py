@@ -35,7 +35,8 @@ def test_verdicts_parse_from_their_strings_and_nothing_else() -> None:
     assert Verdict.parse("upstream-fixed") is Verdict.UPSTREAM_FIXED
     with pytest.raises(ValueError, match=r"matrix.yaml: 'fixed' is not a verdict; expected one "
                                          r"of \['guarding', 'upstream-fixed', "
-                                         r"'still-affected', 'broken', 'error', 'skipped'\]"):
+                                         r"'still-affected', 'covered', 'broken', 'error', "
+                                         r"'skipped'\]"):
         Verdict.parse("fixed", "matrix.yaml")
     assert sorted(SEVERITY) == sorted(Verdict) and SEVERITY[0] is Verdict.BROKEN
 

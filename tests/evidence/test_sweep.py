@@ -104,6 +104,58 @@ def test_past_the_gate_still_affected_runs_without_only(
     assert exit_code(rows) == ExitCode.SWEEP_STILL_AFFECTED
 
 
+def _successor(fake: FakeTarget, applies_to: str) -> dict[str, object]:
+    """A second entry on the same target with the same overlay and reproducer: the entry that
+    carries the first one's bug onward on later releases."""
+    succ = f"{fake.entry_id}_next"
+    root = fake.root
+    (root / "drafts" / f"{succ}.md").write_text("# a draft for upstream\n")
+    (root / "patches" / f"{succ}.py").write_text(
+        (root / "patches" / f"{fake.entry_id}.py").read_text())
+    (root / "reproducers" / f"{succ}.py").write_text(
+        (root / "reproducers" / f"{fake.entry_id}.py").read_text())
+    return fake.entry(id=succ, applies_to=applies_to, overlay=f"patches/{succ}.py",
+                      reproducer=f"reproducers/{succ}.py",
+                      upstream={"forwarded": "no", "draft": f"drafts/{succ}.md"})
+
+
+def test_past_the_gate_covered_by_the_continuing_entry_is_no_alarm(
+        fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The bug is still there on 1.2.0, past the first entry's gate (<1.2), and the entry its
+    # continued_by names guards it there: covered (naming it), not still-affected, no exit bit.
+    write_repro(fake_target, REPRO_GUARDING)
+    succ = _successor(fake_target, ">=1.2,<2.0")
+    fake_target.write_registry(
+        fake_target.entry(applies_to=">=1.0,<1.2", continued_by=succ["id"]), succ)
+    for key, value in fake_env(fake_target).items():
+        monkeypatch.setenv(key, value)
+    rows = sweep(load_registries([fake_target.registry]), lanes=["cpu"], timeout=60,
+                 run_dir=tmp_path / "run")
+    got = {r.entry_id: r for r in rows}
+    assert got[succ["id"]].verdict is Verdict.GUARDING, got[succ["id"]].reason
+    first = got[fake_target.entry_id]
+    assert first.verdict is Verdict.COVERED, first.reason
+    assert f"{succ['id']} (continued_by) guards it here" in first.reason
+    assert first.reason.endswith(f"{succ['id']} here: guarding."), first.reason
+    assert set(first.receipts) == {"without"}
+    assert exit_code(rows) == ExitCode.OK
+
+
+def test_past_the_gate_is_still_affected_where_the_continuation_does_not_reach(
+        fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # continued_by names an entry whose gate excludes 1.2.0: nobody guards the bug there.
+    write_repro(fake_target, REPRO_GUARDING)
+    succ = _successor(fake_target, ">=1.3,<2.0")
+    fake_target.write_registry(
+        fake_target.entry(applies_to=">=1.0,<1.2", continued_by=succ["id"]), succ)
+    for key, value in fake_env(fake_target).items():
+        monkeypatch.setenv(key, value)
+    rows = sweep(load_registries([fake_target.registry]), lanes=["cpu"], timeout=60,
+                 run_dir=tmp_path / "run", only=[fake_target.entry_id])
+    assert [r.verdict for r in rows] == [Verdict.STILL_AFFECTED], rows[0].reason
+    assert exit_code(rows) == ExitCode.SWEEP_STILL_AFFECTED
+
+
 def test_past_the_gate_upstream_fixed_records_the_probe(
         fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import json
