@@ -111,7 +111,7 @@ def _run_and_report(registry: Registry, run: RunDir, *, jobs: int, timeout: floa
     index = write_reports(run, rows, previous=previous, history=history or [],
                           registry=registry, upstream=_known_upstream(registry))
     if as_json:
-        print(json.dumps(index, indent=2))
+        print(json.dumps(index.as_dict(), indent=2))
     else:
         print(table(["ENTRY", "LANE", "WS", "INSTALLED", "VERDICT", "REASON"],
                     [[r.entry_id, r.lane, str(r.world_size), r.installed or "-",
@@ -120,15 +120,17 @@ def _run_and_report(registry: Registry, run: RunDir, *, jobs: int, timeout: floa
         # last lines are printed in full, so the terminal (or CI log) says why by itself.
         print_tails((f"\nerror {row.key}: {row.reason}", row.stderr_tail)
                     for row in rows if row.verdict is Verdict.ERROR)
-        counts = ", ".join(f"{k}: {v}" for k, v in sorted(index["counts"].items()))
+        counts = ", ".join(f"{v.value}: {n}" for v, n in sorted(index.counts.items(),
+                                                                 key=lambda kv: kv[0].value))
         print(f"\n{counts or 'nothing to run'}")
-        if index["counts"].get(Verdict.STILL_AFFECTED.value):
+        if index.count(Verdict.STILL_AFFECTED):
             print("STILL AFFECTED: a bug outlives its gate on the installed release, which runs "
                   f"unprotected there: {ACTION[Verdict.STILL_AFFECTED]} (exit bit 4)")
-        if index["counts"].get(Verdict.UPSTREAM_FIXED.value):
+        if index.count(Verdict.UPSTREAM_FIXED):
             print("UPSTREAM FIXED: retirement candidates above (not a failure): "
                   f"{ACTION[Verdict.UPSTREAM_FIXED]}")
-        for change in (index.get("compare") or {}).get("changes", []):
-            print(f"change vs {index['compare']['previous_run']}: {dict(change)}")
+        compared = index.compare or {}
+        for change in compared.get("changes", []):
+            print(f"change vs {compared['previous_run']}: {dict(change)}")
         print(f"run directory: {run.path} (summary.md, junit.xml, report.html, receipts/)")
     return exit_code(rows)

@@ -10,7 +10,6 @@ download, not a torch install.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -18,11 +17,12 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from ..errors import PatchlaneError
+from ..exit_codes import SWEEP_BASE
+from .index import RunIndex
 from .reproduce import Lane
 from .verdicts import Verdict
 
@@ -140,21 +140,25 @@ def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 
     env.setdefault("PYTHONWARNINGS", "ignore")
     run_dir = runs_root / f"{matrix_set.name}-py{interpreter()}"
     cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir", str(run_dir),
-           "--jobs", str(jobs), "--timeout", str(timeout), "--json", "--quiet"]
+           "--jobs", str(jobs), "--timeout", str(timeout), "--quiet"]
     for lane in lanes or ["cpu"]:
         cmd += ["--lane", lane]
     for entry_id in matrix_set.expect:
         cmd += ["--only", entry_id]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    # The sweep's own index on disk, read through the one model (not its stdout); only a
+    # sweep that finished (0, or 32 | bits) wrote one for this run.
     try:
-        index: dict[str, Any] = json.loads(out.stdout)
-    except json.JSONDecodeError:
-        raise PatchlaneError(f"matrix set {matrix_set.name}: the sweep printed no index "
-                             f"(exit {out.returncode}):\n{out.stderr[-3000:]}") from None
+        if out.returncode != 0 and not out.returncode & SWEEP_BASE:
+            raise ValueError(out.returncode)
+        index = RunIndex.load(run_dir)
+    except (OSError, ValueError, KeyError, TypeError):
+        raise PatchlaneError(f"matrix set {matrix_set.name}: the sweep wrote no readable index "
+                             f"in {run_dir} (exit {out.returncode}):\n"
+                             f"{(out.stderr or out.stdout)[-3000:]}") from None
     verdicts: dict[str, list[Verdict]] = {}
-    for row in index["rows"]:
-        verdicts.setdefault(row["entry_id"], []).append(
-            Verdict.parse(row["verdict"], f"matrix set {matrix_set.name}: {row['entry_id']}"))
+    for row in index.rows:
+        verdicts.setdefault(row.entry_id, []).append(row.verdict)
     mismatches = []
     for entry_id, want in matrix_set.expect.items():
         got = verdicts.get(entry_id)

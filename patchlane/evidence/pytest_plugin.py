@@ -30,6 +30,7 @@ import pytest
 
 from .. import startup
 from .reproduce import LANES, Lane, Mode, RunOutcome, parse_lane, run_case
+from .rows import RowKind
 from .verdicts import ACTION, Verdict
 
 __all__ = ["UpstreamFixedWarning", "test_patchlane_reproducer"]
@@ -60,22 +61,18 @@ def _cases(config: pytest.Config) -> list[Any]:
     lanes = [parse_lane(lane) for lane in config.getoption("--patchlane-lane") or ["cpu"]]
     registry = startup.current().registry
     gpus = cuda_devices() if "cuda" in lanes else 0
-    retired = {e.id for e in registry.entries if not e.active}
     params = []
     for row in plan(registry, lanes, gpus, set(only) if only else None, Shard(1, 1)):
-        entry_id, lane, size = row["entry_id"], row["lane"], row["world_size"]
-        # a retired entry's overlay is never applied: only its regression guard runs
-        # past the gate, likewise: the overlay never applies outside its gate
-        beyond = bool(row.get("beyond"))
-        covered_by = row.get("covered_by")
-        modes = ((Mode.WITHOUT,) if entry_id in retired or beyond
-                 else (Mode.WITHOUT, Mode.WITH))
-        marks = [pytest.mark.skip(reason=row["skip"])] if row["skip"] else []
+        # The row's kind says which modes run (the overlay never applies past its gate or for
+        # a retired entry); a skipped row shows its one case as skipped, with the reason.
+        beyond = row.kind in (RowKind.PAST_GATE, RowKind.PAST_GATE_COVERED)
+        marks = [pytest.mark.skip(reason=row.skip)] if row.skip else []
         suffix = "-past-gate" if beyond else ""
-        for mode in modes:
-            params.append(pytest.param((entry_id, lane, size, mode, beyond, covered_by),
+        for mode in row.modes or (Mode.WITHOUT, Mode.WITH):
+            params.append(pytest.param((row.entry_id, row.lane, row.world_size, mode, row.kind),
                                        marks=marks,
-                                       id=f"{entry_id}-{lane}-ws{size}-{mode.value}{suffix}"))
+                                       id=f"{row.entry_id}-{row.lane}-ws{row.world_size}-"
+                                          f"{mode.value}{suffix}"))
     return params
 
 
@@ -84,9 +81,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("patchlane_case", _cases(metafunc.config))
 
 
-def test_patchlane_reproducer(patchlane_case: tuple[str, Lane, int, Mode, bool, str | None],
-                              request: pytest.FixtureRequest) -> None:
-    entry_id, lane, size, mode, beyond, covered_by = patchlane_case
+def test_patchlane_reproducer(
+        patchlane_case: tuple[str, Lane, int, Mode, RowKind],
+        request: pytest.FixtureRequest) -> None:
+    entry_id, lane, size, mode, kind = patchlane_case
     entry = startup.current().registry.get(entry_id)
     result = run_case(entry, mode, lane=lane, world_size=size,
                       timeout=request.config.getoption("--patchlane-timeout"))
@@ -95,9 +93,9 @@ def test_patchlane_reproducer(patchlane_case: tuple[str, Lane, int, Mode, bool, 
         pytest.fail(f"{entry_id} [{mode.value} overlay]: error at {result.stage}: {detail}")
     if mode is Mode.WITH:
         assert result.outcome is RunOutcome.PASS, f"{entry_id} broken with its overlay: {detail}"
-    elif beyond and covered_by and result.outcome is RunOutcome.FAIL:
+    elif kind is RowKind.PAST_GATE_COVERED and result.outcome is RunOutcome.FAIL:
         pass  # covered: the bug continues past the gate and covered_by guards it here
-    elif beyond and result.outcome is RunOutcome.FAIL:
+    elif kind is RowKind.PAST_GATE and result.outcome is RunOutcome.FAIL:
         pytest.fail(f"{entry_id}: still affected: the reproducer fails without the overlay on a "
                     f"release past the gate {entry.applies_to_text!r}, where the overlay does "
                     f"not apply. {ACTION[Verdict.STILL_AFFECTED]}. ({detail})")

@@ -22,55 +22,48 @@ or is not a sweep index is left out with the reason; it never breaks tonight's r
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .verdicts import Verdict
+from .index import RunIndex
 
 __all__ = ["HISTORY_RUNS", "SCAN_RUNS", "Found", "FoundRun", "class_differences", "discover",
-           "earlier", "load", "row_key", "run_class", "same_class"]
+           "earlier", "load", "run_class", "same_class"]
 
 HISTORY_RUNS = 14
 """Earlier runs of the same class shown in the page's history (two weeks of nightlies)."""
 SCAN_RUNS = 200
 """Index files read at most, the newest first: a runs root of years of nightlies (or one shared
 with a matrix) costs a bounded read per report."""
-_MAX_INDEX_BYTES = 16 * 2**20
-
-
-def row_key(row: dict[str, Any]) -> str:
-    return f"{row['entry_id']}[{row['lane']}-ws{row['world_size']}]"
 
 
 @dataclass(frozen=True)
 class FoundRun:
     path: Path
-    index: dict[str, Any]
+    index: RunIndex
 
     @property
     def created(self) -> str:
-        return str(self.index.get("created") or "")
+        return self.index.created
 
 
-def run_class(index: dict[str, Any]) -> dict[str, Any]:
-    keys = [r["comparison_key"] for r in index["rows"]
-            if isinstance(r.get("comparison_key"), dict)]
+def run_class(index: RunIndex) -> dict[str, Any]:
+    keys = [r.comparison_key for r in index.rows if r.comparison_key is not None]
     dists: dict[str, set[str]] = {}
     for key in keys:
         for name, version in (key.get("distributions") or {}).items():
             dists.setdefault(str(name), set()).add(str(version))
     return {
-        "shard": str(index.get("shard") or "1/1"),
+        "shard": str(index.shard or "1/1"),
         "host_class": sorted({str(k.get("host_class")) for k in keys}),
         "torch": sorted({str(k.get("torch")) for k in keys}),
         "distributions": {name: sorted(v) for name, v in sorted(dists.items())},
     }
 
 
-def class_differences(current: dict[str, Any], earlier: dict[str, Any]) -> list[str]:
+def class_differences(current: RunIndex, earlier: RunIndex) -> list[str]:
     """How ``earlier``'s class differs from ``current``'s, one phrase each (``old -> new``);
     empty when they are of the same class (rows shared aside)."""
     now, then = run_class(current), run_class(earlier)
@@ -92,32 +85,18 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def same_class(current: dict[str, Any], earlier: dict[str, Any]) -> bool:
-    shared = {row_key(r) for r in current["rows"]} & {row_key(r) for r in earlier["rows"]}
+def same_class(current: RunIndex, earlier: RunIndex) -> bool:
+    shared = current.row_keys() & earlier.row_keys()
     return bool(shared) and not class_differences(current, earlier)
 
 
-def _check(index: Any) -> dict[str, Any]:
-    """``index`` when it reads as a sweep index (ValueError/KeyError/TypeError otherwise)."""
-    if not isinstance(index, dict):
-        raise TypeError(f"a JSON {type(index).__name__}, not an object")
-    str(index["run_id"])
-    if not isinstance(index["created"], str) or not isinstance(index["rows"], list):
-        raise TypeError("created or rows of the wrong type")
-    for row in index["rows"]:
-        row_key(row)
-        Verdict.parse(row["verdict"], f"index row {row_key(row)}")
+def load(path: Path) -> RunIndex:
+    """A run directory's index, checked (ValueError, KeyError, TypeError or OSError): one
+    that says when it was created, which ordering runs needs."""
+    index = RunIndex.load(path)
+    if not index.created:
+        raise KeyError("created")
     return index
-
-
-def load(path: Path) -> dict[str, Any]:
-    """A run directory's index, checked (ValueError, KeyError, TypeError or OSError)."""
-    file = path / "index.json"
-    with open(file, "rb") as fh:
-        data = fh.read(_MAX_INDEX_BYTES + 1)
-    if len(data) > _MAX_INDEX_BYTES:
-        raise ValueError(f"larger than {_MAX_INDEX_BYTES} bytes")
-    return _check(json.loads(data))
 
 
 @dataclass
@@ -167,7 +146,6 @@ def _resolved(path: Path) -> Path:
         return path.absolute()
 
 
-def earlier(index: dict[str, Any], runs: list[FoundRun]) -> list[FoundRun]:
+def earlier(index: RunIndex, runs: list[FoundRun]) -> list[FoundRun]:
     """The runs created before ``index``'s run, oldest first."""
-    return [r for r in runs if (r.created, r.index.get("run_id", "")) <
-            (str(index["created"]), str(index["run_id"]))]
+    return [r for r in runs if (r.created, r.index.run_id) < (index.created, index.run_id)]

@@ -29,18 +29,22 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..exit_codes import ExitCode, sweep_exit_code
 from ..gates import GateResult, check_gate, gate_side, locate_source, resolve_version
 from ..registry import Entry, Kind, Registry
+from .index import row_key
 from .manifest import CaseState, RunDir, case_id, now
 from .reproduce import CaseResult, Lane, Mode, RunOutcome, parse_lane, read_spec, run_case
+from .rows import CaseView, PlannedRow, RowKind, verdict_of
 from .schedule import DEFAULT_POLICY, dispatch_order, plan_schedule
 from .verdicts import Verdict
 
 __all__ = [
     "CaseView",
+    "PlannedRow",
+    "RowKind",
     "Shard",
     "SweepEvent",
     "Verdict",
@@ -65,10 +69,12 @@ class VerdictRow:
     comparison_key: dict[str, Any] | None = None
     stderr_tail: str | None = None
     """For an error: the failing case's last log lines (redacted); the reason is one line."""
+    read: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    """The receipts (by mode) read to give the verdict, so the reports read none again."""
 
     @property
     def key(self) -> str:
-        return f"{self.entry_id}[{self.lane}-ws{self.world_size}]"
+        return row_key(self.entry_id, self.lane, self.world_size)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -101,41 +107,6 @@ class Shard:
 
     def owns(self, position: int) -> bool:
         return position % self.count == self.index - 1
-
-
-class CaseView(NamedTuple):
-    """What a verdict needs of one case: a :class:`CaseResult`, or a manifest case record."""
-
-    outcome: RunOutcome
-    stage: str
-    message: str
-
-    @classmethod
-    def of(cls, case: CaseResult | Mapping[str, Any]) -> CaseView:
-        if isinstance(case, CaseResult):
-            return cls(case.outcome, case.stage, case.message)
-        try:
-            outcome = RunOutcome(case.get("outcome"))
-        except ValueError:
-            # A finished case always records its outcome: this manifest was edited by hand.
-            return cls(RunOutcome.ERROR, str(case.get("stage") or "verify"),
-                       f"the case records no valid outcome ({case.get('outcome')!r})")
-        return cls(outcome, str(case.get("stage") or ""), str(case.get("message", "")))
-
-
-def verdict_of(without: CaseResult | Mapping[str, Any],
-               with_: CaseResult | Mapping[str, Any]) -> tuple[Verdict, str]:
-    w, o = CaseView.of(without), CaseView.of(with_)
-    if w.outcome is RunOutcome.ERROR:
-        return Verdict.ERROR, f"without overlay: {w.stage}: {w.message}"
-    if o.outcome is RunOutcome.ERROR:
-        return Verdict.ERROR, f"with overlay: {o.stage}: {o.message}"
-    if o.outcome is RunOutcome.FAIL:
-        return Verdict.BROKEN, f"fails with the overlay: {o.message}"
-    if w.outcome is RunOutcome.PASS:
-        return (Verdict.UPSTREAM_FIXED,
-                "passes without the overlay: retirement candidate (reproducer stays as a guard)")
-    return Verdict.GUARDING, f"fails without ({w.message[:80]}), passes with"
 
 
 def cuda_devices() -> int:
@@ -231,11 +202,12 @@ def covering_entry(registry: Registry, entry: Entry) -> str | None:
 
 
 def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | None,
-         shard: Shard) -> list[dict[str, Any]]:
-    """Rows (entry x lane x world size) this shard owns, each with a skip reason or none,
-    ``beyond`` (why) for a row that runs past the gate without the overlay only, and
-    ``covered_by`` for such a row whose bug another entry guards on this release."""
-    rows: list[dict[str, Any]] = []
+         shard: Shard) -> list[PlannedRow]:
+    """Rows (entry x lane x world size) this shard owns, each of its kind (see
+    :mod:`patchlane.evidence.rows`): skipped with the reason, both ways, past the gate
+    (covered when another entry guards the bug there), or a retired entry's regression
+    guard."""
+    rows: list[PlannedRow] = []
     position = 0
     for entry in registry.entries:
         if not _sweepable(entry) or (only is not None and entry.id not in only):
@@ -260,12 +232,17 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
                     skip = f"gate: {gate.reason}"
                 elif missing:
                     skip = missing
-                row = {"entry_id": entry.id, "lane": lane, "world_size": size,
-                       "installed": gate.found, "skip": skip,
-                       "beyond": beyond if skip is None else None}
-                if skip is None and covered_by:
-                    row["covered_by"] = covered_by
-                rows.append(row)
+                if skip is not None:
+                    kind, beyond_why, covered = RowKind.SKIPPED, None, None
+                elif not entry.active:
+                    kind, beyond_why, covered = RowKind.REGRESSION_GUARD, None, None
+                elif beyond:
+                    kind = RowKind.PAST_GATE_COVERED if covered_by else RowKind.PAST_GATE
+                    beyond_why, covered = beyond, covered_by
+                else:
+                    kind, beyond_why, covered = RowKind.BOTH_WAYS, None, None
+                rows.append(PlannedRow(entry.id, lane, size, kind, gate.found, skip,
+                                       beyond_why, covered))
     return rows
 
 
@@ -336,40 +313,38 @@ def run_sweep(
 def verdicts(run: RunDir) -> list[VerdictRow]:
     rows = []
     cases = dict(run.cases())
-    for row in run.manifest["rows"]:
-        lane = parse_lane(row["lane"], f"{run.path / 'manifest.json'}: rows")
-        out = VerdictRow(row["entry_id"], lane, row["world_size"], Verdict.SKIPPED,
-                         row["skip"] or "", row.get("installed"))
-        if row["skip"] is None:
-            ids = {m: case_id(row["entry_id"], lane, row["world_size"], m)
-                   for m in (Mode.WITHOUT, Mode.WITH)}
+    planned: list[PlannedRow] = []
+    for raw in run.manifest["rows"]:
+        where = f"{run.path / 'manifest.json'}: rows"
+        has_with = case_id(raw["entry_id"], parse_lane(raw["lane"], where), raw["world_size"],
+                           Mode.WITH) in cases
+        row = PlannedRow.from_manifest(raw, where, has_with)
+        planned.append(row)
+        out = VerdictRow(row.entry_id, row.lane, row.world_size, Verdict.SKIPPED,
+                         row.skip or "", row.installed)
+        if row.kind is not RowKind.SKIPPED:
+            ids = {m: case_id(row.entry_id, row.lane, row.world_size, m) for m in row.modes}
             present = {m: cases[c] for m, c in ids.items() if c in cases}
-            if Mode.WITHOUT not in present or not all(CaseState(c["state"]).finished
-                                                      for c in present.values()):
+            if len(present) < len(ids) or not all(CaseState(c["state"]).finished
+                                                  for c in present.values()):
                 out.verdict, out.reason = Verdict.ERROR, "case did not finish (resume the run)"
             else:
-                if Mode.WITH in present:
-                    out.verdict, out.reason = verdict_of(present[Mode.WITHOUT],
-                                                         present[Mode.WITH])
-                elif row.get("beyond"):
-                    out.verdict, out.reason = _beyond_verdict(present[Mode.WITHOUT],
-                                                              row["beyond"],
-                                                              row.get("covered_by"))
-                else:  # a retired entry: the regression guard only
-                    out.verdict, out.reason = _guard_verdict(present[Mode.WITHOUT])
+                out.verdict, out.reason = row.verdict(present)
                 out.receipts = {m.value: case["receipt"] for m, case in present.items()}
-                receipt = run.read_receipt(ids[Mode.WITHOUT])
+                # Each receipt is read once, here; the reports use what was read.
+                out.read = {m.value: run.read_receipt(cid) for m, cid in ids.items()}
+                receipt = out.read[Mode.WITHOUT.value]
                 out.comparison_key = receipt["comparison_key"]
                 dists = receipt["provenance"]["runtime"].get("distributions") or {}
                 out.installed = dists.get(_distribution(receipt)) or out.installed
                 if out.verdict is Verdict.ERROR:
-                    out.stderr_tail = _failing_tail(run, ids, present)
+                    out.stderr_tail = _failing_tail(out.read, present)
         rows.append(out)
-    return _name_covering_verdicts(rows, run.manifest["rows"])
+    return _name_covering_verdicts(rows, planned)
 
 
 def _name_covering_verdicts(rows: list[VerdictRow],
-                            planned: Sequence[Mapping[str, Any]]) -> list[VerdictRow]:
+                            planned: Sequence[PlannedRow]) -> list[VerdictRow]:
     """A covered row's reason ends with what the covering entry's own row got in this run (on
     the same lane), or that it did not run here (``--only``, another shard)."""
     got: dict[tuple[str, str], list[str]] = {}
@@ -377,14 +352,14 @@ def _name_covering_verdicts(rows: list[VerdictRow],
         got.setdefault((r.entry_id, r.lane), []).append(r.verdict.value)
     for r, p in zip(rows, planned, strict=True):
         if r.verdict is Verdict.COVERED:
-            other = str(p.get("covered_by"))
+            other = str(p.covered_by)
             seen = sorted(set(got.get((other, r.lane), [])))
             r.reason += (f" {other} here: {', '.join(seen)}." if seen
                          else f" {other} did not run in this sweep.")
     return rows
 
 
-def _failing_tail(run: RunDir, ids: Mapping[Mode, str],
+def _failing_tail(read: Mapping[str, Mapping[str, Any]],
                   present: Mapping[Mode, Mapping[str, Any]]) -> str | None:
     # The case the reason names: without first, as in verdict_of. Receipts from before the
     # field existed have no tail; the reason alone stands then.
@@ -392,39 +367,8 @@ def _failing_tail(run: RunDir, ids: Mapping[Mode, str],
                  if m in present and CaseView.of(present[m]).outcome is RunOutcome.ERROR), None)
     if mode is None:
         return None
-    tail = run.read_receipt(ids[mode]).get("stderr_tail")
+    tail = read[mode.value].get("stderr_tail")
     return str(tail) if tail else None
-
-
-def _guard_verdict(without: Mapping[str, Any]) -> tuple[Verdict, str]:
-    """A retired entry: only the regression guard (without the overlay) runs."""
-    w = CaseView.of(without)
-    if w.outcome is RunOutcome.ERROR:
-        return Verdict.ERROR, f"without overlay: {w.stage}: {w.message}"
-    if w.outcome is RunOutcome.FAIL:
-        return Verdict.BROKEN, f"retired entry regressed: fails without the overlay again: " \
-                               f"{w.message}"
-    return Verdict.UPSTREAM_FIXED, "retired; the regression guard passes without the overlay"
-
-
-def _beyond_verdict(without: Mapping[str, Any], why: str,
-                    covered_by: str | None = None) -> tuple[Verdict, str]:
-    """An active entry past its gate: only the run without the overlay."""
-    w = CaseView.of(without)
-    if w.outcome is RunOutcome.ERROR:
-        return Verdict.ERROR, f"without overlay (past the gate): {w.stage}: {w.message}"
-    if w.outcome is RunOutcome.FAIL and covered_by:
-        return (Verdict.COVERED,
-                f"still fails without the overlay past the gate ({w.message[:80]}): the bug "
-                f"continues on this release, and {covered_by} (continued_by) guards it here. "
-                + why)
-    if w.outcome is RunOutcome.FAIL:
-        return (Verdict.STILL_AFFECTED,
-                f"still fails without the overlay past the gate ({w.message[:80]}): the bug "
-                "outlives the gate; review and extend applies_to. " + why)
-    return (Verdict.UPSTREAM_FIXED,
-            "passes without the overlay past the gate: retirement candidate (reproducer stays "
-            "as a guard). " + why)
 
 
 def _distribution(receipt: Mapping[str, Any]) -> str | None:
@@ -445,20 +389,15 @@ def new_run(registry: Registry, path: Path, *, lanes: Iterable[Lane] | None,
     run = RunDir.create(path, {**header, "lanes": wanted, "shard": str(shard),
                                "cuda_devices": gpus})
     rows = plan(registry, wanted, gpus, set(only) if only else None, shard)
-    run.manifest["rows"] = rows
+    run.manifest["rows"] = [row.as_dict() for row in rows]
     run.save()
-    retired = {e.id for e in registry.entries if not e.active}
+    # Each row's kind says which modes run: both ways, or without the overlay only (past the
+    # gate, where the overlay never applies; a retired entry's regression guard).
     for row in rows:
-        if row["skip"] is None:
-            # A retired entry's overlay is never applied: its reproducer runs without it only,
-            # as the regression guard that upstream stays fixed. Past an active entry's gate
-            # likewise: the overlay never applies outside its gate.
-            guard_only = row["entry_id"] in retired or row.get("beyond")
-            modes = (Mode.WITHOUT,) if guard_only else (Mode.WITHOUT, Mode.WITH)
-            for mode in modes:
-                cid = case_id(row["entry_id"], row["lane"], row["world_size"], mode)
-                run.add_case(cid, {"entry_id": row["entry_id"], "lane": row["lane"],
-                                   "world_size": row["world_size"], "mode": mode.value})
+        for mode in row.modes:
+            cid = case_id(row.entry_id, row.lane, row.world_size, mode)
+            run.add_case(cid, {"entry_id": row.entry_id, "lane": row.lane,
+                               "world_size": row.world_size, "mode": mode.value})
     run.manifest["schedule"] = plan_schedule(_releases(registry, run), history=history,
                                              exclude=path, policy=schedule)
     run.save()

@@ -26,8 +26,9 @@ one way back from a string, with an error that lists the known verdicts.
 from __future__ import annotations
 
 import enum
+import re
 
-__all__ = ["ACTION", "SEVERITY", "Verdict"]
+__all__ = ["ACTION", "ASKS", "SEVERITY", "Verdict", "action"]
 
 
 class Verdict(str, enum.Enum):
@@ -68,3 +69,21 @@ ACTION: dict[Verdict, str] = {
     Verdict.SKIPPED: "nothing: the gate or the lane keeps the case out",
 }
 """What each verdict asks a maintainer to do: the summary, JUnit and HTML reports say it."""
+
+ASKS: dict[Verdict, str] = {
+    Verdict.GUARDING: "nothing", Verdict.UPSTREAM_FIXED: "retire candidate",
+    Verdict.STILL_AFFECTED: "extend the gate", Verdict.COVERED: "nothing",
+    Verdict.BROKEN: "fix the overlay", Verdict.ERROR: "investigate", Verdict.SKIPPED: "nothing",
+}
+"""What a verdict asks, in two words (the whole sentence is :data:`ACTION`)."""
+
+
+def action(verdict: Verdict, entry_id: str | None = None, run_dir: str | None = None) -> str:
+    """:data:`ACTION` for ``verdict`` with a row's entry id (``ID``) and run directory
+    (``RUN``) filled in where given: the sentence every report prints."""
+    text = ACTION[verdict]
+    if entry_id:
+        text = re.sub(r"\bID\b", entry_id, text)
+    if run_dir:
+        text = re.sub(r"\bRUN\b", run_dir, text)
+    return text

@@ -34,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import PatchlaneError
+from ..evidence.index import read_index
 from ..evidence.verdicts import Verdict
 from ..exit_codes import ExitCode
 from ..gates import locate_source, resolve_version
@@ -185,30 +186,35 @@ class AffectedRow:
     """The reproducer's message without the overlay (the failing output)."""
 
 
+def _not_a_run(text: str) -> DraftError:
+    return DraftError(f"not a sweep run directory: {text}")
+
+
 def affected_rows(entry: Entry, run_dirs: list[Path]) -> list[AffectedRow]:
     """``entry``'s rows in each run directory's ``index.json``, with the interpreter and the
     without-overlay message from the receipt. A directory that is not a sweep's is named."""
     rows: list[AffectedRow] = []
     for run_dir in run_dirs:
-        index_path = run_dir / "index.json"
         try:
-            index = json.loads(index_path.read_text(encoding="utf-8"))
-            for row in index["rows"]:
-                if row["entry_id"] != entry.id or not row.get("receipts"):
-                    continue
-                receipt = json.loads((run_dir / row["receipts"]["without"])
+            index = read_index(run_dir, _not_a_run)
+        except OSError as exc:
+            raise _not_a_run(f"{run_dir}: {type(exc).__name__}: {exc}. Fix: pass --evidence "
+                             "RUN_DIR written by `patchlane sweep`") from None
+        for row in index.rows:
+            if row.entry_id != entry.id or not row.receipts:
+                continue
+            try:
+                receipt = json.loads((run_dir / row.receipts["without"])
                                      .read_text(encoding="utf-8"))
                 runtime = receipt["provenance"]["runtime"]
-                rows.append(AffectedRow(
-                    run=str(index["run_id"]), release=row.get("installed"),
-                    python=runtime.get("python"), lane=row["lane"],
-                    world_size=row["world_size"],
-                    verdict=Verdict.parse(row["verdict"], f"{index_path}: {entry.id}"),
-                    without=str(receipt.get("message", ""))))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise DraftError(f"{run_dir}: not a sweep run directory ({type(exc).__name__}: "
-                             f"{exc}). Fix: pass --evidence RUN_DIR written by `patchlane "
-                             "sweep`") from None
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise DraftError(f"{run_dir}: not a sweep run directory ({type(exc).__name__}: "
+                                 f"{exc}). Fix: pass --evidence RUN_DIR written by `patchlane "
+                                 "sweep`") from None
+            rows.append(AffectedRow(
+                run=index.run_id, release=row.installed, python=runtime.get("python"),
+                lane=row.lane, world_size=row.world_size, verdict=row.verdict,
+                without=str(receipt.get("message", ""))))
     return rows
 
 

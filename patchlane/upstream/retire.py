@@ -36,6 +36,7 @@ import yaml
 
 from ..audit import Outcome
 from ..errors import PatchlaneError
+from ..evidence.index import read_index
 from ..evidence.verdicts import Verdict
 from ..exit_codes import ExitCode
 from ..files import atomic_write
@@ -95,28 +96,22 @@ def read_sweep_rows(entry: Entry, run_dir: Path) -> list[SweepRow]:
     probe, each row's with-overlay receipt). A file that is not what ``patchlane sweep``
     writes raises :class:`RetireError` naming it."""
     index_path = run_dir / "index.json"
-    index = _read_json(index_path)
+    index = read_index(run_dir, RetireError)
     rows = []
-    try:
-        for row in index["rows"]:
-            if row["entry_id"] != entry.id:
-                continue
-            try:
-                verdict = Verdict.parse(row["verdict"], where=f"{index_path}: {entry.id}")
-            except ValueError as exc:
-                raise RetireError(str(exc)) from None
-            receipts = row.get("receipts") or {}
-            # With the overlay: the decision the probe made. Past the gate (and for a retired
-            # entry) only the case without it ran: the probe was asked there, not acted on.
-            probe = (_probe_outcome(run_dir / receipts["with"]) if receipts.get("with")
-                     else _probe_asked(run_dir / receipts["without"]) if receipts.get("without")
-                     else None)
-            rows.append(SweepRow(run=index["run_id"], lane=row["lane"],
-                                 world_size=row["world_size"], verdict=verdict,
-                                 installed=row.get("installed"), probe=probe))
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise RetireError(f"{index_path}: not a sweep index ({type(exc).__name__}: {exc}). "
-                          "Fix: pass a run directory written by `patchlane sweep`") from None
+    for row in index.rows:
+        if row.entry_id != entry.id:
+            continue
+        # With the overlay: the decision the probe made. Past the gate (and for a retired
+        # entry) only the case without it ran: the probe was asked there, not acted on.
+        try:
+            probe = (_probe_outcome(run_dir / row.receipts["with"]) if row.receipts.get("with")
+                     else _probe_asked(run_dir / row.receipts["without"])
+                     if row.receipts.get("without") else None)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise RetireError(f"{index_path}: not a sweep index ({type(exc).__name__}: {exc}). "
+                              "Fix: pass a run directory written by `patchlane sweep`") from None
+        rows.append(SweepRow(run=index.run_id, lane=row.lane, world_size=row.world_size,
+                             verdict=row.verdict, installed=row.installed, probe=probe))
     return rows
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from patchlane.evidence.index import RunIndex
 from patchlane.evidence.manifest import RunDir, case_id
 from patchlane.evidence.reports import load_index, write_reports
 from patchlane.evidence.reproduce import Mode
@@ -41,7 +42,7 @@ def night(root: Path, name: str, created: str, rows: list[VerdictRow],
     run = RunDir.create(root / name, {"run_id": name, "shard": "1/1", "lanes": ["cpu"],
                                       "patch_set": "sha256:feed"})
     run.manifest["created"] = created
-    return write_reports(run, rows, **kwargs)
+    return write_reports(run, rows, **kwargs).as_dict()
 
 
 class Links(HTMLParser):
@@ -176,8 +177,9 @@ def test_an_unreadable_run_under_the_root_is_left_out_and_said(tmp_path: Path) -
 
 
 def test_run_classes() -> None:
-    def idx(*rows: dict[str, Any], shard: str = "1/1") -> dict[str, Any]:
-        return {"shard": shard, "rows": list(rows)}
+    def idx(*rows: dict[str, Any], shard: str = "1/1") -> RunIndex:
+        return RunIndex.from_dict({"run_id": "r", "created": "", "shard": shard,
+                                   "rows": list(rows)})
 
     def r(entry: str, dists: dict[str, str], torch: str = "2.13.0") -> dict[str, Any]:
         return {"entry_id": entry, "lane": "cpu", "world_size": 1, "verdict": "guarding",
@@ -229,7 +231,7 @@ def test_links_provenance_and_the_failing_rank(tmp_path: Path) -> None:
     # rank 1 died first; the sweep names the first rank in error: rank 0
     v = VerdictRow("e", "cuda", 2, Verdict.ERROR, "without overlay: run: RuntimeError",
                    "0.19.2", receipts={"without": rel}, stderr_tail="rank 0 waited")
-    index = write_reports(run, [v])
+    index = write_reports(run, [v]).as_dict()
     (out,) = index["rows"]
     assert out["links"]["receipts"] == {"without": f"receipts/{cid}.json"}
     assert out["links"]["logs"]["without"] == [

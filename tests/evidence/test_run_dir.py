@@ -129,7 +129,7 @@ ROWS = [
 def test_reports_list_rows_worst_first_and_count_them(tmp_path: Path,
                                                       fsynced: list[str]) -> None:
     run = RunDir.create(tmp_path / "run", {"run_id": "r"})
-    index = write_reports(run, ROWS)
+    index = write_reports(run, ROWS).as_dict()
     assert index["counts"] == {"guarding": 1, "error": 1, "upstream-fixed": 1, "broken": 1,
                                "skipped": 1}
     summary = (run.path / "summary.md").read_text()

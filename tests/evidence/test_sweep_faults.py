@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from patchlane.evidence.index import RunIndex
 from patchlane.evidence.manifest import RunDir
 from patchlane.evidence.receipts import validate
 from patchlane.evidence.reports import compare, load_index, write_reports
@@ -141,7 +142,7 @@ def test_killed_sweep_resumes_without_redoing_or_losing_cases(fake_target: FakeT
         assert after[name] == data, f"{name} was redone or rewritten on resume"
     manifest = RunDir.open(run_dir).manifest
     assert all(c["state"] in ("ok", "failed") for c in manifest["cases"].values())
-    assert [r["verdict"] for r in load_index(run_dir)["rows"]] == ["guarding"] * 3
+    assert [r["verdict"] for r in load_index(run_dir).as_dict()["rows"]] == ["guarding"] * 3
 
 
 def test_shards_split_the_rows_without_overlap(fake_target: FakeTarget, tmp_path: Path) -> None:
@@ -151,7 +152,7 @@ def test_shards_split_the_rows_without_overlap(fake_target: FakeTarget, tmp_path
     for i in (1, 2, 3):
         run = new_run(registry, tmp_path / f"s{i}", lanes=["cpu"], only=None,
                       shard=Shard(i, 3), header={"run_id": f"s{i}"})
-        owned.append({r["entry_id"] for r in run.manifest["rows"]})
+        owned.append({r["entry_id"] for r in run.manifest["rows"]})  # the manifest's JSON
     assert sum(len(o) for o in owned) == 5
     assert set().union(*owned) == {e.id for e in registry.entries}
     with pytest.raises(ValueError, match="1-based"):
@@ -173,12 +174,13 @@ def test_reports_and_compare_within_the_same_class(fake_target: FakeTarget,
     suite = ET.parse(run.path / "junit.xml").getroot()
     assert suite.get("tests") == "1" and suite.get("failures") == "0"
     # same class, verdict changed: a change
-    second = json.loads(json.dumps(first))
+    second = json.loads(json.dumps(first.as_dict()))
     second["rows"][0]["verdict"] = "broken"
-    assert [c["kind"] for c in compare(first, second)] == ["verdict-changed"]
+    assert [c["kind"] for c in compare(first, RunIndex.from_dict(second))] == \
+        ["verdict-changed"]
     # other upstream version: a class change, not a regression
     second["rows"][0]["comparison_key"]["distributions"][fake_target.distribution] = "1.3.0"
-    (change,) = compare(first, second)
+    (change,) = compare(first, RunIndex.from_dict(second))
     assert change["kind"] == "class-changed"
     assert change["differs"]["distributions"]
     html = (run.path / "report.html").read_text()

@@ -13,34 +13,28 @@ exist, so the page works opened from a file path, from an unpacked CI artifact, 
 Everything a run supplies (reasons, log tails, entry text, versions, URLs) passes through
 :func:`html.escape`: reasons quote arbitrary exception messages.
 
-The page reads only the index (``index.json``'s data, built by
-:mod:`patchlane.evidence.reports`) and the history runs it is given: it can be rebuilt from a
-run directory alone.
+The page reads only the index (:class:`~patchlane.evidence.index.RunIndex`, built by
+:mod:`patchlane.evidence.reports.build`) and the history runs it is given: it can be rebuilt
+from a run directory alone.
 """
 
 from __future__ import annotations
 
 import html
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from .runs import row_key
-from .verdicts import ACTION, SEVERITY, Verdict
+from ..index import IndexRow, RunIndex, by_severity, printable
+from ..verdicts import ASKS, SEVERITY, Verdict, action
 
-__all__ = ["ASKS", "COLOURS", "HistoryRun", "by_severity", "page", "verdict"]
+__all__ = ["COLOURS", "HistoryRun", "page"]
 
 COLOURS = {Verdict.GUARDING: "#2e7d32", Verdict.UPSTREAM_FIXED: "#1565c0",
            Verdict.STILL_AFFECTED: "#6a1b9a", Verdict.COVERED: "#00695c",
            Verdict.BROKEN: "#c62828",
            Verdict.ERROR: "#ef6c00", Verdict.SKIPPED: "#757575"}
-ASKS = {Verdict.GUARDING: "nothing", Verdict.UPSTREAM_FIXED: "retire candidate",
-        Verdict.STILL_AFFECTED: "extend the gate", Verdict.COVERED: "nothing",
-        Verdict.BROKEN: "fix the overlay",
-        Verdict.ERROR: "investigate", Verdict.SKIPPED: "nothing"}
-"""What a verdict asks, in two words (the whole sentence is :data:`ACTION`)."""
 # Rows that ask a maintainer for something, and the section each one goes to.
 _SECTIONS = ((Verdict.ERROR, "errors", "Errors"), (Verdict.BROKEN, "broken", "Broken"),
              (Verdict.STILL_AFFECTED, "maintainer", "For a maintainer"),
@@ -85,19 +79,9 @@ class HistoryRun:
     """An earlier run shown in the history: its index, the relative link to its page (None
     when it has none), and how its comparison class differs from this run's (empty: same)."""
 
-    index: dict[str, Any]
+    index: RunIndex
     href: str | None = None
     differs: list[str] = field(default_factory=list)
-
-
-def verdict(row: Mapping[str, Any]) -> Verdict:
-    """A row's verdict, read back from an index (this run's or an earlier one's)."""
-    return Verdict.parse(row["verdict"], f"index row {row_key(dict(row))}")
-
-
-def by_severity(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(rows, key=lambda r: (SEVERITY.index(verdict(r)), r["entry_id"], r["lane"],
-                                       r["world_size"]))
 
 
 # -- small pieces ------------------------------------------------------------------------------
@@ -134,21 +118,18 @@ def _github_label(url: str) -> str:
 
 
 def _action(v: Verdict, entry_id: str, run_dir: str | None) -> str:
-    """:data:`ACTION` for ``v`` with this row's id and run directory filled in, the command in
+    """What ``v`` asks with this row's id and run directory filled in, the command in
     ``<code>``."""
-    text = re.sub(r"\bID\b", entry_id, ACTION[v])
-    if run_dir:
-        text = re.sub(r"\bRUN\b", run_dir, text)
-    pieces = text.split("`")
+    pieces = action(v, entry_id, run_dir).split("`")
     return "".join(f"<code>{_e(p)}</code>" if i % 2 else _e(p) for i, p in enumerate(pieces))
 
 
-def _anchor(row: Mapping[str, Any]) -> str:
-    return f"error-{row['entry_id']}-{row['lane']}-ws{row['world_size']}"
+def _anchor(row: IndexRow) -> str:
+    return f"error-{row.entry_id}-{row.lane}-ws{row.world_size}"
 
 
-def _row_id(row: Mapping[str, Any]) -> str:
-    return f"row-{row['entry_id']}-{row['lane']}-ws{row['world_size']}"
+def _row_id(row: IndexRow) -> str:
+    return f"row-{row.entry_id}-{row.lane}-ws{row.world_size}"
 
 
 def _cell(v: Verdict, title: str, href: str | None = None) -> str:
@@ -161,19 +142,18 @@ def _cell(v: Verdict, title: str, href: str | None = None) -> str:
 
 # -- sections ----------------------------------------------------------------------------------
 
-def _header(index: dict[str, Any]) -> str:
-    counts = index.get("counts") or {}
-    chips = " ".join(_chip(v, f"{v.value} {counts[v.value]}") for v in SEVERITY
-                     if counts.get(v.value)) or '<span class="muted">nothing ran</span>'
-    return (f"<h1>patchlane sweep {_e(index['run_id'])}</h1>"
-            f'<p>{chips} <span class="muted">· {len(index["rows"])} row(s) · created '
-            f"{_e(index.get('created'))} · updated {_e(index.get('updated'))} · shard "
-            f"{_e(index.get('shard') or '1/1')}</span></p>")
+def _header(index: RunIndex) -> str:
+    chips = " ".join(_chip(v, f"{v.value} {index.count(v)}") for v in SEVERITY
+                     if index.count(v)) or '<span class="muted">nothing ran</span>'
+    return (f"<h1>patchlane sweep {_e(index.run_id)}</h1>"
+            f'<p>{chips} <span class="muted">· {len(index.rows)} row(s) · created '
+            f"{_e(index.created)} · updated {_e(index.updated)} · shard "
+            f"{_e(index.shard or '1/1')}</span></p>")
 
 
-def _changes(index: dict[str, Any]) -> str:
-    cmp = index.get("compare")
-    lineage = index.get("lineage") or {}
+def _changes(index: RunIndex) -> str:
+    cmp = index.compare
+    lineage = index.lineage or {}
     root = lineage.get("runs_root")
     if not cmp:
         text = ("No earlier run of this comparison class"
@@ -191,12 +171,12 @@ def _changes(index: dict[str, Any]) -> str:
     how = ("named with --compare" if cmp.get("how") == "compare"
            else "the latest earlier run of the same comparison class"
            + (f" under <code>{_e(root)}</code>" if root else ""))
-    now = {row_key(r): r for r in index["rows"]}
+    now = {r.key: r for r in index.rows}
     items = []
     for c in cmp.get("changes") or []:
         key, kind = str(c["key"]), c["kind"]
         label = f'<a href="#{_e(_row_id(now[key]))}">{_e(key)}</a>' if key in now else _e(key)
-        reason = (f'<br><span class="reason small">{_e(now[key]["reason"])}</span>'
+        reason = (f'<br><span class="reason small">{_e(now[key].reason)}</span>'
                   if key in now else "")
         if kind == "verdict-changed":
             items.append(f"<li><b>{label}</b>: {_chip(Verdict.parse(c['was']))} → "
@@ -230,8 +210,8 @@ def _values(value: Any) -> str:
     return _e(value)
 
 
-def _provenance(index: dict[str, Any]) -> str:
-    p = index.get("provenance") or {}
+def _provenance(index: RunIndex) -> str:
+    p = index.provenance
     dists = p.get("distributions") or {}
     targets = ", ".join(f"{_e(name)} {_values(versions)}" for name, versions in dists.items()
                         if name != "torch") or '<span class="muted">none imported</span>'
@@ -311,107 +291,97 @@ def _upstream(info: Mapping[str, Any], *, compact: bool = False) -> str:
     return " · ".join(parts)
 
 
-_MODES = ("without", "with")
-
-
-def _evidence(row: Mapping[str, Any]) -> str:
+def _evidence(row: IndexRow) -> str:
     """Links to the row's receipts and rank logs (the failing rank's marked)."""
-    links = row.get("links") or {}
-    failing = links.get("failing") or {}
-    receipts = links.get("receipts") or {}
-    logs = links.get("logs") or {}
-    modes = [m for m in _MODES if m in receipts or m in logs]
+    failing = row.failing
+    receipts = row.receipt_links()
     parts = []
     if receipts:
-        parts.append("receipts: " + " ".join(_local(receipts[m], m) for m in modes
-                                              if m in receipts))
+        parts.append("receipts: " + " ".join(_local(path, m) for m, path in receipts))
     names = []
-    for mode in modes:
-        for rank in logs.get(mode, []):
-            text = f"{mode} r{rank.get('rank')}"
-            link = (_local(rank["path"], text) if rank.get("path")
-                    else f'<span class="muted">{_e(text)} (not kept)</span>')
-            if failing.get("mode") == mode and failing.get("rank") == rank.get("rank"):
-                link = f"<b>{link} (failing)</b>"
-            names.append(link)
+    for mode, rank in row.log_links():
+        text = f"{mode} r{rank.get('rank')}"
+        link = (_local(rank["path"], text) if rank.get("path")
+                else f'<span class="muted">{_e(text)} (not kept)</span>')
+        if failing.get("mode") == mode and failing.get("rank") == rank.get("rank"):
+            link = f"<b>{link} (failing)</b>"
+        names.append(link)
     if names:
         parts.append("logs: " + " ".join(names))
     return "<br>".join(parts) or '<span class="muted">no case ran</span>'
 
 
-def _gate(row: Mapping[str, Any], info: Mapping[str, Any]) -> str:
-    gate = info.get("applies_to") or row.get("applies_to")
+def _gate(row: IndexRow, index: RunIndex) -> str:
+    gate = index.gate(row)
     return (f'<code class="gate">{_e(gate)}</code>' if gate
             else '<span class="muted">unknown</span>')
 
 
-def _tail(row: Mapping[str, Any]) -> str:
-    failing = (row.get("links") or {}).get("failing") or {}
-    tail = failing.get("tail") or row.get("stderr_tail")
+def _tail(row: IndexRow) -> str:
+    failing = row.failing
+    tail = row.tail
     if not tail:
         return ""
     whose = (f"rank {failing.get('rank')}'s log ({failing.get('mode')} overlay)"
              if failing else "the failing rank's log")
     if failing.get("log"):
         whose = _local(failing["log"], whose)
-    return f"<p>Last lines of {whose}:</p><pre>{_e(_printable(str(tail)))}</pre>"
+    return f"<p>Last lines of {whose}:</p><pre>{_e(printable(tail))}</pre>"
 
 
-def _card(row: dict[str, Any], index: dict[str, Any]) -> str:
-    v = verdict(row)
-    info = (index.get("entries") or {}).get(row["entry_id"]) or {}
+def _card(row: IndexRow, index: RunIndex) -> str:
+    v = row.verdict
+    info = index.entry_info(row.entry_id)
     anchor = _anchor(row) if v is Verdict.ERROR else f"attention-{_row_id(row)}"
     summary = (f'<p class="muted small">{_e(info["summary"])}</p>' if info.get("summary")
                else "")
     return (
         f'<div class="card" style="border-left-color:{COLOURS[v]}" id="{_e(anchor)}">'
-        f"<h3>{_e(row_key(row))} {_chip(v)} <span class=\"muted\">on "
-        f"{_e(row.get('installed') or 'unknown')}</span></h3>{summary}"
-        f'<p><b>why:</b> <span class="reason">{_e(row["reason"])}</span></p>'
-        f"<p><b>asks:</b> {_action(v, row['entry_id'], index.get('run_dir'))}</p>"
-        f"<p><b>gate:</b> {_gate(row, info)} · <b>upstream:</b> {_upstream(info)}</p>"
+        f"<h3>{_e(row.key)} {_chip(v)} <span class=\"muted\">on "
+        f"{_e(row.installed or 'unknown')}</span></h3>{summary}"
+        f'<p><b>why:</b> <span class="reason">{_e(row.reason)}</span></p>'
+        f"<p><b>asks:</b> {_action(v, row.entry_id, index.run_dir)}</p>"
+        f"<p><b>gate:</b> {_gate(row, index)} · <b>upstream:</b> {_upstream(info)}</p>"
         f'<p class="small"><b>evidence:</b> {_evidence(row).replace("<br>", " · ")}</p>'
         f"{_tail(row) if v is Verdict.ERROR else ''}</div>"
     )
 
 
-def _attention(index: dict[str, Any]) -> str:
-    rows = by_severity(index["rows"])
+def _attention(index: RunIndex) -> str:
+    rows = by_severity(index.rows)
     out, done = [], set()
     for _, slug, title in _SECTIONS:
         if slug in done:
             continue
         done.add(slug)
         wanted = {v for v, s, _ in _SECTIONS if s == slug}
-        cards = [_card(r, index) for r in rows if verdict(r) in wanted]
+        cards = [_card(r, index) for r in rows if r.verdict in wanted]
         if cards:
             out.append(f'<section id="{slug}"><h2>{_e(title)}</h2>{"".join(cards)}</section>')
     if not out:
-        counts = index.get("counts") or {}
-        text = ", ".join(f"{counts[v.value]} {v.value}" for v in SEVERITY if counts.get(v.value))
+        text = ", ".join(f"{index.count(v)} {v.value}" for v in SEVERITY if index.count(v))
         return (f'<section id="attention"><h2>Needs you</h2><p class="ok">Nothing needs you'
                 f"{': ' + _e(text) if text else ''}.</p></section>")
     return "".join(out)
 
 
-def _rows(index: dict[str, Any]) -> str:
-    entries = index.get("entries") or {}
+def _rows(index: RunIndex) -> str:
     body = []
-    for row in by_severity(index["rows"]):
-        v = verdict(row)
-        info = entries.get(row["entry_id"]) or {}
-        entry = f"<b>{_e(row['entry_id'])}</b>"
+    for row in by_severity(index.rows):
+        v = row.verdict
+        info = index.entry_info(row.entry_id)
+        entry = f"<b>{_e(row.entry_id)}</b>"
         if info.get("summary"):
             entry += f'<br><span class="muted small">{_e(info["summary"])}</span>'
         if info.get("status") and info["status"] != "active":
             entry += f' <span class="muted small">({_e(info["status"])})</span>'
-        reason = f'<span class="reason">{_e(row["reason"])}</span>'
+        reason = f'<span class="reason">{_e(row.reason)}</span>'
         if v is Verdict.ERROR:
             reason += f'<br><a class="small" href="#{_e(_anchor(row))}">log tail</a>'
         body.append(
             f'<tr id="{_e(_row_id(row))}"><td>{entry}</td>'
-            f"<td class=\"nowrap\">{_e(row['lane'])} ws={_e(row['world_size'])}</td>"
-            f"<td>{_e(row.get('installed') or '-')}</td><td>{_gate(row, info)}</td>"
+            f"<td class=\"nowrap\">{_e(row.lane)} ws={_e(row.world_size)}</td>"
+            f"<td>{_e(row.installed or '-')}</td><td>{_gate(row, index)}</td>"
             f"<td>{_chip(v)}</td><td class=\"reason\">{reason}</td>"
             f"<td><b>{_e(ASKS[v])}</b></td>"
             f'<td class="small">{_upstream(info, compact=True)}</td>'
@@ -422,10 +392,10 @@ def _rows(index: dict[str, Any]) -> str:
             f"<tr>{head}</tr>{''.join(body)}</table></div></section>")
 
 
-def _grid(index: dict[str, Any]) -> str:
-    columns = sorted({(r["lane"], r["world_size"]) for r in index["rows"]})
-    entries = sorted({r["entry_id"] for r in index["rows"]})
-    by = {(r["entry_id"], r["lane"], r["world_size"]): r for r in index["rows"]}
+def _grid(index: RunIndex) -> str:
+    columns = sorted({(r.lane, r.world_size) for r in index.rows})
+    entries = sorted({r.entry_id for r in index.rows})
+    by = {(r.entry_id, r.lane, r.world_size): r for r in index.rows}
     head = "".join(f"<th>{_e(lane)} ws={_e(ws)}</th>" for lane, ws in columns)
     body = []
     for entry in entries:
@@ -435,18 +405,17 @@ def _grid(index: dict[str, Any]) -> str:
             if row is None:
                 cells.append("<td></td>")
             else:
-                v = verdict(row)
-                cells.append(_cell(v, row["reason"], _anchor(row) if v is Verdict.ERROR
+                v = row.verdict
+                cells.append(_cell(v, row.reason, _anchor(row) if v is Verdict.ERROR
                                    else None))
         body.append(f"<tr><th>{_e(entry)}</th>{''.join(cells)}</tr>")
     return (f'<section id="grid"><h2>Grid</h2><table><tr><th>entry</th>{head}</tr>'
             f"{''.join(body)}</table></section>")
 
 
-def _history(index: dict[str, Any], history: Sequence[HistoryRun]) -> str:
-    lineage = index.get("lineage") or {}
-    runs = sorted(history, key=lambda h: (str(h.index.get("created")),
-                                          str(h.index.get("run_id"))))
+def _history(index: RunIndex, history: Sequence[HistoryRun]) -> str:
+    lineage = index.lineage or {}
+    runs = sorted(history, key=lambda h: (h.index.created, h.index.run_id))
     notes = []
     root = lineage.get("runs_root")
     if root:
@@ -465,26 +434,26 @@ def _history(index: dict[str, Any], history: Sequence[HistoryRun]) -> str:
     if not runs:
         return (f'<section id="history"><h2>History</h2>{note}<p>No earlier run to show yet: '
                 "the history starts with this one.</p></section>")
-    keys = [row_key(r) for r in by_severity(index["rows"])]
+    keys = [r.key for r in by_severity(index.rows)]
     seen = set(keys)
     for run in runs:
-        for r in run.index["rows"]:
-            if row_key(r) not in seen:
-                seen.add(row_key(r))
-                keys.append(row_key(r))
+        for r in run.index.rows:
+            if r.key not in seen:
+                seen.add(r.key)
+                keys.append(r.key)
     columns = [*runs, HistoryRun(index, None, [])]
     heads = []
     for run in columns[:-1]:
-        label = (_local(run.href, run.index["run_id"]) if run.href
-                 else _e(run.index["run_id"]))
+        label = (_local(run.href, run.index.run_id) if run.href
+                 else _e(run.index.run_id))
         extra = (f'<br><span class="small">other class: {_e("; ".join(run.differs))}</span>'
                  if run.differs else "")
         cls = ' class="other"' if run.differs else ""
         heads.append(f"<th{cls}>{label}<br>"
-                     f'<span class="muted">{_e(str(run.index.get("created"))[:16])}</span>'
+                     f'<span class="muted">{_e(run.index.created[:16])}</span>'
                      f"{extra}</th>")
-    heads.append(f"<th>{_e(index['run_id'])}<br><span class=\"muted\">this run</span></th>")
-    maps = [{row_key(r): r for r in run.index["rows"]} for run in columns]
+    heads.append(f"<th>{_e(index.run_id)}<br><span class=\"muted\">this run</span></th>")
+    maps = [{r.key: r for r in run.index.rows} for run in columns]
     body = []
     for key in keys:
         cells, before = [], None
@@ -493,11 +462,11 @@ def _history(index: dict[str, Any], history: Sequence[HistoryRun]) -> str:
             if row is None:
                 cells.append("<td></td>")
                 continue
-            v = verdict(row)
+            v = row.verdict
             changed = before is not None and before is not v
             cells.append(f'<td class="{"changed" if changed else ""}" '
                          f'style="background:{COLOURS[v]};color:#fff" '
-                         f'title="{_e(row.get("reason", ""))}">{_e(v.value)}</td>')
+                         f'title="{_e(row.reason)}">{_e(v.value)}</td>')
             before = v
         body.append(f"<tr><th>{_e(key)}</th>{''.join(cells)}</tr>")
     return (f'<section id="history"><h2>History</h2>{note}<table class="hist"><tr><th>row</th>'
@@ -506,27 +475,22 @@ def _history(index: dict[str, Any], history: Sequence[HistoryRun]) -> str:
             "</section>")
 
 
-def _legend(index: dict[str, Any]) -> str:
-    seen = {verdict(r) for r in index["rows"]}
+def _legend(index: RunIndex) -> str:
+    seen = {r.verdict for r in index.rows}
     items = "".join(f"<li>{_chip(v)} {_e(ASKS[v])}: {_action(v, 'ID', None)}</li>"
                     for v in SEVERITY if v in seen)
     return (f'<section id="legend"><h2>What each verdict asks</h2><ul>{items}</ul></section>'
             if items else "")
 
 
-def _printable(text: str) -> str:
-    # Tails are already free of control characters; this guards receipts written before that.
-    return "".join(c if c in "\t\n" or c >= " " else "\ufffd" for c in text)
-
-
-def page(index: dict[str, Any], history: Sequence[HistoryRun | dict[str, Any]] = ()) -> str:
-    """The page for ``index`` (this run's index data) with ``history`` (earlier runs)."""
+def page(index: RunIndex, history: Sequence[HistoryRun | RunIndex] = ()) -> str:
+    """The page for ``index`` (this run's index) with ``history`` (earlier runs)."""
     runs = [h if isinstance(h, HistoryRun) else HistoryRun(h) for h in history]
-    version = (index.get("provenance") or {}).get("patchlane") or ""
+    version = index.provenance.get("patchlane") or ""
     return (
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>patchlane sweep {_e(index['run_id'])}</title><style>{_CSS}</style></head>"
+        f"<title>patchlane sweep {_e(index.run_id)}</title><style>{_CSS}</style></head>"
         f"<body>{_header(index)}{_changes(index)}{_provenance(index)}{_attention(index)}"
         f"{_rows(index)}{_grid(index)}{_history(index, runs)}{_legend(index)}"
         f'<p class="muted small">patchlane {_e(version)}'

@@ -1,0 +1,277 @@
+"""The run index (``index.json``): one typed model for every reader of a run directory.
+
+A sweep writes one index per run directory (:mod:`patchlane.evidence.reports`); the page, the
+markdown summary, JUnit, the comparison with earlier runs (:mod:`patchlane.evidence.runs`),
+``patchlane retire``, ``patchlane draft`` and the release matrix read it back. They all read it
+through :class:`RunIndex` / :class:`IndexRow`, so the shape is known in one place and a verdict
+is parsed once, here, into :class:`~patchlane.evidence.verdicts.Verdict`.
+
+The JSON stays as it was (``schema_version`` 1, the same keys in the same order): an index
+written before this model loads, and a run directory written now reads with older tools.
+Nested evidence that only the page renders (links, provenance, entry info, the comparison,
+the lineage) is kept as JSON data inside the typed record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..files import atomic_write_json
+from .verdicts import SEVERITY, Verdict
+
+__all__ = ["INDEX_SCHEMA", "MAX_INDEX_BYTES", "IndexRow", "RunIndex", "by_severity", "printable",
+           "read_index", "row_key"]
+
+INDEX_SCHEMA = 1
+MAX_INDEX_BYTES = 16 * 2**20
+"""An index larger than this is not read: a year of nightlies is read one index each."""
+
+_MODES = ("without", "with")
+"""The two ways a case runs, in the order reports list them."""
+
+
+def row_key(entry_id: str, lane: str, world_size: int) -> str:
+    """The one name of a row, across runs: ``entry[lane-wsN]``."""
+    return f"{entry_id}[{lane}-ws{world_size}]"
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """One row of a run: an entry on a lane and world size, its verdict and its evidence."""
+
+    entry_id: str
+    lane: str
+    world_size: int
+    verdict: Verdict
+    reason: str
+    installed: str | None = None
+    receipts: Mapping[str, str] = field(default_factory=dict)
+    """Mode (``without`` / ``with``) -> receipt path relative to the run directory."""
+    comparison_key: Mapping[str, Any] | None = None
+    stderr_tail: str | None = None
+    links: Mapping[str, Any] = field(default_factory=dict)
+    """Receipts, rank logs and the failing rank (with its log tail), relative to the run."""
+    applies_to: str | None = None
+
+    @property
+    def key(self) -> str:
+        return row_key(self.entry_id, self.lane, self.world_size)
+
+    @property
+    def failing(self) -> Mapping[str, Any]:
+        """The rank the verdict is about (mode, rank, log, tail); empty when none."""
+        return self.links.get("failing") or {}
+
+    @property
+    def tail(self) -> str | None:
+        """The failing rank's last log lines, else the case's."""
+        tail = self.failing.get("tail") or self.stderr_tail
+        return str(tail) if tail else None
+
+    def receipt_links(self) -> list[tuple[str, str]]:
+        """``(mode, path)`` of each receipt that exists, without first."""
+        receipts = self.links.get("receipts") or {}
+        return [(m, receipts[m]) for m in _MODES if m in receipts]
+
+    def log_links(self) -> list[tuple[str, Mapping[str, Any]]]:
+        """``(mode, rank record)`` of each rank log, without first."""
+        logs = self.links.get("logs") or {}
+        return [(m, rank) for m in _MODES for rank in logs.get(m, [])]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "entry_id": self.entry_id, "lane": self.lane, "world_size": self.world_size,
+            "verdict": self.verdict.value, "reason": self.reason, "installed": self.installed,
+            "receipts": dict(self.receipts), "comparison_key": self.comparison_key,
+            "stderr_tail": self.stderr_tail, "links": dict(self.links),
+            "applies_to": self.applies_to,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "index row") -> IndexRow:
+        """A row read back (KeyError, TypeError or ValueError naming ``where``)."""
+        if not isinstance(data, dict):
+            raise TypeError(f"{where}: a JSON {type(data).__name__}, not an object")
+        key = row_key(str(data["entry_id"]), str(data["lane"]), data["world_size"])
+        if not isinstance(data["world_size"], int):
+            raise TypeError(f"{where} {key}: world_size {data['world_size']!r} is not a number")
+        comparison = data.get("comparison_key")
+        return cls(
+            entry_id=str(data["entry_id"]), lane=str(data["lane"]),
+            world_size=data["world_size"],
+            verdict=Verdict.parse(data["verdict"], f"{where} {key}"),
+            reason=str(data.get("reason", "")),
+            installed=_str_or_none(data.get("installed")),
+            receipts=dict(data.get("receipts") or {}),
+            comparison_key=comparison if isinstance(comparison, dict) else None,
+            stderr_tail=_str_or_none(data.get("stderr_tail")),
+            links=dict(data.get("links") or {}),
+            applies_to=_str_or_none(data.get("applies_to")),
+        )
+
+
+def by_severity(rows: Iterable[IndexRow]) -> list[IndexRow]:
+    """Rows worst first (:data:`~patchlane.evidence.verdicts.SEVERITY`), then by key: the order
+    every report lists them in."""
+    return sorted(rows, key=lambda r: (SEVERITY.index(r.verdict), r.entry_id, r.lane,
+                                       r.world_size))
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters shown as U+FFFD: log tails are already cleaned when a
+    case runs; this guards receipts written before that."""
+    return "".join(c if c in "\t\n" or c >= " " else "\ufffd" for c in text)
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class RunIndex:
+    """A run directory's index: its header, provenance, entries and rows."""
+
+    run_id: str
+    created: str
+    rows: tuple[IndexRow, ...]
+    run_dir: str | None = None
+    updated: str | None = None
+    shard: str | None = None
+    lanes: tuple[str, ...] | None = None
+    registry_digest: str | None = None
+    patch_set: str | None = None
+    git: Mapping[str, Any] | None = None
+    counts: Mapping[Verdict, int] = field(default_factory=dict)
+    """Rows per verdict, in the order verdicts first appear among the rows."""
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    entries: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Entry id -> its gate, summary and upstream links as the registry gave them."""
+    comparison_class: Mapping[str, Any] | None = None
+    lineage: Mapping[str, Any] | None = None
+    """Where earlier runs were looked for and what was found (written with the reports)."""
+    compare: Mapping[str, Any] | None = None
+    """The comparison with the previous run, when there was one."""
+    schema_version: int = INDEX_SCHEMA
+
+    @staticmethod
+    def count_rows(rows: Iterable[IndexRow]) -> dict[Verdict, int]:
+        counts: dict[Verdict, int] = {}
+        for row in rows:
+            counts[row.verdict] = counts.get(row.verdict, 0) + 1
+        return counts
+
+    def count(self, verdict: Verdict) -> int:
+        return self.counts.get(verdict, 0)
+
+    def entry_info(self, entry_id: str) -> Mapping[str, Any]:
+        return self.entries.get(entry_id) or {}
+
+    def gate(self, row: IndexRow) -> str | None:
+        """The row's gate: the registry's, else what its receipts recorded."""
+        return self.entry_info(row.entry_id).get("applies_to") or row.applies_to
+
+    def row_keys(self) -> set[str]:
+        return {r.key for r in self.rows}
+
+    def replace(self, **changes: Any) -> RunIndex:
+        return dataclasses.replace(self, **changes)
+
+    # -- JSON --------------------------------------------------------------------------------
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "schema_version": self.schema_version,
+            "run_id": self.run_id,
+            "run_dir": self.run_dir,
+            "created": self.created,
+            "updated": self.updated,
+            "shard": self.shard,
+            "lanes": list(self.lanes) if self.lanes is not None else None,
+            "registry_digest": self.registry_digest,
+            "patch_set": self.patch_set,
+            "git": self.git,
+            "counts": {v.value: n for v, n in self.counts.items()},
+            "provenance": self.provenance,
+            "entries": self.entries,
+            "rows": [r.as_dict() for r in self.rows],
+        }
+        if self.comparison_class is not None:
+            out["comparison_class"] = self.comparison_class
+        if self.lineage is not None:
+            out["lineage"] = self.lineage
+        if self.compare is not None:
+            out["compare"] = self.compare
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "index") -> RunIndex:
+        """An index read back: KeyError, TypeError or ValueError naming what is wrong."""
+        if not isinstance(data, dict):
+            raise TypeError(f"{where}: a JSON {type(data).__name__}, not an object")
+        version = data.get("schema_version", INDEX_SCHEMA)
+        if version != INDEX_SCHEMA:
+            raise ValueError(f"{where}: schema_version {version!r}; this patchlane reads "
+                             f"{INDEX_SCHEMA}")
+        if not isinstance(data["rows"], list):
+            raise TypeError(f"{where}: rows is a JSON {type(data['rows']).__name__}, not a list")
+        rows = tuple(IndexRow.from_dict(r) for r in data["rows"])
+        run_id = str(data["run_id"])
+        # A sweep always writes `created`; a hand-made index for one row's evidence (retire,
+        # draft) may leave it out. Comparisons across runs refuse such an index (runs.load).
+        created = data.get("created", "")
+        if not isinstance(created, str):
+            raise TypeError(f"{where}: created is a JSON {type(created).__name__}, not a string")
+        counts: dict[Verdict, int] = {}
+        for name, n in (data.get("counts") or {}).items():
+            counts[Verdict.parse(name, f"{where}: counts")] = int(n)
+        lanes = data.get("lanes")
+        return cls(
+            run_id=run_id, created=created, rows=rows,
+            run_dir=_str_or_none(data.get("run_dir")),
+            updated=_str_or_none(data.get("updated")), shard=_str_or_none(data.get("shard")),
+            lanes=tuple(str(x) for x in lanes) if isinstance(lanes, list) else None,
+            registry_digest=_str_or_none(data.get("registry_digest")),
+            patch_set=_str_or_none(data.get("patch_set")),
+            git=data.get("git") if isinstance(data.get("git"), dict) else None,
+            counts=counts or cls.count_rows(rows),
+            provenance=data.get("provenance") or {},
+            entries=data.get("entries") or {},
+            comparison_class=data.get("comparison_class"),
+            lineage=data.get("lineage"), compare=data.get("compare"),
+            schema_version=version,
+        )
+
+    @classmethod
+    def load(cls, run_dir: Path) -> RunIndex:
+        """``run_dir/index.json`` (OSError, ValueError, KeyError or TypeError when it is not
+        a readable sweep index)."""
+        file = run_dir / "index.json"
+        with open(file, "rb") as fh:
+            raw = fh.read(MAX_INDEX_BYTES + 1)
+        if len(raw) > MAX_INDEX_BYTES:
+            raise ValueError(f"{file}: larger than {MAX_INDEX_BYTES} bytes")
+        return cls.from_dict(json.loads(raw), str(file))
+
+    def dump(self, run_dir: Path) -> None:
+        atomic_write_json(run_dir / "index.json", self.as_dict())
+
+
+def read_index(run_dir: Path, error: Callable[[str], Exception]) -> RunIndex:
+    """``run_dir``'s index for a command that reads one run's evidence (``retire``, ``draft``):
+    a file that is not what ``patchlane sweep`` writes raises ``error(message)`` naming it and
+    what was wrong; an unreadable file raises its OSError."""
+    path = run_dir / "index.json"
+    fix = "Fix: pass a run directory written by `patchlane sweep`"
+    try:
+        return RunIndex.load(run_dir)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: not JSON ({exc}). {fix}") from None
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise error(f"{path}: not a sweep index ({type(exc).__name__}: {exc}). {fix}") from None
+    except ValueError as exc:  # a verdict, a schema version or the size
+        raise error(f"{path}: {exc}") from None

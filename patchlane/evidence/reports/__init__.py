@@ -1,0 +1,105 @@
+"""Reports of a run directory, one module per output: the index (:mod:`.build`, the typed
+model in :mod:`patchlane.evidence.index`), the comparison with an earlier run of the same
+comparison class (:mod:`.comparison`), ``summary.md`` (:mod:`.markdown`), ``junit.xml``
+(:mod:`.junit`) and the static page ``report.html`` (:mod:`.page`).
+
+The earlier run is the one ``--compare`` names, else the latest earlier run of the same
+comparison class under the runs root (:mod:`patchlane.evidence.runs`); the page's history is
+the runs ``--history`` names plus the latest runs of the same class found there. The index
+carries what the page shows (provenance gathered from the receipts, each entry's gate and
+upstream links, relative links to receipts and rank logs), so every report can be rebuilt from
+the run directory alone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ...files import atomic_write
+from ...registry import Registry
+from .. import runs as runs_mod
+from ..index import RunIndex
+from ..manifest import RunDir
+from ..sweep import VerdictRow
+from .build import index_data
+from .comparison import Change, compare
+from .junit import junit
+from .markdown import markdown
+from .page import HistoryRun, page
+
+__all__ = ["Change", "compare", "index_data", "junit", "load_index", "markdown", "page",
+           "write_reports"]
+
+
+def load_index(run_dir: Path) -> RunIndex:
+    """``run_dir``'s index, read back and checked."""
+    return RunIndex.load(run_dir)
+
+
+def write_reports(run: RunDir, rows: Sequence[VerdictRow], *,
+                  previous: RunIndex | None = None,
+                  history: Iterable[Path] = (),
+                  runs_root: Path | None = None,
+                  registry: Registry | None = None,
+                  upstream: Mapping[str, Any] | None = None) -> RunIndex:
+    """Write index.json, summary.md, junit.xml and report.html into ``run``.
+
+    ``previous``: the index to compare with (``--compare``); by default the latest earlier run
+    of the same comparison class under ``runs_root`` (default: the directory holding the run).
+    ``history``: run directories the page's history shows whatever their class (``--history``),
+    besides the latest runs of the same class under ``runs_root``. ``registry`` and
+    ``upstream`` (:func:`patchlane.upstream.known.known_states`) give each entry's gate and
+    upstream links with their tracked state."""
+    index = index_data(run, rows, registry=registry, upstream=upstream)
+    root = runs_root if runs_root is not None else run.path.parent
+    scan = runs_mod.discover(root, exclude=run.path)
+    found = scan.runs
+    before = runs_mod.earlier(index, found)
+    same = [r for r in before if runs_mod.same_class(index, r.index)]
+    other = [r for r in before if not runs_mod.same_class(index, r.index)]
+    lineage: dict[str, Any] = {"runs_root": str(root), "earlier": len(before),
+                               "same_class": len(same), "other_class": len(other),
+                               "history_limit": runs_mod.HISTORY_RUNS,
+                               "scan_limit": runs_mod.SCAN_RUNS,
+                               "unreadable": scan.unreadable, "not_read": scan.not_read,
+                               "nearest_other": None}
+    if other:
+        lineage["nearest_other"] = {"run_id": other[-1].index.run_id,
+                                    "differs": runs_mod.class_differences(index, other[-1].index)
+                                    or ["no row in common"]}
+    index = index.replace(lineage=lineage)
+
+    def href(path: Path) -> str | None:
+        page_file = path / "report.html"
+        if not page_file.is_file():
+            return None
+        return Path(os.path.relpath(page_file.resolve(), run.path.resolve())).as_posix()
+
+    chosen: tuple[RunIndex | None, str | None, Path | None] = (
+        (previous, "compare", None) if previous is not None else
+        ((same[-1].index, "same-class", same[-1].path) if same else (None, None, None)))
+    prev, how, prev_path = chosen
+    if prev is not None:
+        if prev_path is None:  # named by --compare: link it when it is one of the runs here
+            prev_path = next((r.path for r in found if r.index.run_id == prev.run_id), None)
+        shared = prev.row_keys() & index.row_keys()
+        index = index.replace(compare={
+            "previous_run": prev.run_id, "how": how, "previous_created": prev.created,
+            "previous_report": href(prev_path) if prev_path else None,
+            "rows_compared": len(shared), "changes": compare(prev, index)})
+    index.dump(run.path)
+    atomic_write(run.path / "summary.md", markdown(index))
+    atomic_write(run.path / "junit.xml", junit(index))
+    shown: dict[Path, HistoryRun] = {}
+    for path in history:  # named runs: shown whatever their class; a bad index is an error
+        if (path / "index.json").is_file():
+            data = load_index(path)
+            shown[path.resolve()] = HistoryRun(data, href(path),
+                                               runs_mod.class_differences(index, data))
+    for r in same[-runs_mod.HISTORY_RUNS:]:
+        shown.setdefault(r.path.resolve(), HistoryRun(r.index, href(r.path), []))
+    atomic_write(run.path / "report.html", page(index, list(shown.values())))
+    return index

@@ -1,0 +1,183 @@
+"""A sweep's planned rows (entry x lane x world size), each of a named kind that owns which
+modes run and which rule turns their outcomes into a verdict.
+
+=====================  ===================  ==============================================
+kind                   modes                verdict rule
+=====================  ===================  ==============================================
+``both-ways``          without, with        guarding / upstream-fixed / broken / error
+``past-gate``          without              upstream-fixed / still-affected / error: the
+                                            overlay never applies outside its gate
+``past-gate-covered``  without              upstream-fixed / covered / error: past the
+                                            gate, and ``continued_by`` guards the bug here
+``regression-guard``   without              upstream-fixed / broken / error: a retired
+                                            entry's reproducer, the guard that upstream
+                                            stays fixed
+``skipped``            (none)               skipped, with the reason
+=====================  ===================  ==============================================
+
+The manifest keeps each row as JSON (``kind`` beside the ``skip`` / ``beyond`` /
+``covered_by`` text the reports show); a manifest written before rows had a kind is read back
+by what its cases say (:meth:`PlannedRow.from_manifest`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from .reproduce import CaseResult, Lane, Mode, RunOutcome, parse_lane
+from .verdicts import Verdict
+
+__all__ = ["CaseView", "PlannedRow", "RowKind", "verdict_of"]
+
+
+class RowKind(str, enum.Enum):
+    BOTH_WAYS = "both-ways"
+    PAST_GATE = "past-gate"
+    PAST_GATE_COVERED = "past-gate-covered"
+    REGRESSION_GUARD = "regression-guard"
+    SKIPPED = "skipped"
+
+    @property
+    def modes(self) -> tuple[Mode, ...]:
+        if self is RowKind.SKIPPED:
+            return ()
+        if self is RowKind.BOTH_WAYS:
+            return (Mode.WITHOUT, Mode.WITH)
+        return (Mode.WITHOUT,)
+
+
+class CaseView(NamedTuple):
+    """What a verdict needs of one case: a :class:`CaseResult`, or a manifest case record."""
+
+    outcome: RunOutcome
+    stage: str
+    message: str
+
+    @classmethod
+    def of(cls, case: CaseResult | Mapping[str, Any]) -> CaseView:
+        if isinstance(case, CaseResult):
+            return cls(case.outcome, case.stage, case.message)
+        try:
+            outcome = RunOutcome(case.get("outcome"))
+        except ValueError:
+            # A finished case always records its outcome: this manifest was edited by hand.
+            return cls(RunOutcome.ERROR, str(case.get("stage") or "verify"),
+                       f"the case records no valid outcome ({case.get('outcome')!r})")
+        return cls(outcome, str(case.get("stage") or ""), str(case.get("message", "")))
+
+
+Case = CaseResult | Mapping[str, Any]
+
+
+def verdict_of(without: Case, with_: Case) -> tuple[Verdict, str]:
+    """``both-ways``: the reproducer without and with the overlay."""
+    w, o = CaseView.of(without), CaseView.of(with_)
+    if w.outcome is RunOutcome.ERROR:
+        return Verdict.ERROR, f"without overlay: {w.stage}: {w.message}"
+    if o.outcome is RunOutcome.ERROR:
+        return Verdict.ERROR, f"with overlay: {o.stage}: {o.message}"
+    if o.outcome is RunOutcome.FAIL:
+        return Verdict.BROKEN, f"fails with the overlay: {o.message}"
+    if w.outcome is RunOutcome.PASS:
+        return (Verdict.UPSTREAM_FIXED,
+                "passes without the overlay: retirement candidate (reproducer stays as a guard)")
+    return Verdict.GUARDING, f"fails without ({w.message[:80]}), passes with"
+
+
+def _guard_verdict(without: Case) -> tuple[Verdict, str]:
+    """``regression-guard``: a retired entry, only the run without the overlay."""
+    w = CaseView.of(without)
+    if w.outcome is RunOutcome.ERROR:
+        return Verdict.ERROR, f"without overlay: {w.stage}: {w.message}"
+    if w.outcome is RunOutcome.FAIL:
+        return Verdict.BROKEN, f"retired entry regressed: fails without the overlay again: " \
+                               f"{w.message}"
+    return Verdict.UPSTREAM_FIXED, "retired; the regression guard passes without the overlay"
+
+
+def _beyond_verdict(without: Case, why: str, covered_by: str | None) -> tuple[Verdict, str]:
+    """``past-gate`` and ``past-gate-covered``: an active entry past its gate, only the run
+    without the overlay."""
+    w = CaseView.of(without)
+    if w.outcome is RunOutcome.ERROR:
+        return Verdict.ERROR, f"without overlay (past the gate): {w.stage}: {w.message}"
+    if w.outcome is RunOutcome.FAIL and covered_by:
+        return (Verdict.COVERED,
+                f"still fails without the overlay past the gate ({w.message[:80]}): the bug "
+                f"continues on this release, and {covered_by} (continued_by) guards it here. "
+                + why)
+    if w.outcome is RunOutcome.FAIL:
+        return (Verdict.STILL_AFFECTED,
+                f"still fails without the overlay past the gate ({w.message[:80]}): the bug "
+                "outlives the gate; review and extend applies_to. " + why)
+    return (Verdict.UPSTREAM_FIXED,
+            "passes without the overlay past the gate: retirement candidate (reproducer stays "
+            "as a guard). " + why)
+
+
+@dataclass(frozen=True)
+class PlannedRow:
+    """One row of a sweep's plan: what runs for it (its kind's modes) and why."""
+
+    entry_id: str
+    lane: Lane
+    world_size: int
+    kind: RowKind
+    installed: str | None = None
+    skip: str | None = None
+    """Why a ``skipped`` row does not run."""
+    beyond: str | None = None
+    """Why a past-gate row runs without the overlay only."""
+    covered_by: str | None = None
+    """The entry guarding a ``past-gate-covered`` row's bug on this release."""
+
+    @property
+    def modes(self) -> tuple[Mode, ...]:
+        return self.kind.modes
+
+    def verdict(self, cases: Mapping[Mode, Case]) -> tuple[Verdict, str]:
+        """The verdict of this row's finished cases (every mode of its kind present)."""
+        without = cases[Mode.WITHOUT]
+        if self.kind is RowKind.BOTH_WAYS:
+            return verdict_of(without, cases[Mode.WITH])
+        if self.kind is RowKind.REGRESSION_GUARD:
+            return _guard_verdict(without)
+        return _beyond_verdict(without, self.beyond or "", self.covered_by)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"entry_id": self.entry_id, "lane": self.lane,
+                               "world_size": self.world_size, "kind": self.kind.value,
+                               "installed": self.installed, "skip": self.skip,
+                               "beyond": self.beyond}
+        if self.covered_by:
+            out["covered_by"] = self.covered_by
+        return out
+
+    @classmethod
+    def from_manifest(cls, row: Mapping[str, Any], where: str,
+                      has_with_case: bool = True) -> PlannedRow:
+        """A row read back from a manifest; one written before rows had a kind gets the kind
+        its fields and cases say (``has_with_case``: the manifest planned the run with the
+        overlay, which only a both-ways row has)."""
+        lane = parse_lane(row["lane"], where)
+        raw = row.get("kind")
+        if raw is not None:
+            try:
+                kind = RowKind(raw)
+            except ValueError:
+                raise ValueError(f"{where}: {raw!r} is not a row kind; expected one of "
+                                 f"{[k.value for k in RowKind]}") from None
+        elif row.get("skip"):
+            kind = RowKind.SKIPPED
+        elif row.get("covered_by"):
+            kind = RowKind.PAST_GATE_COVERED
+        elif row.get("beyond"):
+            kind = RowKind.PAST_GATE
+        else:
+            kind = RowKind.BOTH_WAYS if has_with_case else RowKind.REGRESSION_GUARD
+        return cls(str(row["entry_id"]), lane, int(row["world_size"]), kind,
+                   row.get("installed"), row.get("skip"), row.get("beyond"),
+                   row.get("covered_by"))
