@@ -10,7 +10,7 @@ Under capture the offset is ``cp_rank * sq`` without asking: DSA's own
 ``_validate_nonpacked_cp_uniform_length`` has checked, eagerly and with the same shapes (the
 warm-up every capture needs; a captured graph replays fixed shapes), that every rank holds the
 same ``sq``, and then the gathered sum of the earlier ranks' lengths *is* ``cp_rank * sq``.
-Eagerly, upstream runs unchanged. Found by issue 13's audit of the 0.19 CP path, which named
+Eagerly, upstream runs unchanged. Found by an audit of the 0.19 CP path, which first named
 this helper as not gateable: it is, because the precondition is validated eagerly.
 """
 

@@ -6,7 +6,7 @@ gradient by the number of valid query rows. When no row mask is given (the dense
 case, i.e. every ordinary DSA training step with the default ``dsa_kernel_backend="none"``) it
 builds that count as ``torch.tensor(float(b * sq), device=...)``: fresh host data copied to the
 device (``aten.lift_fresh``) inside the backward, illegal in a CUDA graph capture. Found by the
-DSA layer test of issue 13 (tests/releases/test_dsa_layer.py), which runs a real
+DSA layer test (tests/releases/test_dsa_layer.py), which runs a real
 ``AbsorbedMLASelfAttention`` + ``DSAttention`` forward and backward under ``capture_check``.
 
 Under capture the overlay passes an all-valid row mask, ``torch.ones((b, sq), dtype=bool)``

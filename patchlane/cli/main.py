@@ -155,6 +155,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true",
                    help="also run the reproducer (cpu, no overlay) against a copy of the "
                         "installed release with the proposed change written in")
+
+    from .new import add_parser as add_new
+    add_new(sub)
     return parser
 
 
@@ -210,6 +213,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "draft":
         from .draft import run_draft
         return run_draft(args.id, args.evidence or [], args.output, args.verify)
+    if args.command == "new":
+        from .new import run_new
+        return run_new(args)
     raise AssertionError(f"unhandled command {args.command!r}")
 
 

@@ -162,14 +162,25 @@ def read_spec(entry: Entry) -> ReproducerSpec:
     if entry.reproducer is None:
         raise ReproducerError(entry.id, "the registry entry declares no reproducer")
     tree = ast.parse(entry.reproducer.read_text(encoding="utf-8"), str(entry.reproducer))
-    values: dict[str, Any] = {}
+    values: dict[str, tuple[Any, ...]] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-            if isinstance(target, ast.Name) and target.id in ("LANES", "WORLD_SIZES"):
-                values[target.id] = ast.literal_eval(node.value)
-    declared = tuple(values.get("LANES", ("cpu",)))
-    sizes = tuple(int(n) for n in values.get("WORLD_SIZES", (1,)))
+        # `LANES = ...` and the annotated `LANES: tuple[str, ...] = ...` alike: reading only
+        # the first would silently run an annotated reproducer on cpu, world size 1
+        if isinstance(node, ast.Assign):
+            pairs = [(target, node.value) for target in node.targets]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            pairs = [(node.target, node.value)]
+        else:
+            continue
+        for target, value in pairs:
+            for name in _SPEC_NAMES:
+                if isinstance(target, ast.Name) and target.id == name:
+                    values[name] = _spec_literal(entry, name, value)
+                elif name in {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}:
+                    raise _spec_error(entry, name, value, f"`{ast.unparse(target)} = ...`",
+                                      f"write `{name} = (...)` on a line of its own")
+    declared = values.get("LANES", ("cpu",))
+    sizes = values.get("WORLD_SIZES", (1,))
     if not declared or not sizes or any(n < 1 for n in sizes):
         raise ReproducerError(entry.id, f"{entry.reproducer}: LANES and WORLD_SIZES must be "
                                         f"non-empty literals; found {declared!r}, {sizes!r}")
@@ -178,6 +189,40 @@ def read_spec(entry: Entry) -> ReproducerSpec:
     except ValueError as exc:
         raise ReproducerError(entry.id, str(exc)) from None
     return ReproducerSpec(lanes=lanes, world_sizes=sizes)
+
+
+_SPEC_NAMES = {"LANES": str, "WORLD_SIZES": int}
+"""What each name the sweep reads from a reproducer must hold: a literal tuple of these."""
+
+
+def _spec_error(entry: Entry, name: str, node: ast.expr, found: str, fix: str) -> ReproducerError:
+    kind = "strings" if _SPEC_NAMES[name] is str else "integers"
+    example = '("cpu", "cuda")' if _SPEC_NAMES[name] is str else "(1, 2)"
+    return ReproducerError(
+        entry.id, f"{entry.reproducer}, line {node.lineno}: {name}: found {found}; expected a "
+        f"literal tuple of {kind}, such as {name} = {example} (the sweep reads it without "
+        f"importing the reproducer); fix: {fix}")
+
+
+def _spec_literal(entry: Entry, name: str, node: ast.expr) -> tuple[Any, ...]:
+    """``node`` as the literal tuple ``name`` must be; a :class:`ReproducerError` naming the
+    file, the line and what was found otherwise."""
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise _spec_error(entry, name, node, f"`{_shown(node)}`, not a literal",
+                          "write the values out as literals") from None
+    want = _SPEC_NAMES[name]
+    if not isinstance(value, (tuple, list)) or not all(
+            type(item) is want for item in value):  # bool is an int, "1" is not: exactly
+        raise _spec_error(entry, name, node, f"{value!r}",
+                          f"make it a tuple of {'strings' if want is str else 'integers'}")
+    return tuple(value)
+
+
+def _shown(node: ast.expr) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def case_env(entry: Entry, mode: Mode, base: Mapping[str, str] | None = None) -> dict[str, str]:

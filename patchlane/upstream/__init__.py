@@ -15,6 +15,8 @@ One module per concept; read them in this order:
 * :mod:`.retire` -- weighing tracking and sweep evidence, and recording a retirement in
   ``registry.yaml`` (not re-exported here: it reads the sweep's evidence types);
 * :mod:`.draft` -- the public-ready draft of a fix not forwarded yet (``patchlane draft``).
+* :mod:`.authoring` -- a new entry started from the installed release (``patchlane new``):
+  the registry block appended in place, an overlay and a reproducer to fill in.
 
 Only the CLI imports this package; nothing here imports ``requests`` until a request is sent.
 """

@@ -27,7 +27,7 @@ import contextlib
 import datetime as _dt
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,7 @@ from ..registry import Entry, Kind, Status, parse_registry
 from .records import TrackReport, UpstreamState
 
 __all__ = ["Evidence", "RetireError", "SweepRow", "delete_entry", "evaluate", "read_sweep_rows",
-           "retire_entry"]
+           "registry_lock", "retire_entry"]
 
 
 class RetireError(PatchlaneError):
@@ -243,20 +243,31 @@ LOCK_TIMEOUT = 60.0
 
 
 @contextlib.contextmanager
-def editing(path: Path) -> Iterator[str]:
+def registry_lock(path: Path,
+                  error: Callable[[str], PatchlaneError] = RetireError) -> Iterator[None]:
     """Hold the registry file's edit lock (``.<name>.lock`` beside it, an OS file lock via
-    filelock) and yield its text as stored. Two concurrent retirements of different entries
-    then both land: each reads the file only once the other has written it."""
+    filelock): every command that edits a registry file (``retire``, ``delete``, ``new``) takes
+    this one lock, so their edits serialise. ``error`` builds the command's own error when the
+    lock cannot be had."""
     from filelock import FileLock, Timeout
 
     lock = FileLock(str(path.with_name(f".{path.name}.lock")), timeout=LOCK_TIMEOUT)
     try:
         with lock:
-            yield _read_as_stored(path)
+            yield
     except Timeout:
-        raise RetireError(f"{path}: another patchlane command has been editing it for "
-                          f"{LOCK_TIMEOUT:.0f} s (lock {lock.lock_file}); retry when it is "
-                          "done") from None
+        raise error(f"{path}: another patchlane command has been editing it for "
+                    f"{LOCK_TIMEOUT:.0f} s (lock {lock.lock_file}); retry when it is "
+                    "done") from None
+
+
+@contextlib.contextmanager
+def editing(path: Path) -> Iterator[str]:
+    """Hold the registry file's edit lock and yield its text as stored. Two concurrent
+    retirements of different entries then both land: each reads the file only once the other
+    has written it."""
+    with registry_lock(path):
+        yield _read_as_stored(path)
 
 
 def _current_status(path: Path, raw: str, entry_id: str) -> Status:

@@ -1,0 +1,933 @@
+"""``patchlane new``: start a registry entry from the installed release, ready to fill in.
+
+A maintainer's first minutes with a bug decide whether the entry is honest. This writes what
+the registry asks for from facts it can check here, and nothing it cannot:
+
+* the target is imported and resolved, and its first fingerprint is recorded from the
+  installed release (``fingerprint.sha256`` and ``fingerprint.releases``);
+* ``applies_to`` is upper-bounded, ``>=INSTALLED,<NEXT_MINOR``, with a comment saying it was
+  written from the installed release and no run has verified it yet;
+* upstream: the links given, else ``forwarded: "no"`` with a draft stub (``drafts/<id>.md``);
+* ``patches/<id>.py`` calls straight through and its ``probe`` says False;
+* ``reproducers/<id>.py`` fails on purpose until it is written, so a fresh entry is reported
+  ``broken`` by the sweep and never passes (a reproducer passing without the overlay would
+  call the bug fixed upstream).
+
+Everything is checked before anything is written; then the files are created (never over an
+existing one), the registry is validated with the new block in it, and only then is the
+block appended, under the registry's edit lock (:func:`.retire.registry_lock`), leaving
+every other byte of the file as it was. A failure at any step removes what this command
+created.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import difflib
+import importlib
+import importlib.util
+import json
+import math
+import os
+import re
+import subprocess
+import textwrap
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+
+import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from .. import fingerprint
+from ..errors import PatchlaneError, RegistryError, StrictModeError, UsageError
+from ..files import atomic_write
+from ..gates import installed_version, resolve_version
+from ..loading import resolve
+from ..registry import Entry, Kind, parse_registry
+from .retire import registry_lock
+
+__all__ = ["Created", "NewEntryError", "Request", "new_entry", "next_minor_range"]
+
+# The registry's id rule (patchlane.registry). Checked here before anything else because the
+# id names the files this command writes: a path-like id must never reach the filesystem.
+_ID = re.compile(r"[a-z][a-z0-9_]{2,63}")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+# A plain YAML scalar needs no quotes when it looks like this and is not a YAML 1.1 keyword.
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/@+-]*")
+_YAML_WORDS = {"y", "n", "yes", "no", "true", "false", "on", "off", "null", "~"}
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+NEW_REGISTRY_HEADER = (
+    "# A patchlane registry, started by `patchlane new`. Load it with\n"
+    "# PATCHLANE_REGISTRY=<this file> (or `patchlane run --registry <this file>`).\n"
+    "# Schema: patchlane/registry.py; how to add an entry: docs/adding-an-entry.md.\n"
+    "schema: 1\n"
+    "entries:\n"
+)
+
+
+class NewEntryError(UsageError):
+    """``patchlane new`` was asked for an entry it cannot write as asked. Nothing was written."""
+
+    def __init__(self, entry_id: str, problem: str, *, found: object = None,
+                 expected: str | None = None, fix: str | None = None) -> None:
+        parts = [f"patchlane new {entry_id}: {problem}"]
+        if expected is not None:
+            parts.append(f"found {found}, expected {expected}")
+        if fix is not None:
+            parts.append(f"fix: {fix}")
+        super().__init__("; ".join(parts))
+
+
+@dataclass(frozen=True)
+class Request:
+    """What ``patchlane new`` was asked for (the command line, as values)."""
+
+    entry_id: str
+    registry: Path
+    kind: Kind = Kind.SOURCE_PATCH
+    target: str | None = None
+    """``MODULE:QUALNAME`` for a source patch; a module alone for a floor or a pin."""
+    distribution: str | None = None
+    summary: str | None = None
+    owner: str | None = None
+    issue: str | None = None
+    pr: str | None = None
+    applies_to: str | None = None
+    requires: str | None = None
+    pin: str | None = None
+    settings: tuple[str, ...] = ()
+    """``NAME=VALUE`` items of a config entry."""
+    check: str | None = None
+    """The function name of a compat gate's check (default ``check``)."""
+    policy: str | None = None
+    retire_release: str | None = None
+    today: _dt.date = field(default_factory=_dt.date.today)
+
+
+@dataclass(frozen=True)
+class Installed:
+    """The release the entry was written from."""
+
+    distribution: str
+    version: str
+    source: str
+    """``metadata`` or ``source tree (<file>)`` (:func:`patchlane.gates.resolve_version`)."""
+
+
+@dataclass(frozen=True)
+class Created:
+    """What ``patchlane new`` wrote."""
+
+    entry: Entry
+    applies_to: str | None
+    """As written (a SpecifierSet would print its clauses sorted)."""
+    registry: Path
+    files: tuple[Path, ...]
+    installed: Installed | None
+    notes: tuple[str, ...]
+
+
+# -- the checks before anything is written -------------------------------------------------------
+
+_KIND_OPTIONS: dict[Kind, frozenset[str]] = {
+    # which options mean something for which kind; anything else is refused, not ignored
+    Kind.SOURCE_PATCH: frozenset({"target", "distribution", "applies_to", "retire_release"}),
+    Kind.VERSION_FLOOR: frozenset({"target", "distribution", "requires", "policy",
+                                   "retire_release"}),
+    Kind.PACKAGING_PIN: frozenset({"target", "distribution", "pin", "policy", "retire_release"}),
+    Kind.CONFIG: frozenset({"distribution", "settings", "applies_to", "retire_release"}),
+    Kind.COMPAT_GATE: frozenset({"distribution", "check", "policy", "applies_to",
+                                 "retire_release"}),
+}
+_OPTION_FLAGS = {"target": "--target", "distribution": "--distribution",
+                 "applies_to": "--applies-to", "requires": "--requires", "pin": "--pin",
+                 "settings": "--setting", "check": "--check", "policy": "--policy",
+                 "retire_release": "--retire-release"}
+
+
+def _check_options(request: Request) -> None:
+    allowed = _KIND_OPTIONS[request.kind]
+    for name, flag in _OPTION_FLAGS.items():
+        if getattr(request, name) and name not in allowed:
+            kinds = [k.value for k, opts in _KIND_OPTIONS.items() if name in opts]
+            raise NewEntryError(request.entry_id, f"{flag} does not apply to a "
+                                f"{request.kind.value} entry", found=flag,
+                                expected=f"{flag} only with --kind {' or '.join(kinds)}",
+                                fix=f"drop {flag}, or choose the kind it belongs to")
+    required = {Kind.SOURCE_PATCH: ("target",), Kind.VERSION_FLOOR: ("requires",),
+                Kind.PACKAGING_PIN: ("pin", "distribution"), Kind.CONFIG: ("settings",),
+                Kind.COMPAT_GATE: ()}[request.kind]
+    examples = {"target": "--target megatron.core.rerun_state_machine:RerunStateMachine."
+                          "state_dict",
+                "requires": "--requires '>=2.6.0'", "pin": "--pin '<2.3'",
+                "distribution": "--distribution numpy",
+                "settings": "--setting torch._dynamo.config.recompile_limit=64"}
+    for name in required:
+        if not getattr(request, name):
+            raise NewEntryError(request.entry_id, f"a {request.kind.value} entry needs "
+                                f"{_OPTION_FLAGS[name]}", found="nothing",
+                                expected=examples[name], fix=f"add {examples[name]}")
+
+
+def _specifier(request: Request, flag: str, text: str) -> SpecifierSet:
+    try:
+        spec = SpecifierSet(text)
+    except InvalidSpecifier as exc:
+        raise NewEntryError(request.entry_id, f"{flag} is not a PEP 440 specifier", found=text,
+                            expected="a specifier such as '>=0.14,<0.18'", fix=str(exc)) from None
+    if not str(spec):
+        raise NewEntryError(request.entry_id, f"{flag} is empty", found=repr(text),
+                            expected="at least one clause, such as '>=2.6.0'")
+    return spec
+
+
+def _url(request: Request, flag: str, text: str | None) -> str | None:
+    if text is not None and not text.startswith(("https://", "http://")):
+        raise NewEntryError(request.entry_id, f"{flag} is not a URL", found=text,
+                            expected="an http(s) URL such as "
+                            "https://github.com/NVIDIA/Megatron-LM/issues/4378")
+    return text
+
+
+def _find(request: Request, module_name: str, flag: str) -> None:
+    """Refuse a module this interpreter cannot find (naming a close one when there is)."""
+    try:
+        found = importlib.util.find_spec(module_name)
+    except ModuleNotFoundError:  # a parent package is missing
+        found = None
+    except StrictModeError:
+        return  # a parent's import was refused by the lane: it exists
+    except Exception as exc:  # a parent package exists but fails to import here
+        raise _import_failed(request, module_name, flag, exc) from None
+    if found is None:
+        top = module_name.partition(".")[0]
+        close = difflib.get_close_matches(module_name, _known_modules(module_name), n=1)
+        raise NewEntryError(
+            request.entry_id, f"unknown module {module_name!r} ({flag})",
+            found="no such module on sys.path"
+            + (f" (did you mean {close[0]!r}?)" if close else ""),
+            expected="a module this interpreter can import",
+            fix=f"correct the name, install the distribution that provides {top!r}, or put "
+            "its source tree on PYTHONPATH")
+
+
+def _import_failed(request: Request, module_name: str, flag: str,
+                   exc: BaseException) -> NewEntryError:
+    return NewEntryError(
+        request.entry_id, f"importing {module_name!r} ({flag}) failed",
+        found=f"{type(exc).__name__}: {exc}",
+        expected="a module that imports in this environment",
+        fix="install what it needs (the training job's own environment), then run "
+        "patchlane new again")
+
+
+def _import(request: Request, module_name: str, flag: str) -> ModuleType | None:
+    """Import ``module_name`` as a training job would. None when strict mode refused the
+    import (another entry's refusal while the lane decides it): the caller reads the source
+    instead, as ``patchlane fingerprint`` does."""
+    _find(request, module_name, flag)
+    try:
+        return importlib.import_module(module_name)
+    except StrictModeError:
+        return None
+    except Exception as exc:
+        raise _import_failed(request, module_name, flag, exc) from None
+
+
+def _known_modules(module_name: str) -> list[str]:
+    parent = module_name.rpartition(".")[0]
+    if not parent:
+        return []
+    with contextlib.suppress(Exception):
+        package = importlib.import_module(parent)
+        import pkgutil
+
+        return [f"{parent}.{info.name}"
+                for info in pkgutil.iter_modules(getattr(package, "__path__", []))]
+    return []
+
+
+def _resolve_target(request: Request, module: ModuleType | None, module_name: str,
+                    qualname: str) -> None:
+    if module is None:
+        return  # strict mode refused the import; the source read below finds the name or not
+    try:
+        resolve(module, qualname)
+    except AttributeError:
+        scope: object = module
+        parts = qualname.split(".")
+        for depth, part in enumerate(parts):
+            if not hasattr(scope, part):
+                close = difflib.get_close_matches(part, dir(scope), n=3)
+                where = ".".join([module_name, *parts[:depth]])
+                raise NewEntryError(
+                    request.entry_id, f"{module_name} has no {qualname}",
+                    found=f"no attribute {part!r} in {where}",
+                    expected="an attribute path in the module, such as Class.method"
+                    + (f" (close: {', '.join(close)})" if close else ""),
+                    fix="correct --target MODULE:QUALNAME") from None
+            scope = getattr(scope, part)
+
+
+def _fingerprint(request: Request, module: ModuleType | None, module_name: str,
+                 qualname: str) -> str:
+    try:
+        if module is not None:
+            return fingerprint.compute(module, [qualname])
+        spec = importlib.util.find_spec(module_name)
+        origin = spec.origin if spec is not None else None
+        if origin is None:
+            raise OSError(f"no source file for {module_name}")
+        return fingerprint.compute_from_source(Path(origin).read_text(encoding="utf-8"),
+                                               [qualname])
+    except (OSError, TypeError, LookupError, SyntaxError) as exc:
+        raise NewEntryError(
+            request.entry_id, f"cannot read the source of {module_name}:{qualname}",
+            found=f"{type(exc).__name__}: {exc}",
+            expected="a function, method or class defined in Python source",
+            fix="target the Python function that calls it (a builtin or compiled extension "
+            "has no source to fingerprint)") from None
+
+
+def _distribution_of(module_name: str) -> str | None:
+    """The installed distribution that provides ``module_name``'s top-level package."""
+    top = module_name.partition(".")[0]
+    names = sorted(set(metadata.packages_distributions().get(top, ())))
+    if len(names) == 1:
+        return names[0]
+    if names:
+        return None  # several distributions share the package: the caller asks which
+    try:  # no RECORD/top_level.txt (a bare dist-info): the package is often named as its dist
+        return str(metadata.distribution(top).metadata["Name"])
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _distribution(request: Request, module_name: str | None) -> str:
+    if request.distribution:
+        return request.distribution
+    found = _distribution_of(module_name) if module_name else None
+    if found is None:
+        top = (module_name or "").partition(".")[0]
+        raise NewEntryError(
+            request.entry_id, "cannot tell which distribution to gate on",
+            found=f"no single installed distribution provides {top!r}" if top else "nothing",
+            expected="--distribution DIST (the PyPI name whose version the gate reads)",
+            fix="add --distribution, e.g. --distribution megatron-core")
+    return found
+
+
+def _installed(request: Request, dist: str, module: ModuleType | None,
+               metadata_only: bool = False) -> Installed:
+    """The release of ``dist`` this entry is written from; refused when there is none."""
+    if metadata_only:  # floors and pins judge the installed distribution's metadata only
+        version, source = installed_version(dist), "metadata"
+        why = f"no distribution {dist!r} is installed (no metadata)"
+    else:
+        version, why = resolve_version(dist, module)
+        source = why
+    if version is None:
+        close = difflib.get_close_matches(
+            dist.lower(), [str(d.metadata["Name"]).lower() for d in metadata.distributions()
+                           if d.metadata["Name"]], n=1)
+        raise NewEntryError(
+            request.entry_id, f"distribution {dist!r} is not installed here",
+            found=why + (f" (did you mean {close[0]!r}?)" if close else ""),
+            expected="the distribution installed in this interpreter, the release the entry "
+            "is written from",
+            fix="run patchlane new in the environment that has the affected release, or "
+            "correct --distribution")
+    return Installed(dist, version, source)
+
+
+def next_minor_range(version: str) -> str:
+    """``>=INSTALLED,<NEXT_MINOR``: the installed release up to the next minor one, which no
+    run has seen (``1.2.0+cu128`` -> ``>=1.2.0,<1.3.0``; a local label does not order)."""
+    parsed = Version(version)
+    major, minor = (*parsed.release, 0)[:2]
+    return f">={parsed.public},<{major}.{minor + 1}.0"
+
+
+def _applies_to(request: Request, installed: Installed) -> tuple[str, str]:
+    """(the specifier, its YAML comment)."""
+    if request.applies_to:
+        spec = _specifier(request, "--applies-to", request.applies_to)
+        return str(spec), (f"given to `patchlane new` ({installed.distribution} "
+                           f"{installed.version} installed); not yet verified by runs")
+    try:
+        text = next_minor_range(installed.version)
+    except InvalidVersion:
+        raise NewEntryError(
+            request.entry_id, f"the installed {installed.distribution} version is not PEP 440",
+            found=repr(installed.version), expected="a version such as 0.16.1",
+            fix="give the range yourself: --applies-to '>=A,<B'") from None
+    origin = "" if installed.source == "metadata" else f" ({installed.source})"
+    return text, (f"written by `patchlane new` from the installed {installed.distribution} "
+                  f"{installed.version}{origin}: not yet verified by runs")
+
+
+def _owner(request: Request) -> str:
+    if request.owner:
+        return request.owner
+    try:  # the maintainer who ran it, as git knows them; "unknown" says nobody was named
+        out = subprocess.run(["git", "config", "user.name"], capture_output=True, text=True,
+                             cwd=request.registry.parent, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def _setting(request: Request, item: str) -> tuple[str, bool | int | float | str]:
+    name, sep, raw = item.partition("=")
+    name = name.strip()
+    if not sep or not _DOTTED.fullmatch(name) or "." not in name:
+        raise NewEntryError(request.entry_id, "--setting is not NAME=VALUE", found=item,
+                            expected="'package.module.attribute=value', e.g. "
+                            "torch._dynamo.config.recompile_limit=64")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = None
+    if isinstance(value, str) and _NUMBER.fullmatch(raw.strip()):
+        value = float(raw)  # YAML 1.1 reads 1e-05 (no dot) as text; a user means the number
+    if isinstance(value, str) or (isinstance(value, (bool, int, float))
+                                  and not (isinstance(value, float) and math.isnan(value))):
+        return name, value
+    raise NewEntryError(request.entry_id, f"--setting {name}: the value is not a scalar",
+                        found=repr(raw), expected="a bool, number or string (YAML: 64, true, "
+                        "0.5, fast; quote a string that looks like a number: '\"64\"')")
+
+
+# -- what is written -----------------------------------------------------------------------------
+
+def _scalar(value: str) -> str:
+    if _PLAIN.fullmatch(value) and value.lower() not in _YAML_WORDS:
+        return value
+    return json.dumps(value)  # a JSON string is a valid double-quoted YAML scalar
+
+
+def _value(value: bool | int | float | str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isinf(value):
+            return ".inf" if value > 0 else "-.inf"
+        text = repr(value)
+        # YAML 1.1 (PyYAML) reads 1e-05 as a string: a float needs its dot
+        return text if "." in text else text.replace("e", ".0e", 1)
+    return json.dumps(value)
+
+
+def _folded(key: str, text: str, pad: str) -> list[str]:
+    body = textwrap.wrap(" ".join(text.split()), width=max(40, 96 - len(pad) - 2))
+    return [f"{pad}{key}: >-", *(f"{pad}  {line}" for line in body)]
+
+
+def _comment(text: str) -> list[str]:
+    return [f"# {line}" for line in textwrap.wrap(text, width=88)]
+
+
+def _item_indent(raw: str) -> str:
+    """The indentation of the entries list's items, as the file writes them (two spaces in a
+    new file): an item indented otherwise would not continue the list."""
+    starts = [m.end() for m in re.finditer(r"^entries:[^\n]*\n", raw, re.MULTILINE)]
+    match = re.compile(r"^( *)-( |$)", re.MULTILINE).search(raw, starts[-1]) if starts else None
+    return match.group(1) if match else "  "
+
+
+@dataclass
+class _Draft:
+    """Everything the entry will be, before any byte is written."""
+
+    request: Request
+    lines: list[str] = field(default_factory=list)
+    """The entry's block, relative indentation, without newlines."""
+    files: dict[str, str] = field(default_factory=dict)
+    """Path relative to the registry's folder -> text."""
+    installed: Installed | None = None
+    notes: list[str] = field(default_factory=list)
+    settings: dict[str, bool | int | float | str] = field(default_factory=dict)
+    applies_to: str | None = None
+
+
+def _upstream_lines(draft: _Draft) -> list[str]:
+    req, eid = draft.request, draft.request.entry_id
+    issue, pr = _url(req, "--issue", req.issue), _url(req, "--pr", req.pr)
+    lines = ["upstream:"]
+    if issue:
+        lines.append(f"  issue: {_scalar(issue)}")
+    if pr:
+        lines.append(f"  pr: {_scalar(pr)}")
+    if req.kind is not Kind.SOURCE_PATCH:
+        # a floor, pin, setting or refused configuration is local configuration: there is
+        # no patch to forward, only the upstream bug to link
+        lines.append("  forwarded: not-needed")
+    elif pr or issue:
+        lines.append(f"  forwarded: {_scalar(pr or issue or '')}")
+    else:
+        lines += ['  forwarded: "no"',
+                  f"  # a stub until `patchlane draft {eid} --evidence RUN_DIR` writes it",
+                  f"  draft: drafts/{eid}.md"]
+        draft.files[f"drafts/{eid}.md"] = _draft_stub(req)
+    return lines
+
+
+def _retire_lines(draft: _Draft) -> list[str]:
+    req = draft.request
+    lines = ["retire_when:"]
+    if req.retire_release:
+        spec = _specifier(req, "--retire-release", req.retire_release)
+        lines.append(f"  release: {json.dumps(str(spec))}")
+    if req.kind is Kind.SOURCE_PATCH:
+        lines += [f"  # probe(module) in patches/{req.entry_id}.py says when upstream behaves",
+                  "  probe: true"]
+    elif req.kind is Kind.CONFIG:
+        lines.append("  probe: true  # upstream's own default reaches the value")
+    elif req.issue or req.pr:
+        lines.append("  upstream_released: true  # the linked fix in a release")
+    elif not req.retire_release:
+        raise NewEntryError(
+            req.entry_id, f"a {req.kind.value} entry needs a retirement condition a machine "
+            "can check", found="no --issue, --pr or --retire-release",
+            expected="--issue URL or --pr URL (retired once upstream releases the fix), or "
+            "--retire-release SPEC (the releases that carry it)",
+            fix="link the upstream bug with --issue URL")
+    return lines
+
+
+def _source_patch(draft: _Draft) -> None:
+    req, eid = draft.request, draft.request.entry_id
+    module_name, sep, qualname = (req.target or "").partition(":")
+    if not sep or not _DOTTED.fullmatch(module_name) or not _DOTTED.fullmatch(qualname):
+        raise NewEntryError(eid, "--target is not MODULE:QUALNAME", found=req.target,
+                            expected="'package.module:Qual.name', e.g. "
+                            "megatron.core.rerun_state_machine:RerunStateMachine.state_dict")
+    module = _import(req, module_name, "--target")
+    _resolve_target(req, module, module_name, qualname)
+    value = _fingerprint(req, module, module_name, qualname)
+    dist = _distribution(req, module_name)
+    installed = draft.installed = _installed(req, dist, module)
+    spec, why = _applies_to(req, installed)
+    draft.applies_to = spec
+    release = Version(installed.version).public if _is_version(installed.version) \
+        else installed.version
+    draft.lines += [
+        "target:",
+        f"  distribution: {_scalar(dist)}",
+        f"  object: {_scalar(req.target or '')}",
+        *_comment(why),
+        f"applies_to: {json.dumps(spec)}",
+        *_upstream_lines(draft),
+        *_retire_lines(draft),
+        f"overlay: patches/{eid}.py",
+        f"reproducer: reproducers/{eid}.py",
+        "fingerprint:",
+        "  policy: refuse",
+        "  sha256:",
+        f"    - {json.dumps(value)}  # {release}",
+        "  releases:  # imported from the installed release by `patchlane new` (not a run)",
+        f"    {json.dumps(release)}: {json.dumps(value)}",
+    ]
+    draft.files[f"patches/{eid}.py"] = _overlay_stub(req, installed)
+    draft.files[f"reproducers/{eid}.py"] = _reproducer_stub(req)
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
+
+def _floor_or_pin(draft: _Draft) -> None:
+    req = draft.request
+    module_name = req.target
+    if module_name is not None:
+        if not _DOTTED.fullmatch(module_name):
+            raise NewEntryError(req.entry_id, "--target is not a module name", found=module_name,
+                                expected="the module whose import triggers the check, e.g. "
+                                "torch")
+        _find(req, module_name, "--target")  # found, not imported: its import is the check
+    dist = _distribution(req, module_name)
+    # A typo here would make a floor or pin that never fires: only an installed
+    # distribution is accepted, by its metadata (what the ledger reads).
+    installed = draft.installed = _installed(req, dist, None, metadata_only=True)
+    key, flag = ("requires", "--requires") if req.kind is Kind.VERSION_FLOOR else ("pin", "--pin")
+    spec = _specifier(req, flag, str(getattr(req, key)))
+    if not spec.contains(installed.version, prereleases=True):
+        draft.notes.append(f"the installed {dist} {installed.version} violates {key} "
+                           f"{spec}: this entry fails at its import here (policy "
+                           f"{req.policy or ('error' if key == 'requires' else 'warn')})")
+    draft.lines += ["target:", f"  distribution: {_scalar(dist)}"]
+    if module_name:
+        draft.lines.append(f"  object: {_scalar(module_name)}")
+    draft.lines.append(f"{key}: {json.dumps(str(spec))}")
+    if req.policy:
+        draft.lines.append(f"policy: {req.policy}")
+    elif req.kind is Kind.VERSION_FLOOR:
+        draft.lines.append("policy: error")  # required for a floor; say it rather than imply it
+    draft.lines += [*_upstream_lines(draft), *_retire_lines(draft)]
+
+
+def _gated(draft: _Draft, module_name: str | None, module: ModuleType | None) -> None:
+    """``target`` and ``applies_to`` of a config entry or a compat gate, when it names a
+    distribution."""
+    req = draft.request
+    if not (req.distribution or module_name):
+        return
+    dist = _distribution(req, module_name)
+    installed = draft.installed = _installed(req, dist, module)
+    spec, why = _applies_to(req, installed)
+    draft.applies_to = spec
+    draft.lines += ["target:", f"  distribution: {_scalar(dist)}", *_comment(why),
+                    f"applies_to: {json.dumps(spec)}"]
+
+
+def _config(draft: _Draft) -> None:
+    req = draft.request
+    for item in req.settings:
+        name, value = _setting(req, item)
+        module_name, _, attribute = name.rpartition(".")
+        module = _import(req, module_name, "--setting")
+        if module is not None and not hasattr(module, attribute):
+            close = difflib.get_close_matches(attribute, dir(module), n=3)
+            raise NewEntryError(req.entry_id, f"{module_name} has no attribute {attribute!r}",
+                                found=f"--setting {item}", expected="an attribute the module "
+                                "defines" + (f" (close: {', '.join(close)})" if close else ""),
+                                fix="correct the name: a misspelt setting would be assigned "
+                                "and never read")
+        draft.settings[name] = value
+    first = next(iter(draft.settings)).rpartition(".")[0]
+    _gated(draft, first, None)
+    draft.lines.append("settings:")
+    draft.lines += [f"  {name}: {_value(value)}" for name, value in draft.settings.items()]
+    draft.lines += [*_upstream_lines(draft), *_retire_lines(draft)]
+
+
+def _compat_gate(draft: _Draft) -> None:
+    req, eid = draft.request, draft.request.entry_id
+    function = req.check or "check"
+    if not _NAME.fullmatch(function):
+        raise NewEntryError(eid, "--check is not a function name", found=function,
+                            expected="a Python identifier such as check")
+    _gated(draft, None, None)
+    draft.lines.append(f"check: checks/{eid}.py:{function}")
+    draft.lines.append(f"policy: {req.policy or 'error'}")
+    draft.lines += [*_upstream_lines(draft), *_retire_lines(draft)]
+    draft.files[f"checks/{eid}.py"] = _check_stub(req, function)
+
+
+def _block(draft: _Draft, summary: str) -> list[str]:
+    req = draft.request
+    return [f"- id: {req.entry_id}",
+            f"  kind: {req.kind.value}",
+            *_folded("summary", summary, "  "),
+            *(f"  {line}" for line in draft.lines),
+            f"  owner: {_scalar(_owner(req))}",
+            f"  added: {req.today.isoformat()}",
+            "  status: active"]
+
+
+def _prepare(request: Request, others: Mapping[str, Path]) -> tuple[_Draft, list[str]]:
+    eid = request.entry_id
+    if not _ID.fullmatch(eid):
+        raise NewEntryError(eid, "not a valid entry id", found=repr(eid),
+                            expected="a lowercase identifier, [a-z][a-z0-9_]{2,63} (it names "
+                            "the overlay and reproducer files)",
+                            fix="e.g. mcore_rerun_sentinel: the distribution, then the bug")
+    _check_options(request)
+    if request.policy and request.policy not in ("error", "warn"):
+        raise NewEntryError(eid, "unknown --policy", found=request.policy,
+                            expected="error or warn")
+    if eid in others and others[eid] != request.registry:
+        raise NewEntryError(eid, "the id is taken", found=f"entry {eid!r} in {others[eid]}",
+                            expected="an id no loaded registry declares",
+                            fix="choose another id (ids are unique across the registries a "
+                            "lane loads)")
+    draft = _Draft(request)
+    {Kind.SOURCE_PATCH: _source_patch, Kind.VERSION_FLOOR: _floor_or_pin,
+     Kind.PACKAGING_PIN: _floor_or_pin, Kind.CONFIG: _config,
+     Kind.COMPAT_GATE: _compat_gate}[request.kind](draft)
+    summary = request.summary or ("TODO (written by patchlane new): what upstream gets wrong, "
+                                  "and what this entry changes")
+    if not summary.strip():
+        raise NewEntryError(eid, "--summary is empty", found="''",
+                            expected="one line: what upstream gets wrong and what the entry "
+                            "changes")
+    return draft, _block(draft, summary)
+
+
+# -- the registry file ---------------------------------------------------------------------------
+
+def _read_registry(request: Request) -> str:
+    path = request.registry
+    if not path.exists():
+        if not path.parent.is_dir():
+            raise NewEntryError(request.entry_id, "the registry's folder does not exist",
+                                found=str(path.parent), expected="an existing folder",
+                                fix="create it, or correct --registry")
+        return ""
+    raw = path.read_bytes().decode("utf-8")  # as stored: CRLF stays CRLF
+    existing = parse_registry(path, raw)  # a registry already rejected is fixed first
+    if any(entry.id == request.entry_id for entry in existing):
+        raise NewEntryError(request.entry_id, "the id is taken",
+                            found=f"entry {request.entry_id!r} in {path}",
+                            expected="a new id", fix=f"choose another id, or edit the entry "
+                            f"in {path} (`patchlane show {request.entry_id}`)")
+    tops = [line for line in raw.splitlines() if re.match(r"[A-Za-z_]", line)]
+    if not tops or not re.fullmatch(r"entries:\s*(#.*)?", tops[-1]):
+        raise NewEntryError(
+            request.entry_id, "cannot append an entry to this registry",
+            found=f"{path} ends with the top-level line {tops[-1] if tops else '(none)'!r}",
+            expected="`entries:` as the last top-level key, its items in block style "
+            "(`  - id: ...`)",
+            fix="move the entries list to the end of the file, written as a block list")
+    return raw
+
+
+def _compose(raw: str, block: list[str]) -> str:
+    newline = "\r\n" if raw.partition("\n")[0].endswith("\r") else "\n"
+    indent = _item_indent(raw)
+    text = raw or NEW_REGISTRY_HEADER
+    if not text.endswith(("\n", "\r")):
+        text += newline
+    if not re.search(r"(^|\n)entries:\s*(#.*)?\r?\n$", text):
+        text += newline  # a blank line between entries, as the file keeps them
+    return text + newline.join(f"{indent}{line}" for line in block) + newline
+
+
+@contextlib.contextmanager
+def _created(root: Path, files: Mapping[str, str]) -> Iterator[list[Path]]:
+    """Create ``files`` under ``root`` (never over an existing file); on any failure inside
+    the block, remove them and any folder created for them."""
+    made: list[Path] = []
+    folders: list[Path] = []
+    try:
+        for rel, text in files.items():
+            path = root / rel
+            for parent in reversed([p for p in path.relative_to(root).parents if str(p) != "."]):
+                folder = root / parent
+                if not folder.exists():
+                    folder.mkdir()
+                    folders.append(folder)
+            with open(path, "x", encoding="utf-8", newline="\n") as handle:
+                made.append(path)
+                handle.write(text)
+        yield made
+    except BaseException:
+        for path in reversed(made):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        for folder in reversed(folders):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _refuse_existing(request: Request, files: Mapping[str, str]) -> None:
+    for rel in files:
+        path = request.registry.parent / rel
+        if path.exists() or path.is_symlink():
+            raise NewEntryError(
+                request.entry_id, f"{rel} already exists", found=str(path),
+                expected="no file yet (patchlane new never overwrites one)",
+                fix="move it aside, or choose another id: each file is named after its entry")
+
+
+def new_entry(request: Request, others: Mapping[str, Path] | None = None) -> Created:
+    """Write the entry ``request`` asks for; ``others``: ids already declared by the registries
+    loaded beside this one (id -> file). Raises :class:`NewEntryError` (nothing written)."""
+    request = _with_registry(request)
+    _read_registry(request)  # refusals about the file itself, before importing anything
+    draft, block = _prepare(request, others or {})
+    _refuse_existing(request, draft.files)
+    path = request.registry
+
+    def locked(message: str) -> PatchlaneError:
+        return NewEntryError(request.entry_id, "the registry is being edited",
+                             found=message, expected="the registry's edit lock")
+
+    with registry_lock(path, locked):
+        raw = _read_registry(request)  # again, under the lock: another edit may have landed
+        text = _compose(raw, block)
+        with _created(path.parent, draft.files) as made:
+            try:
+                entries = parse_registry(path, text)
+            except RegistryError as exc:
+                raise NewEntryError(request.entry_id, "the registry does not validate with "
+                                    "the new block appended; nothing was written",
+                                    found=str(exc), expected="a registry the loader accepts",
+                                    fix=f"check how the end of {path} is written (the block "
+                                    "goes after the last entry), or add the entry by hand; "
+                                    "if the file looks right, report it with the command "
+                                    "line you ran") from None
+            entry = entries[-1]
+            if entry.id != request.entry_id or (draft.settings and entry.config is not None
+                                                and dict(entry.config.settings)
+                                                != draft.settings):
+                raise NewEntryError(request.entry_id, "the appended block did not read back "
+                                    "as written; nothing was written", found=entry.id,
+                                    expected=request.entry_id,
+                                    fix="check the end of the registry file")
+            existed = path.exists()
+            atomic_write(path, text)
+    if not existed:  # atomic_write's temp file is private (0600); a registry is not
+        umask = os.umask(0)
+        os.umask(umask)
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o666 & ~umask)
+    return Created(entry, draft.applies_to, path, tuple(made), draft.installed,
+                   tuple(draft.notes))
+
+
+def _with_registry(request: Request) -> Request:
+    # resolved, as the loader records a registry's source (and retire writes it)
+    return replace(request, registry=Path(request.registry).resolve())
+
+
+# -- the files -----------------------------------------------------------------------------------
+# Written to pass the checkout's own ruff and mypy (patches/ and reproducers/ are checked):
+# names of any length are wrapped, never left past the line length.
+
+def _wrap(text: str, indent: str = "") -> str:
+    return textwrap.fill(text, width=96, initial_indent=indent, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def _string_lines(text: str, indent: str) -> str:
+    """``text`` as adjacent Python string literals, one per line."""
+    parts = textwrap.wrap(text, width=96 - len(indent) - 2, break_long_words=False,
+                          break_on_hyphens=False)
+    return "\n".join(indent + json.dumps(part + (" " if i < len(parts) - 1 else ""))
+                     for i, part in enumerate(parts))
+
+
+def _overlay_stub(request: Request, installed: Installed) -> str:
+    eid, target = request.entry_id, request.target
+    first = _wrap(f'"""Overlay for {eid}: {target} ({installed.distribution} '
+                  f"{installed.version}).")
+    about = _wrap(f"What upstream gets wrong, and what this overlay changes: write it here. "
+                  f"`patchlane draft {eid}` quotes this docstring in the public-ready draft "
+                  "for upstream.")
+    return f'''{first}
+
+{about}
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from patchlane.loading import entry_id
+
+ENTRY_ID = entry_id(__name__)  # the lane loads this file under its entry id
+
+
+def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    # Calls straight through until the fix is written here: applied, the entry changes
+    # nothing yet (and the placeholder reproducer keeps the sweep from calling it a pass).
+    return wrapped(*args, **kwargs)
+
+
+def probe(module: ModuleType) -> bool:
+    """True once upstream itself behaves correctly in ``module`` (the imported target
+    module): the lane then keeps the overlay out, and the entry can retire.
+
+    Check what upstream's fix changes, cheaply and without side effects: a parameter the
+    fixed release added (``inspect.signature(...).parameters``), an attribute it defines, a
+    constant it corrected. Never call the target here."""
+    return False
+'''
+
+
+def _reproducer_stub(request: Request) -> str:
+    eid, target = request.entry_id, request.target or ""
+    module, _, qualname = target.partition(":")
+    first = _wrap(f'"""Reproducer for {eid}: {target}.')
+    message = _string_lines(f"write the reproducer (reproducers/{eid}.py): call {qualname} the "
+                            "way the bug shows and assert the correct result", " " * 8)
+    return f'''{first}
+
+``run(ctx)`` raises ``AssertionError`` when the upstream bug shows, and only then: any other
+exception is an error of the harness, never a verdict. Assert the correct behaviour, so the
+reproducer fails on the unpatched release (the bug shows) and passes with the overlay:
+
+    patchlane reproduce {eid} --without-overlay
+    patchlane reproduce {eid}
+
+Import the target inside ``run`` (the lane decides the overlay at that import).
+``ctx.process_group()`` gives a process group for WORLD_SIZES above 1, ``ctx.device`` the
+device of the lane.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from patchlane.evidence.reproduce import ReproContext
+
+LANES = ("cpu",)  # add "cuda" when the bug needs a GPU to show
+WORLD_SIZES = (1,)  # add 2 when it needs ranks
+
+
+def run(ctx: ReproContext) -> None:
+    import importlib
+
+    # The lane decides the overlay when the target's module is imported; the sweep checks
+    # that decision (disabled without the overlay, applied and run with it).
+    importlib.import_module(
+{_string_lines(module, " " * 8)})
+    # Fails on purpose until it is written: a placeholder that passed without the overlay
+    # would tell the sweep upstream had fixed the bug. Until then the sweep reports this
+    # entry as an error (the overlay is applied but never runs), never as a pass.
+    raise AssertionError(
+{message})
+'''
+
+
+def _check_stub(request: Request, function: str) -> str:
+    eid = request.entry_id
+    first = _wrap(f'"""Compat gate {eid}: the run configurations upstream gets wrong.')
+    return f'''{first}
+
+``{function}(config)`` returns None when the configuration is safe, else one sentence: what
+goes wrong with these settings and which setting avoids it. ``patchlane.check_config(config)``
+runs it on a Megatron args namespace or a TransformerConfig.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def {function}(config: Any) -> str | None:
+    # Refuses to judge until it is written: a stub that answered "safe" would let the bad
+    # configuration through without a word.
+    raise NotImplementedError(
+{_string_lines(f"write the check: checks/{eid}.py", " " * 8)})
+'''
+
+
+def _draft_stub(request: Request) -> str:
+    eid = request.entry_id
+    return f"""# {eid}: not written yet
+
+*A stub written by `patchlane new`. This entry is not forwarded upstream (`forwarded: "no"`).*
+
+Once the sweep shows the bug (`patchlane sweep --only {eid}` reports `guarding`),
+`patchlane draft {eid} --evidence RUN_DIR` replaces this file with the public-ready draft:
+the symptom, the affected releases (what ran), the reproducer and the proposed change
+(`drafts/{eid}.change.yaml`). Then post it, and record the issue or PR under `upstream:`.
+"""

@@ -1,0 +1,197 @@
+"""``patchlane new`` from the command line, and docs/adding-an-entry.md walked end to end on a
+fake installed distribution: new entry, reproducer watched failing, overlay, reproducer
+passing, the sweep saying ``guarding``, the draft. Each step is the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchlane.exit_codes import ExitCode
+
+from ..conftest import FakeTarget
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+ENTRY = "shout_no_bang"
+
+# The fake upstream bug: shout() forgets the exclamation mark. The reproducer asserts the
+# correct behaviour; the overlay adds the mark.
+REPRODUCER = '''
+"""Reproducer for shout_no_bang: shout() must end with an exclamation mark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+LANES = ("cpu",)
+WORLD_SIZES = (1,)
+
+
+def run(ctx: Any) -> None:
+    import {module} as target
+
+    got = target.shout("hi")
+    assert got == "HI!", f"the bug shows: shout('hi') returned {{got!r}}"
+'''
+
+OVERLAY = '''
+"""Overlay for shout_no_bang: upstream's shout() forgets the exclamation mark; add it."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from patchlane.loading import entry_id
+
+ENTRY_ID = entry_id(__name__)
+
+
+def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return wrapped(*args, **kwargs) + "!"
+
+
+def probe(module: ModuleType) -> bool:
+    return bool(getattr(module, "SHOUT_ENDS_WITH_BANG", False))  # upstream's fix says so
+'''
+
+
+def cli(fake: FakeTarget, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PATCHLANE_DEFAULT_REGISTRY="0", PATCHLANE_ENTRY_POINTS="0",
+               PATCHLANE_REGISTRY=str(fake.registry),
+               PYTHONPATH=os.pathsep.join([str(fake.root), str(ROOT)]))
+    env.pop("PATCHLANE_STRICT", None)
+    env.pop("PATCHLANE_ONLY", None)
+    env.pop("PATCHLANE_DISABLE", None)
+    return subprocess.run([sys.executable, "-m", "patchlane.cli.main", *args],
+                          capture_output=True, text=True, env=env, cwd=fake.root, timeout=300)
+
+
+def new(fake: FakeTarget, *extra: str) -> subprocess.CompletedProcess[str]:
+    return cli(fake, "new", ENTRY, "--target", f"{fake.module}:shout",
+               "--registry", str(fake.registry), "--owner", "tests", *extra)
+
+
+def test_the_guide_end_to_end(fake_target: FakeTarget, tmp_path: Path) -> None:
+    fake_target.write_registry()  # a team registry with one entry already
+    before = fake_target.registry.read_bytes()
+
+    # 1. patchlane new: the block, the overlay, the reproducer, the draft stub
+    out = new(fake_target, "--summary", "shout() forgets the exclamation mark")
+    assert out.returncode == 0, out.stderr
+    assert fake_target.registry.read_bytes().startswith(before)
+    assert f"patchlane reproduce {ENTRY} --without-overlay" in out.stdout
+
+    # 2. write the reproducer; watch it fail on the unpatched release
+    reproducer = fake_target.root / "reproducers" / f"{ENTRY}.py"
+    reproducer.write_text(REPRODUCER.format(module=fake_target.module))
+    out = cli(fake_target, "reproduce", ENTRY, "--without-overlay")
+    assert out.returncode == ExitCode.REPRODUCER_FAILED, out.stdout + out.stderr
+    assert "FAIL" in out.stdout and "the bug shows" in out.stdout
+
+    # 3. write the overlay; the reproducer passes with it
+    (fake_target.root / "patches" / f"{ENTRY}.py").write_text(OVERLAY)
+    out = cli(fake_target, "reproduce", ENTRY)
+    assert out.returncode == ExitCode.OK, out.stdout + out.stderr
+    assert "PASS" in out.stdout
+
+    # 4. the sweep: guarding, exit 0
+    run = tmp_path / "run"
+    out = cli(fake_target, "sweep", "--only", ENTRY, "--run-dir", str(run), "--quiet")
+    assert out.returncode == ExitCode.OK, out.stdout + out.stderr
+    row = next(line for line in out.stdout.splitlines() if line.startswith(ENTRY))
+    assert "guarding" in row.split(), out.stdout
+
+    # 5. the draft for upstream, from the sweep's evidence, replaces the stub
+    out = cli(fake_target, "draft", ENTRY, "--evidence", str(run))
+    assert out.returncode == ExitCode.OK, out.stdout + out.stderr
+    draft = (fake_target.root / "drafts" / f"{ENTRY}.md").read_text()
+    assert "not written yet" not in draft
+    assert "shout() forgets the exclamation mark" in draft
+
+
+def test_a_fresh_entry_never_passes_in_the_sweep(fake_target: FakeTarget,
+                                                 tmp_path: Path) -> None:
+    fake_target.write_registry()
+    assert new(fake_target).returncode == 0
+    out = cli(fake_target, "sweep", "--only", ENTRY, "--run-dir", str(tmp_path / "run"),
+              "--quiet")
+    row = next(line for line in out.stdout.splitlines() if line.startswith(ENTRY))
+    verdict = row.split()[4]
+    assert verdict in ("error", "broken"), out.stdout
+    assert out.returncode & 32 and out.returncode != ExitCode.OK, out.stdout + out.stderr
+    # and run by hand it fails, with the placeholder's message
+    out = cli(fake_target, "reproduce", ENTRY, "--without-overlay")
+    assert out.returncode == ExitCode.REPRODUCER_FAILED
+    assert "write the reproducer" in out.stdout
+
+
+def test_refusals_are_usage_errors_and_write_nothing(fake_target: FakeTarget) -> None:
+    fake_target.write_registry()
+    before = fake_target.registry.read_bytes()
+    listing = sorted(fake_target.root.rglob("*"))
+    cases = [
+        (["new", fake_target.entry_id, "--target", f"{fake_target.module}:shout"],
+         "the id is taken"),
+        (["new", ENTRY, "--target", "no_such_module_xyz:f"], "unknown module"),
+        (["new", ENTRY, "--target", f"{fake_target.module}:shout", "--distribution",
+          "no-such-dist-xyz"], "is not installed"),
+        (["new", ENTRY, "--target", f"{fake_target.module}:shout", "--pin", "<2"],
+         "--pin does not apply"),
+    ]
+    for args, needle in cases:
+        out = cli(fake_target, *args, "--registry", str(fake_target.registry))
+        assert out.returncode == ExitCode.USAGE, (args, out.stderr)
+        assert needle in out.stderr and "expected" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
+    assert fake_target.registry.read_bytes() == before
+    assert sorted(p for p in fake_target.root.rglob("*")
+                  if not p.name.endswith(".lock") and "__pycache__" not in p.parts) \
+        == [p for p in listing if "__pycache__" not in p.parts]
+
+
+def test_a_ledger_entry_from_the_command_line(fake_target: FakeTarget) -> None:
+    fake_target.write_registry()
+    out = cli(fake_target, "new", "greeter_floor", "--kind", "version_floor",
+              "--target", fake_target.package, "--requires", ">=1.0",
+              "--issue", "https://github.com/o/r/issues/1",
+              "--registry", str(fake_target.registry))
+    assert out.returncode == 0, out.stderr
+    shown = cli(fake_target, "show", "greeter_floor")
+    assert shown.returncode == 0, shown.stderr
+    assert ">=1.0" in shown.stdout
+
+
+def test_an_installed_patchlane_has_no_default_registry_to_append_to(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # from a wheel, the default registry is inside site-packages: never edited in place
+    from patchlane import startup
+    from patchlane.cli.main import main
+
+    bundled = tmp_path / "patchlane" / "_bundle" / "registry.yaml"
+    monkeypatch.setattr(startup, "default_registry_path", lambda: bundled)
+    assert main(["new", "some_entry", "--target", "json:dumps"]) == ExitCode.USAGE
+    assert not bundled.parent.exists()
+
+
+def test_the_help_names_the_guide() -> None:
+    out = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "new", "--help"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0
+    assert "docs/adding-an-entry.md" in " ".join(out.stdout.split())
+    assert (ROOT / "docs" / "adding-an-entry.md").is_file()
+
+
+def test_the_guide_shows_the_commands_this_test_runs() -> None:
+    guide = " ".join((ROOT / "docs" / "adding-an-entry.md").read_text().split())
+    for command in ("patchlane new ", "patchlane reproduce ID --without-overlay",
+                    "patchlane reproduce ID", "patchlane sweep --only ID",
+                    "patchlane draft ID --evidence", "patchlane retire ID"):
+        assert command in guide, command
