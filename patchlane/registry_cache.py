@@ -10,8 +10,9 @@ rebuilt only when something first asks for them (a hook firing, ``patchlane.repo
 rebuilding 200 entries (paths, specifier sets) alone would cost ~2.5 ms. It is reused when
 
 - every registry file's bytes are exactly those cached (compared, not hashed or timestamped),
-- the validator is the same: patchlane's version, ``registry.py``'s size and mtime, Python's
-  and packaging's versions,
+- the validator is the same: patchlane's version, the size and mtime of every module of
+  :mod:`patchlane.registry` (its validation and the classes the pickle holds), Python's and
+  packaging's versions,
 - every directory holding an overlay, reproducer or check file has the mtime it had (adding,
   removing or renaming a file there changes it): one ``stat`` per directory, not per file.
 
@@ -36,7 +37,7 @@ from typing import Any
 
 from . import registry as _registry
 from ._version import __version__
-from .registry import Entry, Registry, StartupRow, load_registries, read_registry_bytes
+from .registry import Entry, Registry, StartupRow, read_registry_bytes
 
 __all__ = ["load"]
 
@@ -50,9 +51,33 @@ KEEP = 32
 def _validator() -> tuple[Any, ...]:
     import packaging
 
-    here = os.stat(_registry.__file__)
-    return (FORMAT, __version__, here.st_size, here.st_mtime_ns, sys.implementation.cache_tag,
+    return (FORMAT, __version__, _registry_modules(), sys.implementation.cache_tag,
             packaging.__version__)
+
+
+def _registry_modules() -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime) of every module of :mod:`patchlane.registry`: a change to any of
+    them (the schema, the reader, the records whose classes the pickle names) is a new
+    validator. Listed from its folder rather than named here, so a module added to the package
+    is keyed without anyone remembering to; the suffix is the package's own (``.pyc`` in a
+    sourceless install)."""
+    folder, init = os.path.split(_registry.__file__)
+    suffix = os.path.splitext(init)[1]
+    modules = []
+    with os.scandir(folder) as listing:
+        for item in listing:
+            if item.name.endswith(suffix) and item.is_file():
+                info = item.stat()
+                modules.append((item.name, info.st_size, info.st_mtime_ns))
+    return tuple(sorted(modules))
+
+
+def load_registries(paths: Sequence[Path]) -> Registry:
+    """:func:`patchlane.registry.load_registries`, imported on a miss only: a start this cache
+    serves never imports the YAML parser or the schema."""
+    from .registry.loader import load_registries as parse_and_validate
+
+    return parse_and_validate(paths)
 
 
 def _file_dirs(entries: Sequence[Entry]) -> dict[str, int]:

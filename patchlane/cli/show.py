@@ -17,6 +17,7 @@ def run_show(entry_id: str) -> int:
         ("target", entry.target.object_path or entry.target.distribution),
         ("distribution", entry.target.distribution), ("applies_to", entry.applies_to),
         ("upstream.issue", entry.upstream.issue), ("upstream.pr", entry.upstream.pr),
+        ("upstream.discussion", entry.upstream.discussion),
         ("upstream.forwarded", entry.upstream.forwarded),
         ("upstream.applied_upstream", entry.upstream.applied_upstream),
         ("upstream.draft", entry.upstream.draft),

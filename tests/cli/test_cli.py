@@ -68,6 +68,17 @@ def test_show_prints_the_entry(fake_target: FakeTarget) -> None:
     assert "upstream.forwarded" in out.stdout
 
 
+def test_show_prints_the_upstream_discussion(fake_target: FakeTarget) -> None:
+    env = fake_cli_env(fake_target)
+    url = "https://forum.example.invalid/t/greeter-bug/7"
+    entry = fake_target.entry()
+    fake_target.write_registry({**entry, "upstream": {**entry["upstream"], "discussion": url}})
+    out = cli("show", fake_target.entry_id, env=env)
+    assert out.returncode == 0, out.stderr
+    (line,) = [ln for ln in out.stdout.splitlines() if ln.startswith("upstream.discussion ")]
+    assert line.split() == ["upstream.discussion", url]
+
+
 def test_show_unknown_id_is_a_usage_error(fake_target: FakeTarget) -> None:
     out = cli("show", "no_such_entry", env=fake_cli_env(fake_target))
     assert out.returncode == 2

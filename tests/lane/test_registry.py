@@ -447,6 +447,12 @@ BAD: dict[str, Bad] = {
         "a source patch not forwarded upstream needs a public-ready draft",
         key="upstream.draft", found="forwarded: no and no upstream.draft",
         expected=f"upstream.draft: drafts/{ENTRY_ID}.md (or forwarded: <the PR/issue URL>)"),
+    "discussion-not-url": Bad(
+        entry_with("upstream.discussion", "see the forum thread"), "not a URL",
+        key="upstream.discussion", found="see the forum thread", expected="an http(s) URL"),
+    "discussion-not-text": Bad(
+        entry_with("upstream.discussion", ["https://example.com/a"]), "wrong type",
+        key="upstream.discussion", found=["https://example.com/a"], expected="a URL string"),
     "draft-missing-file": Bad(
         entry_with("upstream.draft", "drafts/nowhere.md"), "draft does not exist",
         key="upstream.draft", found="drafts/nowhere.md"),
@@ -646,6 +652,12 @@ def test_forwarded_bare_no_is_the_string_no(tmp_path: Path) -> None:
         pytest.param("upstream", {"forwarded": "not-needed"},
                      lambda e: e.upstream == Upstream(None, None, "not-needed", None),
                      id="upstream-minimal"),
+        pytest.param("upstream.discussion", "https://forum.example.com/t/demo-bug/42",
+                     lambda e: e.upstream.discussion == "https://forum.example.com/t/demo-bug/42"
+                     and e.upstream.issue == "https://github.com/example/demo/issues/1",
+                     id="upstream-discussion-kept"),
+        pytest.param("upstream.discussion", None,
+                     lambda e: e.upstream.discussion is None, id="upstream-discussion-null"),
         pytest.param("notes", "free text", lambda e: e.notes == "free text",
                      id="notes-kept"),
     ],

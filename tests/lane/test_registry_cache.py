@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -141,18 +142,88 @@ def test_cache_controls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert Controls.from_env({}).registry_cache == tmp_path / "home/.cache/patchlane/registry"
 
 
+def _child_env(registry: Path, cache: Path, **extra: str) -> dict[str, str]:
+    """The environment of a fresh interpreter whose `import patchlane` starts on ``registry``
+    with its validated copy cached in ``cache``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env.update({"PATCHLANE_REGISTRY": str(registry), "PATCHLANE_REGISTRY_CACHE": str(cache),
+                "PYTHONWARNINGS": "ignore", **extra})
+    return env
+
+
+def _child(code: str, env: dict[str, str]) -> Any:
+    """What ``code`` prints as JSON, run by a fresh interpreter (outside any checkout)."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120, cwd="/")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
 def test_import_patchlane_uses_and_fills_the_cache(fake_target: FakeTarget,
                                                    tmp_path: Path) -> None:
-    path = fake_target.write_registry()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
-    env.update({"PATCHLANE_REGISTRY": str(path), "PATCHLANE_REGISTRY_CACHE": str(tmp_path / "c"),
-                "PYTHONWARNINGS": "ignore"})
+    env = _child_env(fake_target.write_registry(), tmp_path / "c")
     code = ("import json, patchlane\n"
             "print(json.dumps([(e['id'], e['decision']['outcome'], e['decision']['reason'])"
             " for e in patchlane.report()['entries']]))")
-    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           env=env, timeout=120, cwd="/") for _ in range(2)]
-    assert all(r.returncode == 0 for r in runs), runs[0].stderr
-    first, second = (json.loads(r.stdout) for r in runs)
+    first, second = (_child(code, env) for _ in range(2))
     assert first == second and fake_target.entry_id in {i for i, _, _ in first}
     assert len(list((tmp_path / "c").glob("*.pickle"))) == 1
+
+
+def test_a_start_served_from_the_cache_loads_no_parser_or_schema(fake_target: FakeTarget,
+                                                                 tmp_path: Path) -> None:
+    """What the cache saves is the parse and the validation, and their imports with them."""
+    env = _child_env(fake_target.write_registry(), tmp_path / "c")
+    code = ("import json, sys, patchlane\n"
+            "print(json.dumps(sorted(m for m in ('yaml', 'patchlane.registry.safe_yaml',\n"
+            "    'patchlane.registry.schema', 'patchlane.registry.loader') if m in sys.modules)))")
+    first, second = (_child(code, env) for _ in range(2))
+    assert first == ["patchlane.registry.loader", "patchlane.registry.safe_yaml",
+                     "patchlane.registry.schema", "yaml"]  # a miss: parsed and validated
+    assert second == []
+    from patchlane.registry import SCHEMA_VERSION, load_registries, parse_registry
+
+    assert (SCHEMA_VERSION, load_registries.__module__, parse_registry.__module__) \
+        == (1, "patchlane.registry.loader", "patchlane.registry.loader")  # there when asked
+
+
+def test_a_change_to_any_module_of_the_registry_package_revalidates(fake_target: FakeTarget,
+                                                                     tmp_path: Path) -> None:
+    """The cache stands for what the registry package's code made of the files: its schema, its
+    reader, and the record classes the pickle names. Touching any one of its modules (in a copy
+    of patchlane, imported by fresh interpreters) makes the next start validate again."""
+    import patchlane
+
+    root = tmp_path / "src"
+    shutil.copytree(Path(patchlane.__file__).parent, root / "patchlane")
+    package = root / "patchlane" / "registry"
+    modules = sorted(package.glob("*.py"))
+    assert {"__init__.py", "records.py", "schema.py", "reader.py", "safe_yaml.py", "loader.py"} \
+        <= {m.name for m in modules}
+    env = _child_env(fake_target.write_registry(), tmp_path / "cache", PYTHONPATH=str(root),
+                     PATCHLANE_DEFAULT_REGISTRY="0", PATCHLANE_ENTRY_POINTS="0")
+    # The start, then a second load in the same process: whether each came from the cache.
+    code = ("import json, patchlane\n"
+            "from patchlane import registry_cache, startup\n"
+            "lane = startup.current()\n"
+            "again = registry_cache.load(startup.registry_paths(lane.controls),\n"
+            "                            lane.controls.registry_cache)\n"
+            "print(json.dumps([patchlane.__file__, lane.registry.entries[0].id,\n"
+            "    isinstance(lane.registry, registry_cache._CachedRegistry),\n"
+            "    isinstance(again, registry_cache._CachedRegistry)]))")
+
+    def start() -> tuple[bool, bool]:
+        file, entry_id, started_cached, then_cached = _child(code, env)
+        assert Path(file).parent == root / "patchlane" and entry_id == fake_target.entry_id
+        return started_cached, then_cached
+
+    assert start() == (False, True)  # validated, cached
+    assert start() == (True, True)  # nothing changed: served from the cache
+    for i, module in enumerate(modules, start=1):
+        info = module.stat()
+        if module.name == "records.py":  # new bytes at the same mtime: the size tells
+            module.write_text(module.read_text() + "\n# changed\n")
+            os.utime(module, ns=(info.st_atime_ns, info.st_mtime_ns))
+        else:  # the same bytes at a new mtime
+            os.utime(module, ns=(info.st_atime_ns, info.st_mtime_ns + i * 10**9))
+        assert start() == (False, True), module.name  # validated again, then cached again

@@ -1,438 +1,44 @@
-"""The registry: ``registry.yaml`` files parsed and validated into frozen :class:`Entry` records.
+"""The registry schema: a parsed YAML document validated into :mod:`records <.records>`.
 
-This is the only place entries are built. Loading is all-or-nothing: every file is parsed and
-every entry validated before anything is returned, so a malformed registry can never leave a
-process half-patched. YAML is read with a safe loader only.
+This is the only place entries are built. Every rule a registry file must follow lives here,
+and every error names the file, entry and key that broke it (:class:`_Ctx`). The rules across
+files (``depends_on``, ``continued_by``) run once all files are read (:mod:`.loader`).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import enum
-import functools
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from .errors import RegistryError, UnknownEntryError
+from ..errors import RegistryError
+from .records import (
+    CompatGate,
+    ConfigSettings,
+    Entry,
+    FingerprintPolicy,
+    FingerprintSpec,
+    Kind,
+    KindSpec,
+    PackagingPin,
+    Policy,
+    RetireWhen,
+    Status,
+    Target,
+    Upstream,
+    VersionFloor,
+    When,
+    import_name,
+)
 
-__all__ = [
-    "CompatGate",
-    "ConfigSettings",
-    "Entry",
-    "FingerprintSpec",
-    "Kind",
-    "KindSpec",
-    "PackagingPin",
-    "Policy",
-    "Registry",
-    "RetireWhen",
-    "StartupRow",
-    "Status",
-    "Target",
-    "Upstream",
-    "VersionFloor",
-    "When",
-    "load_registries",
-    "parse_registry",
-    "read_registry_bytes",
-]
+__all__ = ["SCHEMA_VERSION", "check_continuations", "check_dependencies", "validate_document"]
 
 SCHEMA_VERSION = 1
-
-try:  # The C loader is ~10x faster; both are *safe* loaders (no arbitrary object construction).
-    _BaseLoader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - pyyaml built without libyaml
-    _BaseLoader = yaml.SafeLoader
-
-
-class _DuplicateKey(yaml.MarkedYAMLError):
-    pass
-
-
-class _SafeLoader(_BaseLoader):  # type: ignore[misc]
-    """A safe loader that refuses duplicate mapping keys: YAML's last-one-wins would let a
-    second ``entries:`` or ``owner:`` silently replace the first."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise _DuplicateKey(problem=f"duplicate key {key!r}",
-                                    problem_mark=key_node.start_mark)
-            seen.add(key)
-        return dict(super().construct_mapping(node, deep=deep))
-
-
-_SafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-                            _SafeLoader.construct_mapping)
-
-
-class Kind(str, enum.Enum):
-    SOURCE_PATCH = "source_patch"
-    VERSION_FLOOR = "version_floor"
-    COMPAT_GATE = "compat_gate"
-    PACKAGING_PIN = "packaging_pin"
-    CONFIG = "config"
-
-
-class Status(str, enum.Enum):
-    ACTIVE = "active"
-    RETIRED = "retired"
-
-
-class FingerprintPolicy(str, enum.Enum):
-    REFUSE = "refuse"
-    WARN = "warn"
-
-
-# The four value records nested in an Entry are NamedTuples, not frozen dataclasses: equally
-# immutable and typed, and ~5x cheaper to define, which `import patchlane` pays every time.
-class Target(NamedTuple):
-    distribution: str
-    """Distribution name whose installed metadata version the gate reads (``megatron-core``)."""
-    module: str | None = None
-    qualname: str | None = None
-    version_from: str | None = None
-    """``module:attribute`` where a source tree of the distribution declares its version, for
-    a target imported without distribution metadata (defaults: ``gates.KNOWN_TREE_VERSIONS``)."""
-
-    @property
-    def object_path(self) -> str | None:
-        if self.module is None:
-            return None
-        return f"{self.module}:{self.qualname}" if self.qualname else self.module
-
-
-class Upstream(NamedTuple):
-    issue: str | None
-    pr: str | None
-    forwarded: str
-    """DEP-3 ``Forwarded``: a URL, ``no`` or ``not-needed``."""
-    applied_upstream: str | None
-    """DEP-3 ``Applied-Upstream``: the release, commit or URL where upstream carries the fix."""
-    distribution: str | None = None
-    """The distribution whose releases carry the upstream fix, when it is not the target's
-    (a numpy pin fixed in triton)."""
-    draft: Path | None = None
-    """A public-ready write-up (``drafts/<id>.md``) of a fix not yet forwarded: an active
-    source patch whose ``forwarded`` is ``no`` must carry one (``patchlane draft ID`` writes
-    it from sweep evidence)."""
-
-
-class When(NamedTuple):
-    """When a ledger check (``version_floor``, ``packaging_pin``) runs: once module
-    ``imported`` is imported, and only if every ``env`` variable has its value at that moment.
-    Until then the entry is ``pending``; with the module imported but the environment not
-    matching it is ``skipped: not applicable``."""
-
-    imported: str
-    env: Mapping[str, str] = {}
-
-    def describe(self) -> str:
-        """``import triton`` with TRITON_INTERPRET=1: what the check waits for."""
-        cond = " and ".join(f"{name}={value}" for name, value in self.env.items())
-        module = self.imported or "<the target's module>"  # as written, before the default
-        return f"`import {module}`" + (f" with {cond}" if cond else "")
-
-    def __str__(self) -> str:  # `patchlane show` prints the entry's settings with str()
-        return self.describe()
-
-    def unmet(self, environ: Mapping[str, str]) -> str | None:
-        """Why the environment condition does not hold in ``environ`` (None when it does)."""
-        for name, value in self.env.items():
-            actual = environ.get(name)
-            if actual != value:
-                now = "unset" if actual is None else f"{actual!r}"
-                return f"{name} is {now}, not {value!r}"
-        return None
-
-
-# Where a distribution's import name is not its own name normalized ('-' and '.' -> '_'): the
-# module a version floor or pin waits for when the entry names no module (`target.object`,
-# `when.imported`) itself.
-KNOWN_IMPORT_NAMES = {
-    "megatron-core": "megatron.core",
-    "pytorch-triton": "triton",
-    "pyyaml": "yaml",
-}
-
-
-def import_name(distribution: str) -> str:
-    name = distribution.lower()
-    return KNOWN_IMPORT_NAMES.get(name) or re.sub(r"[-.]+", "_", name)
-
-
-class RetireWhen(NamedTuple):
-    release: SpecifierSet | None
-    """Releases of the target distribution that carry the fix."""
-    probe: bool
-    """Whether the overlay's probe reporting upstream-fixed is part of the retirement evidence."""
-    upstream_released: bool = False
-    """Retire when the linked upstream fix is merged and in a release (``patchlane upstream``)."""
-
-
-class FingerprintSpec(NamedTuple):
-    sha256: tuple[str, ...]
-    policy: FingerprintPolicy
-    covers: tuple[str, ...] = ()
-    """Extra qualnames in the target module whose source the overlay also relies on."""
-    objects: tuple[str, ...] = ()
-    """When set, exactly these qualnames are fingerprinted instead of the target (+ covers):
-    for a target whose own source is not the upstream code at issue (an inherited
-    ``autograd.Function.apply`` wrapped to route calls)."""
-    releases: Mapping[str, str] = {}
-    """Upstream release -> the fingerprint its target had when it ran (evidence, not the gate):
-    how ``patchlane doctor`` names the release a source tree is nearest to."""
-
-    def qualnames(self, target: str) -> tuple[str, ...]:
-        return self.objects or (target, *self.covers)
-
-
-class Policy(str, enum.Enum):
-    """What a violated ledger entry does: ``error`` fails (at the protected import, in
-    ``check_config``), ``warn`` logs and records it."""
-
-    ERROR = "error"
-    WARN = "warn"
-
-
-class VersionFloor(NamedTuple):
-    """``kind: version_floor``: the target distribution must satisfy ``requires``."""
-
-    requires: SpecifierSet
-    policy: Policy
-    when: When | None = None
-
-
-class PackagingPin(NamedTuple):
-    """``kind: packaging_pin``: the distribution must satisfy ``pin`` and, with ``source``,
-    have been installed from that URL (its ``direct_url.json``)."""
-
-    pin: SpecifierSet
-    policy: Policy
-    source: str | None = None
-    when: When | None = None
-
-
-class CompatGate(NamedTuple):
-    """``kind: compat_gate``: ``check_function`` in ``check_file`` judges a run's config."""
-
-    check_file: Path
-    check_function: str
-    policy: Policy
-
-
-class ConfigSettings(NamedTuple):
-    """``kind: config``: module attributes assigned when their module is imported."""
-
-    settings: Mapping[str, bool | int | float | str]
-
-
-KindSpec = VersionFloor | PackagingPin | CompatGate | ConfigSettings
-"""The per-kind part of an :class:`Entry` (None for a source patch, whose own fields are
-``overlay``, ``reproducer`` and ``fingerprint``)."""
-
-
-@dataclass(frozen=True)
-class Entry:
-    id: str
-    kind: Kind
-    summary: str
-    target: Target
-    applies_to: SpecifierSet | None
-    upstream: Upstream
-    retire_when: RetireWhen
-    owner: str
-    added: _dt.date
-    status: Status
-    source: Path
-    """The registry file this entry came from; relative paths are resolved against it."""
-    overlay: Path | None = None
-    reproducer: Path | None = None
-    fingerprint: FingerprintSpec | None = None
-    spec: KindSpec | None = None
-    """The ledger kinds' own settings, one frozen record per kind."""
-    notes: Any = None
-    evidence: Any = None
-    """Free-form text, list or mapping: what ran, what was read (never evaluated)."""
-    retired: _dt.date | None = None
-    """When ``status: retired`` was recorded."""
-    depends_on: tuple[str, ...] = ()
-    """Source patches this one builds on (``depends_on: [id, ...]``). Where a dependency's
-    gate admits the installed release, this entry applies only once that dependency is applied
-    (or its probe says upstream already behaves as it would make it); where the dependency's
-    gate excludes the release (upstream ships the behaviour itself, or it predates it), the
-    dependency does not bind and this entry's own gate decides. Example: a follow-up fix to a
-    backported behaviour is needed wherever the backport is applied, and on every release that
-    ships the behaviour upstream."""
-    continued_by: str | None = None
-    """The source patch that carries this entry's bug onward on releases past this entry's
-    gate (``continued_by: id``): upstream moved the code, the bug came along, and another
-    entry guards it there. Past the gate the sweep reports such a row ``covered`` (naming that
-    entry) instead of ``still-affected``, wherever that entry's gate admits the release."""
-
-    @property
-    def floor(self) -> VersionFloor | None:
-        return self.spec if isinstance(self.spec, VersionFloor) else None
-
-    @property
-    def pin(self) -> PackagingPin | None:
-        return self.spec if isinstance(self.spec, PackagingPin) else None
-
-    @property
-    def compat_gate(self) -> CompatGate | None:
-        return self.spec if isinstance(self.spec, CompatGate) else None
-
-    @property
-    def config(self) -> ConfigSettings | None:
-        return self.spec if isinstance(self.spec, ConfigSettings) else None
-
-    @property
-    def policy(self) -> Policy | None:
-        spec = self.spec
-        return spec.policy if isinstance(spec, (VersionFloor, PackagingPin, CompatGate)) \
-            else None
-
-    @property
-    def active(self) -> bool:
-        return self.status is Status.ACTIVE
-
-    # Cached: read for every entry by Registry.startup_index and the ledger hooks, and
-    # packaging canonicalizes every version on a SpecifierSet's first str().
-
-    @functools.cached_property
-    def applies_to_text(self) -> str:
-        """``str(applies_to)`` (``'None'`` when unset), as decisions record it."""
-        return str(self.applies_to)
-
-    @functools.cached_property
-    def requirement_text(self) -> str | None:
-        """A floor's or pin's requirement as decisions record it (``torch>=2.6.0``)."""
-        spec = self.spec
-        required = spec.requires if isinstance(spec, VersionFloor) else \
-            spec.pin if isinstance(spec, PackagingPin) else None
-        return f"{self.target.distribution}{required}" if required is not None else None
-
-    @property
-    def _declared_when(self) -> When | None:
-        """The ``when:`` the registry spelled out (floors and pins only), before defaults."""
-        return self.spec.when if isinstance(self.spec, (VersionFloor, PackagingPin)) else None
-
-    @functools.cached_property
-    def when(self) -> When | None:
-        """For a version floor or packaging pin: the import (and environment) its check waits
-        for. ``when.imported`` defaults to the module of ``target.object``, else the
-        distribution's import name. None for the other kinds."""
-        if self.kind not in (Kind.VERSION_FLOOR, Kind.PACKAGING_PIN):
-            return None
-        given = self._declared_when
-        module = (given.imported if given is not None and given.imported else None) \
-            or self.target.module or import_name(self.target.distribution)
-        return When(module, given.env if given is not None else {})
-
-    @property
-    def names_its_import(self) -> bool:
-        """Whether the entry names the module its check waits for (``target.object`` or
-        ``when.imported``): only then does ``policy: error`` make that import fail."""
-        given = self._declared_when
-        return self.target.module is not None or bool(given is not None and given.imported)
-
-
-class StartupRow(NamedTuple):
-    """What the startup walk needs of one entry, and nothing else: plain strings, so a cached
-    registry can start a lane without rebuilding its entries (patchlane.registry_cache)."""
-
-    id: str
-    kind: str
-    """``Kind`` value."""
-    active: bool
-    distribution: str
-    module: str | None
-    """The module whose import decides it: a source patch's target module, a floor's or pin's
-    ``when.imported``; None for the other kinds."""
-    modules: tuple[str, ...]
-    """A config entry's settings modules (one hook each)."""
-    waiting: str
-    """The pending record's reason: ``waiting for `import x```."""
-    applies_to: str | None
-    """As decisions record it: ``applies_to`` of a source patch, the requirement of a floor or
-    pin (``torch>=2.6.0``)."""
-
-    @classmethod
-    def of(cls, entry: Entry) -> StartupRow:
-        module: str | None = None
-        modules: tuple[str, ...] = ()
-        waiting, applies_to = "", None
-        if entry.kind is Kind.SOURCE_PATCH:
-            module, applies_to = entry.target.module, entry.applies_to_text
-            waiting = f"waiting for `import {module}`"
-        elif entry.when is not None:
-            module, applies_to = entry.when.imported, entry.requirement_text
-            waiting = f"waiting for {entry.when.describe()}"
-        elif entry.kind is Kind.CONFIG:
-            assert entry.config is not None
-            modules = tuple(sorted({str(name).rpartition(".")[0]
-                                    for name in entry.config.settings}))
-            waiting = f"waiting for `import {', '.join(modules)}`"
-        return cls(entry.id, entry.kind.value, entry.active, entry.target.distribution, module,
-                   modules, waiting, applies_to)
-
-
-@dataclass(frozen=True)
-class Registry:
-    entries: tuple[Entry, ...]
-    sources: tuple[Path, ...]
-    contents: tuple[bytes, ...] = ()
-    """The bytes of every source file as validated, in load order."""
-
-    @functools.cached_property
-    def startup_index(self) -> tuple[StartupRow, ...]:
-        """One :class:`StartupRow` per entry, in order: all that `import patchlane` reads."""
-        return tuple(StartupRow.of(entry) for entry in self.entries)
-
-    @functools.cached_property
-    def _by_id(self) -> dict[str, Entry]:
-        return {entry.id: entry for entry in self.entries}
-
-    @functools.cached_property
-    def digest(self) -> str:
-        """sha256 over ``contents``: the registry hash in receipts. Computed on first use so
-        ``import patchlane`` does not pay for loading OpenSSL's hashlib."""
-        if not self.contents:
-            return ""
-        import hashlib
-
-        digest = hashlib.sha256()
-        for raw in self.contents:
-            digest.update(raw)
-        return "sha256:" + digest.hexdigest()
-
-    def get(self, entry_id: str) -> Entry:
-        entry = self._by_id.get(entry_id)
-        if entry is not None:
-            return entry
-        raise UnknownEntryError(entry_id, (e.id for e in self.entries))
-
-    @functools.cached_property
-    def _by_module(self) -> dict[str, tuple[Entry, ...]]:
-        index: dict[str, list[Entry]] = {}
-        for entry in self.entries:
-            if entry.target.module is not None:
-                index.setdefault(entry.target.module, []).append(entry)
-        return {module: tuple(entries) for module, entries in index.items()}
-
-    def by_module(self, module: str) -> tuple[Entry, ...]:
-        # indexed once: every hooked module's import asks, and a registry has hundreds
-        return self._by_module.get(module, ())
-
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]{2,63}$")
 _DIST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
@@ -643,6 +249,7 @@ def _upstream(ctx: _Ctx, value: object) -> Upstream:
     return Upstream(
         issue=_url_or_none(ctx, data.get("issue"), "upstream.issue"),
         pr=_url_or_none(ctx, data.get("pr"), "upstream.pr"),
+        discussion=_url_or_none(ctx, data.get("discussion"), "upstream.discussion"),
         forwarded=str(forwarded),
         applied_upstream=applied,
         distribution=(_expect_type(ctx, data["distribution"], str, "upstream.distribution",
@@ -994,7 +601,7 @@ def _continued_by(ctx: _Ctx, value: object, entry_id: str) -> str | None:
     return value
 
 
-def _check_continuations(entries: Sequence[Entry]) -> None:
+def check_continuations(entries: Sequence[Entry]) -> None:
     """Every ``continued_by`` names a source patch of the loaded registries on the same
     distribution, and following the links never comes back to where it started."""
     import difflib
@@ -1035,7 +642,7 @@ def _check_continuations(entries: Sequence[Entry]) -> None:
             step = by_id.get(step.continued_by) if step.continued_by else None
 
 
-def _check_dependencies(entries: Sequence[Entry]) -> None:
+def check_dependencies(entries: Sequence[Entry]) -> None:
     """Every ``depends_on`` names a source patch of the loaded registries, with no cycle."""
     by_id = {e.id: e for e in entries}
     for entry in entries:
@@ -1073,112 +680,13 @@ def _check_dependencies(entries: Sequence[Entry]) -> None:
         visit(entry.id, [])
 
 
-MAX_REGISTRY_BYTES = 16 * 2**20
-"""A registry larger than this is refused before it is read: 2,000 entries take ~1 MiB."""
-
-
-def read_registry_bytes(path: Path) -> bytes:
-    """A registry file's bytes: a regular file of at most :data:`MAX_REGISTRY_BYTES`, or a
-    :class:`RegistryError` naming it."""
-    import stat
-
-    try:
-        # Only a regular file: a FIFO would block `import patchlane` forever and /dev/zero
-        # would exhaust memory. fstat on the opened file, so a swap after the check is seen.
-        with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NONBLOCK)) as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise RegistryError(path, "not a regular file", found=_file_kind(info.st_mode),
-                                    expected="a YAML file",
-                                    fix="point PATCHLANE_REGISTRY at the registry file itself")
-            if info.st_size > MAX_REGISTRY_BYTES:
-                raise RegistryError(path, "registry file too large", found=info.st_size,
-                                    expected=f"at most {MAX_REGISTRY_BYTES} bytes",
-                                    fix="split it into several registries")
-            return handle.read(MAX_REGISTRY_BYTES + 1)
-    except OSError as exc:
-        raise RegistryError(path, f"cannot read registry: {exc.strerror}",
-                            fix="check PATCHLANE_REGISTRY and the file permissions") from None
-
-
-def _file_kind(mode: int) -> str:
-    import stat
-
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def _refuse_shared(ctx: _Ctx, data: Any) -> None:
-    """YAML anchors and aliases are allowed (teams share an ``upstream:`` or ``when:`` block),
-    but not the "billion laughs": a few hundred bytes of nested aliases that expand to
-    gigabytes wherever the value is walked or echoed. The expanded size is counted without
-    expanding (each list or mapping once, memoised), so this is linear in the document; a
-    recursive alias is refused too."""
-    sizes: dict[int, int] = {}
-    on_path: set[int] = set()
-    # Iterative post-order walk: (value, children pushed?)
-    stack: list[tuple[Any, bool]] = [(data, False)]
-    while stack:
-        value, expanded = stack.pop()
-        if not isinstance(value, (dict, list)) or (not expanded and id(value) in sizes):
-            continue
-        children = list(value.values()) if isinstance(value, dict) else value
-        if expanded:
-            on_path.discard(id(value))
-            sizes[id(value)] = 1 + sum(sizes.get(id(c), 1) for c in children)
-            continue
-        if id(value) in on_path:
-            raise ctx.fail("recursive YAML alias", found="*alias", expected="a finite value",
-                           fix="write the value out instead of referring to itself")
-        on_path.add(id(value))
-        stack.append((value, True))
-        for child in children:
-            if isinstance(child, (dict, list)):
-                if id(child) in on_path:
-                    raise ctx.fail("recursive YAML alias", found="*alias",
-                                   expected="a finite value",
-                                   fix="write the value out instead of referring to itself")
-                stack.append((child, False))
-    expanded_size, unique = sizes.get(id(data), 1), len(sizes)
-    if expanded_size > 10 * unique + 10_000:
-        raise ctx.fail("YAML aliases expand too far", found=f"{expanded_size} nodes from "
-                       f"{unique} written", expected="aliases that expand at most ~10x",
-                       fix="write the values out; nested aliases of aliases (the \"billion "
-                       "laughs\") are refused because they expand without bound")
-
-
-def _decode(path: Path, raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RegistryError(path, f"not UTF-8 text (byte {exc.start})",
-                            fix="save the registry as UTF-8") from None
-
-
-def parse_registry(path: Path, text: str | None = None, *,
-                   drafts_required: bool = True) -> tuple[Entry, ...]:
-    """Parse and validate one registry file. Raises :class:`RegistryError` on any problem.
-    ``drafts_required=False`` lets ``patchlane draft`` read an entry whose draft it is about
-    to write."""
-    path = Path(path).resolve()
+def validate_document(path: Path, data: Mapping[str, Any], *,
+                      drafts_required: bool = True) -> tuple[Entry, ...]:
+    """The entries of one registry file's document (a mapping, from
+    :func:`.reader.load_document`), each validated; raises :class:`RegistryError` on the first
+    problem. ``drafts_required=False`` lets ``patchlane draft`` read an entry whose draft it is
+    about to write."""
     ctx = _Ctx(path, drafts_required)
-    if text is None:
-        text = _decode(path, read_registry_bytes(path))
-    try:
-        data = yaml.load(text, Loader=_SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ctx.fail(f"invalid YAML{where}: {getattr(exc, 'problem', exc)}",
-                       fix="fix the YAML syntax") from None
-    if not isinstance(data, dict):
-        raise ctx.fail("registry must be a mapping", found=type(data).__name__,
-                       expected="a mapping with `schema: 1` and `entries: [...]`")
-    _refuse_shared(ctx, data)
     _check_keys(ctx, data, ("schema", "entries"), (), "the registry")
     if type(data["schema"]) is not int or data["schema"] != SCHEMA_VERSION:
         raise ctx.fail("unsupported schema version", key="schema", found=data["schema"],
@@ -1197,35 +705,3 @@ def parse_registry(path: Path, text: str | None = None, *,
                            expected=f"a unique id (entries[{seen[entry.id]}] already uses it)")
         seen[entry.id] = i
     return tuple(entries)
-
-
-def load_registries(paths: Sequence[Path], *, drafts_required: bool = True) -> Registry:
-    """Load several registry files as one. Duplicate ids across files are an error."""
-    entries: list[Entry] = []
-    contents: list[bytes] = []
-    owners: dict[str, Path] = {}
-    resolved: list[Path] = []
-    for raw_path in paths:
-        path = Path(raw_path).resolve()
-        if path in resolved:
-            continue  # the same file named twice (default + env) is one registry
-        resolved.append(path)
-        raw = read_registry_bytes(path)
-        parsed = parse_registry(path, _decode(path, raw), drafts_required=drafts_required)
-        contents.append(raw)
-        for entry in parsed:
-            if entry.id in owners:
-                raise RegistryError(
-                    path,
-                    "duplicate id across registries",
-                    entry_id=entry.id,
-                    key="id",
-                    found=entry.id,
-                    expected=f"an id not already declared in {owners[entry.id]}",
-                    fix="rename one of them or drop one registry from PATCHLANE_REGISTRY",
-                )
-            owners[entry.id] = path
-            entries.append(entry)
-    _check_dependencies(entries)
-    _check_continuations(entries)
-    return Registry(entries=tuple(entries), sources=tuple(resolved), contents=tuple(contents))

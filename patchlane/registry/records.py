@@ -1,0 +1,385 @@
+"""The registry's records: what a validated entry *is*, frozen.
+
+:class:`Entry` and the value records nested in it, the per-kind records (:data:`KindSpec`),
+:class:`StartupRow` (what `import patchlane` reads of an entry) and :class:`Registry`. Only
+:mod:`patchlane.registry.schema` builds them from YAML; everything else reads them. Pickled by
+the validated-registry cache (:mod:`patchlane.registry_cache`), so a change here invalidates it
+like a change of the validation does.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from packaging.specifiers import SpecifierSet
+
+from ..errors import UnknownEntryError
+
+
+class Kind(str, enum.Enum):
+    SOURCE_PATCH = "source_patch"
+    VERSION_FLOOR = "version_floor"
+    COMPAT_GATE = "compat_gate"
+    PACKAGING_PIN = "packaging_pin"
+    CONFIG = "config"
+
+
+class Status(str, enum.Enum):
+    ACTIVE = "active"
+    RETIRED = "retired"
+
+
+class FingerprintPolicy(str, enum.Enum):
+    REFUSE = "refuse"
+    WARN = "warn"
+
+
+# The four value records nested in an Entry are NamedTuples, not frozen dataclasses: equally
+# immutable and typed, and ~5x cheaper to define, which `import patchlane` pays every time.
+class Target(NamedTuple):
+    distribution: str
+    """Distribution name whose installed metadata version the gate reads (``megatron-core``)."""
+    module: str | None = None
+    qualname: str | None = None
+    version_from: str | None = None
+    """``module:attribute`` where a source tree of the distribution declares its version, for
+    a target imported without distribution metadata (defaults: ``gates.KNOWN_TREE_VERSIONS``)."""
+
+    @property
+    def object_path(self) -> str | None:
+        if self.module is None:
+            return None
+        return f"{self.module}:{self.qualname}" if self.qualname else self.module
+
+
+class Upstream(NamedTuple):
+    issue: str | None
+    pr: str | None
+    forwarded: str
+    """DEP-3 ``Forwarded``: a URL, ``no`` or ``not-needed``."""
+    applied_upstream: str | None
+    """DEP-3 ``Applied-Upstream``: the release, commit or URL where upstream carries the fix."""
+    distribution: str | None = None
+    """The distribution whose releases carry the upstream fix, when it is not the target's
+    (a numpy pin fixed in triton)."""
+    draft: Path | None = None
+    """A public-ready write-up (``drafts/<id>.md``) of a fix not yet forwarded: an active
+    source patch whose ``forwarded`` is ``no`` must carry one (``patchlane draft ID`` writes
+    it from sweep evidence)."""
+    discussion: str | None = None
+    """A URL where the bug is discussed beyond the issue and PR (another project's issue, a
+    forum thread, the upstream code in question): for the reader, nothing tracks it."""
+
+
+class When(NamedTuple):
+    """When a ledger check (``version_floor``, ``packaging_pin``) runs: once module
+    ``imported`` is imported, and only if every ``env`` variable has its value at that moment.
+    Until then the entry is ``pending``; with the module imported but the environment not
+    matching it is ``skipped: not applicable``."""
+
+    imported: str
+    env: Mapping[str, str] = {}
+
+    def describe(self) -> str:
+        """``import triton`` with TRITON_INTERPRET=1: what the check waits for."""
+        cond = " and ".join(f"{name}={value}" for name, value in self.env.items())
+        module = self.imported or "<the target's module>"  # as written, before the default
+        return f"`import {module}`" + (f" with {cond}" if cond else "")
+
+    def __str__(self) -> str:  # `patchlane show` prints the entry's settings with str()
+        return self.describe()
+
+    def unmet(self, environ: Mapping[str, str]) -> str | None:
+        """Why the environment condition does not hold in ``environ`` (None when it does)."""
+        for name, value in self.env.items():
+            actual = environ.get(name)
+            if actual != value:
+                now = "unset" if actual is None else f"{actual!r}"
+                return f"{name} is {now}, not {value!r}"
+        return None
+
+
+# Where a distribution's import name is not its own name normalized ('-' and '.' -> '_'): the
+# module a version floor or pin waits for when the entry names no module (`target.object`,
+# `when.imported`) itself.
+KNOWN_IMPORT_NAMES = {
+    "megatron-core": "megatron.core",
+    "pytorch-triton": "triton",
+    "pyyaml": "yaml",
+}
+
+
+def import_name(distribution: str) -> str:
+    name = distribution.lower()
+    return KNOWN_IMPORT_NAMES.get(name) or re.sub(r"[-.]+", "_", name)
+
+
+class RetireWhen(NamedTuple):
+    release: SpecifierSet | None
+    """Releases of the target distribution that carry the fix."""
+    probe: bool
+    """Whether the overlay's probe reporting upstream-fixed is part of the retirement evidence."""
+    upstream_released: bool = False
+    """Retire when the linked upstream fix is merged and in a release (``patchlane upstream``)."""
+
+
+class FingerprintSpec(NamedTuple):
+    sha256: tuple[str, ...]
+    policy: FingerprintPolicy
+    covers: tuple[str, ...] = ()
+    """Extra qualnames in the target module whose source the overlay also relies on."""
+    objects: tuple[str, ...] = ()
+    """When set, exactly these qualnames are fingerprinted instead of the target (+ covers):
+    for a target whose own source is not the upstream code at issue (an inherited
+    ``autograd.Function.apply`` wrapped to route calls)."""
+    releases: Mapping[str, str] = {}
+    """Upstream release -> the fingerprint its target had when it ran (evidence, not the gate):
+    how ``patchlane doctor`` names the release a source tree is nearest to."""
+
+    def qualnames(self, target: str) -> tuple[str, ...]:
+        return self.objects or (target, *self.covers)
+
+
+class Policy(str, enum.Enum):
+    """What a violated ledger entry does: ``error`` fails (at the protected import, in
+    ``check_config``), ``warn`` logs and records it."""
+
+    ERROR = "error"
+    WARN = "warn"
+
+
+class VersionFloor(NamedTuple):
+    """``kind: version_floor``: the target distribution must satisfy ``requires``."""
+
+    requires: SpecifierSet
+    policy: Policy
+    when: When | None = None
+
+
+class PackagingPin(NamedTuple):
+    """``kind: packaging_pin``: the distribution must satisfy ``pin`` and, with ``source``,
+    have been installed from that URL (its ``direct_url.json``)."""
+
+    pin: SpecifierSet
+    policy: Policy
+    source: str | None = None
+    when: When | None = None
+
+
+class CompatGate(NamedTuple):
+    """``kind: compat_gate``: ``check_function`` in ``check_file`` judges a run's config."""
+
+    check_file: Path
+    check_function: str
+    policy: Policy
+
+
+class ConfigSettings(NamedTuple):
+    """``kind: config``: module attributes assigned when their module is imported."""
+
+    settings: Mapping[str, bool | int | float | str]
+
+
+KindSpec = VersionFloor | PackagingPin | CompatGate | ConfigSettings
+"""The per-kind part of an :class:`Entry` (None for a source patch, whose own fields are
+``overlay``, ``reproducer`` and ``fingerprint``)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    kind: Kind
+    summary: str
+    target: Target
+    applies_to: SpecifierSet | None
+    upstream: Upstream
+    retire_when: RetireWhen
+    owner: str
+    added: _dt.date
+    status: Status
+    source: Path
+    """The registry file this entry came from; relative paths are resolved against it."""
+    overlay: Path | None = None
+    reproducer: Path | None = None
+    fingerprint: FingerprintSpec | None = None
+    spec: KindSpec | None = None
+    """The ledger kinds' own settings, one frozen record per kind."""
+    notes: Any = None
+    evidence: Any = None
+    """Free-form text, list or mapping: what ran, what was read (never evaluated)."""
+    retired: _dt.date | None = None
+    """When ``status: retired`` was recorded."""
+    depends_on: tuple[str, ...] = ()
+    """Source patches this one builds on (``depends_on: [id, ...]``). Where a dependency's
+    gate admits the installed release, this entry applies only once that dependency is applied
+    (or its probe says upstream already behaves as it would make it); where the dependency's
+    gate excludes the release (upstream ships the behaviour itself, or it predates it), the
+    dependency does not bind and this entry's own gate decides. Example: a follow-up fix to a
+    backported behaviour is needed wherever the backport is applied, and on every release that
+    ships the behaviour upstream."""
+    continued_by: str | None = None
+    """The source patch that carries this entry's bug onward on releases past this entry's
+    gate (``continued_by: id``): upstream moved the code, the bug came along, and another
+    entry guards it there. Past the gate the sweep reports such a row ``covered`` (naming that
+    entry) instead of ``still-affected``, wherever that entry's gate admits the release."""
+
+    @property
+    def floor(self) -> VersionFloor | None:
+        return self.spec if isinstance(self.spec, VersionFloor) else None
+
+    @property
+    def pin(self) -> PackagingPin | None:
+        return self.spec if isinstance(self.spec, PackagingPin) else None
+
+    @property
+    def compat_gate(self) -> CompatGate | None:
+        return self.spec if isinstance(self.spec, CompatGate) else None
+
+    @property
+    def config(self) -> ConfigSettings | None:
+        return self.spec if isinstance(self.spec, ConfigSettings) else None
+
+    @property
+    def policy(self) -> Policy | None:
+        spec = self.spec
+        return spec.policy if isinstance(spec, (VersionFloor, PackagingPin, CompatGate)) \
+            else None
+
+    @property
+    def active(self) -> bool:
+        return self.status is Status.ACTIVE
+
+    # Cached: read for every entry by Registry.startup_index and the ledger hooks, and
+    # packaging canonicalizes every version on a SpecifierSet's first str().
+
+    @functools.cached_property
+    def applies_to_text(self) -> str:
+        """``str(applies_to)`` (``'None'`` when unset), as decisions record it."""
+        return str(self.applies_to)
+
+    @functools.cached_property
+    def requirement_text(self) -> str | None:
+        """A floor's or pin's requirement as decisions record it (``torch>=2.6.0``)."""
+        spec = self.spec
+        required = spec.requires if isinstance(spec, VersionFloor) else \
+            spec.pin if isinstance(spec, PackagingPin) else None
+        return f"{self.target.distribution}{required}" if required is not None else None
+
+    @property
+    def _declared_when(self) -> When | None:
+        """The ``when:`` the registry spelled out (floors and pins only), before defaults."""
+        return self.spec.when if isinstance(self.spec, (VersionFloor, PackagingPin)) else None
+
+    @functools.cached_property
+    def when(self) -> When | None:
+        """For a version floor or packaging pin: the import (and environment) its check waits
+        for. ``when.imported`` defaults to the module of ``target.object``, else the
+        distribution's import name. None for the other kinds."""
+        if self.kind not in (Kind.VERSION_FLOOR, Kind.PACKAGING_PIN):
+            return None
+        given = self._declared_when
+        module = (given.imported if given is not None and given.imported else None) \
+            or self.target.module or import_name(self.target.distribution)
+        return When(module, given.env if given is not None else {})
+
+    @property
+    def names_its_import(self) -> bool:
+        """Whether the entry names the module its check waits for (``target.object`` or
+        ``when.imported``): only then does ``policy: error`` make that import fail."""
+        given = self._declared_when
+        return self.target.module is not None or bool(given is not None and given.imported)
+
+
+class StartupRow(NamedTuple):
+    """What the startup walk needs of one entry, and nothing else: plain strings, so a cached
+    registry can start a lane without rebuilding its entries (patchlane.registry_cache)."""
+
+    id: str
+    kind: str
+    """``Kind`` value."""
+    active: bool
+    distribution: str
+    module: str | None
+    """The module whose import decides it: a source patch's target module, a floor's or pin's
+    ``when.imported``; None for the other kinds."""
+    modules: tuple[str, ...]
+    """A config entry's settings modules (one hook each)."""
+    waiting: str
+    """The pending record's reason: ``waiting for `import x```."""
+    applies_to: str | None
+    """As decisions record it: ``applies_to`` of a source patch, the requirement of a floor or
+    pin (``torch>=2.6.0``)."""
+
+    @classmethod
+    def of(cls, entry: Entry) -> StartupRow:
+        module: str | None = None
+        modules: tuple[str, ...] = ()
+        waiting, applies_to = "", None
+        if entry.kind is Kind.SOURCE_PATCH:
+            module, applies_to = entry.target.module, entry.applies_to_text
+            waiting = f"waiting for `import {module}`"
+        elif entry.when is not None:
+            module, applies_to = entry.when.imported, entry.requirement_text
+            waiting = f"waiting for {entry.when.describe()}"
+        elif entry.kind is Kind.CONFIG:
+            assert entry.config is not None
+            modules = tuple(sorted({str(name).rpartition(".")[0]
+                                    for name in entry.config.settings}))
+            waiting = f"waiting for `import {', '.join(modules)}`"
+        return cls(entry.id, entry.kind.value, entry.active, entry.target.distribution, module,
+                   modules, waiting, applies_to)
+
+
+@dataclass(frozen=True)
+class Registry:
+    entries: tuple[Entry, ...]
+    sources: tuple[Path, ...]
+    contents: tuple[bytes, ...] = ()
+    """The bytes of every source file as validated, in load order."""
+
+    @functools.cached_property
+    def startup_index(self) -> tuple[StartupRow, ...]:
+        """One :class:`StartupRow` per entry, in order: all that `import patchlane` reads."""
+        return tuple(StartupRow.of(entry) for entry in self.entries)
+
+    @functools.cached_property
+    def _by_id(self) -> dict[str, Entry]:
+        return {entry.id: entry for entry in self.entries}
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """sha256 over ``contents``: the registry hash in receipts. Computed on first use so
+        ``import patchlane`` does not pay for loading OpenSSL's hashlib."""
+        if not self.contents:
+            return ""
+        import hashlib
+
+        digest = hashlib.sha256()
+        for raw in self.contents:
+            digest.update(raw)
+        return "sha256:" + digest.hexdigest()
+
+    def get(self, entry_id: str) -> Entry:
+        entry = self._by_id.get(entry_id)
+        if entry is not None:
+            return entry
+        raise UnknownEntryError(entry_id, (e.id for e in self.entries))
+
+    @functools.cached_property
+    def _by_module(self) -> dict[str, tuple[Entry, ...]]:
+        index: dict[str, list[Entry]] = {}
+        for entry in self.entries:
+            if entry.target.module is not None:
+                index.setdefault(entry.target.module, []).append(entry)
+        return {module: tuple(entries) for module, entries in index.items()}
+
+    def by_module(self, module: str) -> tuple[Entry, ...]:
+        # indexed once: every hooked module's import asks, and a registry has hundreds
+        return self._by_module.get(module, ())
