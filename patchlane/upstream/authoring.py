@@ -66,7 +66,7 @@ _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 NEW_REGISTRY_HEADER = (
     "# A patchlane registry, started by `patchlane new`. Load it with\n"
     "# PATCHLANE_REGISTRY=<this file> (or `patchlane run --registry <this file>`).\n"
-    "# Schema: patchlane/registry.py; how to add an entry: docs/adding-an-entry.md.\n"
+    "# Schema: patchlane/registry/schema.py; how to add an entry: docs/adding-an-entry.md.\n"
     "schema: 1\n"
     "entries:\n"
 )
