@@ -9,7 +9,9 @@
                                ``unknown_control_ids`` in ``patchlane.report()``; it does not
                                raise, since it may target another registry set.
 ``PATCHLANE_STRICT=1``         every refusal (drift), failure, ledger violation, and gate that
-                               cannot be evaluated raises :class:`StrictModeError`. Explicit
+                               cannot be evaluated raises a :class:`StrictModeError` (drift:
+                               ``DriftError``, exit 4; a failed overlay:
+                               ``StrictOverlayError``, exit 5; the rest exit 6). Explicit
                                ``DISABLE``/``ONLY`` choices, ``upstream-fixed``, and a gate that
                                excludes the installed release do not: they are requested, good, or
                                the registry declaring entries for other releases.

@@ -20,17 +20,31 @@ import wrapt
 
 from .audit import AuditLog, Decision, Outcome
 from .controls import Controls, describe_unknown
-from .errors import DriftError, OverlayError, StrictModeError
+from .errors import DriftError, OverlayError, StrictModeError, StrictOverlayError, drift_reason
 from .gates import check_gate
 from .loading import load_file, resolve
 from .protocols import OverlayFn
 from .registry import Entry, FingerprintPolicy, Kind, Registry, StartupRow
 from .wrappers import PatchWrapper, chain
 
-__all__ = ["Lane", "load_overlay"]
+__all__ = ["Lane", "load_overlay", "strict_error"]
 
 log = logging.getLogger("patchlane")
 
+
+def strict_error(decision: Decision, overlay_failed: bool = False) -> StrictModeError:
+    """The error strict mode raises for a problem ``decision``: its class carries the exit
+    code. Drift is :class:`DriftError` (4); a failure of the overlay itself (``overlay_failed``:
+    its file, probe, target read or wrap) :class:`StrictOverlayError` (5); every other problem
+    (an unevaluable gate, a missing config setting, a ledger violation) :class:`StrictModeError`
+    (6). The outcome alone cannot tell an overlay failure from an unevaluable gate (both are
+    ``failed: error``), hence the flag from the step that failed."""
+    if decision.outcome is Outcome.REFUSED_DRIFT:
+        return DriftError(decision.entry_id, decision.fingerprint_expected,
+                          decision.fingerprint_found or "")
+    if overlay_failed:
+        return StrictOverlayError(decision.entry_id, decision.reason)
+    return StrictModeError(decision.entry_id, decision.outcome.value, decision.reason)
 
 
 class _Applied:
@@ -330,8 +344,8 @@ class Lane:
                 return self._finish(entry, Decision(
                     entry.id, Outcome.APPLIED, "already wrapped by another patchlane lane",
                     distribution=entry.target.distribution))
-            decision = self._walk(entry, module)
-        decided = self._finish(entry, decision)
+            decision, overlay_failed = self._walk(entry, module)
+        decided = self._finish(entry, decision, overlay_failed)
         for waiting_id in sorted(self._waiting.pop(entry.id, ())):
             # Entries that waited for this one (depends_on) while its module was importing.
             waiting = self.registry.get(waiting_id)
@@ -385,7 +399,9 @@ class Lane:
         except (AttributeError, TypeError):
             return None
 
-    def _walk(self, entry: Entry, module: ModuleType) -> Decision:
+    def _walk(self, entry: Entry, module: ModuleType) -> tuple[Decision, bool]:
+        """The decision for ``entry`` on its imported ``module``, and whether it is a failure of
+        the overlay itself (what strict mode raises depends on it: :func:`strict_error`)."""
         # The gate is read first even for disabled entries: the audit always says which
         # release was installed, whatever was decided.
         gate = check_gate(entry.target.distribution, entry.applies_to, module,
@@ -400,19 +416,20 @@ class Lane:
 
         reason = self.controls.disabled_reason(entry.id)
         if reason is not None:
-            return decision(Outcome.SKIPPED_DISABLED, reason)
+            return decision(Outcome.SKIPPED_DISABLED, reason), False
         if not gate.open:
             if gate.found is None or not gate.comparable:
                 # the target imported, yet no version to gate on: never guess
-                return decision(Outcome.FAILED_ERROR, f"cannot evaluate the gate: {gate.reason}")
-            return decision(Outcome.SKIPPED_GATE, gate.reason)
+                return decision(Outcome.FAILED_ERROR,
+                                f"cannot evaluate the gate: {gate.reason}"), False
+            return decision(Outcome.SKIPPED_GATE, gate.reason), False
         unmet, wait_for = self._unmet_dependency(entry)
         if wait_for is not None:
             # Decided again right after the dependency is (see decide()).
             self._waiting.setdefault(wait_for, set()).add(entry.id)
-            return decision(Outcome.PENDING, unmet or "")
+            return decision(Outcome.PENDING, unmet or ""), False
         if unmet is not None:
-            return decision(Outcome.SKIPPED_DEPENDENCY, unmet)
+            return decision(Outcome.SKIPPED_DEPENDENCY, unmet), False
         try:
             overlay = load_overlay(entry)
             fn = getattr(overlay, "overlay", None)
@@ -421,7 +438,7 @@ class Lane:
             probe = getattr(overlay, "probe", None)
             if probe is not None and probe(module):
                 return decision(Outcome.UPSTREAM_FIXED,
-                                f"probe: upstream already behaves correctly on {gate.found}")
+                                f"probe: upstream already behaves correctly on {gate.found}"), False
             spec = entry.fingerprint
             assert spec is not None and entry.target.qualname is not None
             # Imported here, not at module level: ast/hashlib stay out of `import patchlane`.
@@ -431,17 +448,19 @@ class Lane:
             drift = not matched
             if drift and spec.policy is FingerprintPolicy.REFUSE:
                 return decision(Outcome.REFUSED_DRIFT,
-                                str(DriftError(entry.id, spec.sha256, found)), found)
+                                drift_reason(entry.id, spec.sha256, found), found), False
             self._wrap(entry, module, fn)
         except Exception as exc:  # recorded, logged, raised in strict mode: never swallowed
-            return decision(Outcome.FAILED_ERROR, f"{type(exc).__name__}: {exc}")
+            return decision(Outcome.FAILED_ERROR, f"{type(exc).__name__}: {exc}"), True
         except SystemExit as exc:
             # An overlay file or probe calling sys.exit() would end the training process at
             # the target's import, silently. It is a failed entry like any other.
             return decision(Outcome.FAILED_ERROR, f"the overlay or its probe called "
-                            f"sys.exit({exc.code!r}) while being decided; patchlane stopped it")
+                            f"sys.exit({exc.code!r}) while being decided; patchlane stopped "
+                            "it"), True
         note = " (fingerprint drift tolerated: policy warn)" if drift else ""
-        return decision(Outcome.APPLIED, f"{gate.reason}; fingerprint {found}{note}", found)
+        return decision(Outcome.APPLIED, f"{gate.reason}; fingerprint {found}{note}",
+                        found), False
 
     def _wrap(self, entry: Entry, module: ModuleType, fn: OverlayFn) -> None:
         hits = self.audit.hits
@@ -461,7 +480,7 @@ class Lane:
         wrapper = wrapt.wrap_object(module, qualname, PatchWrapper, (counted,))
         self._applied[entry.id] = _Applied(parent, attr, had_own, original, wrapper)
 
-    def _finish(self, entry: Entry, decision: Decision) -> Decision:
+    def _finish(self, entry: Entry, decision: Decision, overlay_failed: bool = False) -> Decision:
         decision = self.audit.record(decision)
         level = logging.WARNING if decision.outcome.is_problem else logging.INFO
         log.log(level, "patchlane: %s %s: %s", entry.id, decision.outcome.value, decision.reason)
@@ -470,7 +489,7 @@ class Lane:
             # The line to grep for in a training log: every entry decided, and why.
             log.info("%s", self.summary(settled=True))
         if self.controls.strict and decision.outcome.is_problem:
-            raise StrictModeError(entry.id, decision.outcome.value, decision.reason)
+            raise strict_error(decision, overlay_failed)
         return decision
 
     # -- revert ----------------------------------------------------------------------------

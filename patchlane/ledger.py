@@ -26,7 +26,7 @@ from importlib import metadata
 from typing import Any
 
 from .controls import Controls
-from .errors import PatchlaneError
+from .errors import OverlayError, PatchlaneError
 from .exit_codes import ExitCode
 from .gates import check_gate
 from .loading import load_file
@@ -168,8 +168,12 @@ def _load_check(entry: Entry, gate: CompatGate) -> Callable[[Any], str | None]:
     module = load_file(entry.id, "check", gate.check_file)
     fn = getattr(module, gate.check_function, None)
     if not callable(fn):
-        raise PatchlaneError(f"{entry.id}: {gate.check_file} defines no callable "
-                             f"{gate.check_function!r}")
+        # The registry's `check: FILE:FUNCTION` names code the file does not have: the same
+        # fault as an overlay file without `overlay`.
+        raise OverlayError(entry.id, f"{gate.check_file} defines no callable "
+                                     f"{gate.check_function!r} (found "
+                                     f"{type(fn).__name__ if fn is not None else 'nothing'}); "
+                                     "fix: define it there, or correct the entry's `check`")
     return fn  # type: ignore[no-any-return]
 
 

@@ -3,7 +3,8 @@
 This is the only place a ``patchlane`` process decides its exit status (the table is
 :class:`patchlane.exit_codes.ExitCode`). An expected failure, a :class:`PatchlaneError`, prints
 one line and exits with its own code; an ``OSError`` names the file and exits 74; anything else
-is a bug in patchlane and prints its traceback (exit 70), never a misleading "usage error".
+(a bare ``PatchlaneError`` included: its raise site named no class) is a bug in patchlane and
+prints its traceback (exit 70), never a misleading "usage error".
 """
 
 from __future__ import annotations
@@ -218,6 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(_dispatch(args))
     except PatchlaneError as exc:
+        if exc.exit_code is ExitCode.INTERNAL_ERROR:
+            return _bug(args.command)
         print(f"patchlane: error: {exc}", file=sys.stderr)
         return int(exc.exit_code)
     except OSError as exc:  # the environment refused, not a bug: name the file
@@ -228,11 +231,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("patchlane: interrupted", file=sys.stderr)
         return 130
     except Exception:
-        traceback.print_exc()
-        print(f"patchlane: internal error in `patchlane {args.command}`: this is a bug in "
-              "patchlane (the traceback above says where); please report it with the command "
-              "you ran", file=sys.stderr)
-        return int(ExitCode.INTERNAL_ERROR)
+        return _bug(args.command)
+
+
+def _bug(command: str) -> int:
+    """Report the exception being handled as a bug in patchlane (exit 70)."""
+    traceback.print_exc()
+    print(f"patchlane: internal error in `patchlane {command}`: this is a bug in "
+          "patchlane (the traceback above says where); please report it with the command "
+          "you ran", file=sys.stderr)
+    return int(ExitCode.INTERNAL_ERROR)
 
 
 if __name__ == "__main__":

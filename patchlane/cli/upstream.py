@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import PatchlaneError, UsageError
+from ..errors import UsageError
 from ..exit_codes import ExitCode
 from ..registry import Entry, Status
 from ..upstream.retire import RetireError, delete_entry, evaluate, retire_entry
@@ -143,8 +143,8 @@ def run_retire(entry_id: str, evidence: list[Path] | None, offline: bool, skip_u
 def run_delete(entry_id: str, yes: bool) -> int:
     entry = lane().registry.get(entry_id)
     if not yes:
-        raise PatchlaneError(f"{entry_id}: deleting removes the entry from {entry.source}; "
-                             "pass --yes to confirm")
+        raise UsageError(f"{entry_id}: deleting removes the entry from {entry.source}; "
+                         "pass --yes to confirm")
     delete_entry(entry)
     kept = [str(p) for p in (entry.overlay, entry.reproducer) if p is not None]
     print(f"{entry_id}: removed from {entry.source}" + (

@@ -163,7 +163,7 @@ def test_fingerprint_works_under_strict_mode_when_the_target_drifted(
     fake_target.target_file.write_text(
         fake_target.target_file.read_text().replace("hello", "howdy"))
     status = cli("status", env=env)
-    assert status.returncode == 6 and "refused: drift" in status.stderr
+    assert status.returncode == 4 and "refused: drift" in status.stderr  # DriftError
     out = cli("fingerprint", fake_target.entry_id, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == fake_target.fingerprint()

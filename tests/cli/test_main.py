@@ -39,7 +39,9 @@ def test_expected_errors_print_one_line_and_their_code(
 
 
 @pytest.mark.parametrize("exc", [KeyError("internal"), ValueError("internal"),
-                                 RuntimeError("internal")])
+                                 RuntimeError("internal"),
+                                 # a raise site that named no class: its code says "a bug"
+                                 PatchlaneError("bare root")])
 def test_a_bug_prints_its_traceback_and_exits_70(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         exc: BaseException) -> None:
