@@ -9,7 +9,6 @@ reachable for :meth:`Lane.revert`.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable
@@ -21,7 +20,7 @@ import wrapt
 from .audit import AuditLog, Decision, Outcome
 from .controls import Controls, describe_unknown
 from .errors import DriftError, OverlayError, StrictModeError, StrictOverlayError, drift_reason
-from .gates import check_gate
+from .gates import GateResult, check_gate
 from .loading import load_file, resolve
 from .protocols import OverlayFn
 from .registry import Entry, FingerprintPolicy, Kind, Registry, StartupRow
@@ -111,6 +110,8 @@ class Lane:
         self._seen: set[str] = set()
         self._waiting: dict[str, set[str]] = {}
         """dependency id -> entries (depends_on) waiting for its decision."""
+        self._gates: dict[str, GateResult] = {}
+        """entry id -> the gate its latest walk read: what an entry that depends on it asks."""
         self._hook_lock = threading.Lock()
         self._started = False
         self._settled = False
@@ -192,26 +193,26 @@ class Lane:
         module makes that import fail with :class:`~patchlane.ledger.LedgerError`. ``eager``
         is for ``patchlane status``: the check runs before its module is imported, is recorded
         as such, and raises only what strict mode raises."""
-        from .ledger import LedgerError, check
+        from .ledger import LedgerError, evaluate
 
         when = entry.when
         assert when is not None
         note = (f" (checked eagerly; a run checks on {when.describe()})" if eager else "")
         with self._locks[entry.id]:
-            reason = self.controls.disabled_reason(entry.id)
-            if reason is not None:
-                return self._finish(entry, Decision(entry.id, Outcome.SKIPPED_DISABLED, reason,
-                                                    distribution=entry.target.distribution))
-            unmet = when.unmet(os.environ)
-            if unmet is not None:
-                # The condition is part of the entry: a pin for Triton's CPU interpreter says
-                # nothing about a GPU run that imports triton. Recorded with why, not checked.
-                return self._finish(entry, Decision(
-                    entry.id, Outcome.SKIPPED_NOT_APPLICABLE,
-                    f"not applicable: checked only on {when.describe()}; {unmet}{note}",
-                    distribution=entry.target.distribution))
-            result = check(entry)
+            # One sequence (controls, then the `when` condition, then the check) for this hook
+            # and for `patchlane doctor`: ledger.evaluate. A `when` that does not hold is part
+            # of the entry (a pin for Triton's CPU interpreter says nothing about a GPU run
+            # that imports triton): recorded with why, not checked.
+            result = evaluate(entry, self.controls)
             assert result is not None
+            if result.skipped == "disabled":
+                return self._finish(entry, Decision(entry.id, Outcome.SKIPPED_DISABLED,
+                                                    result.skip_reason or "",
+                                                    distribution=entry.target.distribution))
+            if result.skipped == "not applicable":
+                return self._finish(entry, Decision(entry.id, Outcome.SKIPPED_NOT_APPLICABLE,
+                                                    result.message + note,
+                                                    distribution=entry.target.distribution))
             outcome = Outcome.LEDGER_OK if result.ok else Outcome.LEDGER_VIOLATION
             decision = self._finish(entry, Decision(entry.id, outcome, result.message + note,
                                                     distribution=entry.target.distribution,
@@ -360,18 +361,19 @@ class Lane:
         the installed release: upstream ships the behaviour itself, or predates it). A
         dependency not decided yet is decided first (importing its target module runs its
         hook), unless its module is still executing (it imports this entry's module on its
-        way): then ``(why, dependency id)``, and this entry waits for it."""
+        way): then ``(why, dependency id)``, and this entry waits for it.
+
+        A decided dependency is judged by what its own walk recorded (its decision and the
+        gate it read), never by evaluating its gate again: the two could disagree (the walk
+        read the gate with the imported module, which can be another copy than sys.path
+        finds) and the answer would then contradict the audit."""
         import importlib
 
         for dep_id in entry.depends_on:
             dep = self.registry.get(dep_id)
             if not dep.active or dep.target.module is None:
                 continue
-            gate = check_gate(dep.target.distribution, dep.applies_to,
-                              sys.modules.get(dep.target.module), dep.target.version_from)
-            if not gate.open:
-                continue
-            latest = self.audit.latest().get(dep_id)
+            latest = self.audit.get(dep_id)
             if latest is None or latest.outcome is Outcome.PENDING:
                 module = sys.modules.get(dep.target.module)
                 # importlib marks a module whose body is still running (CPython 3.10-3.13):
@@ -380,15 +382,29 @@ class Lane:
                     return (f"waiting for {dep_id}, which it depends on: {dep.target.module} "
                             "is still being imported", dep_id)
                 if module is None:
+                    # Nothing recorded yet, and importing the module is what decides it: only
+                    # worth it (and only safe: the release may not ship that module) when the
+                    # gate admits what sys.path would import. The walk reads it again, with
+                    # the module, and that is the gate judged below.
+                    if not check_gate(dep.target.distribution, dep.applies_to, None,
+                                      dep.target.version_from).open:
+                        continue
                     importlib.import_module(dep.target.module)  # its hook decides it
                 else:
                     self.decide(dep, module)
-                latest = self.audit.latest().get(dep_id)
-            if latest is None or latest.outcome not in (Outcome.APPLIED, Outcome.UPSTREAM_FIXED):
-                said = "undecided" if latest is None else f"{latest.outcome.value}: " \
-                    f"{latest.reason}"
-                return (f"depends on {dep_id}, whose gate admits {gate.found} but which is not "
-                        f"applied here ({said}): what this entry fixes is not there", None)
+                latest = self.audit.get(dep_id)
+            if latest is not None and latest.outcome in (Outcome.APPLIED,
+                                                         Outcome.UPSTREAM_FIXED):
+                continue
+            gate = self._gates.get(dep_id)
+            if gate is not None and not gate.open:
+                continue  # gated out (or its gate cannot be read): it does not bind here
+            said = "undecided" if latest is None else f"{latest.outcome.value}: " \
+                f"{latest.reason}"
+            admits = f"whose gate admits {gate.found}" if gate is not None else \
+                "which is not decided"
+            return (f"depends on {dep_id}, {admits} but which is not applied here ({said}): "
+                    "what this entry fixes is not there", None)
         return None, None
 
     def _current(self, entry: Entry, module: ModuleType) -> Any:
@@ -403,16 +419,18 @@ class Lane:
         """The decision for ``entry`` on its imported ``module``, and whether it is a failure of
         the overlay itself (what strict mode raises depends on it: :func:`strict_error`)."""
         # The gate is read first even for disabled entries: the audit always says which
-        # release was installed, whatever was decided.
+        # release was installed, whatever was decided. Kept for the entries that depend on
+        # this one: they read it rather than evaluate this gate again.
         gate = check_gate(entry.target.distribution, entry.applies_to, module,
                           entry.target.version_from)
+        self._gates[entry.id] = gate
 
         def decision(outcome: Outcome, reason: str, found: str | None = None) -> Decision:
             expected = entry.fingerprint.sha256 if found and entry.fingerprint else ()
             return Decision(entry.id, outcome, reason, distribution=entry.target.distribution,
                             installed=gate.found, applies_to=str(entry.applies_to),
                             fingerprint_expected=expected, fingerprint_found=found,
-                            version_source=gate.source)
+                            version_source=str(gate.source))
 
         reason = self.controls.disabled_reason(entry.id)
         if reason is not None:
