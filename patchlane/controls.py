@@ -31,9 +31,13 @@ Read by the command line only (:class:`ToolSettings`), never at ``import patchla
 ``PATCHLANE_SCHEDULE=longest-first|registry``  the order a sweep starts its cases in: longest
                                first by the durations of earlier runs beside it (default), or
                                registry order (patchlane.evidence.schedule).
-``PATCHLANE_CACHE=DIR``               the upstream tracker's HTTP cache.
-``PATCHLANE_GITHUB_API=URL``          GitHub API base URL (tests point it at loopback).
-``PATCHLANE_PYPI_URL=URL``            PyPI JSON API base URL.
+``PATCHLANE_CACHE=DIR``               the upstream tracker's HTTP cache (default
+                               ``$XDG_CACHE_HOME/patchlane/upstream``, ``~/.cache``).
+``PATCHLANE_GITHUB_API=URL``          GitHub API base URL (default ``https://api.github.com``;
+                               tests point it at loopback).
+``PATCHLANE_PYPI_URL=URL``            PyPI JSON API base URL (default ``https://pypi.org``).
+                               The defaults of these three are the tracker's own
+                               (``patchlane.upstream``): unset here means None.
 
 Values that cannot be read raise :class:`patchlane.errors.ControlsError` naming the variable.
 """

@@ -31,6 +31,14 @@ def _shard(text: str) -> str:
     return text
 
 
+def _add_git(p: argparse.ArgumentParser) -> None:
+    """``--git DIR``: ``upstream`` and ``retire`` answer from a local repository alike."""
+    p.add_argument("--git", type=Path, metavar="DIR",
+                   help="answer from this local clone or `git clone --mirror` of the upstream "
+                   "repository instead of the GitHub API (no network; --offline and "
+                   "--cache-dir do not apply)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="patchlane", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -105,10 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", type=Path)
     p.add_argument("--evidence", type=Path, action="append", metavar="RUN_DIR",
                    help="sweep run directories to weigh for the retirement verdict")
-    p.add_argument("--git", type=Path, metavar="DIR",
-                   help="answer from this local clone or `git clone --mirror` of the upstream "
-                   "repository instead of the GitHub API (no network; --offline and "
-                   "--cache-dir do not apply)")
+    _add_git(p)
 
     p = sub.add_parser("retire", help="record a retirement in the registry, in place")
     p.add_argument("id")
@@ -122,10 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--force", metavar="REASON",
                    help="retire without complete evidence, recording why")
     p.add_argument("--cache-dir", type=Path)
-    p.add_argument("--git", type=Path, metavar="DIR",
-                   help="answer from this local clone or `git clone --mirror` of the upstream "
-                   "repository instead of the GitHub API (no network; --offline and "
-                   "--cache-dir do not apply)")
+    _add_git(p)
 
     p = sub.add_parser("delete", help="remove a retired entry from its registry file")
     p.add_argument("id")
