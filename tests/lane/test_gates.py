@@ -209,3 +209,12 @@ def test_a_version_source_reads_as_the_text_records_always_had(
     assert gate.reason == f"pltreeonly 0.3.1 (from the {gate.source})"
     missing = check_gate("pltreeonly-not-installed", None)
     assert missing.source == VersionSource("none") and str(missing.source) == "none"
+
+
+def test_a_version_source_is_an_immutable_value() -> None:
+    a, b = VersionSource.tree("/x/v.py"), VersionSource("source tree", "/x/v.py")
+    assert a == b and hash(a) == hash(b) and {a: 1}[b] == 1
+    assert a != VersionSource("metadata") and a != "source tree (/x/v.py)"
+    assert repr(a) == "VersionSource('source tree', '/x/v.py')"
+    with pytest.raises(AttributeError, match="immutable"):
+        a.path = "/y"
