@@ -7,32 +7,52 @@ imports torch or megatron itself.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import startup
 from ._version import __version__
 from .audit import Decision, Outcome
 from .errors import (
+    ControlsError,
     DriftError,
     OverlayError,
     PatchlaneError,
     RegistryError,
     ReproducerError,
     StrictModeError,
+    StrictOverlayError,
+    UnknownEntryError,
+    UsageError,
 )
+from .loading import entry_id
+
+if TYPE_CHECKING:
+    from .ledger import CompatGateError, LedgerError
+    from .reporting import EntryReport, Report
+    from .training.ranks import RankMismatchError
 
 __all__ = [
+    "CompatGateError",
+    "ControlsError",
     "Decision",
     "DriftError",
+    "EntryReport",
+    "LedgerError",
     "Outcome",
     "OverlayError",
     "PatchlaneError",
+    "RankMismatchError",
     "RegistryError",
+    "Report",
     "ReproducerError",
     "StrictModeError",
+    "StrictOverlayError",
+    "UnknownEntryError",
+    "UsageError",
     "__version__",
     "apply",
     "check_config",
+    "entry_id",
     "hit_path",
     "hits",
     "report",
@@ -40,6 +60,33 @@ __all__ = [
     "run_receipt",
     "verify_ranks",
 ]
+
+# Names whose modules `import patchlane` does not load: errors of public calls (the ledger
+# pulls in json; the rank check hashlib, json and platform) and the report's TypedDicts (only
+# a type checker or report() needs them). Imported on first access instead, so naming them
+# costs nothing at import time.
+_LAZY = {
+    "CompatGateError": "ledger",
+    "EntryReport": "reporting",
+    "LedgerError": "ledger",
+    "RankMismatchError": "training.ranks",
+    "Report": "reporting",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'patchlane' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # once: later lookups are plain module attributes
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def apply() -> None:
@@ -91,37 +138,12 @@ def check_config(config: Any) -> list[Any]:
     return _check(config, list(lane.registry.entries), lane.controls)
 
 
-def report() -> dict[str, Any]:
-    """Everything decided in this process, as JSON-ready data."""
-    lane = startup.current()
-    latest = lane.audit.latest()
-    error = startup.startup_error()
-    entries = []
-    for entry in lane.registry.entries:
-        decision = latest.get(entry.id)
-        entries.append({
-            "id": entry.id,
-            "kind": entry.kind.value,
-            "status": entry.status.value,
-            "target": entry.target.object_path or entry.target.distribution,
-            "decision": decision.as_dict() if decision else None,
-            "applied": lane.is_applied(entry.id),
-            "hits": lane.audit.hits[entry.id],
-            "paths": {p: n for (e, p), n in lane.audit.paths.items() if e == entry.id},
-        })
-    return {
-        "patchlane": __version__,
-        "strict": lane.controls.strict,
-        "registries": [str(p) for p in lane.registry.sources],
-        "registry_digest": lane.registry.digest,
-        "startup_error": str(error) if error else None,
-        # PATCHLANE_DISABLE / PATCHLANE_ONLY ids that name no loaded entry (a typo, or an id
-        # of another registry set): they changed nothing here.
-        "unknown_control_ids": sorted(lane.unknown_control_ids),
-        "entries": entries,
-        "history": [d.as_dict() for d in lane.audit.history()],
-        "summary": lane.summary(),
-    }
+def report() -> Report:
+    """Everything decided in this process, as JSON-ready data (shape:
+    :class:`patchlane.reporting.Report`)."""
+    from .reporting import build_report
+
+    return build_report(startup.current(), startup.startup_error())
 
 
 startup.start()

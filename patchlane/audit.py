@@ -13,11 +13,11 @@ import enum
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TypedDict
 
-__all__ = ["AuditLog", "Decision", "Outcome"]
+__all__ = ["AuditLog", "Decision", "DecisionRecord", "Outcome"]
 
 
 class Outcome(str, enum.Enum):
@@ -51,6 +51,23 @@ class Outcome(str, enum.Enum):
         return self in (Outcome.REFUSED_DRIFT, Outcome.FAILED_ERROR, Outcome.LEDGER_VIOLATION)
 
 
+# :meth:`Decision.as_dict`: one decision as JSON-ready data, keys in field order. The functional
+# form with real types: under `from __future__ import annotations` the class form compiles every
+# field's annotation string at `import patchlane`, which this module is part of.
+DecisionRecord = TypedDict("DecisionRecord", {  # noqa: UP013 - the cost above
+    "entry_id": str,
+    "outcome": str,
+    "reason": str,
+    "distribution": str | None,
+    "installed": str | None,
+    "applies_to": str | None,
+    "fingerprint_expected": list[str],
+    "fingerprint_found": str | None,
+    "at": str,
+    "version_source": str | None,
+})
+
+
 @dataclass(frozen=True)
 class Decision:
     entry_id: str
@@ -65,11 +82,13 @@ class Decision:
     version_source: str | None = None
     """Where ``installed`` came from: ``metadata`` or ``source tree (<file>)``."""
 
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["outcome"] = self.outcome.value
-        data["fingerprint_expected"] = list(self.fingerprint_expected)
-        return data
+    def as_dict(self) -> DecisionRecord:
+        return {"entry_id": self.entry_id, "outcome": self.outcome.value, "reason": self.reason,
+                "distribution": self.distribution, "installed": self.installed,
+                "applies_to": self.applies_to,
+                "fingerprint_expected": list(self.fingerprint_expected),
+                "fingerprint_found": self.fingerprint_found, "at": self.at,
+                "version_source": self.version_source}
 
 
 class AuditLog:

@@ -9,7 +9,9 @@
                                ``unknown_control_ids`` in ``patchlane.report()``; it does not
                                raise, since it may target another registry set.
 ``PATCHLANE_STRICT=1``         every refusal (drift), failure, ledger violation, and gate that
-                               cannot be evaluated raises :class:`StrictModeError`. Explicit
+                               cannot be evaluated raises a :class:`StrictModeError` (drift:
+                               ``DriftError``, exit 4; a failed overlay:
+                               ``StrictOverlayError``, exit 5; the rest exit 6). Explicit
                                ``DISABLE``/``ONLY`` choices, ``upstream-fixed``, and a gate that
                                excludes the installed release do not: they are requested, good, or
                                the registry declaring entries for other releases.
@@ -29,9 +31,13 @@ Read by the command line only (:class:`ToolSettings`), never at ``import patchla
 ``PATCHLANE_SCHEDULE=longest-first|registry``  the order a sweep starts its cases in: longest
                                first by the durations of earlier runs beside it (default), or
                                registry order (patchlane.evidence.schedule).
-``PATCHLANE_CACHE=DIR``               the upstream tracker's HTTP cache.
-``PATCHLANE_GITHUB_API=URL``          GitHub API base URL (tests point it at loopback).
-``PATCHLANE_PYPI_URL=URL``            PyPI JSON API base URL.
+``PATCHLANE_CACHE=DIR``               the upstream tracker's HTTP cache (default
+                               ``$XDG_CACHE_HOME/patchlane/upstream``, ``~/.cache``).
+``PATCHLANE_GITHUB_API=URL``          GitHub API base URL (default ``https://api.github.com``;
+                               tests point it at loopback).
+``PATCHLANE_PYPI_URL=URL``            PyPI JSON API base URL (default ``https://pypi.org``).
+                               The defaults of these three are the tracker's own
+                               (``patchlane.upstream``): unset here means None.
 
 Values that cannot be read raise :class:`patchlane.errors.ControlsError` naming the variable.
 """

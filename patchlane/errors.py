@@ -4,6 +4,17 @@ Library code raises; only the CLI maps these to exit codes (``exit_code`` on eac
 member of :class:`patchlane.exit_codes.ExitCode`). Every message names the file or patch id,
 what was found, what was expected and the fix. Anything that is not a ``PatchlaneError`` is a
 bug in patchlane: the CLI prints its traceback (exit 70) instead of a one-line message.
+
+The root is never raised itself: every raise site uses a subclass whose ``exit_code`` says
+what went wrong (usage 2, registry 3, drift 4, ...). The root's own code is
+``INTERNAL_ERROR``: a raise that forgot to pick a class must read as the bug it is, never as
+a verdict such as 1 ("the reproducer failed") or a usage error; the CLI prints its traceback.
+
+Strict mode turns a problem decision into an error by its cause (:func:`patchlane.importer
+.strict_error`): drift raises :class:`DriftError` (4), an overlay that failed to load or apply
+:class:`StrictOverlayError` (5), anything else :class:`StrictModeError` (6). Both of the first
+two are ``StrictModeError`` subclasses, so ``except StrictModeError`` still catches every
+strict-mode refusal.
 """
 
 from __future__ import annotations
@@ -18,21 +29,27 @@ __all__ = [
     "ECHO_LIMIT",
     "ControlsError",
     "DriftError",
+    "MatrixError",
+    "MatrixRunError",
     "OverlayError",
     "PatchlaneError",
     "RegistryError",
     "ReproducerError",
+    "RunDirError",
     "StrictModeError",
+    "StrictOverlayError",
     "UnknownEntryError",
     "UsageError",
     "bounded",
+    "drift_reason",
 ]
 
 
 class PatchlaneError(Exception):
-    """Root of every error patchlane raises on purpose."""
+    """Root of every error patchlane raises on purpose; raise a subclass (see the module
+    docstring): the root's code says "a bug in patchlane", not a verdict."""
 
-    exit_code: ExitCode = ExitCode.REPRODUCER_FAILED
+    exit_code: ExitCode = ExitCode.INTERNAL_ERROR
 
 
 class UsageError(PatchlaneError, ValueError):
@@ -60,6 +77,18 @@ class UnknownEntryError(UsageError, KeyError):
 
 class ControlsError(UsageError):
     """A ``PATCHLANE_*`` environment variable holds a value patchlane cannot read."""
+
+
+class RunDirError(UsageError):
+    """A sweep run directory named on the command line cannot be used as asked: it exists and
+    is not empty, another sweep holds it, it is no run directory (no or unreadable manifest,
+    another schema), or the registry changed since it started. The fix is always another
+    directory or another option, hence a usage error."""
+
+
+class MatrixError(UsageError):
+    """The release matrix file (``matrix.yaml``) is unreadable or malformed, or names no set
+    the command asked for."""
 
 
 ECHO_LIMIT = 300
@@ -113,39 +142,22 @@ class RegistryError(PatchlaneError, ValueError):
         super().__init__("; ".join(parts))
 
 
-class DriftError(PatchlaneError):
-    """The target's source no longer matches the fingerprint recorded in the registry."""
-
-    exit_code = ExitCode.DRIFT
-
-    def __init__(self, entry_id: str, expected: tuple[str, ...], found: str) -> None:
-        self.entry_id = entry_id
-        self.expected = expected
-        self.found = found
-        super().__init__(
-            f"patch {entry_id!r}: target source changed under us: fingerprint {found} is not one "
-            f"of the recorded {list(expected)}; refusing to patch blindly. Fix: read the new "
-            f"upstream source, re-run the reproducer, then record it with "
-            f"`patchlane fingerprint {entry_id}`"
-            + ("" if all(v.startswith("sha256-v2:") for v in expected) else
-               ". Note: 'sha256:' values are format 1, a hash of ast.dump on the interpreter "
-               "that recorded them (it differs between Python 3.11, 3.12 and 3.13); record the "
-               "interpreter-independent 'sha256-v2:' value instead")
-        )
-
-
 class OverlayError(PatchlaneError):
-    """An overlay module is missing what the registry says it provides, or failed to apply."""
+    """An entry's code file (an overlay, a compat gate's check) is missing what the registry
+    says it provides, or failed to apply; or an overlay was asked to undo what it never did."""
 
     exit_code = ExitCode.OVERLAY_ERROR
 
     def __init__(self, entry_id: str, message: str) -> None:
         self.entry_id = entry_id
-        super().__init__(f"patch {entry_id!r}: {message}")
+        # Not super(): StrictOverlayError is also a StrictModeError, whose __init__ takes other
+        # arguments; each base sets its message through the root directly.
+        PatchlaneError.__init__(self, f"patch {entry_id!r}: {message}")
 
 
 class StrictModeError(PatchlaneError):
-    """Raised in strict mode for a refusal, failure, ledger violation or unevaluable gate."""
+    """Raised in strict mode for a refusal, failure, ledger violation or unevaluable gate
+    (subclasses: :class:`DriftError`, :class:`StrictOverlayError`)."""
 
     exit_code = ExitCode.STRICT_REFUSAL
 
@@ -153,10 +165,49 @@ class StrictModeError(PatchlaneError):
         self.entry_id = entry_id
         self.outcome = outcome
         self.reason = reason
-        super().__init__(
+        PatchlaneError.__init__(
+            self,
             f"patch {entry_id!r}: {outcome}: {reason} (PATCHLANE_STRICT=1 turns every refusal "
             f"and failure into an error; unset it to skip with a logged reason)"
         )
+
+
+def drift_reason(entry_id: str, expected: tuple[str, ...], found: str) -> str:
+    """Why a drifted target is refused, with the fix: the audit's reason for ``refused:
+    drift`` and the heart of :class:`DriftError`'s message."""
+    return (
+        f"patch {entry_id!r}: target source changed under us: fingerprint {found} is not one "
+        f"of the recorded {list(expected)}; refusing to patch blindly. Fix: read the new "
+        f"upstream source, re-run the reproducer, then record it with "
+        f"`patchlane fingerprint {entry_id}`"
+        + ("" if all(v.startswith("sha256-v2:") for v in expected) else
+           ". Note: 'sha256:' values are format 1, a hash of ast.dump on the interpreter "
+           "that recorded them (it differs between Python 3.11, 3.12 and 3.13); record the "
+           "interpreter-independent 'sha256-v2:' value instead")
+    )
+
+
+class DriftError(StrictModeError):
+    """Strict mode: the target's source no longer matches the fingerprint recorded in the
+    registry (outside strict mode the entry is recorded ``refused: drift`` and skipped)."""
+
+    exit_code = ExitCode.DRIFT
+
+    def __init__(self, entry_id: str, expected: tuple[str, ...], found: str) -> None:
+        self.expected = expected
+        self.found = found
+        super().__init__(entry_id, "refused: drift", drift_reason(entry_id, expected, found))
+
+
+class StrictOverlayError(StrictModeError, OverlayError):
+    """Strict mode: an overlay failed while being decided (its file did not load, it defines
+    no ``overlay``, its probe raised, its target could not be read or wrapped). An
+    :class:`OverlayError` by cause, a :class:`StrictModeError` by when it is raised."""
+
+    exit_code = ExitCode.OVERLAY_ERROR
+
+    def __init__(self, entry_id: str, reason: str) -> None:
+        StrictModeError.__init__(self, entry_id, "failed: error", reason)
 
 
 class ReproducerError(PatchlaneError):
@@ -167,3 +218,10 @@ class ReproducerError(PatchlaneError):
     def __init__(self, entry_id: str, message: str) -> None:
         self.entry_id = entry_id
         super().__init__(f"reproducer {entry_id!r}: {message}")
+
+
+class MatrixRunError(PatchlaneError):
+    """A release set's sweep produced no result to compare (it exited before printing its
+    index): its reproducers could not run there, which is not a mismatch."""
+
+    exit_code = ExitCode.REPRODUCER_ERROR

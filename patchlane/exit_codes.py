@@ -1,11 +1,14 @@
 """The one exit-code table of the ``patchlane`` command.
 
 Library code never exits: errors carry their code (``PatchlaneError.exit_code``) and commands
-return one of these; ``patchlane.cli.main`` is the only place a process ends.
+return one of these; ``patchlane.cli.main`` is the only place a process ends. The README's
+"Command line" section repeats this table, and ``tests/cli/test_exit_codes.py`` produces each
+code through the real command.
 
-The sweep (and ``patchlane matrix``) exit with ``32 | bits``: 1 a case is broken, 2 a case is in
-error, 4 a bug outlives its gate (still-affected: not an error, but loud). A nightly tests one
-bit with ``(( (rc & 32) && (rc & 4) ))``; ``0`` is a clean run.
+The sweep exits with ``32 | bits``: 1 a case is broken, 2 a case is in error, 4 a bug outlives
+its gate (still-affected: not an error, but loud). A nightly tests one bit with
+``(( (rc & 32) && (rc & 4) ))``; ``0`` is a clean run. ``patchlane matrix`` compares each
+set's verdicts with ``matrix.yaml`` instead: 13 on a mismatch.
 """
 
 from __future__ import annotations
@@ -20,12 +23,20 @@ class ExitCode(enum.IntEnum):
     REPRODUCER_FAILED = 1
     """A reproducer's own assertion failed (the bug showed)."""
     USAGE = 2
-    """Bad arguments, an unknown id, or a reproducer that could not run."""
+    """Bad arguments, an unknown id, a confirmation not given, a file or run directory named
+    on the command line that cannot be used as asked."""
     REGISTRY_REJECTED = 3
     DRIFT = 4
+    """Strict mode refused a target whose source no longer matches its fingerprint."""
     OVERLAY_ERROR = 5
+    """An overlay (or a compat gate's check) is missing what the registry says, or failed to
+    load or apply (strict mode), or was asked to revert what it never applied."""
     STRICT_REFUSAL = 6
+    """Strict mode refused any other problem decision (an unevaluable gate, a missing config
+    setting, a ledger violation)."""
     REPRODUCER_ERROR = 7
+    """A reproducer could not be run (the harness or its environment failed), or a matrix
+    set's sweep produced no result."""
     RANKS_DISAGREE = 8
     LEDGER_VIOLATION = 9
     MATRIX_MISMATCH = 13
@@ -44,7 +55,8 @@ class ExitCode(enum.IntEnum):
     """The filesystem refused (read-only run directory, full disk, missing permission): the
     message names the file (EX_IOERR)."""
     INTERNAL_ERROR = 70
-    """An unexpected exception: a bug in patchlane, printed with its traceback (EX_SOFTWARE)."""
+    """An unexpected exception, or a bare ``PatchlaneError`` (a raise site that named no
+    class): a bug in patchlane, printed with its traceback (EX_SOFTWARE)."""
 
 
 SWEEP_BASE = 32

@@ -29,8 +29,8 @@ from typing import Literal
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["KNOWN_TREE_VERSIONS", "GateResult", "GateSide", "check_gate", "gate_side",
-           "installed_version", "locate_source", "resolve_version"]
+__all__ = ["KNOWN_TREE_VERSIONS", "GateResult", "GateSide", "VersionSource", "check_gate",
+           "gate_side", "installed_version", "locate_source", "resolve_version"]
 
 # Where a source tree of a known distribution declares its version ("module:attribute"), used
 # when an entry's target sets no `version_from` of its own.
@@ -38,7 +38,50 @@ KNOWN_TREE_VERSIONS = {
     "megatron-core": "megatron.core.package_info:__version__",
 }
 
-METADATA = "metadata"
+
+class VersionSource:
+    """Where a gate's version came from: the distribution's ``metadata``, a ``source tree``
+    (``path``: the file that declares the version), or ``none`` (no version found). ``str()``
+    is the text audit records, receipts and JSON have always carried (``metadata``,
+    ``source tree (<file>)``, ``none``), so those stay byte-identical while code reads
+    ``kind`` and ``path`` instead of taking that text apart again.
+
+    Immutable, compared by value. Written out rather than a frozen dataclass or NamedTuple:
+    this module loads at every ``import patchlane``, and building either class costs 20 to
+    100 times what this one does."""
+
+    __slots__ = ("kind", "path")
+    kind: Literal["metadata", "source tree", "none"]
+    path: str | None
+
+    def __init__(self, kind: Literal["metadata", "source tree", "none"],
+                 path: str | None = None) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "path", path)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"VersionSource is immutable: cannot set {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, VersionSource) and (self.kind, self.path) == (other.kind,
+                                                                               other.path)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.path))
+
+    def __repr__(self) -> str:
+        return f"VersionSource({self.kind!r}, {self.path!r})"
+
+    def __str__(self) -> str:
+        return f"source tree ({self.path})" if self.kind == "source tree" else self.kind
+
+    @classmethod
+    def tree(cls, path: str) -> VersionSource:
+        return cls("source tree", path)
+
+
+METADATA = VersionSource("metadata")
+NO_VERSION = VersionSource("none")
 
 
 @dataclass(frozen=True)
@@ -51,8 +94,8 @@ class GateResult:
     reason: str
     comparable: bool = True
     """False when the installed version is not PEP 440 (the gate could not be evaluated)."""
-    source: str = METADATA
-    """Where ``found`` came from: ``metadata`` or ``source tree (<file>)``."""
+    source: VersionSource = METADATA
+    """Where ``found`` came from (``str()`` of it: ``metadata`` or ``source tree (<file>)``)."""
 
 
 def installed_version(distribution: str) -> str | None:
@@ -98,7 +141,8 @@ def locate_source(module_name: str) -> Path | None:
     return None
 
 
-def _tree_version(version_from: str) -> tuple[str | None, str]:
+def _tree_version(version_from: str) -> tuple[str, VersionSource] | tuple[None, str]:
+    """(the version a source tree declares, where) or (None, why there is none)."""
     module_name, _, attr = version_from.partition(":")
     attr = attr or "__version__"
     module = sys.modules.get(module_name)
@@ -116,13 +160,20 @@ def _tree_version(version_from: str) -> tuple[str | None, str]:
             return None, f"cannot read {file}: {type(exc).__name__}: {exc}"
     if not isinstance(value, str) or not value:
         return None, f"{where} declares no {attr}"
-    return value, f"source tree ({where})"
+    return value, VersionSource.tree(str(where))
 
 
 def resolve_version(distribution: str, module: ModuleType | None = None,
                     version_from: str | None = None) -> tuple[str | None, str]:
     """(version, source) for the copy of ``distribution`` that ``module`` was imported from;
-    (None, why) when there is none to gate on."""
+    (None, why) when there is none to gate on. ``source`` as text (what receipts record);
+    :func:`check_gate` gives it typed."""
+    found, source = _resolve(distribution, module, version_from)
+    return found, str(source)
+
+
+def _resolve(distribution: str, module: ModuleType | None,
+             version_from: str | None) -> tuple[str, VersionSource] | tuple[None, str]:
     version_from = version_from or KNOWN_TREE_VERSIONS.get(distribution)
     try:
         dist: metadata.Distribution | None = metadata.distribution(distribution)
@@ -131,10 +182,10 @@ def resolve_version(distribution: str, module: ModuleType | None = None,
     if dist is not None and _owns(dist, module, version_from):
         return dist.version, METADATA
     if version_from:
-        version, source = _tree_version(version_from)
-        if version is not None:
-            return version, source
-        why = source
+        tree = _tree_version(version_from)
+        if tree[0] is not None:
+            return tree
+        why = tree[1]
     else:
         why = "the target declares no `version_from` to read a source tree's version"
     if dist is not None:
@@ -151,9 +202,10 @@ def resolve_version(distribution: str, module: ModuleType | None = None,
 def check_gate(distribution: str, spec: SpecifierSet | None, module: ModuleType | None = None,
                version_from: str | None = None) -> GateResult:
     required = str(spec) if spec is not None else "any"
-    found, source = resolve_version(distribution, module, version_from)
-    if found is None:
-        return GateResult(distribution, required, None, False, source, source="none")
+    resolved = _resolve(distribution, module, version_from)
+    if resolved[0] is None:
+        return GateResult(distribution, required, None, False, resolved[1], source=NO_VERSION)
+    found, source = resolved
     origin = "" if source == METADATA else f" (from the {source})"
     if spec is None:
         return GateResult(distribution, required, found, True, f"{distribution} {found}{origin}",

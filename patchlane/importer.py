@@ -9,7 +9,6 @@ reachable for :meth:`Lane.revert`.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable
@@ -20,17 +19,31 @@ import wrapt
 
 from .audit import AuditLog, Decision, Outcome
 from .controls import Controls, describe_unknown
-from .errors import DriftError, OverlayError, StrictModeError
-from .gates import check_gate
+from .errors import DriftError, OverlayError, StrictModeError, StrictOverlayError, drift_reason
+from .gates import GateResult, check_gate
 from .loading import load_file, resolve
 from .protocols import OverlayFn
 from .registry import Entry, FingerprintPolicy, Kind, Registry, StartupRow
 from .wrappers import PatchWrapper, chain
 
-__all__ = ["Lane", "load_overlay"]
+__all__ = ["Lane", "load_overlay", "strict_error"]
 
 log = logging.getLogger("patchlane")
 
+
+def strict_error(decision: Decision, overlay_failed: bool = False) -> StrictModeError:
+    """The error strict mode raises for a problem ``decision``: its class carries the exit
+    code. Drift is :class:`DriftError` (4); a failure of the overlay itself (``overlay_failed``:
+    its file, probe, target read or wrap) :class:`StrictOverlayError` (5); every other problem
+    (an unevaluable gate, a missing config setting, a ledger violation) :class:`StrictModeError`
+    (6). The outcome alone cannot tell an overlay failure from an unevaluable gate (both are
+    ``failed: error``), hence the flag from the step that failed."""
+    if decision.outcome is Outcome.REFUSED_DRIFT:
+        return DriftError(decision.entry_id, decision.fingerprint_expected,
+                          decision.fingerprint_found or "")
+    if overlay_failed:
+        return StrictOverlayError(decision.entry_id, decision.reason)
+    return StrictModeError(decision.entry_id, decision.outcome.value, decision.reason)
 
 
 class _Applied:
@@ -97,6 +110,8 @@ class Lane:
         self._seen: set[str] = set()
         self._waiting: dict[str, set[str]] = {}
         """dependency id -> entries (depends_on) waiting for its decision."""
+        self._gates: dict[str, GateResult] = {}
+        """entry id -> the gate its latest walk read: what an entry that depends on it asks."""
         self._hook_lock = threading.Lock()
         self._started = False
         self._settled = False
@@ -178,26 +193,26 @@ class Lane:
         module makes that import fail with :class:`~patchlane.ledger.LedgerError`. ``eager``
         is for ``patchlane status``: the check runs before its module is imported, is recorded
         as such, and raises only what strict mode raises."""
-        from .ledger import LedgerError, check
+        from .ledger import LedgerError, evaluate
 
         when = entry.when
         assert when is not None
         note = (f" (checked eagerly; a run checks on {when.describe()})" if eager else "")
         with self._locks[entry.id]:
-            reason = self.controls.disabled_reason(entry.id)
-            if reason is not None:
-                return self._finish(entry, Decision(entry.id, Outcome.SKIPPED_DISABLED, reason,
-                                                    distribution=entry.target.distribution))
-            unmet = when.unmet(os.environ)
-            if unmet is not None:
-                # The condition is part of the entry: a pin for Triton's CPU interpreter says
-                # nothing about a GPU run that imports triton. Recorded with why, not checked.
-                return self._finish(entry, Decision(
-                    entry.id, Outcome.SKIPPED_NOT_APPLICABLE,
-                    f"not applicable: checked only on {when.describe()}; {unmet}{note}",
-                    distribution=entry.target.distribution))
-            result = check(entry)
+            # One sequence (controls, then the `when` condition, then the check) for this hook
+            # and for `patchlane doctor`: ledger.evaluate. A `when` that does not hold is part
+            # of the entry (a pin for Triton's CPU interpreter says nothing about a GPU run
+            # that imports triton): recorded with why, not checked.
+            result = evaluate(entry, self.controls)
             assert result is not None
+            if result.skipped == "disabled":
+                return self._finish(entry, Decision(entry.id, Outcome.SKIPPED_DISABLED,
+                                                    result.skip_reason or "",
+                                                    distribution=entry.target.distribution))
+            if result.skipped == "not applicable":
+                return self._finish(entry, Decision(entry.id, Outcome.SKIPPED_NOT_APPLICABLE,
+                                                    result.message + note,
+                                                    distribution=entry.target.distribution))
             outcome = Outcome.LEDGER_OK if result.ok else Outcome.LEDGER_VIOLATION
             decision = self._finish(entry, Decision(entry.id, outcome, result.message + note,
                                                     distribution=entry.target.distribution,
@@ -330,8 +345,8 @@ class Lane:
                 return self._finish(entry, Decision(
                     entry.id, Outcome.APPLIED, "already wrapped by another patchlane lane",
                     distribution=entry.target.distribution))
-            decision = self._walk(entry, module)
-        decided = self._finish(entry, decision)
+            decision, overlay_failed = self._walk(entry, module)
+        decided = self._finish(entry, decision, overlay_failed)
         for waiting_id in sorted(self._waiting.pop(entry.id, ())):
             # Entries that waited for this one (depends_on) while its module was importing.
             waiting = self.registry.get(waiting_id)
@@ -346,18 +361,19 @@ class Lane:
         the installed release: upstream ships the behaviour itself, or predates it). A
         dependency not decided yet is decided first (importing its target module runs its
         hook), unless its module is still executing (it imports this entry's module on its
-        way): then ``(why, dependency id)``, and this entry waits for it."""
+        way): then ``(why, dependency id)``, and this entry waits for it.
+
+        A decided dependency is judged by what its own walk recorded (its decision and the
+        gate it read), never by evaluating its gate again: the two could disagree (the walk
+        read the gate with the imported module, which can be another copy than sys.path
+        finds) and the answer would then contradict the audit."""
         import importlib
 
         for dep_id in entry.depends_on:
             dep = self.registry.get(dep_id)
             if not dep.active or dep.target.module is None:
                 continue
-            gate = check_gate(dep.target.distribution, dep.applies_to,
-                              sys.modules.get(dep.target.module), dep.target.version_from)
-            if not gate.open:
-                continue
-            latest = self.audit.latest().get(dep_id)
+            latest = self.audit.get(dep_id)
             if latest is None or latest.outcome is Outcome.PENDING:
                 module = sys.modules.get(dep.target.module)
                 # importlib marks a module whose body is still running (CPython 3.10-3.13):
@@ -366,15 +382,29 @@ class Lane:
                     return (f"waiting for {dep_id}, which it depends on: {dep.target.module} "
                             "is still being imported", dep_id)
                 if module is None:
+                    # Nothing recorded yet, and importing the module is what decides it: only
+                    # worth it (and only safe: the release may not ship that module) when the
+                    # gate admits what sys.path would import. The walk reads it again, with
+                    # the module, and that is the gate judged below.
+                    if not check_gate(dep.target.distribution, dep.applies_to, None,
+                                      dep.target.version_from).open:
+                        continue
                     importlib.import_module(dep.target.module)  # its hook decides it
                 else:
                     self.decide(dep, module)
-                latest = self.audit.latest().get(dep_id)
-            if latest is None or latest.outcome not in (Outcome.APPLIED, Outcome.UPSTREAM_FIXED):
-                said = "undecided" if latest is None else f"{latest.outcome.value}: " \
-                    f"{latest.reason}"
-                return (f"depends on {dep_id}, whose gate admits {gate.found} but which is not "
-                        f"applied here ({said}): what this entry fixes is not there", None)
+                latest = self.audit.get(dep_id)
+            if latest is not None and latest.outcome in (Outcome.APPLIED,
+                                                         Outcome.UPSTREAM_FIXED):
+                continue
+            gate = self._gates.get(dep_id)
+            if gate is not None and not gate.open:
+                continue  # gated out (or its gate cannot be read): it does not bind here
+            said = "undecided" if latest is None else f"{latest.outcome.value}: " \
+                f"{latest.reason}"
+            admits = f"whose gate admits {gate.found}" if gate is not None else \
+                "which is not decided"
+            return (f"depends on {dep_id}, {admits} but which is not applied here ({said}): "
+                    "what this entry fixes is not there", None)
         return None, None
 
     def _current(self, entry: Entry, module: ModuleType) -> Any:
@@ -385,34 +415,39 @@ class Lane:
         except (AttributeError, TypeError):
             return None
 
-    def _walk(self, entry: Entry, module: ModuleType) -> Decision:
+    def _walk(self, entry: Entry, module: ModuleType) -> tuple[Decision, bool]:
+        """The decision for ``entry`` on its imported ``module``, and whether it is a failure of
+        the overlay itself (what strict mode raises depends on it: :func:`strict_error`)."""
         # The gate is read first even for disabled entries: the audit always says which
-        # release was installed, whatever was decided.
+        # release was installed, whatever was decided. Kept for the entries that depend on
+        # this one: they read it rather than evaluate this gate again.
         gate = check_gate(entry.target.distribution, entry.applies_to, module,
                           entry.target.version_from)
+        self._gates[entry.id] = gate
 
         def decision(outcome: Outcome, reason: str, found: str | None = None) -> Decision:
             expected = entry.fingerprint.sha256 if found and entry.fingerprint else ()
             return Decision(entry.id, outcome, reason, distribution=entry.target.distribution,
                             installed=gate.found, applies_to=str(entry.applies_to),
                             fingerprint_expected=expected, fingerprint_found=found,
-                            version_source=gate.source)
+                            version_source=str(gate.source))
 
         reason = self.controls.disabled_reason(entry.id)
         if reason is not None:
-            return decision(Outcome.SKIPPED_DISABLED, reason)
+            return decision(Outcome.SKIPPED_DISABLED, reason), False
         if not gate.open:
             if gate.found is None or not gate.comparable:
                 # the target imported, yet no version to gate on: never guess
-                return decision(Outcome.FAILED_ERROR, f"cannot evaluate the gate: {gate.reason}")
-            return decision(Outcome.SKIPPED_GATE, gate.reason)
+                return decision(Outcome.FAILED_ERROR,
+                                f"cannot evaluate the gate: {gate.reason}"), False
+            return decision(Outcome.SKIPPED_GATE, gate.reason), False
         unmet, wait_for = self._unmet_dependency(entry)
         if wait_for is not None:
             # Decided again right after the dependency is (see decide()).
             self._waiting.setdefault(wait_for, set()).add(entry.id)
-            return decision(Outcome.PENDING, unmet or "")
+            return decision(Outcome.PENDING, unmet or ""), False
         if unmet is not None:
-            return decision(Outcome.SKIPPED_DEPENDENCY, unmet)
+            return decision(Outcome.SKIPPED_DEPENDENCY, unmet), False
         try:
             overlay = load_overlay(entry)
             fn = getattr(overlay, "overlay", None)
@@ -421,7 +456,7 @@ class Lane:
             probe = getattr(overlay, "probe", None)
             if probe is not None and probe(module):
                 return decision(Outcome.UPSTREAM_FIXED,
-                                f"probe: upstream already behaves correctly on {gate.found}")
+                                f"probe: upstream already behaves correctly on {gate.found}"), False
             spec = entry.fingerprint
             assert spec is not None and entry.target.qualname is not None
             # Imported here, not at module level: ast/hashlib stay out of `import patchlane`.
@@ -431,17 +466,19 @@ class Lane:
             drift = not matched
             if drift and spec.policy is FingerprintPolicy.REFUSE:
                 return decision(Outcome.REFUSED_DRIFT,
-                                str(DriftError(entry.id, spec.sha256, found)), found)
+                                drift_reason(entry.id, spec.sha256, found), found), False
             self._wrap(entry, module, fn)
         except Exception as exc:  # recorded, logged, raised in strict mode: never swallowed
-            return decision(Outcome.FAILED_ERROR, f"{type(exc).__name__}: {exc}")
+            return decision(Outcome.FAILED_ERROR, f"{type(exc).__name__}: {exc}"), True
         except SystemExit as exc:
             # An overlay file or probe calling sys.exit() would end the training process at
             # the target's import, silently. It is a failed entry like any other.
             return decision(Outcome.FAILED_ERROR, f"the overlay or its probe called "
-                            f"sys.exit({exc.code!r}) while being decided; patchlane stopped it")
+                            f"sys.exit({exc.code!r}) while being decided; patchlane stopped "
+                            "it"), True
         note = " (fingerprint drift tolerated: policy warn)" if drift else ""
-        return decision(Outcome.APPLIED, f"{gate.reason}; fingerprint {found}{note}", found)
+        return decision(Outcome.APPLIED, f"{gate.reason}; fingerprint {found}{note}",
+                        found), False
 
     def _wrap(self, entry: Entry, module: ModuleType, fn: OverlayFn) -> None:
         hits = self.audit.hits
@@ -461,7 +498,7 @@ class Lane:
         wrapper = wrapt.wrap_object(module, qualname, PatchWrapper, (counted,))
         self._applied[entry.id] = _Applied(parent, attr, had_own, original, wrapper)
 
-    def _finish(self, entry: Entry, decision: Decision) -> Decision:
+    def _finish(self, entry: Entry, decision: Decision, overlay_failed: bool = False) -> Decision:
         decision = self.audit.record(decision)
         level = logging.WARNING if decision.outcome.is_problem else logging.INFO
         log.log(level, "patchlane: %s %s: %s", entry.id, decision.outcome.value, decision.reason)
@@ -470,7 +507,7 @@ class Lane:
             # The line to grep for in a training log: every entry decided, and why.
             log.info("%s", self.summary(settled=True))
         if self.controls.strict and decision.outcome.is_problem:
-            raise StrictModeError(entry.id, decision.outcome.value, decision.reason)
+            raise strict_error(decision, overlay_failed)
         return decision
 
     # -- revert ----------------------------------------------------------------------------

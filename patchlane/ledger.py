@@ -12,7 +12,8 @@
 Floors and pins are decided in a post-import hook (:meth:`patchlane.importer.Lane
 .decide_ledger`) on the module ``when.imported`` names (default: ``target.object``'s module,
 else the distribution's import name), and only if ``when.env`` holds then; no distribution
-metadata is read at ``import patchlane``. :func:`evaluate` is the eager form for the CLI.
+metadata is read at ``import patchlane``. :func:`evaluate` is the one sequence both that hook
+and the CLI (``patchlane doctor``) run: controls, then ``when``, then the check.
 ``PATCHLANE_DISABLE`` / ``PATCHLANE_ONLY`` skip every kind.
 """
 
@@ -23,10 +24,10 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, Literal
 
 from .controls import Controls
-from .errors import PatchlaneError
+from .errors import OverlayError, PatchlaneError
 from .exit_codes import ExitCode
 from .gates import check_gate
 from .loading import load_file
@@ -59,8 +60,11 @@ class LedgerResult:
     message: str
     found: str | None = None
     expected: str | None = None
-    skipped: str | None = None
-    """Why the check did not run (``disabled``, ``not applicable``); None when it ran."""
+    skipped: Literal["disabled", "not applicable"] | None = None
+    """Why the check did not run; None when it ran."""
+    skip_reason: str | None = None
+    """For a skip, the reason alone (``listed in PATCHLANE_DISABLE``, the unmet condition):
+    the audit records it beside its outcome, where ``message`` says it in a sentence."""
 
     @property
     def blocking(self) -> bool:
@@ -141,26 +145,28 @@ def check(entry: Entry) -> LedgerResult | None:
     return None
 
 
-def _skipped(entry: Entry, why: str, message: str) -> LedgerResult:
+def _skipped(entry: Entry, why: Literal["disabled", "not applicable"], message: str,
+             reason: str) -> LedgerResult:
     return LedgerResult(entry.id, entry.kind.value, True, entry.policy or Policy.WARN,
-                        message, skipped=why)
+                        message, skipped=why, skip_reason=reason)
 
 
 def evaluate(entry: Entry, controls: Controls | None = None,
              environ: Mapping[str, str] | None = None) -> LedgerResult | None:
-    """A floor or pin checked eagerly, as a run would decide it once its module is imported:
-    skipped when ``controls`` disable it or ``when.env`` does not hold in ``environ``
-    (``os.environ`` by default). For ``patchlane doctor``; None for other kinds."""
+    """A floor or pin decided as a run decides it once its module is imported (the lane's hook,
+    :meth:`patchlane.importer.Lane.decide_ledger`, calls this), or eagerly by ``patchlane
+    doctor``: skipped when ``controls`` disable it or ``when.env`` does not hold in
+    ``environ`` (``os.environ`` by default), else checked. None for other kinds."""
     when = entry.when
     if when is None:
         return None
     reason = controls.disabled_reason(entry.id) if controls is not None else None
     if reason is not None:
-        return _skipped(entry, "disabled", f"skipped: disabled ({reason})")
+        return _skipped(entry, "disabled", f"skipped: disabled ({reason})", reason)
     unmet = when.unmet(os.environ if environ is None else environ)
     if unmet is not None:
         return _skipped(entry, "not applicable",
-                        f"not applicable: checked only on {when.describe()}; {unmet}")
+                        f"not applicable: checked only on {when.describe()}; {unmet}", unmet)
     return check(entry)
 
 
@@ -168,8 +174,12 @@ def _load_check(entry: Entry, gate: CompatGate) -> Callable[[Any], str | None]:
     module = load_file(entry.id, "check", gate.check_file)
     fn = getattr(module, gate.check_function, None)
     if not callable(fn):
-        raise PatchlaneError(f"{entry.id}: {gate.check_file} defines no callable "
-                             f"{gate.check_function!r}")
+        # The registry's `check: FILE:FUNCTION` names code the file does not have: the same
+        # fault as an overlay file without `overlay`.
+        raise OverlayError(entry.id, f"{gate.check_file} defines no callable "
+                                     f"{gate.check_function!r} (found "
+                                     f"{type(fn).__name__ if fn is not None else 'nothing'}); "
+                                     "fix: define it there, or correct the entry's `check`")
     return fn  # type: ignore[no-any-return]
 
 
@@ -201,7 +211,8 @@ def check_config(config: Any, entries: list[Entry],
             continue
         reason = controls.disabled_reason(entry.id) if controls is not None else None
         if reason is not None:
-            results.append(_skipped(entry, "disabled", f"skipped: disabled ({reason})"))
+            results.append(_skipped(entry, "disabled", f"skipped: disabled ({reason})",
+                                    reason))
             continue
         results.append(run_compat_gate(entry, config))
     blocking = [r for r in results if r.blocking]

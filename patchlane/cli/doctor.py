@@ -26,10 +26,16 @@ from ..exit_codes import ExitCode
 from ..gates import resolve_version
 from ..ledger import evaluate
 from ..registry import Kind
+from ..reporting import EntryReport
 from .common import lane, table
 
 EXIT_PROBLEMS = ExitCode.DOCTOR_PROBLEMS
 _BAD = ("refused: drift", "failed: error", "ledger: violation")
+
+
+def _outcome_and_reason(item: EntryReport) -> tuple[str, str]:
+    decision = item["decision"]
+    return ("-", "") if decision is None else (decision["outcome"], decision["reason"])
 
 
 def run_doctor(as_json: bool, strict: bool) -> int:
@@ -94,12 +100,14 @@ def _run_doctor(as_json: bool, strict: bool, out: Any = None) -> int:
                             f"target differs from upstream {match.nearest}")
     report = patchlane.report()
     for item in report["entries"]:
-        decision = item["decision"] or {}
-        outcome = decision.get("outcome", "")
+        decision = item["decision"]
+        if decision is None:
+            continue
+        outcome = decision["outcome"]
         if outcome in _BAD and item["kind"] == "source_patch":
-            problems.append(f"{item['id']}: {outcome}: {decision.get('reason', '')}")
+            problems.append(f"{item['id']}: {outcome}: {decision['reason']}")
         elif outcome == "skipped: gate":
-            warnings.append(f"{item['id']}: {outcome}: {decision.get('reason', '')}")
+            warnings.append(f"{item['id']}: {outcome}: {decision['reason']}")
 
     failed = bool(problems) or (strict and bool(warnings))
     if as_json:
@@ -122,12 +130,11 @@ def _run_doctor(as_json: bool, strict: bool, out: Any = None) -> int:
                       ", ".join(m.differ) or "-"] for m in matches], width=70))
     print()
     print(table(["ENTRY", "KIND", "DECISION", "REASON"],
-                [[i["id"], i["kind"], (i["decision"] or {}).get("outcome", "-"),
-                  (i["decision"] or {}).get("reason", "")] for i in report["entries"]],
+                [[i["id"], i["kind"], *_outcome_and_reason(i)] for i in report["entries"]],
                 width=90))
-    for label, items in (("PROBLEM", problems), ("warning", warnings)):
-        for item in items:
-            print(f"{label}: {item}")
+    for label, lines in (("PROBLEM", problems), ("warning", warnings)):
+        for line in lines:
+            print(f"{label}: {line}")
     print("\ndoctor: " + ("FAILED" if failed else "ok")
           + f" ({len(problems)} problem(s), {len(warnings)} warning(s))")
     return EXIT_PROBLEMS if failed else 0

@@ -7,7 +7,7 @@ import importlib.util
 from pathlib import Path
 
 from .. import fingerprint
-from ..errors import OverlayError, StrictModeError
+from ..errors import StrictModeError, UsageError
 from ..gates import resolve_version
 from .common import lane
 
@@ -15,7 +15,10 @@ from .common import lane
 def run_fingerprint(entry_id: str, source: Path | None = None) -> int:
     entry = lane().registry.get(entry_id)
     if entry.fingerprint is None or not entry.target.module or not entry.target.qualname:
-        raise OverlayError(entry_id, f"a {entry.kind.value} entry has no source fingerprint")
+        # Asked of an entry that has nothing to fingerprint: the request, not an overlay, is
+        # wrong.
+        raise UsageError(f"{entry_id}: a {entry.kind.value} entry has no source fingerprint; "
+                         "only a source_patch with a target object has one")
     qualnames = entry.fingerprint.qualnames(entry.target.qualname)
     if source is not None:
         value = fingerprint.compute_from_source(source.read_text(encoding="utf-8"), qualnames)
@@ -53,8 +56,8 @@ def run_fingerprint_object(target: str, source: Path | None = None) -> int:
     (which the registry refuses until it records a value) can get its first one."""
     module_name, sep, qualname = target.partition(":")
     if not sep or not module_name or not qualname:
-        raise OverlayError("--object", f"expected MODULE:QUALNAME, found {target!r}; e.g. "
-                           "megatron.core.rerun_state_machine:RerunStateMachine.state_dict")
+        raise UsageError(f"--object: expected MODULE:QUALNAME, found {target!r}; e.g. "
+                         "megatron.core.rerun_state_machine:RerunStateMachine.state_dict")
     if source is not None:
         value = fingerprint.compute_from_source(source.read_text(encoding="utf-8"), [qualname])
         label = f"{source} (read from source: nothing ran)"

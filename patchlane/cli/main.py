@@ -3,7 +3,8 @@
 This is the only place a ``patchlane`` process decides its exit status (the table is
 :class:`patchlane.exit_codes.ExitCode`). An expected failure, a :class:`PatchlaneError`, prints
 one line and exits with its own code; an ``OSError`` names the file and exits 74; anything else
-is a bug in patchlane and prints its traceback (exit 70), never a misleading "usage error".
+(a bare ``PatchlaneError`` included: its raise site named no class) is a bug in patchlane and
+prints its traceback (exit 70), never a misleading "usage error".
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ def _shard(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+def _add_git(p: argparse.ArgumentParser) -> None:
+    """``--git DIR``: ``upstream`` and ``retire`` answer from a local repository alike."""
+    p.add_argument("--git", type=Path, metavar="DIR",
+                   help="answer from this local clone or `git clone --mirror` of the upstream "
+                   "repository instead of the GitHub API (no network; --offline and "
+                   "--cache-dir do not apply)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -104,10 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", type=Path)
     p.add_argument("--evidence", type=Path, action="append", metavar="RUN_DIR",
                    help="sweep run directories to weigh for the retirement verdict")
-    p.add_argument("--git", type=Path, metavar="DIR",
-                   help="answer from this local clone or `git clone --mirror` of the upstream "
-                   "repository instead of the GitHub API (no network; --offline and "
-                   "--cache-dir do not apply)")
+    _add_git(p)
 
     p = sub.add_parser("retire", help="record a retirement in the registry, in place")
     p.add_argument("id")
@@ -121,10 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--force", metavar="REASON",
                    help="retire without complete evidence, recording why")
     p.add_argument("--cache-dir", type=Path)
-    p.add_argument("--git", type=Path, metavar="DIR",
-                   help="answer from this local clone or `git clone --mirror` of the upstream "
-                   "repository instead of the GitHub API (no network; --offline and "
-                   "--cache-dir do not apply)")
+    _add_git(p)
 
     p = sub.add_parser("delete", help="remove a retired entry from its registry file")
     p.add_argument("id")
@@ -224,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(_dispatch(args))
     except PatchlaneError as exc:
+        if exc.exit_code is ExitCode.INTERNAL_ERROR:
+            return _bug(args.command)
         print(f"patchlane: error: {exc}", file=sys.stderr)
         return int(exc.exit_code)
     except OSError as exc:  # the environment refused, not a bug: name the file
@@ -234,11 +239,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("patchlane: interrupted", file=sys.stderr)
         return 130
     except Exception:
-        traceback.print_exc()
-        print(f"patchlane: internal error in `patchlane {args.command}`: this is a bug in "
-              "patchlane (the traceback above says where); please report it with the command "
-              "you ran", file=sys.stderr)
-        return int(ExitCode.INTERNAL_ERROR)
+        return _bug(args.command)
+
+
+def _bug(command: str) -> int:
+    """Report the exception being handled as a bug in patchlane (exit 70)."""
+    traceback.print_exc()
+    print(f"patchlane: internal error in `patchlane {command}`: this is a bug in "
+          "patchlane (the traceback above says where); please report it with the command "
+          "you ran", file=sys.stderr)
+    return int(ExitCode.INTERNAL_ERROR)
 
 
 if __name__ == "__main__":

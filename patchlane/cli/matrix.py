@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..errors import PatchlaneError
+from ..errors import MatrixError
 from ..evidence.matrix import interpreter, load_matrix, run_set
 from ..evidence.verdicts import ACTION, Verdict
 from ..exit_codes import ExitCode
@@ -18,8 +18,9 @@ def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_ro
     if names:
         unknown = set(names) - {s.name for s in sets}
         if unknown:
-            raise PatchlaneError(f"{file}: no set named {sorted(unknown)}; "
-                                 f"known: {[s.name for s in sets]}")
+            raise MatrixError(f"{file}: no set named {sorted(unknown)}; "
+                              f"known: {[s.name for s in sets]}; fix: --set NAME with one of "
+                              "those, or add the set to the file")
         sets = [s for s in sets if s.name in names]
     rows, failed = [], 0
     asks: list[tuple[str, Verdict, str]] = []

@@ -39,8 +39,9 @@ def run_show(entry_id: str) -> int:
         if value is not None:
             rows.append((key, value))
     found = next(e for e in patchlane.report()["entries"] if e["id"] == entry_id)
-    decision = found["decision"] or {}
-    rows += [("decision", decision.get("outcome", "-")), ("reason", decision.get("reason", "-"))]
+    decision = found["decision"]
+    rows += [("decision", decision["outcome"] if decision else "-"),
+             ("reason", decision["reason"] if decision else "-")]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         text = "-" if value is None else _shown(value)

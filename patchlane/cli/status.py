@@ -39,15 +39,15 @@ def run_status(as_json: bool, import_targets: bool) -> int:
         return 0
     rows = []
     for item in report["entries"]:
-        decision = item["decision"] or {}
-        rows.append([
-            item["id"], item["kind"], item["target"],
-            (decision.get("installed") or "-") + (
-                " (tree)" if (decision.get("version_source") or "metadata") not in (
-                    "metadata", "none") else ""),
-            decision.get("outcome", "-"),
-            str(item["hits"]), decision.get("reason", ""),
-        ])
+        decision = item["decision"]
+        if decision is None:
+            version, outcome, reason = "-", "-", ""
+        else:
+            tree = (decision["version_source"] or "metadata") not in ("metadata", "none")
+            version = (decision["installed"] or "-") + (" (tree)" if tree else "")
+            outcome, reason = decision["outcome"], decision["reason"]
+        rows.append([item["id"], item["kind"], item["target"], version, outcome,
+                     str(item["hits"]), reason])
     print(table(["ID", "KIND", "TARGET", "INSTALLED", "DECISION", "HITS", "REASON"], rows))
     print()
     print(report["summary"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..controls import ToolSettings
-from ..errors import PatchlaneError
+from ..errors import RunDirError
 from ..evidence.manifest import CaseState, RunDir
 from ..evidence.provenance import git_revision, patch_set_digest
 from ..evidence.reports import load_index, write_reports
@@ -68,10 +68,10 @@ def run_sweep_command(lanes: list[Lane] | None, only: list[str] | None, timeout:
             held.enter_context(RunDir.lock(resume))
             run = RunDir.open(resume)
             if run.manifest.get("registry_digest") != registry.digest:
-                raise PatchlaneError(f"{resume}: the registry changed since this run started "
-                                     f"({run.manifest.get('registry_digest')} -> "
-                                     f"{registry.digest}); start a new run instead of resuming "
-                                     "(the run directory was left as it was)")
+                raise RunDirError(f"{resume}: the registry changed since this run started "
+                                  f"({run.manifest.get('registry_digest')} -> "
+                                  f"{registry.digest}); start a new run instead of resuming "
+                                  "(the run directory was left as it was)")
             requeued = run.requeue_unfinished()
             if not quiet:
                 print(f"resuming {resume}: {len(requeued)} case(s) to run", file=sys.stderr)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import PatchlaneError, UsageError
+from ..controls import ToolSettings
+from ..errors import UsageError
 from ..exit_codes import ExitCode
 from ..registry import Entry, Status
 from ..upstream.retire import RetireError, delete_entry, evaluate, retire_entry
@@ -25,10 +25,13 @@ def _config(offline: bool, cache_dir: Path | None) -> TrackerConfig:
     from ..upstream.cache import default_cache_dir
     from ..upstream.http import TrackerConfig
 
+    # The variables are read once, in controls.ToolSettings (as the sweep reads them); what is
+    # unset falls back to TrackerConfig's own defaults, which live in one place too.
+    settings = ToolSettings.from_env()
     return TrackerConfig(
-        github_api=os.environ.get("PATCHLANE_GITHUB_API", "https://api.github.com"),
-        pypi=os.environ.get("PATCHLANE_PYPI_URL", "https://pypi.org"),
-        cache_dir=cache_dir or Path(os.environ.get("PATCHLANE_CACHE", default_cache_dir())),
+        github_api=settings.github_api or TrackerConfig.github_api,
+        pypi=settings.pypi_url or TrackerConfig.pypi,
+        cache_dir=cache_dir or settings.upstream_cache or default_cache_dir(),
         offline=offline,
     )
 
@@ -143,8 +146,8 @@ def run_retire(entry_id: str, evidence: list[Path] | None, offline: bool, skip_u
 def run_delete(entry_id: str, yes: bool) -> int:
     entry = lane().registry.get(entry_id)
     if not yes:
-        raise PatchlaneError(f"{entry_id}: deleting removes the entry from {entry.source}; "
-                             "pass --yes to confirm")
+        raise UsageError(f"{entry_id}: deleting removes the entry from {entry.source}; "
+                         "pass --yes to confirm")
     delete_entry(entry)
     kept = [str(p) for p in (entry.overlay, entry.reproducer) if p is not None]
     print(f"{entry_id}: removed from {entry.source}" + (

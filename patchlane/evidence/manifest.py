@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import PatchlaneError
+from ..errors import RunDirError
 from ..files import atomic_write_json
 from .reproduce import Lane, Mode, RunOutcome
 
@@ -82,8 +82,8 @@ class RunDir:
     @classmethod
     def create(cls, path: Path, header: dict[str, Any]) -> RunDir:
         if path.exists() and any(path.iterdir()):
-            raise PatchlaneError(f"run directory {path} already exists and is not empty; "
-                                 f"use --resume {path} to finish it, or pick a new directory")
+            raise RunDirError(f"run directory {path} already exists and is not empty; "
+                              f"use --resume {path} to finish it, or pick a new directory")
         (path / "receipts").mkdir(parents=True, exist_ok=True)
         (path / "cases").mkdir(exist_ok=True)
         manifest = {"schema_version": MANIFEST_SCHEMA, "created": now(), "updated": now(),
@@ -104,9 +104,9 @@ class RunDir:
         try:
             lock.acquire()
         except Timeout:
-            raise PatchlaneError(f"run directory {path} is in use by another sweep (lock "
-                                 f"{path / '.lock'}); wait for it, or resume it once it has "
-                                 "stopped") from None
+            raise RunDirError(f"run directory {path} is in use by another sweep (lock "
+                              f"{path / '.lock'}); wait for it, or resume it once it has "
+                              "stopped") from None
         try:
             yield
         finally:
@@ -118,14 +118,14 @@ class RunDir:
         try:
             manifest = json.loads(file.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise PatchlaneError(f"{file}: no manifest; is {path} a patchlane run directory?") \
+            raise RunDirError(f"{file}: no manifest; is {path} a patchlane run directory?") \
                 from None
         except json.JSONDecodeError as exc:
-            raise PatchlaneError(f"{file}: not valid JSON ({exc}); the manifest is written "
-                                 "atomically, so this file was edited by hand") from None
+            raise RunDirError(f"{file}: not valid JSON ({exc}); the manifest is written "
+                              "atomically, so this file was edited by hand") from None
         if manifest.get("schema_version") != MANIFEST_SCHEMA:
-            raise PatchlaneError(f"{file}: schema_version {manifest.get('schema_version')!r}, "
-                                 f"expected {MANIFEST_SCHEMA}")
+            raise RunDirError(f"{file}: schema_version {manifest.get('schema_version')!r}, "
+                              f"expected {MANIFEST_SCHEMA}")
         return cls(path, manifest)
 
     # -- state -----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import PatchlaneError
+from ..errors import MatrixError, MatrixRunError
 from ..exit_codes import SWEEP_BASE
 from .index import RunIndex
 from .reproduce import Lane
@@ -66,28 +66,28 @@ def load_matrix(path: Path) -> list[MatrixSet]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise PatchlaneError(f"{path}: cannot read the release matrix: {exc}") from None
+        raise MatrixError(f"{path}: cannot read the release matrix: {exc}") from None
     if not isinstance(data, dict) or data.get("schema") != 1 or not isinstance(
             data.get("sets"), list):
-        raise PatchlaneError(f"{path}: expected `schema: 1` and a `sets:` list")
+        raise MatrixError(f"{path}: expected `schema: 1` and a `sets:` list")
     sets = []
     for i, raw in enumerate(data["sets"]):
         where = f"{path}: sets[{i}]"
         if not isinstance(raw, dict) or set(raw) - {"name", "install", "expect", "python",
                                                     "deps"}:
-            raise PatchlaneError(f"{where}: expected keys name, install, expect and optionally "
-                                 f"python (found {sorted(raw) if isinstance(raw, dict) else raw})")
+            raise MatrixError(f"{where}: expected keys name, install, expect and optionally "
+                              f"python (found {sorted(raw) if isinstance(raw, dict) else raw})")
         python = raw.get("python") or []
         if isinstance(python, str):
             python = [python]
         if not isinstance(python, list) or not all(
                 isinstance(p, str) and re.fullmatch(r"3\.\d+", p) for p in python):
-            raise PatchlaneError(f"{where}: python {python!r}: expected a list of interpreter "
-                                 "versions such as [\"3.12\"]")
+            raise MatrixError(f"{where}: python {python!r}: expected a list of interpreter "
+                              "versions such as [\"3.12\"]")
         install = raw.get("install") or []
         bad = [s for s in install if not isinstance(s, str) or not _SPEC.match(s)]
         if bad:
-            raise PatchlaneError(f"{where}: install {bad!r}: pin each release as NAME==VERSION")
+            raise MatrixError(f"{where}: install {bad!r}: pin each release as NAME==VERSION")
         expect = raw.get("expect") or {}
         parsed: dict[str, Verdict] = {}
         wrong: dict[str, object] = {}
@@ -98,13 +98,13 @@ def load_matrix(path: Path) -> list[MatrixSet]:
             else:
                 parsed[str(key)] = verdict
         if not raw.get("name") or not isinstance(expect, dict) or not expect or wrong:
-            raise PatchlaneError(f"{where}: needs a name and `expect: {{entry: verdict}}` with "
-                                 f"verdicts from {[v.value for v in Verdict]} "
-                                 f"(found {wrong or expect})")
+            raise MatrixError(f"{where}: needs a name and `expect: {{entry: verdict}}` with "
+                              f"verdicts from {[v.value for v in Verdict]} "
+                              f"(found {wrong or expect})")
         deps = raw.get("deps") or []
         if not isinstance(deps, list) or any(d not in install for d in deps):
-            raise PatchlaneError(f"{where}: deps {deps!r}: expected a list of specs that are "
-                                 "also in install")
+            raise MatrixError(f"{where}: deps {deps!r}: expected a list of specs that are "
+                              "also in install")
         sets.append(MatrixSet(str(raw["name"]), tuple(install), parsed, tuple(python),
                               tuple(deps)))
     return sets
@@ -153,7 +153,7 @@ def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 
             raise ValueError(out.returncode)
         index = RunIndex.load(run_dir)
     except (OSError, ValueError, KeyError, TypeError):
-        raise PatchlaneError(f"matrix set {matrix_set.name}: the sweep wrote no readable index "
+        raise MatrixRunError(f"matrix set {matrix_set.name}: the sweep wrote no readable index "
                              f"in {run_dir} (exit {out.returncode}):\n"
                              f"{(out.stderr or out.stdout)[-3000:]}") from None
     verdicts: dict[str, list[Verdict]] = {}

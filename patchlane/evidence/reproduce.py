@@ -79,9 +79,10 @@ class RunOutcome(str, enum.Enum):
 
     @property
     def exit_code(self) -> ExitCode:
-        """The exit status of a rank, and of ``patchlane reproduce``, with this outcome."""
+        """The exit status of a rank, and of ``patchlane reproduce``, with this outcome: an
+        error is the harness failing to run the reproducer (7), never a usage error."""
         return {RunOutcome.PASS: ExitCode.OK, RunOutcome.FAIL: ExitCode.REPRODUCER_FAILED,
-                RunOutcome.ERROR: ExitCode.USAGE}[self]
+                RunOutcome.ERROR: ExitCode.REPRODUCER_ERROR}[self]
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import resource
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ def _peak_memory(lane: Lane) -> dict[str, Any]:
     return peak
 
 
-def _audited(decision: dict[str, Any]) -> Outcome | None:
+def _audited(decision: Mapping[str, Any]) -> Outcome | None:
     """The outcome the audit recorded for the entry (None before any decision)."""
     outcome = (decision["decision"] or {}).get("outcome")
     return None if outcome is None else Outcome(outcome)

@@ -166,18 +166,18 @@ def _target_missing(entry: Entry, gate: GateResult) -> str | None:
     release = f"{entry.target.distribution} {gate.found}"
     if file is None:
         return f"target module {module} is not part of {release}"
-    root = _release_root(entry.target.distribution, gate.source)
+    root = _release_root(entry.target.distribution, gate)
     if root is not None and not file.resolve().is_relative_to(root):
         return (f"target module {module} comes from {file.parent}, not from {release} "
                 f"({root}): a mixed environment, not a release")
     return None
 
 
-def _release_root(distribution: str, source: str) -> Path | None:
+def _release_root(distribution: str, gate: GateResult) -> Path | None:
     from importlib import metadata
 
-    if source.startswith("source tree (") and source.endswith(")"):
-        version_file = Path(source[len("source tree ("):-1])
+    if gate.source.kind == "source tree" and gate.source.path is not None:
+        version_file = Path(gate.source.path)
         # megatron/core/package_info.py -> the directory holding megatron/
         return version_file.resolve().parents[2] if len(version_file.parents) > 2 else None
     try:

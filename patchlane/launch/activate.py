@@ -10,9 +10,9 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from ..files import atomic_write_json
+from ..reporting import Report
 
 __all__ = ["REPORTS_ENV", "SUMMARY_ENV", "activate", "chain"]
 
@@ -65,13 +65,14 @@ def _at_exit(folder: Path | None, me: str | None) -> None:
         _print_summary(me, report)
 
 
-def _print_summary(me: str, report: dict[str, Any]) -> None:
+def _print_summary(me: str, report: Report) -> None:
     if me == "main" and "torch/distributed/run.py" in (sys.argv[0] if sys.argv else ""):
         return  # torchrun's agent: it trains nothing; its ranks speak for themselves
     # Lane.summary() groups the same way but has no hit counts, which are the point here.
     groups: dict[str, list[str]] = {}
     for entry in report["entries"]:
-        outcome = (entry.get("decision") or {}).get("outcome") or "pending"
+        decision = entry["decision"]
+        outcome = (decision["outcome"] if decision else None) or "pending"
         label = entry["id"] + (f" (hits {entry['hits']})" if entry.get("hits") else "")
         groups.setdefault(outcome, []).append(label)
     parts = " | ".join(f"{k}: {', '.join(v)}" for k, v in sorted(groups.items()))
@@ -82,7 +83,7 @@ def _print_summary(me: str, report: dict[str, Any]) -> None:
     sys.stderr.flush()
 
 
-def _write_report(folder: Path, report: dict[str, Any]) -> None:
+def _write_report(folder: Path, report: Report) -> None:
     process = {"host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid(),
                "argv": sys.argv, "rank": os.environ.get("RANK"),
                "local_rank": os.environ.get("LOCAL_RANK"),

@@ -12,11 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import PatchlaneError
+from ..errors import UsageError
 
-__all__ = ["RECEIPT_KEY", "add_run_receipt", "read_run_receipt"]
+__all__ = ["RECEIPT_KEY", "CheckpointReceiptError", "add_run_receipt", "read_run_receipt"]
 
 RECEIPT_KEY = "patchlane_run_receipt"
+
+
+class CheckpointReceiptError(UsageError):
+    """:func:`read_run_receipt` was pointed at no checkpoint directory, or at a checkpoint
+    saved without :func:`add_run_receipt`: the fix is another path (or saving with one)."""
 
 
 def add_run_receipt(state_dict: dict[str, Any], key: str = RECEIPT_KEY) -> dict[str, Any]:
@@ -39,10 +44,13 @@ def read_run_receipt(path: str | Path, key: str = RECEIPT_KEY) -> dict[str, Any]
 
     directory = _resolve(Path(path))
     if not directory.is_dir():
-        raise PatchlaneError(f"{directory}: no checkpoint directory")
+        raise CheckpointReceiptError(f"{directory}: no checkpoint directory (expected a "
+                                     "saved checkpoint or a --save root with "
+                                     "latest_checkpointed_iteration.txt)")
     common = load_common_state_dict(str(directory))
     receipt = common.get(key) if isinstance(common, dict) else None
     if not isinstance(receipt, dict):
-        raise PatchlaneError(f"{directory}: the checkpoint carries no patchlane run receipt "
-                             f"(key {key!r}); it was saved without add_run_receipt()")
+        raise CheckpointReceiptError(f"{directory}: the checkpoint carries no patchlane run "
+                                     f"receipt (key {key!r}); it was saved without "
+                                     "add_run_receipt()")
     return receipt

@@ -5,6 +5,7 @@ misleading usage error)."""
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,7 +40,9 @@ def test_expected_errors_print_one_line_and_their_code(
 
 
 @pytest.mark.parametrize("exc", [KeyError("internal"), ValueError("internal"),
-                                 RuntimeError("internal")])
+                                 RuntimeError("internal"),
+                                 # a raise site that named no class: its code says "a bug"
+                                 PatchlaneError("bare root")])
 def test_a_bug_prints_its_traceback_and_exits_70(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         exc: BaseException) -> None:
@@ -73,3 +76,29 @@ def test_a_bad_shard_is_a_usage_error_before_anything_runs(
         cli_main.main(["sweep", "--shard", "5/4"])
     assert exit_info.value.code == ExitCode.USAGE
     assert "between 1 and n" in capsys.readouterr().err
+
+
+def test_upstream_reads_its_settings_through_controls(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    from patchlane.cli import upstream
+    from patchlane.upstream.cache import default_cache_dir
+    from patchlane.upstream.http import TrackerConfig
+
+    for name in ("PATCHLANE_GITHUB_API", "PATCHLANE_PYPI_URL", "PATCHLANE_CACHE",
+                 "PATCHLANE_SCHEDULE"):
+        monkeypatch.delenv(name, raising=False)
+    unset = upstream._config(False, None)
+    assert (unset.github_api, unset.pypi, unset.cache_dir) == (
+        TrackerConfig.github_api, TrackerConfig.pypi, default_cache_dir())
+    monkeypatch.setenv("PATCHLANE_GITHUB_API", "http://127.0.0.1:9/gh")
+    monkeypatch.setenv("PATCHLANE_PYPI_URL", "http://127.0.0.1:9/pypi")
+    monkeypatch.setenv("PATCHLANE_CACHE", str(tmp_path / "env-cache"))
+    config = upstream._config(True, None)
+    assert (config.github_api, config.pypi, config.cache_dir, config.offline) == (
+        "http://127.0.0.1:9/gh", "http://127.0.0.1:9/pypi", tmp_path / "env-cache", True)
+    assert upstream._config(False, tmp_path / "flag").cache_dir == tmp_path / "flag"
+
+
+@pytest.mark.parametrize("argv", [["upstream", "--git", "repo"], ["retire", "x", "--git", "repo"]])
+def test_upstream_and_retire_take_the_same_git_option(argv: list[str]) -> None:
+    assert cli_main._parser().parse_args(argv).git == Path("repo")

@@ -127,7 +127,7 @@ def test_any_other_exception_is_an_error_not_a_fail(fake_target: FakeTarget, tmp
     write_repro(fake_target, GUARDING.replace("import {module} as target",
                                               "raise KeyError('wrong kind of failure')"))
     rank = run_rank(fake_target, tmp_path, mode)
-    assert rank.returncode == int(ExitCode.USAGE) == 2, rank.stderr
+    assert rank.returncode == int(ExitCode.REPRODUCER_ERROR) == 7, rank.stderr
     assert (rank.data["outcome"], rank.data["stage"]) == ("error", "run")
     assert rank.data["message"] == "KeyError: 'wrong kind of failure'"
     # into the rank log as well, where the sweep's tail finds it
@@ -149,7 +149,7 @@ def test_errors_name_the_stage_they_happened_in(fake_target: FakeTarget, tmp_pat
     rank = run_rank(fake_target, tmp_path, "with")
     assert (rank.data["outcome"], rank.data["stage"]) == ("error", stage), rank.data
     assert rank.data["message"] == message
-    assert rank.returncode == 2
+    assert rank.returncode == 7
 
 
 def test_setup_runs_before_run_with_the_context(fake_target: FakeTarget,
@@ -233,7 +233,7 @@ def test_an_unknown_entry_is_a_bootstrap_error(fake_target: FakeTarget, tmp_path
     rank = run_rank(fake_target, tmp_path, "with", entry="no_such_entry")
     assert (rank.data["outcome"], rank.data["stage"]) == ("error", "bootstrap")
     assert "no_such_entry" in rank.data["message"]
-    assert rank.returncode == 2
+    assert rank.returncode == 7
 
 
 def test_bad_arguments_are_refused_before_anything_runs(tmp_path: Path) -> None:

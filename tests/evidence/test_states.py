@@ -60,7 +60,7 @@ def test_a_reproducer_declaring_an_unknown_lane_is_refused(fake_target: FakeTarg
 
 
 def test_run_outcomes_map_to_the_documented_exit_codes() -> None:
-    assert [o.exit_code for o in RunOutcome] == [0, 1, 2]
+    assert [o.exit_code for o in RunOutcome] == [0, 1, 7]  # an error is no usage error
     assert RunOutcome.FAIL.exit_code is ExitCode.REPRODUCER_FAILED
 
 
@@ -136,7 +136,7 @@ def test_reproduce_command_prints_the_failing_rank_tail(fake_target: FakeTarget,
     monkeypatch.setattr(command, "lane", lambda: FakeLane())
     monkeypatch.setattr(command, "run_case", lambda *a, **k: next(results))
     code = command.run_reproduce(entry.id, False, "cpu", [2], 10.0)
-    assert code is ExitCode.USAGE
+    assert code is ExitCode.REPRODUCER_ERROR
     out = capsys.readouterr().out
     assert out.endswith("--- rank 1 log (r1.log), last lines ---\n  | line\n  | OSError: x\n")
     assert "rank 0 log" not in out

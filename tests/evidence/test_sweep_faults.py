@@ -199,18 +199,18 @@ def test_sweep_cli_progress_lines_in_ci_and_resume_refuses_a_changed_registry(
     assert "\r" not in out.stderr  # no live line outside a terminal
     assert "guarding" in out.stdout and str(run_dir) in out.stdout
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-    assert again.returncode == 1 and "already exists" in again.stderr
+    assert again.returncode == 2 and "already exists" in again.stderr
     # Issue 14 item 7: a second sweep on a run directory in use is refused before it touches it
     manifest = (run_dir / "manifest.json").read_bytes()
     with RunDir.lock(run_dir):
         busy = subprocess.run([*cmd[:4], "--resume", str(run_dir)], env=env,
                               capture_output=True, text=True, timeout=120)
-    assert busy.returncode == 1 and "in use by another sweep" in busy.stderr, busy.stderr
+    assert busy.returncode == 2 and "in use by another sweep" in busy.stderr, busy.stderr
     assert (run_dir / "manifest.json").read_bytes() == manifest
     fake_target.registry.write_text(fake_target.registry.read_text() + "\n# edited\n")
     resumed = subprocess.run([*cmd[:4], "--resume", str(run_dir)], env=env,
                              capture_output=True, text=True, timeout=120)
-    assert resumed.returncode == 1 and "registry changed" in resumed.stderr
+    assert resumed.returncode == 2 and "registry changed" in resumed.stderr
     assert (run_dir / "manifest.json").read_bytes() == manifest  # a refused resume: untouched
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.specifiers import SpecifierSet
 
 from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
@@ -73,6 +74,30 @@ def test_does_not_bind_where_the_dependency_gate_excludes_the_release(
     latest = decide(fake_target, {}, fake_target.entry(applies_to=">=1.0,<1.1"),
                     follow_up(fake_target))
     assert latest[fake_target.entry_id].outcome is Outcome.SKIPPED_GATE
+    assert latest[FOLLOW].outcome is Outcome.APPLIED
+
+
+@pytest.mark.parametrize("dep_gate", [">=1.0,<1.9", ">=1.0,<1.1"])
+def test_the_dependency_is_judged_by_what_its_walk_recorded(
+        fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch, dep_gate: str) -> None:
+    # Its gate (open, or excluding the release) is evaluated once, by its own walk; the
+    # follow-up reads that record instead of evaluating the dependency's gate again.
+    import patchlane.importer as importer
+
+    asked: list[str] = []
+    real = importer.check_gate
+
+    def spy(distribution: str, spec: Any, *args: Any) -> Any:
+        asked.append(str(spec))
+        return real(distribution, spec, *args)
+
+    monkeypatch.setattr(importer, "check_gate", spy)
+    latest = decide(fake_target, {}, fake_target.entry(applies_to=dep_gate),
+                    follow_up(fake_target))
+    assert asked.count(str(SpecifierSet(dep_gate))) == 1, asked
+    applied = dep_gate == ">=1.0,<1.9"
+    assert latest[fake_target.entry_id].outcome is (
+        Outcome.APPLIED if applied else Outcome.SKIPPED_GATE)
     assert latest[FOLLOW].outcome is Outcome.APPLIED
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from patchlane.gates import GateResult, check_gate, installed_version
+from patchlane.gates import GateResult, VersionSource, check_gate, installed_version
 
 _names = itertools.count()
 
@@ -191,3 +191,30 @@ def test_gate_side(spec: str, version: str, side: str) -> None:
     from patchlane.gates import gate_side
 
     assert gate_side(SpecifierSet(spec), version) == side
+
+
+def test_a_version_source_reads_as_the_text_records_always_had(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert str(VersionSource("metadata")) == "metadata"
+    assert str(VersionSource("none")) == "none"
+    assert str(VersionSource.tree("/x/pkg/version.py")) == "source tree (/x/pkg/version.py)"
+    # a tree without metadata: typed for code, the same text for the audit and JSON
+    (tmp_path / "pltreeonly").mkdir()
+    (tmp_path / "pltreeonly" / "__init__.py").write_text("")
+    (tmp_path / "pltreeonly" / "version.py").write_text("__version__ = '0.3.1'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    gate = check_gate("pltreeonly", None, None, "pltreeonly.version:__version__")
+    assert gate.found == "0.3.1" and gate.source.kind == "source tree"
+    assert gate.source.path == str(tmp_path / "pltreeonly" / "version.py")
+    assert gate.reason == f"pltreeonly 0.3.1 (from the {gate.source})"
+    missing = check_gate("pltreeonly-not-installed", None)
+    assert missing.source == VersionSource("none") and str(missing.source) == "none"
+
+
+def test_a_version_source_is_an_immutable_value() -> None:
+    a, b = VersionSource.tree("/x/v.py"), VersionSource("source tree", "/x/v.py")
+    assert a == b and hash(a) == hash(b) and {a: 1}[b] == 1
+    assert a != VersionSource("metadata") and a != "source tree (/x/v.py)"
+    assert repr(a) == "VersionSource('source tree', '/x/v.py')"
+    with pytest.raises(AttributeError, match="immutable"):
+        a.path = "/y"

@@ -249,13 +249,20 @@ def test_strict_mode_raises_on_every_problem(fake_target: FakeTarget, case: str)
     else:
         fake_target.write_overlay("def overlay(w, i, a, k):\n    return w(*a, **k)\n"
                                   "def probe(m):\n    raise ValueError('probe broke')\n")
-    fake_target.lane({"PATCHLANE_STRICT": "1"})
+    lane = fake_target.lane({"PATCHLANE_STRICT": "1"})
     with pytest.raises(StrictModeError) as info:
         fake_target.import_target()
     assert info.value.entry_id == fake_target.entry_id
     assert "PATCHLANE_STRICT" in str(info.value)
     # the failed import left no half-initialised module behind
     assert fake_target.module not in sys.modules
+    # raised by cause, each with its own exit code; all stay StrictModeErrors
+    raised, code = {"drift": ("DriftError", 4), "error": ("StrictOverlayError", 5),
+                    "gate": ("StrictModeError", 6)}[case]
+    assert type(info.value).__name__ == raised and int(info.value.exit_code) == code
+    assert isinstance(info.value, OverlayError) == (case == "error")
+    # the message carries the audit's reason whole: one text for the log and the error
+    assert lane.audit.latest()[fake_target.entry_id].reason in str(info.value)
 
 
 def test_strict_mode_accepts_a_gate_that_excludes_the_installed_release(

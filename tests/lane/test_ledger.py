@@ -410,3 +410,34 @@ def test_when_is_validated(tmp_path: Path, kind: str, when: object, message: str
     assert error.path == str(path.resolve()) and error.entry_id == "bad_when"
     assert error.key == key and error.found == found
     assert message in str(error) and error.expected is not None and expected in error.expected
+
+
+def test_the_lane_decides_floors_through_the_one_ledger_sequence(
+        fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    import patchlane.ledger as ledger
+
+    floor = {"id": "floor_fake", "kind": "version_floor", "summary": "needs a newer fake",
+             "upstream": {"issue": "https://github.com/example/x/issues/1", "forwarded": "no"},
+             "retire_when": {"upstream_released": True}, "owner": "tests",
+             "added": "2026-11-22", "status": "active", "requires": ">=1.0", "policy": "warn",
+             "target": {"distribution": fake_target.distribution,
+                        "object": fake_target.module}}
+    fake_target.write_registry(floor)
+    seen: list[str] = []
+    real = ledger.evaluate
+
+    def spy(entry: Any, *args: Any) -> Any:
+        seen.append(entry.id)
+        return real(entry, *args)
+
+    monkeypatch.setattr(ledger, "evaluate", spy)
+    lane = fake_target.lane()
+    fake_target.import_target()
+    assert seen == ["floor_fake"]
+    decided = lane.audit.latest()["floor_fake"]
+    assert decided.outcome is Outcome.LEDGER_OK and decided.installed == "1.2.0"
+    # disabled: the audit records the bare reason, doctor's sentence says it in words
+    lane = fake_target.lane({"PATCHLANE_DISABLE": "floor_fake"})
+    result = real(lane.registry.get("floor_fake"), lane.controls)
+    assert result is not None and result.skip_reason == "listed in PATCHLANE_DISABLE"
+    assert result.message == "skipped: disabled (listed in PATCHLANE_DISABLE)"

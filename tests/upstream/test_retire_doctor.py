@@ -155,7 +155,7 @@ def test_delete_only_a_retired_entry_and_only_its_block(registry_copy: Path) -> 
     assert cli("delete", follow, "--yes", registry=registry_copy).returncode == 0
     before = registry_copy.read_text()
     count = len(load_registries([registry_copy]).entries)
-    assert cli("delete", ENTRY, registry=registry_copy).returncode == 1  # needs --yes
+    assert cli("delete", ENTRY, registry=registry_copy).returncode == 2  # needs --yes: usage
     out = cli("delete", ENTRY, "--yes", registry=registry_copy)
     assert out.returncode == 0, out.stderr
     after = registry_copy.read_text()

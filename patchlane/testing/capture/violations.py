@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import PatchlaneError
+from ...exit_codes import ExitCode
 from .rules import Rule
 
 __all__ = ["CaptureError", "CaptureReport", "CaptureViolation"]
@@ -66,6 +67,10 @@ class CaptureReport:
 
 class CaptureError(PatchlaneError):
     """Raised at the first violation when ``raise_on_first=True``; carries ``.violation``."""
+
+    # The check's verdict on the code under test (it breaks capture), as a reproducer's failed
+    # assertion is on upstream: not a fault of patchlane or of the command line.
+    exit_code = ExitCode.REPRODUCER_FAILED
 
     def __init__(self, violation: CaptureViolation) -> None:
         self.violation = violation

@@ -1,0 +1,77 @@
+"""What :func:`patchlane.report` returns: everything one lane decided, as typed JSON-ready data.
+
+The shape is written down as TypedDicts so that its readers (``patchlane status --json``,
+``doctor``, ``show``, the reproducer runner, ``patchlane run --reports``) are checked against
+it instead of against ``dict[str, Any]``. Kept out of ``patchlane/__init__.py`` so the package
+module stays the list of public calls.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from ._version import __version__
+from .audit import DecisionRecord
+from .errors import PatchlaneError
+from .importer import Lane
+
+__all__ = ["EntryReport", "Report", "build_report"]
+
+
+class EntryReport(TypedDict):
+    """One registry entry: what it is, what was decided for it, and how often it ran."""
+
+    id: str
+    kind: str
+    status: str
+    target: str
+    """``module:qualname`` of the target object, else its distribution."""
+    decision: DecisionRecord | None
+    """The decision that holds now; None before the first."""
+    applied: bool
+    hits: int
+    paths: dict[str, int]
+    """Calls per branch the overlay recorded with :func:`patchlane.hit_path`."""
+
+
+class Report(TypedDict):
+    patchlane: str
+    strict: bool
+    registries: list[str]
+    registry_digest: str
+    startup_error: str | None
+    unknown_control_ids: list[str]
+    """PATCHLANE_DISABLE / PATCHLANE_ONLY ids that name no loaded entry (a typo, or an id of
+    another registry set): they changed nothing here."""
+    entries: list[EntryReport]
+    history: list[DecisionRecord]
+    summary: str
+
+
+def build_report(lane: Lane, startup_error: PatchlaneError | None = None) -> Report:
+    """The report of ``lane``; ``startup_error`` is the registry error it started without."""
+    latest = lane.audit.latest()
+    entries: list[EntryReport] = []
+    for entry in lane.registry.entries:
+        decision = latest.get(entry.id)
+        entries.append({
+            "id": entry.id,
+            "kind": entry.kind.value,
+            "status": entry.status.value,
+            "target": entry.target.object_path or entry.target.distribution,
+            "decision": decision.as_dict() if decision else None,
+            "applied": lane.is_applied(entry.id),
+            "hits": lane.audit.hits[entry.id],
+            "paths": {p: n for (e, p), n in lane.audit.paths.items() if e == entry.id},
+        })
+    return {
+        "patchlane": __version__,
+        "strict": lane.controls.strict,
+        "registries": [str(p) for p in lane.registry.sources],
+        "registry_digest": lane.registry.digest,
+        "startup_error": str(startup_error) if startup_error else None,
+        "unknown_control_ids": sorted(lane.unknown_control_ids),
+        "entries": entries,
+        "history": [d.as_dict() for d in lane.audit.history()],
+        "summary": lane.summary(),
+    }

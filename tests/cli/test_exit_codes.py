@@ -1,0 +1,266 @@
+"""Every exit code in the exit-code table (docs/cli.md), produced by the real command on a fake
+target and registry; the table's codes are exactly ``ExitCode``, and each error class it names carries
+the code of its row (so neither the reference nor a class can drift from the other)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from patchlane.errors import PatchlaneError
+from patchlane.exit_codes import ExitCode, sweep_exit_code
+
+from ..conftest import FakeTarget
+from .test_cli import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+Setup = Callable[[FakeTarget, Path], tuple[list[str], dict[str, str]]]
+
+
+def _env(fake: FakeTarget, *entries: dict[str, Any], **extra: str) -> dict[str, str]:
+    fake.write_registry(*entries)
+    return {"PATCHLANE_DEFAULT_REGISTRY": "0", "PATCHLANE_REGISTRY": str(fake.registry),
+            "PYTHONPATH": str(fake.root), **extra}
+
+
+def _reproducer(fake: FakeTarget, body: str) -> None:
+    (fake.root / "reproducers" / f"{fake.entry_id}.py").write_text(
+        "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n" + body)
+
+
+def _drift(fake: FakeTarget) -> None:
+    fake.target_file.write_text(fake.target_file.read_text().replace("hello", "howdy"))
+
+
+def ok(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    return ["status"], _env(fake)
+
+
+def reproducer_failed(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    _reproducer(fake, f"    import {fake.module} as t\n"
+                      "    assert t.Greeter().greet('q') == 'patched hello q', 'bug'\n")
+    return ["reproduce", fake.entry_id, "--without-overlay"], _env(fake)
+
+
+def unknown_id(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    return ["show", "no_such_entry"], _env(fake)
+
+
+def delete_without_yes(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    return ["delete", fake.entry_id], _env(fake)
+
+
+def sweep_into_a_used_run_dir(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    used = tmp / "used-run"
+    used.mkdir()
+    (used / "something").write_text("x")
+    return ["sweep", "--lane", "cpu", "--run-dir", str(used), "--quiet"], _env(fake)
+
+
+def registry_rejected(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    env = _env(fake)
+    fake.registry.write_text("schema: 1\nentries:\n  - id: x\n    kind: [\n")
+    return ["status"], env
+
+
+def drift(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    env = _env(fake, PATCHLANE_STRICT="1")  # the registry records the fingerprint before
+    _drift(fake)
+    return ["status"], env
+
+
+def overlay_failed(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    fake.write_overlay("def overlay(w, i, a, k):\n    return w(*a, **k)\n"
+                       "def probe(m):\n    raise ValueError('probe broke')\n")
+    return ["status"], _env(fake, PATCHLANE_STRICT="1")
+
+
+def strict_refusal(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    # a release whose version is not PEP 440: the gate cannot be evaluated (never guessed)
+    meta = fake.root / f"{fake.package}-{fake.version}.dist-info" / "METADATA"
+    meta.write_text(meta.read_text().replace(f"Version: {fake.version}", "Version: banana"))
+    return ["status"], _env(fake, PATCHLANE_STRICT="1")
+
+
+def reproducer_error(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    _reproducer(fake, "    raise RuntimeError('the harness cannot run this')\n")
+    return ["reproduce", fake.entry_id], _env(fake)
+
+
+def ledger_violation(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    # status imports the source patch's module; the floor guarding that import refuses it
+    floor = {"id": "floor_fake", "kind": "version_floor", "summary": "needs a newer fake",
+             "upstream": {"issue": "https://github.com/example/x/issues/1", "forwarded": "no"},
+             "retire_when": {"upstream_released": True}, "owner": "tests",
+             "added": "2026-11-22", "status": "active", "requires": ">=99", "policy": "error",
+             "target": {"distribution": fake.distribution, "object": fake.module}}
+    return ["status"], _env(fake, fake.entry(), floor)
+
+
+def matrix_mismatch(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    _reproducer(fake, f"    import {fake.module} as t\n"
+                      "    assert t.Greeter().greet('a') == 'patched hello a', 'bug shows'\n")
+    matrix = tmp / "matrix.yaml"
+    matrix.write_text(yaml.safe_dump({"schema": 1, "sets": [
+        {"name": "fake", "install": [], "expect": {fake.entry_id: "broken"}}]}))
+    return (["matrix", "--file", str(matrix), "--cache", str(tmp / "cache"),
+             "--runs-root", str(tmp / "runs"), "--timeout", "120"], _env(fake))
+
+
+def upstream_unreachable(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    entry = fake.entry(upstream={**fake.entry()["upstream"],
+                                 "issue": "https://github.com/acme/fake/issues/6"})
+    return (["upstream", fake.entry_id, "--offline"],
+            _env(fake, entry, PATCHLANE_CACHE=str(tmp / "empty-cache")))
+
+
+def retirement_refused(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    return ["retire", fake.entry_id, "--skip-upstream"], _env(fake)
+
+
+def doctor_problems(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    env = _env(fake)
+    _drift(fake)
+    return ["doctor"], env
+
+
+def filesystem_refused(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    blocker = tmp / "a-file"
+    blocker.write_text("not a directory")
+    return ["sweep", "--lane", "cpu", "--run-dir", str(blocker / "run"), "--quiet"], _env(fake)
+
+
+CASES: list[tuple[ExitCode, Setup, str]] = [
+    (ExitCode.OK, ok, ""),
+    (ExitCode.REPRODUCER_FAILED, reproducer_failed, "FAIL"),
+    (ExitCode.USAGE, unknown_id, "no registry entry 'no_such_entry'"),
+    (ExitCode.USAGE, delete_without_yes, "pass --yes to confirm"),
+    (ExitCode.USAGE, sweep_into_a_used_run_dir, "already exists and is not empty"),
+    (ExitCode.REGISTRY_REJECTED, registry_rejected, "invalid YAML"),
+    (ExitCode.DRIFT, drift, "refused: drift"),
+    (ExitCode.OVERLAY_ERROR, overlay_failed, "probe broke"),
+    (ExitCode.STRICT_REFUSAL, strict_refusal, "cannot evaluate the gate"),
+    (ExitCode.REPRODUCER_ERROR, reproducer_error, "the harness cannot run this"),
+    (ExitCode.LEDGER_VIOLATION, ledger_violation, "below the floor"),
+    (ExitCode.MATRIX_MISMATCH, matrix_mismatch, "MISMATCH"),
+    (ExitCode.UPSTREAM_UNREACHABLE, upstream_unreachable, "offline and not in the"),
+    (ExitCode.RETIREMENT_REFUSED, retirement_refused, "not enough evidence to retire"),
+    (ExitCode.DOCTOR_PROBLEMS, doctor_problems, "refused: drift"),
+    (ExitCode.IO_ERROR, filesystem_refused, "a-file"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("code", "setup", "says"),
+                         [pytest.param(*case, id=f"{int(case[0])}-{case[1].__name__}")
+                          for case in CASES])
+def test_the_command_exits_with(fake_target: FakeTarget, tmp_path: Path, code: ExitCode,
+                                setup: Setup, says: str) -> None:
+    args, env = setup(fake_target, tmp_path)
+    out = cli(*args, env=env)
+    assert out.returncode == code, out.stdout + out.stderr
+    assert says in out.stdout + out.stderr
+    assert "Traceback" not in out.stderr  # an expected failure is one line, never a bug report
+
+
+SWEEP_FLAGS = {
+    ExitCode.SWEEP_BROKEN: {"broken"},
+    ExitCode.SWEEP_ERROR: {"error"},
+    ExitCode.SWEEP_BROKEN_AND_ERROR: {"broken", "error"},
+    ExitCode.SWEEP_STILL_AFFECTED: {"still-affected"},
+    ExitCode.SWEEP_STILL_AFFECTED_AND_BROKEN: {"still-affected", "broken"},
+    ExitCode.SWEEP_STILL_AFFECTED_AND_ERROR: {"still-affected", "error"},
+    ExitCode.SWEEP_STILL_AFFECTED_BROKEN_AND_ERROR: {"still-affected", "broken", "error"},
+}
+"""The sweep's 33-39: its verdict summary (the sweep itself through the CLI is
+tests/evidence/test_sweep_faults.py's; each verdict's code is tests/evidence/test_sweep.py's)."""
+
+ELSEWHERE = {
+    ExitCode.RANKS_DISAGREE: "raised in the training process (tests/training/test_ranks.py); "
+                             "no command returns it itself",
+    ExitCode.INTERNAL_ERROR: "a bug: tests/cli/test_main.py raises one into the real handler",
+}
+
+
+@pytest.mark.parametrize(("code", "flags"), list(SWEEP_FLAGS.items()))
+def test_the_sweep_summary_codes(code: ExitCode, flags: set[str]) -> None:
+    assert sweep_exit_code(flags | {"guarding", "upstream-fixed"}) is code
+
+
+def readme_table() -> dict[int, list[str]]:
+    """The exit-code table of docs/cli.md: code -> the error classes its row names."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    start = text.index("Exit codes (`patchlane/exit_codes.py`")
+    rows: dict[int, list[str]] = {}
+    for line in text[start:].splitlines()[1:]:
+        if rows and not line.startswith("|"):
+            break
+        # a code, or a range with the en dash (\u2013) the table writes "33-39" with
+        found = re.match(r"\| (\d+)(?:\u2013(\d+))? \|(.*)\|(.*)\|$", line)
+        if found is None:
+            continue
+        first, last = int(found[1]), int(found[2] or found[1])
+        for code in range(first, last + 1):
+            rows[code] = re.findall(r"`(\w+)`", found[4])
+    return rows
+
+
+def test_the_readme_table_is_the_exit_code_table_and_every_code_is_produced() -> None:
+    table = readme_table()
+    assert sorted(table) == sorted(int(c) for c in ExitCode)
+    produced = {int(code) for code, _, _ in CASES} | {int(c) for c in SWEEP_FLAGS} \
+        | {int(c) for c in ELSEWHERE}
+    assert produced == set(table)
+
+
+_ERROR_MODULES = ("patchlane.errors", "patchlane.ledger", "patchlane.training.ranks",
+                  "patchlane.training.checkpoint", "patchlane.upstream.errors",
+                  "patchlane.upstream.retire", "patchlane.upstream.draft",
+                  "patchlane.evidence.receipts", "patchlane.testing.capture.violations")
+
+
+def _error_classes() -> dict[str, type[PatchlaneError]]:
+    for module in _ERROR_MODULES:
+        importlib.import_module(module)
+    found: dict[str, type[PatchlaneError]] = {}
+    todo: list[type[PatchlaneError]] = [PatchlaneError]
+    while todo:
+        cls = todo.pop()
+        if cls.__module__.startswith("patchlane"):
+            found[cls.__name__] = cls
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def test_every_error_class_has_the_code_of_its_readme_row() -> None:
+    classes = _error_classes()
+    named = {name: code for code, names in readme_table().items() for name in names}
+    for name in named:
+        assert name == "OSError" or name in classes, f"docs/cli.md names no such class {name!r}"
+    for name, cls in classes.items():
+        if cls is PatchlaneError:
+            assert cls.exit_code is ExitCode.INTERNAL_ERROR  # never raised bare on purpose
+            continue
+        # a class the table does not name has the code of its nearest ancestor it names
+        row = next((named[c.__name__] for c in cls.__mro__ if c.__name__ in named), None)
+        assert row is not None, f"{name} is in no row of the exit-code table (docs/cli.md)"
+        assert cls.exit_code == row, (name, cls.exit_code, row)
+
+
+def test_no_raise_site_uses_the_bare_root() -> None:
+    # The root's code says "a bug in patchlane": each raise names what went wrong.
+    bare = []
+    for path in sorted((ROOT / "patchlane").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) \
+                    and isinstance(node.exc.func, ast.Name) \
+                    and node.exc.func.id == "PatchlaneError":
+                bare.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert bare == []
