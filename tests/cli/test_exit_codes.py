@@ -1,6 +1,6 @@
 """Every exit code in the exit-code table (docs/cli.md), produced by the real command on a fake
-target and registry; the table's codes are exactly ``ExitCode``, and each error class it names carries
-the code of its row (so neither the reference nor a class can drift from the other)."""
+target and registry; the table's codes are exactly ``ExitCode``, and each error class it names
+carries the code of its row (so neither the reference nor a class can drift from the other)."""
 
 from __future__ import annotations
 
