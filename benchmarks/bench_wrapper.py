@@ -3,7 +3,7 @@
 A throw-away target distribution (``plbench_target`` 1.0.0, with ``.dist-info/METADATA`` so the
 version gate can read it) is written to a temp dir together with a one-entry schema-1 registry
 and a pass-through overlay (``return wrapped(*args, **kwargs)``). A real
-:class:`patchlane.importer.Lane` is started on that registry, the target is imported (the
+:class:`patchlane.importer.Decider` is started on that registry, the target is imported (the
 post-import hook applies the overlay), and then, interleaved, best of several repeats:
 
   original    ``obj.method(1)`` on a class holding the unwrapped function (same code object)
@@ -30,7 +30,7 @@ import textwrap
 import timeit
 from pathlib import Path
 
-# Only our own Lane matters here: keep the process-wide lane that `import patchlane` builds
+# Only our own Decider matters here: keep the process-wide decider that `import patchlane` builds
 # from reading the default registry or scanning entry points.
 os.environ.setdefault("PATCHLANE_DEFAULT_REGISTRY", "0")
 os.environ.setdefault("PATCHLANE_ENTRY_POINTS", "0")
@@ -89,7 +89,7 @@ def _write_target(site: Path) -> None:
 
 
 def _fingerprint(site: Path) -> str:
-    # Fingerprint the target's source without importing it under its real name: the lane must
+    # Fingerprint the target's source without importing it under its real name: the decider must
     # see the first real import. A private copy of the module is loaded from the same file.
     spec = importlib.util.spec_from_file_location("_plbench_fp", site / DIST / "mod.py")
     assert spec is not None and spec.loader is not None
@@ -165,7 +165,7 @@ def main() -> int:
         importlib.invalidate_caches()
         try:
             registry = patchlane.registry.load_registries([registry_path])
-            lane = patchlane.importer.Lane(registry, patchlane.controls.Controls.from_env({}))
+            lane = patchlane.importer.Decider(registry, patchlane.controls.Controls.from_env({}))
             lane.start()
             before = lane.audit.latest()[ENTRY_ID].outcome.value
             target = importlib.import_module(MODULE)

@@ -23,7 +23,7 @@ from typing import Any
 import patchlane
 from patchlane.loading import entry_id
 
-ENTRY_ID = entry_id(__name__)  # the lane loads this file under its entry id
+ENTRY_ID = entry_id(__name__)  # the decider loads this file under its entry id
 DEFAULT_CHUNK_ELEMENTS = 1 << 23
 """Logit elements per chunk (fp32: 32 MiB): bounds the routed path's working memory."""
 

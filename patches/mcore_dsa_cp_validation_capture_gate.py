@@ -20,7 +20,7 @@ from typing import Any
 import patchlane
 from patchlane.loading import entry_id
 
-ENTRY_ID = entry_id(__name__)  # the lane loads this file under its entry id
+ENTRY_ID = entry_id(__name__)  # the decider loads this file under its entry id
 
 
 def _arguments(sq: int, skv: int, cp_size: int, cp_group: Any = None,

@@ -30,7 +30,7 @@ import patchlane
 from patchlane.loading import entry_id
 from patchlane.overlaylib import dsa_index_scores
 
-ENTRY_ID = entry_id(__name__)  # the lane loads this file under its entry id
+ENTRY_ID = entry_id(__name__)  # the decider loads this file under its entry id
 BLOCK_ELEMENTS = 1 << 20
 """fp32 elements of one tile's ``[rows, b, heads, sk]`` scores (4 MiB); at least one row of one
 head."""

@@ -29,7 +29,7 @@ from typing import Any
 import patchlane
 from patchlane.loading import entry_id
 
-ENTRY_ID = entry_id(__name__)  # the lane loads this file under its entry id
+ENTRY_ID = entry_id(__name__)  # the decider loads this file under its entry id
 KEY = "rerun_state_machine"
 
 

@@ -134,8 +134,8 @@ def check_config(config: Any) -> list[Any]:
     PATCHLANE_ONLY is skipped (its result says so). Returns the per-gate results."""
     from .ledger import check_config as _check
 
-    lane = startup.current()
-    return _check(config, list(lane.registry.entries), lane.controls)
+    decider = startup.current()
+    return _check(config, list(decider.registry.entries), decider.controls)
 
 
 def report() -> Report:

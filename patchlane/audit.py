@@ -140,7 +140,7 @@ class AuditLog:
         return self._latest.get(entry_id)
 
     def pending(self) -> int:
-        """How many entries are still ``pending``: the lane is settled when none is."""
+        """How many entries are still ``pending``: the decider is settled when none is."""
         return len(self._pending)
 
     def clear(self) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["SWEEP_BASE", "SWEEP_BITS", "ExitCode", "sweep_exit_code"]
+__all__ = ["SWEEP_BASE", "ExitCode", "sweep_exit_code"]
 
 
 class ExitCode(enum.IntEnum):
@@ -60,10 +60,10 @@ class ExitCode(enum.IntEnum):
 
 
 SWEEP_BASE = 32
-SWEEP_BITS = {"broken": 1, "error": 2, "still-affected": 4}
 
 
-def sweep_exit_code(flags: set[str]) -> ExitCode:
-    """The sweep's status for the verdict names in ``flags`` (others are ignored)."""
-    bits = sum(bit for name, bit in SWEEP_BITS.items() if name in flags)
+def sweep_exit_code(bits: int) -> ExitCode:
+    """The sweep's status for ``bits`` (1 broken, 2 error, 4 still-affected: which verdict
+    owns which bit is :data:`patchlane.evidence.verdicts.EXIT_BITS`)."""
+    bits &= 7
     return ExitCode(SWEEP_BASE | bits) if bits else ExitCode.OK

@@ -1,9 +1,9 @@
 """The startup walk: registry -> gate -> probe -> fingerprint -> apply -> audit.
 
-A :class:`Lane` owns one validated registry. It registers a wrapt post-import hook per target
+A :class:`Decider` owns one validated registry. It registers a wrapt post-import hook per target
 module; when the module is imported (or at once, if it already is) each entry on it is decided
 once, recorded in the audit, and applied with a wrapt ``FunctionWrapper`` whose original stays
-reachable for :meth:`Lane.revert`.
+reachable for :meth:`Decider.revert`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .protocols import OverlayFn
 from .registry import Entry, FingerprintPolicy, Kind, Registry, StartupRow
 from .wrappers import PatchWrapper, chain
 
-__all__ = ["Lane", "load_overlay", "strict_error"]
+__all__ = ["Decider", "load_overlay", "strict_error"]
 
 log = logging.getLogger("patchlane")
 
@@ -93,8 +93,13 @@ def _is_ours(obj: object, entry_id: str) -> bool:
     return getattr(inner, "__patchlane_id__", None) == entry_id
 
 
-class Lane:
-    """One registry's worth of overlays in this process."""
+class Decider:
+    """The per-process decision engine: one registry's worth of entries in this process, each
+    decided when its target is imported (gate, probe, fingerprint, apply, audit).
+
+    One word, one meaning: a *decider* decides entries in a process; a *lane* is where a
+    reproducer runs (``cpu`` or ``cuda``: :data:`patchlane.evidence.reproduce.Lane`); an
+    *interpreter* is a Python version the scripts set up a venv for."""
 
     def __init__(self, registry: Registry, controls: Controls, audit: AuditLog | None = None):
         self.registry = registry
@@ -340,10 +345,10 @@ class Lane:
                 # idempotent: nothing new happened (another entry's layer may sit on top)
                 return self.audit.latest()[entry.id]
             if any(_is_ours(layer, entry.id) for layer in chain(current)):
-                # Wrapped by another Lane in this process (e.g. a second registry load): never
+                # Wrapped by another Decider in this process (e.g. a second registry load): never
                 # stack a second wrapper on top of the first.
                 return self._finish(entry, Decision(
-                    entry.id, Outcome.APPLIED, "already wrapped by another patchlane lane",
+                    entry.id, Outcome.APPLIED, "already wrapped by another patchlane decider",
                     distribution=entry.target.distribution))
             decision, overlay_failed = self._walk(entry, module)
         decided = self._finish(entry, decision, overlay_failed)
@@ -556,7 +561,7 @@ class Lane:
             parts.append(f"unknown control ids: {', '.join(self.unknown_control_ids)}")
         mode = "strict" if self.controls.strict else "default"
         sources = ",".join(p.name for p in self.registry.sources) or "no registry"
-        head = "patchlane lane settled" if settled else f"patchlane {__version__}"
+        head = "patchlane settled" if settled else f"patchlane {__version__}"
         return (f"{head} [{mode}] {len(self.registry.startup_index)} entries ({sources}) | "
                 + (" | ".join(parts) or "none"))
 

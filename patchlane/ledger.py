@@ -9,7 +9,7 @@
 ``config``         settings assigned as soon as their module is imported, recorded in the
                    audit with the value they replaced.
 
-Floors and pins are decided in a post-import hook (:meth:`patchlane.importer.Lane
+Floors and pins are decided in a post-import hook (:meth:`patchlane.importer.Decider
 .decide_ledger`) on the module ``when.imported`` names (default: ``target.object``'s module,
 else the distribution's import name), and only if ``when.env`` holds then; no distribution
 metadata is read at ``import patchlane``. :func:`evaluate` is the one sequence both that hook
@@ -153,8 +153,8 @@ def _skipped(entry: Entry, why: Literal["disabled", "not applicable"], message: 
 
 def evaluate(entry: Entry, controls: Controls | None = None,
              environ: Mapping[str, str] | None = None) -> LedgerResult | None:
-    """A floor or pin decided as a run decides it once its module is imported (the lane's hook,
-    :meth:`patchlane.importer.Lane.decide_ledger`, calls this), or eagerly by ``patchlane
+    """A floor or pin decided as a run decides it once its module is imported (the decider's hook,
+    :meth:`patchlane.importer.Decider.decide_ledger`, calls this), or eagerly by ``patchlane
     doctor``: skipped when ``controls`` disable it or ``when.env`` does not hold in
     ``environ`` (``os.environ`` by default), else checked. None for other kinds."""
     when = entry.when

@@ -1,4 +1,4 @@
-"""Loading files by path and resolving qualnames: the one leaf both the startup lane and the
+"""Loading files by path and resolving qualnames: the one leaf both the startup layer and the
 evidence side use, so neither reaches into the other's private helpers.
 
 What a loaded file must provide is written down in :mod:`patchlane.protocols`."""

@@ -1,4 +1,4 @@
-"""What :func:`patchlane.report` returns: everything one lane decided, as typed JSON-ready data.
+"""What :func:`patchlane.report` returns: everything one decider decided, as typed JSON-ready data.
 
 The shape is written down as TypedDicts so that its readers (``patchlane status --json``,
 ``doctor``, ``show``, the reproducer runner, ``patchlane run --reports``) are checked against
@@ -13,7 +13,7 @@ from typing import TypedDict
 from ._version import __version__
 from .audit import DecisionRecord
 from .errors import PatchlaneError
-from .importer import Lane
+from .importer import Decider
 
 __all__ = ["EntryReport", "Report", "build_report"]
 
@@ -48,11 +48,11 @@ class Report(TypedDict):
     summary: str
 
 
-def build_report(lane: Lane, startup_error: PatchlaneError | None = None) -> Report:
-    """The report of ``lane``; ``startup_error`` is the registry error it started without."""
-    latest = lane.audit.latest()
+def build_report(decider: Decider, startup_error: PatchlaneError | None = None) -> Report:
+    """The report of ``decider``; ``startup_error`` is the registry error it started without."""
+    latest = decider.audit.latest()
     entries: list[EntryReport] = []
-    for entry in lane.registry.entries:
+    for entry in decider.registry.entries:
         decision = latest.get(entry.id)
         entries.append({
             "id": entry.id,
@@ -60,18 +60,18 @@ def build_report(lane: Lane, startup_error: PatchlaneError | None = None) -> Rep
             "status": entry.status.value,
             "target": entry.target.object_path or entry.target.distribution,
             "decision": decision.as_dict() if decision else None,
-            "applied": lane.is_applied(entry.id),
-            "hits": lane.audit.hits[entry.id],
-            "paths": {p: n for (e, p), n in lane.audit.paths.items() if e == entry.id},
+            "applied": decider.is_applied(entry.id),
+            "hits": decider.audit.hits[entry.id],
+            "paths": {p: n for (e, p), n in decider.audit.paths.items() if e == entry.id},
         })
     return {
         "patchlane": __version__,
-        "strict": lane.controls.strict,
-        "registries": [str(p) for p in lane.registry.sources],
-        "registry_digest": lane.registry.digest,
+        "strict": decider.controls.strict,
+        "registries": [str(p) for p in decider.registry.sources],
+        "registry_digest": decider.registry.digest,
         "startup_error": str(startup_error) if startup_error else None,
-        "unknown_control_ids": sorted(lane.unknown_control_ids),
+        "unknown_control_ids": sorted(decider.unknown_control_ids),
         "entries": entries,
-        "history": [d.as_dict() for d in lane.audit.history()],
-        "summary": lane.summary(),
+        "history": [d.as_dict() for d in decider.audit.history()],
+        "summary": decider.summary(),
     }

@@ -1,4 +1,4 @@
-"""Where the process-wide lane is built: registries found, loaded all-or-nothing, hooks set."""
+"""Where the process-wide decider is built: registries found, loaded all-or-nothing, hooks set."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from . import registry_cache
 from .audit import AuditLog
 from .controls import Controls
 from .errors import PatchlaneError, RegistryError
-from .importer import Lane
+from .importer import Decider
 from .registry import Registry
 
 __all__ = ["current", "default_registry_path", "registry_paths", "start"]
@@ -22,12 +22,12 @@ __all__ = ["current", "default_registry_path", "registry_paths", "start"]
 log = logging.getLogger("patchlane")
 
 _lock = threading.RLock()
-_lane: Lane | None = None
+_decider: Decider | None = None
 _startup_error: PatchlaneError | None = None
 _strict_failure: PatchlaneError | None = None
 """Strict mode's first failure at startup: sticky. A second `import patchlane` after the first
 raised (Python forgets a module whose import failed, so it runs again) raises it again instead
-of returning a lane that stopped halfway (later entries undecided, no hooks, floors
+of returning a decider that stopped halfway (later entries undecided, no hooks, floors
 unenforced)."""
 
 
@@ -91,15 +91,15 @@ def registry_paths(controls: Controls) -> list[Path]:
     return paths
 
 
-def start(controls: Controls | None = None) -> Lane:
-    """Build the process-wide lane (once). A registry error applies nothing: in strict mode it
+def start(controls: Controls | None = None) -> Decider:
+    """Build the process-wide decider (once). A registry error applies nothing: in strict mode it
     raises, otherwise it is logged at ERROR and kept for :func:`patchlane.report`."""
-    global _lane, _startup_error, _strict_failure
+    global _decider, _startup_error, _strict_failure
     with _lock:
         if _strict_failure is not None:
             raise _strict_failure
-        if _lane is not None:
-            return _lane
+        if _decider is not None:
+            return _decider
         controls = controls or Controls.from_env()
         try:
             registry = registry_cache.load(registry_paths(controls), controls.registry_cache)
@@ -110,26 +110,26 @@ def start(controls: Controls | None = None) -> Lane:
                 _strict_failure = exc
                 raise
             registry = Registry(entries=(), sources=())
-        lane = Lane(registry, controls, AuditLog())
-        _lane = lane
+        decider = Decider(registry, controls, AuditLog())
+        _decider = decider
     if controls.verify_ranks:
         # Deferred by name: patchlane.training.ranks (and torch) load only once
         # torch.distributed does.
         wrapt.register_post_import_hook("patchlane.training.ranks:_wrap_init_process_group",
                                         "torch.distributed")
     try:
-        lane.start()
+        decider.start()
     except PatchlaneError as exc:  # strict mode: a decision raised
         with _lock:
             _strict_failure = exc
         raise
     if log.isEnabledFor(logging.INFO):  # the summary walks every entry: only when it is shown
-        log.info("%s", lane.summary())
-    return lane
+        log.info("%s", decider.summary())
+    return decider
 
 
-def current() -> Lane:
-    return _lane if _lane is not None else start()
+def current() -> Decider:
+    return _decider if _decider is not None else start()
 
 
 def startup_error() -> PatchlaneError | None:
@@ -137,9 +137,9 @@ def startup_error() -> PatchlaneError | None:
 
 
 def reset() -> None:
-    """Forget the process-wide lane (tests only; applied wrappers stay until reverted)."""
-    global _lane, _startup_error, _strict_failure
+    """Forget the process-wide decider (tests only; applied wrappers stay until reverted)."""
+    global _decider, _startup_error, _strict_failure
     with _lock:
-        _lane = None
+        _decider = None
         _startup_error = None
         _strict_failure = None

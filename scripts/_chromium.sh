@@ -1,4 +1,4 @@
-# Sourced by scripts/_test_lane: tests/evidence/test_report_browser.py loads the sweep's
+# Sourced by scripts/_test_interpreter: tests/evidence/test_report_browser.py loads the sweep's
 # report.html in headless Chromium. Where no Chromium is on PATH and apt-get is usable (as
 # root, or through passwordless sudo), Debian's `chromium` package is installed; where one is
 # present nothing happens, so running it again costs one `command -v`. It never fails the

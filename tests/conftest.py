@@ -22,7 +22,7 @@ import yaml
 from patchlane.audit import AuditLog
 from patchlane.controls import Controls
 from patchlane.fingerprint import compute_from_source
-from patchlane.importer import Lane
+from patchlane.importer import Decider
 from patchlane.registry import load_registries
 
 TARGET_SOURCE = '''
@@ -102,10 +102,10 @@ class FakeTarget:
     def write_overlay(self, source: str) -> None:
         (self.root / "patches" / f"{self.entry_id}.py").write_text(textwrap.dedent(source))
 
-    def lane(self, env: dict[str, str] | None = None, start: bool = True) -> Lane:
+    def lane(self, env: dict[str, str] | None = None, start: bool = True) -> Decider:
         if not self.registry.exists():
             self.write_registry()
-        lane = Lane(load_registries([self.registry]), Controls.from_env(env or {}), AuditLog())
+        lane = Decider(load_registries([self.registry]), Controls.from_env(env or {}), AuditLog())
         if start:
             lane.start()
         return lane

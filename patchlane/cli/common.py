@@ -1,14 +1,14 @@
-"""Helpers shared by the commands: the lane with its registry error surfaced, and tables."""
+"""Helpers shared by the commands: the process's decider (its registry error surfaced), tables."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from .. import startup
-from ..importer import Lane
+from ..importer import Decider
 
 
-def lane() -> Lane:
+def decider() -> Decider:
     current = startup.current()
     error = startup.startup_error()
     if error is not None:

@@ -27,7 +27,7 @@ from ..gates import resolve_version
 from ..ledger import evaluate
 from ..registry import Kind
 from ..reporting import EntryReport
-from .common import lane, table
+from .common import decider, table
 
 EXIT_PROBLEMS = ExitCode.DOCTOR_PROBLEMS
 _BAD = ("refused: drift", "failed: error", "ledger: violation")
@@ -52,7 +52,7 @@ def run_doctor(as_json: bool, strict: bool) -> int:
 
 
 def _run_doctor(as_json: bool, strict: bool, out: Any = None) -> int:
-    current = lane()
+    current = decider()
     entries = [e for e in current.registry.entries if e.active]
     problems: list[str] = []
     warnings: list[str] = []

@@ -9,11 +9,11 @@ from pathlib import Path
 from .. import fingerprint
 from ..errors import StrictModeError, UsageError
 from ..gates import resolve_version
-from .common import lane
+from .common import decider
 
 
 def run_fingerprint(entry_id: str, source: Path | None = None) -> int:
-    entry = lane().registry.get(entry_id)
+    entry = decider().registry.get(entry_id)
     if entry.fingerprint is None or not entry.target.module or not entry.target.qualname:
         # Asked of an entry that has nothing to fingerprint: the request, not an overlay, is
         # wrong.

@@ -70,8 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
 
     p = sub.add_parser(
-        "run", help="run a command with the lane active in every Python process it starts",
-        description="Run CMD with the lane active in every Python process it starts (torchrun "
+        "run", help="run a command with patchlane active in every Python process it starts",
+        description="Run CMD with patchlane active in every Python process it starts (torchrun "
         "and srun ranks, their children) without editing the script: a sitecustomize on "
         "PYTHONPATH does `import patchlane`; an existing sitecustomize still runs. E.g. "
         "`patchlane run -- torchrun --nproc-per-node 8 pretrain_gpt.py ...`, "

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from ..evidence.reproduce import Lane, Mode, RunOutcome, read_spec, run_case
 from ..exit_codes import ExitCode
-from .common import lane
+from .common import decider
 
 __all__ = ["print_tails", "run_reproduce"]
 
@@ -23,7 +23,7 @@ def print_tails(items: Iterable[tuple[str, str | None]]) -> None:
 
 def run_reproduce(entry_id: str, without: bool, lane_name: Lane, sizes: list[int] | None,
                   timeout: float) -> ExitCode:
-    entry = lane().registry.get(entry_id)
+    entry = decider().registry.get(entry_id)
     spec = read_spec(entry)
     mode = Mode.WITHOUT if without else Mode.WITH
     worst = ExitCode.OK

@@ -6,11 +6,11 @@ import enum
 
 import patchlane
 
-from .common import lane
+from .common import decider
 
 
 def run_show(entry_id: str) -> int:
-    entry = lane().registry.get(entry_id)
+    entry = decider().registry.get(entry_id)
     rows: list[tuple[str, object]] = [
         ("id", entry.id), ("kind", entry.kind.value), ("status", entry.status.value),
         ("summary", entry.summary), ("owner", entry.owner), ("added", entry.added),

@@ -11,11 +11,11 @@ import patchlane
 from ..audit import Outcome
 from ..gates import resolve_version
 from ..registry import Kind
-from .common import lane, table
+from .common import decider, table
 
 
 def run_status(as_json: bool, import_targets: bool) -> int:
-    current = lane()
+    current = decider()
     if import_targets:
         for entry in current.registry.entries:
             installed = resolve_version(entry.target.distribution, None,

@@ -22,7 +22,7 @@ from ..evidence.sweep import Shard, SweepEvent, exit_code, new_run, run_sweep
 from ..evidence.verdicts import ACTION, Verdict
 from ..exit_codes import ExitCode
 from ..registry import Registry
-from .common import lane, table
+from .common import decider, table
 from .reproduce import print_tails
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ def run_sweep_command(lanes: list[Lane] | None, only: list[str] | None, timeout:
                       as_json: bool, jobs: int, shard_text: str, runs_root: Path | None,
                       run_dir: Path | None, resume: Path | None, compare: Path | None,
                       history: list[Path] | None, quiet: bool) -> ExitCode:
-    registry = lane().registry
+    registry = decider().registry
     shard = Shard.parse(shard_text)
     with contextlib.ExitStack() as held:
         if resume is not None:

@@ -14,7 +14,7 @@ from ..errors import UsageError
 from ..exit_codes import ExitCode
 from ..registry import Entry, Status
 from ..upstream.retire import RetireError, delete_entry, evaluate, retire_entry
-from .common import lane, table
+from .common import decider, table
 
 if TYPE_CHECKING:
     from ..upstream.http import Client, TrackerConfig
@@ -70,7 +70,7 @@ def run_upstream(ids: list[str] | None, offline: bool, as_json: bool, cache_dir:
                  evidence: list[Path] | None, *, git: Path | None = None) -> int:
     from ..upstream.errors import UpstreamError
 
-    registry = lane().registry
+    registry = decider().registry
     entries = [registry.get(i) for i in ids] if ids else list(registry.entries)
     rows: list[list[str]] = []
     out: list[dict[str, Any]] = []
@@ -114,7 +114,7 @@ def run_retire(entry_id: str, evidence: list[Path] | None, offline: bool, skip_u
         when = _dt.date.fromisoformat(date) if date else _dt.date.today()
     except ValueError:
         raise UsageError(f"--date {date!r} is not a date; expected YYYY-MM-DD") from None
-    entry = lane().registry.get(entry_id)
+    entry = decider().registry.get(entry_id)
     report = None
     if not skip_upstream and (entry.upstream.pr or entry.upstream.issue):
         with _tracker(offline, cache_dir, git) as track_one:
@@ -144,7 +144,7 @@ def run_retire(entry_id: str, evidence: list[Path] | None, offline: bool, skip_u
 
 
 def run_delete(entry_id: str, yes: bool) -> int:
-    entry = lane().registry.get(entry_id)
+    entry = decider().registry.get(entry_id)
     if not yes:
         raise UsageError(f"{entry_id}: deleting removes the entry from {entry.source}; "
                          "pass --yes to confirm")

@@ -39,7 +39,7 @@ from .manifest import CaseState, RunDir, case_id, now
 from .reproduce import CaseResult, Lane, Mode, RunOutcome, parse_lane, read_spec, run_case
 from .rows import CaseView, PlannedRow, RowKind, verdict_of
 from .schedule import DEFAULT_POLICY, dispatch_order, plan_schedule
-from .verdicts import Verdict
+from .verdicts import Verdict, exit_bits
 
 __all__ = [
     "CaseView",
@@ -125,7 +125,7 @@ def cuda_devices() -> int:
 
 def exit_code(rows: Iterable[VerdictRow]) -> ExitCode:
     """``32 | bits`` for broken (1), error (2) and still-affected (4) rows; 0 otherwise."""
-    return sweep_exit_code({r.verdict.value for r in rows})
+    return sweep_exit_code(exit_bits(r.verdict for r in rows))
 
 
 # -- planning ----------------------------------------------------------------------------------

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterable
 
-__all__ = ["ACTION", "ASKS", "SEVERITY", "Verdict", "action"]
+__all__ = ["ACTION", "ASKS", "EXIT_BITS", "SEVERITY", "Verdict", "action", "exit_bits"]
 
 
 class Verdict(str, enum.Enum):
@@ -87,3 +88,16 @@ def action(verdict: Verdict, entry_id: str | None = None, run_dir: str | None = 
     if run_dir:
         text = re.sub(r"\bRUN\b", run_dir, text)
     return text
+
+
+EXIT_BITS: dict[Verdict, int] = {Verdict.BROKEN: 1, Verdict.ERROR: 2, Verdict.STILL_AFFECTED: 4}
+"""The sweep exits ``32 | bits`` (:func:`patchlane.exit_codes.sweep_exit_code`): each verdict
+that asks someone to act owns a bit; the others (covered among them) own none."""
+
+
+def exit_bits(verdicts: Iterable[Verdict]) -> int:
+    """The bits of ``verdicts`` together (:data:`EXIT_BITS`)."""
+    bits = 0
+    for v in verdicts:
+        bits |= EXIT_BITS.get(v, 0)
+    return bits

@@ -1,4 +1,4 @@
-"""``patchlane run``: activate the lane in every Python process a command starts, with no edit
+"""``patchlane run``: activate patchlane in every Python process a command starts, with no edit
 to the training script.
 
 The way ``opentelemetry-instrument`` and ``ddtrace-run`` do it: :mod:`.command` puts

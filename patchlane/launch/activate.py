@@ -56,7 +56,7 @@ def _at_exit(folder: Path | None, me: str | None) -> None:
 
     try:
         report = patchlane.report()
-    except Exception as exc:  # pragma: no cover - a lane that cannot report
+    except Exception as exc:  # pragma: no cover - a decider that cannot report
         sys.stderr.write(f"patchlane run: no report at exit: {exc}\n")
         return
     if folder is not None:
@@ -68,7 +68,7 @@ def _at_exit(folder: Path | None, me: str | None) -> None:
 def _print_summary(me: str, report: Report) -> None:
     if me == "main" and "torch/distributed/run.py" in (sys.argv[0] if sys.argv else ""):
         return  # torchrun's agent: it trains nothing; its ranks speak for themselves
-    # Lane.summary() groups the same way but has no hit counts, which are the point here.
+    # Decider.summary() groups the same way but has no hit counts, which are the point here.
     groups: dict[str, list[str]] = {}
     for entry in report["entries"]:
         decision = entry["decision"]

@@ -1,5 +1,5 @@
 """``patchlane run [--registry FILE] [--strict] [--reports DIR] -- CMD ARGS...``: the
-environment that activates the lane in every Python process of CMD, then ``exec`` of CMD (it
+environment that activates patchlane in every Python process of CMD, then ``exec`` of CMD (it
 takes this process's place: signals from ``torchrun``, ``srun`` or a scheduler reach it
 directly and its exit status is the job's)."""
 

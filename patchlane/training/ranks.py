@@ -52,24 +52,24 @@ class RankMismatchError(PatchlaneError):
 
 
 def local_patch_set() -> dict[str, Any]:
-    lane = startup.current()
-    latest = lane.audit.latest()
+    decider = startup.current()
+    latest = decider.audit.latest()
     entries: dict[str, dict[str, Any]] = {}
-    for entry in lane.registry.entries:
+    for entry in decider.registry.entries:
         decision = latest.get(entry.id)
         gate = check_gate(entry.target.distribution, entry.applies_to) \
             if entry.target.distribution else None
         pending = decision is None or decision.outcome is Outcome.PENDING
         entries[entry.id] = {
             "status": entry.status.value,
-            "enabled": lane.controls.disabled_reason(entry.id) is None,
+            "enabled": decider.controls.disabled_reason(entry.id) is None,
             "installed": gate.found if gate else None,
             "gate_open": gate.open if gate else None,
             "decision": None if pending or decision is None else decision.outcome.value,
             "fingerprint": None if decision is None else decision.fingerprint_found,
             "depends_on": list(entry.depends_on),
         }
-    return {"patchlane": __version__, "registry_digest": lane.registry.digest,
+    return {"patchlane": __version__, "registry_digest": decider.registry.digest,
             "entries": entries}
 
 
@@ -146,14 +146,14 @@ def run_receipt() -> dict[str, Any]:
     months later it answers "which runs had patch X?"."""
     from ..redaction import environment_overlay
 
-    lane = startup.current()
+    decider = startup.current()
     record = local_patch_set()
     torch = sys.modules.get("torch")
     versions: dict[str, Any] = {"python": platform.python_version(),
                                 "torch": str(torch.__version__) if torch else None}
     entries = []
-    for entry in lane.registry.entries:
-        decision = lane.audit.latest().get(entry.id)
+    for entry in decider.registry.entries:
+        decision = decider.audit.latest().get(entry.id)
         versions.setdefault(entry.target.distribution or "-", record["entries"][entry.id]
                             ["installed"])
         entries.append({
@@ -162,7 +162,7 @@ def run_receipt() -> dict[str, Any]:
             "reason": decision.reason if decision else None,
             "installed": record["entries"][entry.id]["installed"],
             "fingerprint": decision.fingerprint_found if decision else None,
-            "hits": lane.audit.hits[entry.id],
+            "hits": decider.audit.hits[entry.id],
             "upstream": entry.upstream.pr or entry.upstream.issue,
         })
     versions.pop("-", None)
@@ -171,14 +171,14 @@ def run_receipt() -> dict[str, Any]:
         "kind": "patchlane.run_receipt",
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "patchlane": __version__,
-        "registry_digest": lane.registry.digest,
+        "registry_digest": decider.registry.digest,
         "patch_set": patch_set_hash(record),
-        "strict": lane.controls.strict,
+        "strict": decider.controls.strict,
         "entries": entries,
         "versions": versions,
         "host": platform.node(),
         "environment": environment_overlay(),
-        "summary": lane.summary(),
+        "summary": decider.summary(),
     }
 
 
@@ -191,7 +191,7 @@ def _wrap_init_process_group(module: Any) -> None:
     current = getattr(module, "init_process_group", None)
     if current is None or getattr(getattr(current, "_self_wrapper", None),
                                   "__patchlane_rank_check__", False):
-        return  # already wrapped (a reload of torch.distributed, or a second lane)
+        return  # already wrapped (a reload of torch.distributed, or a second decider)
 
     def after_init(wrapped: Any, instance: Any, args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> Any:

@@ -203,7 +203,7 @@ def _find(request: Request, module_name: str, flag: str) -> None:
     except ModuleNotFoundError:  # a parent package is missing
         found = None
     except StrictModeError:
-        return  # a parent's import was refused by the lane: it exists
+        return  # a parent's import was refused by the decider: it exists
     except Exception as exc:  # a parent package exists but fails to import here
         raise _import_failed(request, module_name, flag, exc) from None
     if found is None:
@@ -230,7 +230,7 @@ def _import_failed(request: Request, module_name: str, flag: str,
 
 def _import(request: Request, module_name: str, flag: str) -> ModuleType | None:
     """Import ``module_name`` as a training job would. None when strict mode refused the
-    import (another entry's refusal while the lane decides it): the caller reads the source
+    import (another entry's refusal while the decider decides it): the caller reads the source
     instead, as ``patchlane fingerprint`` does."""
     _find(request, module_name, flag)
     try:
@@ -831,7 +831,7 @@ from typing import Any
 
 from patchlane.loading import entry_id
 
-ENTRY_ID = entry_id(__name__)  # the lane loads this file under its entry id
+ENTRY_ID = entry_id(__name__)  # the decider loads this file under its entry id
 
 
 def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -842,7 +842,7 @@ def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str
 
 def probe(module: ModuleType) -> bool:
     """True once upstream itself behaves correctly in ``module`` (the imported target
-    module): the lane then keeps the overlay out, and the entry can retire.
+    module): the decider then keeps the overlay out, and the entry can retire.
 
     Check what upstream's fix changes, cheaply and without side effects: a parameter the
     fixed release added (``inspect.signature(...).parameters``), an attribute it defines, a
@@ -866,7 +866,7 @@ reproducer fails on the unpatched release (the bug shows) and passes with the ov
     patchlane reproduce {eid} --without-overlay
     patchlane reproduce {eid}
 
-Import the target inside ``run`` (the lane decides the overlay at that import).
+Import the target inside ``run`` (the decider decides the overlay at that import).
 ``ctx.process_group()`` gives a process group for WORLD_SIZES above 1, ``ctx.device`` the
 device of the lane.
 """

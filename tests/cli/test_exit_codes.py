@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from patchlane.errors import PatchlaneError
+from patchlane.evidence.verdicts import Verdict, exit_bits
 from patchlane.exit_codes import ExitCode, sweep_exit_code
 
 from ..conftest import FakeTarget
@@ -191,7 +192,8 @@ ELSEWHERE = {
 
 @pytest.mark.parametrize(("code", "flags"), list(SWEEP_FLAGS.items()))
 def test_the_sweep_summary_codes(code: ExitCode, flags: set[str]) -> None:
-    assert sweep_exit_code(flags | {"guarding", "upstream-fixed"}) is code
+    verdicts = [Verdict.parse(f) for f in flags | {"guarding", "upstream-fixed", "covered"}]
+    assert sweep_exit_code(exit_bits(verdicts)) is code
 
 
 def readme_table() -> dict[int, list[str]]:

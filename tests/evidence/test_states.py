@@ -126,14 +126,14 @@ def test_reproduce_command_prints_the_failing_rank_tail(fake_target: FakeTarget,
             assert entry_id == entry.id
             return entry
 
-    class FakeLane:
+    class FakeDecider:
         registry = Registry()
 
     ranks = [{"rank": 0, "outcome": "pass", "log": "r0.log"},
              {"rank": 1, "outcome": "error", "log": "r1.log", "stderr_tail": "line\nOSError: x"}]
     results = iter([CaseResult(entry.id, Mode.WITH, "cpu", 2, RunOutcome.ERROR,
                                "OSError: x", "run", 1.0, ranks)])
-    monkeypatch.setattr(command, "lane", lambda: FakeLane())
+    monkeypatch.setattr(command, "decider", lambda: FakeDecider())
     monkeypatch.setattr(command, "run_case", lambda *a, **k: next(results))
     code = command.run_reproduce(entry.id, False, "cpu", [2], 10.0)
     assert code is ExitCode.REPRODUCER_ERROR

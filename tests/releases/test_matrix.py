@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from patchlane.evidence.matrix import MatrixSet, load_matrix, run_set
+from patchlane.evidence.verdicts import exit_bits
 from patchlane.exit_codes import sweep_exit_code
 from patchlane.registry import load_registries
 
@@ -28,7 +29,7 @@ def test_release_set_gets_its_expected_verdicts(matrix_set: MatrixSet, tmp_path:
     result = run_set(matrix_set, cache=CACHE, runs_root=tmp_path, jobs=2)
     assert result.ok, result.mismatches
     # 0, or 32 | 4 where a bug outlives its gate (still-affected is loud by its exit bit)
-    assert result.exit_code == sweep_exit_code({v.value for v in matrix_set.expect.values()})
+    assert result.exit_code == sweep_exit_code(exit_bits(matrix_set.expect.values()))
     # the run directory is complete evidence: every receipt names the release it ran on (of
     # its entry's target distribution, and of torch)
     registry = load_registries([ROOT / "registry.yaml"])

@@ -8,7 +8,7 @@ import sys as _sys
 def _patchlane_bootstrap() -> None:
     here = _os.path.dirname(_os.path.abspath(__file__))
     try:
-        # Importing the package is `import patchlane`: the lane starts here.
+        # Importing the package is `import patchlane`: the decider starts here.
         from patchlane.launch.activate import activate, chain
     except ImportError as exc:
         if getattr(exc, "name", None) not in ("patchlane", "patchlane.launch",

@@ -19,7 +19,7 @@ import yaml
 from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
 from patchlane.errors import StrictModeError
-from patchlane.importer import Lane
+from patchlane.importer import Decider
 from patchlane.ledger import CompatGateError, check_config
 from patchlane.registry import load_registries
 
@@ -52,10 +52,10 @@ def violated_entries(fake: FakeTarget) -> list[dict[str, Any]]:
     ]
 
 
-def lane_for(fake: FakeTarget, env: dict[str, str]) -> Lane:
+def lane_for(fake: FakeTarget, env: dict[str, str]) -> Decider:
     fake.registry.write_text(yaml.safe_dump({"schema": 1, "entries": violated_entries(fake)},
                                             sort_keys=False))
-    lane = Lane(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
+    lane = Decider(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
     lane.start()
     return lane
 

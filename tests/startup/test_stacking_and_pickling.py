@@ -10,7 +10,7 @@ from typing import Any
 
 from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
-from patchlane.importer import Lane
+from patchlane.importer import Decider
 from patchlane.registry import load_registries
 from patchlane.wrappers import chain
 
@@ -19,7 +19,7 @@ from ..conftest import FakeTarget
 SECOND = "second_layer"
 
 
-def two_on_one_function(fake: FakeTarget) -> Lane:
+def two_on_one_function(fake: FakeTarget) -> Decider:
     (fake.root / "patches" / f"{SECOND}.py").write_text(
         "def overlay(wrapped, instance, args, kwargs):\n"
         "    return '[' + wrapped(*args, **kwargs) + ']'\n")
@@ -29,7 +29,7 @@ def two_on_one_function(fake: FakeTarget) -> Lane:
                                         reproducer=f"reproducers/{SECOND}.py",
                                         upstream={"forwarded": "https://example.invalid/pull/5"})
     fake.write_registry(fake.entry(), second)
-    lane = Lane(load_registries([fake.registry]), Controls.from_env({}), AuditLog())
+    lane = Decider(load_registries([fake.registry]), Controls.from_env({}), AuditLog())
     lane.start()
     fake.import_target()
     return lane

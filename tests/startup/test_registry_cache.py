@@ -16,7 +16,7 @@ from patchlane import registry_cache
 from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
 from patchlane.errors import RegistryError
-from patchlane.importer import Lane
+from patchlane.importer import Decider
 from patchlane.registry import load_registries
 
 from ..conftest import FakeTarget
@@ -55,7 +55,7 @@ def test_a_cached_registry_starts_a_lane_without_rebuilding_its_entries(
     registry_cache.load([path], cache)
     cached = registry_cache.load([path], cache)
     assert cached.startup_index == load_registries([path]).startup_index
-    lane = Lane(cached, Controls.from_env({}), AuditLog())
+    lane = Decider(cached, Controls.from_env({}), AuditLog())
     lane.start()
     assert "_entries" not in cached.__dict__  # `import patchlane` read the index only
     decision = lane.audit.latest()[fake_target.entry_id]

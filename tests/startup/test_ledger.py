@@ -20,7 +20,7 @@ import yaml
 from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
 from patchlane.errors import RegistryError, StrictModeError
-from patchlane.importer import Lane
+from patchlane.importer import Decider
 from patchlane.ledger import CompatGateError, LedgerError, check, check_config
 from patchlane.registry import Kind, When, load_registries
 
@@ -192,11 +192,11 @@ def test_default_registry_ships_one_real_entry_of_each_kind() -> None:
 
 # -- when a floor or pin is checked: on its module's import, and only where it applies ---------
 
-def _lane(fake: FakeTarget, *entries: dict[str, Any], strict: bool = False) -> Lane:
+def _lane(fake: FakeTarget, *entries: dict[str, Any], strict: bool = False) -> Decider:
     fake.registry.write_text(yaml.safe_dump({"schema": 1, "entries": list(entries)},
                                             sort_keys=False))
     env = {"PATCHLANE_STRICT": "1"} if strict else {}
-    lane = Lane(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
+    lane = Decider(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
     lane.start()
     return lane
 
@@ -224,7 +224,7 @@ def test_floors_and_pins_read_no_metadata_until_their_module_is_imported(
     pin = entry_dict("lazy_pin", "packaging_pin", pin="<2.0",
                      target={"distribution": fake_target.distribution})
     lane = _lane(fake_target, floor, pin, strict=True)
-    assert metadata_reads == []  # a fresh Lane start reads nothing
+    assert metadata_reads == []  # a fresh Decider start reads nothing
     latest = lane.audit.latest()
     assert latest["lazy_floor"].outcome is Outcome.PENDING
     assert latest["lazy_floor"].reason == f"waiting for `import {fake_target.module}`"

@@ -14,7 +14,7 @@ from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
 from patchlane.errors import RegistryError
 from patchlane.evidence.reproduce import Mode, case_env
-from patchlane.importer import Lane
+from patchlane.importer import Decider
 from patchlane.registry import load_registries
 from patchlane.training.ranks import compare_patch_sets
 
@@ -45,7 +45,7 @@ def follow_up(fake: FakeTarget, **overrides: Any) -> dict[str, Any]:
 
 def decide(fake: FakeTarget, env: dict[str, str], *entries: dict[str, Any]) -> dict[str, Any]:
     fake.write_registry(*entries)
-    lane = Lane(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
+    lane = Decider(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
     lane.start()
     fake.import_target()
     return lane.audit.latest()
@@ -177,7 +177,7 @@ def test_a_dependency_whose_module_is_still_importing_is_waited_for(
     fake_target.write_registry(entry("dep_entry", "dep_mod", "A.f"),
                                entry("follow_entry", "follow_mod", "g",
                                      depends_on=["dep_entry"]))
-    lane = Lane(load_registries([fake_target.registry]), Controls.from_env({}), AuditLog())
+    lane = Decider(load_registries([fake_target.registry]), Controls.from_env({}), AuditLog())
     lane.start()
     import importlib
 

@@ -80,13 +80,13 @@ def test_reload_reapplies_exactly_one_wrapper(fake_target: FakeTarget) -> None:
     assert wrapper_depth(greet_attr(module)) == 1
 
 
-def test_a_second_lane_never_stacks_a_second_wrapper(fake_target: FakeTarget) -> None:
+def test_a_second_decider_never_stacks_a_second_wrapper(fake_target: FakeTarget) -> None:
     first = fake_target.lane()
     module = fake_target.import_target()
     second = fake_target.lane()
     assert wrapper_depth(greet_attr(module)) == 1
     assert first.is_applied(fake_target.entry_id)
-    assert "another patchlane lane" in second.audit.latest()[fake_target.entry_id].reason
+    assert "another patchlane decider" in second.audit.latest()[fake_target.entry_id].reason
 
 
 def test_eight_threads_importing_at_once_end_with_one_wrapper(fake_target: FakeTarget) -> None:
