@@ -190,10 +190,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_command(cmd, registry=args.registry, strict=args.strict,
                            reports=args.reports)
     if args.command == "sweep":
-        from .sweep import run_sweep_command
-        return run_sweep_command(args.lane, args.only, args.timeout, args.json, args.jobs,
-                                 args.shard, args.runs_root, args.run_dir, args.resume,
-                                 args.compare, args.history, args.quiet)
+        from .sweep import SweepOptions, run_sweep_command
+        return run_sweep_command(SweepOptions.from_args(args))
     if args.command == "upstream":
         from .upstream import run_upstream
         return run_upstream(args.ids, args.offline, args.json, args.cache_dir, args.evidence,

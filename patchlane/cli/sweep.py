@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime as _dt
 import json
 import os
 import platform
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
@@ -56,12 +58,37 @@ class Progress:
         sys.stderr.flush()
 
 
-def run_sweep_command(lanes: list[Lane] | None, only: list[str] | None, timeout: float,
-                      as_json: bool, jobs: int, shard_text: str, runs_root: Path | None,
-                      run_dir: Path | None, resume: Path | None, compare: Path | None,
-                      history: list[Path] | None, quiet: bool) -> ExitCode:
+@dataclass(frozen=True)
+class SweepOptions:
+    """What ``patchlane sweep`` was asked for (its command-line options, by name)."""
+
+    lanes: list[Lane] | None = None
+    only: list[str] | None = None
+    timeout: float = 600.0
+    as_json: bool = False
+    jobs: int = 1
+    shard: str = "1/1"
+    runs_root: Path | None = None
+    run_dir: Path | None = None
+    resume: Path | None = None
+    compare: Path | None = None
+    history: list[Path] | None = None
+    quiet: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> SweepOptions:
+        return cls(lanes=args.lane, only=args.only, timeout=args.timeout, as_json=args.json,
+                   jobs=args.jobs, shard=args.shard, runs_root=args.runs_root,
+                   run_dir=args.run_dir, resume=args.resume, compare=args.compare,
+                   history=args.history, quiet=args.quiet)
+
+
+def run_sweep_command(options: SweepOptions) -> ExitCode:
+    o = options
+    lanes, only, runs_root, run_dir, resume = o.lanes, o.only, o.runs_root, o.run_dir, o.resume
+    quiet = o.quiet
     registry = decider().registry
-    shard = Shard.parse(shard_text)
+    shard = Shard.parse(o.shard)
     with contextlib.ExitStack() as held:
         if resume is not None:
             # One sweep per run directory at a time; checked before anything is rewritten.
@@ -88,8 +115,8 @@ def run_sweep_command(lanes: list[Lane] | None, only: list[str] | None, timeout:
             run = new_run(registry, path, lanes=lanes, only=only, shard=shard, header=header,
                           history=runs_root or path.parent, schedule=settings.schedule)
             held.enter_context(RunDir.lock(path))
-        return _run_and_report(registry, run, jobs=jobs, timeout=timeout, quiet=quiet,
-                               compare=compare, history=history, as_json=as_json)
+        return _run_and_report(registry, run, jobs=o.jobs, timeout=o.timeout, quiet=quiet,
+                               compare=o.compare, history=o.history, as_json=o.as_json)
 
 
 def _known_upstream(registry: Registry) -> dict[str, dict[str, object]]:
