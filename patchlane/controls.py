@@ -31,6 +31,8 @@ Read by the command line only (:class:`ToolSettings`), never at ``import patchla
 ``PATCHLANE_SCHEDULE=longest-first|registry``  the order a sweep starts its cases in: longest
                                first by the durations of earlier runs beside it (default), or
                                registry order (patchlane.evidence.schedule).
+``PATCHLANE_RELEASE_CACHE=DIR``       releases installed side by side (a ledger reproducer's bad
+                               side; default ``$XDG_CACHE_HOME/patchlane/releases``).
 ``PATCHLANE_CACHE=DIR``               the upstream tracker's HTTP cache (default
                                ``$XDG_CACHE_HOME/patchlane/upstream``, ``~/.cache``).
 ``PATCHLANE_GITHUB_API=URL``          GitHub API base URL (default ``https://api.github.com``;
@@ -166,6 +168,9 @@ class ToolSettings:
     github_api: str | None
     pypi_url: str | None
     schedule: str = SCHEDULE_POLICIES[0]
+    release_cache: Path | None = None
+    """Where releases installed side by side are kept (a ledger reproducer's bad side, a
+    release-matrix set, a bisection step); None: ``$XDG_CACHE_HOME/patchlane/releases``."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ToolSettings:
@@ -178,4 +183,6 @@ class ToolSettings:
         return cls(runs_root=Path(env.get("PATCHLANE_RUNS") or "runs"),
                    upstream_cache=Path(cache) if cache else None,
                    github_api=env.get("PATCHLANE_GITHUB_API") or None,
-                   pypi_url=env.get("PATCHLANE_PYPI_URL") or None, schedule=schedule)
+                   pypi_url=env.get("PATCHLANE_PYPI_URL") or None, schedule=schedule,
+                   release_cache=Path(env["PATCHLANE_RELEASE_CACHE"])
+                   if env.get("PATCHLANE_RELEASE_CACHE") else None)

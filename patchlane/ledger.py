@@ -164,6 +164,13 @@ def evaluate(entry: Entry, controls: Controls | None = None,
     if reason is not None:
         return _skipped(entry, "disabled", f"skipped: disabled ({reason})", reason)
     unmet = when.unmet(os.environ if environ is None else environ)
+    for name, spec in when.installed.items():
+        if unmet is not None:
+            break
+        gate = check_gate(name, spec)
+        if not gate.open:
+            unmet = (f"{name} {gate.found} is outside {str(spec)!r}" if gate.found is not None
+                     else f"{name} is not installed")
     if unmet is not None:
         return _skipped(entry, "not applicable",
                         f"not applicable: checked only on {when.describe()}; {unmet}", unmet)

@@ -3,8 +3,11 @@ backward through all of it) must be legal inside a CUDA graph capture.
 
 Real megatron-core 0.16-0.19 functions: ``unfused_dsa_fn``, ``compute_dsa_indexer_loss``,
 ``DSAIndexerLossAutoScaler``. The step is first run eagerly (capture needs a warm-up), then the
-auto-scaler's class state is reset to what a fresh process has (nothing in 0.16-0.18 sets a loss
-scale) and the step runs inside ``patchlane.testing.capture.capture_check``: a real
+auto-scaler's class state is reset to what a fresh process has and the step runs inside
+``patchlane.testing.capture.capture_check``. That is the case the entry guards: nothing in
+0.16-0.18 sets a loss scale, and from 0.19.0 only Megatron's pipeline schedules do (every
+forward step, PRs #4070 and #5244), so a step run directly, as a training loop of its own
+runs it, reaches the lazy branch. The capture is a real
 ``torch.cuda.graph``
 capture on the ``cuda`` lane, the same rules emulated with a dispatch mode on ``cpu``. Upstream
 creates ``torch.tensor(1.0)`` inside ``DSAIndexerLossAutoScaler.backward`` there: host data

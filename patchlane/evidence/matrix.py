@@ -23,12 +23,13 @@ import yaml
 from ..errors import MatrixError, MatrixRunError
 from ..exit_codes import SWEEP_BASE
 from .index import RunIndex
+from .installs import RELEASE_SPEC, install_dir
 from .reproduce import Lane
 from .verdicts import Verdict
 
 __all__ = ["MatrixResult", "MatrixSet", "install_dir", "interpreter", "load_matrix", "run_set"]
 
-_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!-]+$")
+_SPEC = RELEASE_SPEC
 
 
 def interpreter() -> str:
@@ -115,20 +116,6 @@ def _verdict(value: object) -> Verdict | None:
         return Verdict(value)
     except ValueError:
         return None
-
-
-def install_dir(spec: str, cache: Path, deps: bool = False) -> Path:
-    # One directory per interpreter: a wheel installed for cp311 is not the cp312 one (and
-    # megatron-core >= 0.17 has cp312 wheels only).
-    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    target = cache / tag / (spec.replace("==", "-") + ("+deps" if deps else ""))
-    if not (target / ".complete").exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
-                        *([] if deps else ["--no-deps"]),
-                        "--disable-pip-version-check", "--target", str(target), spec],
-                       check=True)
-        (target / ".complete").write_text("ok\n")
-    return target
 
 
 def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 1,

@@ -36,6 +36,7 @@ from typing import Any, Literal, get_args
 from ..errors import ReproducerError
 from ..exit_codes import ExitCode
 from ..registry import Entry
+from .installs import RELEASE_SPEC, with_releases
 from .provenance import redact_text
 
 __all__ = [
@@ -126,6 +127,10 @@ class ReproContext:
 class ReproducerSpec:
     lanes: tuple[Lane, ...]
     world_sizes: tuple[int, ...]
+    bad_side: tuple[str, ...] = ()
+    """A ledger reproducer's releases on the bad side of its bound (``BAD_SIDE =
+    ("numpy==2.4.1",)``): installed side by side for the case without the entry, so one sweep
+    sees both sides. Empty for a source patch (its overlay is the difference)."""
 
 
 @dataclass
@@ -159,7 +164,8 @@ class CaseResult:
 
 
 def read_spec(entry: Entry) -> ReproducerSpec:
-    """Read LANES / WORLD_SIZES as literals, without importing the reproducer (or torch)."""
+    """Read LANES / WORLD_SIZES (and a ledger reproducer's BAD_SIDE) as literals, without
+    importing the reproducer (or torch)."""
     if entry.reproducer is None:
         raise ReproducerError(entry.id, "the registry entry declares no reproducer")
     tree = ast.parse(entry.reproducer.read_text(encoding="utf-8"), str(entry.reproducer))
@@ -189,10 +195,16 @@ def read_spec(entry: Entry) -> ReproducerSpec:
         lanes = tuple(parse_lane(lane, f"{entry.reproducer}: LANES") for lane in declared)
     except ValueError as exc:
         raise ReproducerError(entry.id, str(exc)) from None
-    return ReproducerSpec(lanes=lanes, world_sizes=sizes)
+    bad_side = values.get("BAD_SIDE", ())
+    wrong = [spec for spec in bad_side if not RELEASE_SPEC.match(spec)]
+    if wrong:
+        raise ReproducerError(entry.id, f"{entry.reproducer}: BAD_SIDE: found {wrong!r}; "
+                                        "expected exact releases such as \"numpy==2.4.1\"; fix: "
+                                        "pin each release on the bad side of the bound")
+    return ReproducerSpec(lanes=lanes, world_sizes=sizes, bad_side=bad_side)
 
 
-_SPEC_NAMES = {"LANES": str, "WORLD_SIZES": int}
+_SPEC_NAMES = {"LANES": str, "WORLD_SIZES": int, "BAD_SIDE": str}
 """What each name the sweep reads from a reproducer must hold: a literal tuple of these."""
 
 
@@ -280,6 +292,17 @@ def run_case(
     case_dir = root if flat else root / f"{mode.value}-{lane}-ws{world_size}"
     case_dir.mkdir(parents=True, exist_ok=True)
     child_env = case_env(entry, mode, env)
+    bad_side = read_spec(entry).bad_side if mode is Mode.WITHOUT else ()
+    if bad_side:
+        # A ledger entry's case without it runs on the bad side of its bound, installed
+        # side by side: one sweep shows both sides (the bound is measured, not read).
+        try:
+            child_env = with_releases(child_env, bad_side)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            # No verdict without the bad side: an error of the case, never a crash of the sweep.
+            return CaseResult(entry.id, mode, lane, world_size, RunOutcome.ERROR,
+                              f"cannot install the bad side {list(bad_side)}: {exc}", "setup",
+                              time.monotonic() - started)
     # Every process the case starts inherits this token, even one that leaves the ranks'
     # sessions (setsid): at the end of the case, whatever carries it is killed (_reap).
     token = uuid.uuid4().hex

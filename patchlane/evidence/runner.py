@@ -30,11 +30,16 @@ from patchlane.evidence.record import verify_distribution
 from patchlane.evidence.reproduce import LANES, Lane, Mode, ReproContext, RunOutcome, parse_lane
 from patchlane.files import atomic_write_json
 from patchlane.loading import load_file
+from patchlane.registry import Kind
 
 __all__ = ["main"]
 
 # What the audit must say for this entry once the reproducer ran, per mode.
 _WITHOUT_OK = (Outcome.SKIPPED_DISABLED, Outcome.RETIRED)
+# A ledger entry with it: in force, or not needed here (upstream's default caught up, its
+# `when:` does not hold), which is the ledger's upstream-fixed.
+_LEDGER_IN_FORCE = (Outcome.CONFIG_APPLIED, Outcome.LEDGER_OK)
+_LEDGER_NOT_NEEDED = (Outcome.UPSTREAM_FIXED, Outcome.SKIPPED_NOT_APPLICABLE)
 
 
 def _peak_memory(lane: Lane) -> dict[str, Any]:
@@ -130,7 +135,15 @@ def main(argv: list[str] | None = None) -> int:
         decision = next(e for e in report["entries"] if e["id"] == entry.id)
         result["audit"] = decision
         seen = _audited(decision)
-        if mode is Mode.WITH:
+        if mode is Mode.WITH and entry.kind is not Kind.SOURCE_PATCH:
+            # A ledger entry in force: a setting assigned (or upstream's default already the
+            # same), a floor or pin checked and satisfied (or not applicable here).
+            if seen in _LEDGER_NOT_NEEDED:
+                message += f" (the entry was not needed: audit says {_said(seen)})"
+            elif seen not in _LEDGER_IN_FORCE:
+                raise RuntimeError(f"expected the {entry.kind.value} entry in force, audit says "
+                                   f"{_said(seen)}: the reproducer does not exercise it")
+        elif mode is Mode.WITH:
             if seen is Outcome.UPSTREAM_FIXED:
                 message += " (overlay stayed out: probe reports upstream-fixed)"
             elif seen is not Outcome.APPLIED:

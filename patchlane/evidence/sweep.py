@@ -33,7 +33,7 @@ from typing import Any
 
 from ..exit_codes import ExitCode, sweep_exit_code
 from ..gates import GateResult, check_gate, gate_side, locate_source, resolve_version
-from ..registry import Entry, Kind, Registry
+from ..registry import Entry, Registry
 from .index import row_key
 from .manifest import CaseState, RunDir, case_id, now
 from .reproduce import CaseResult, Lane, Mode, RunOutcome, parse_lane, read_spec, run_case
@@ -131,8 +131,25 @@ def exit_code(rows: Iterable[VerdictRow]) -> ExitCode:
 # -- planning ----------------------------------------------------------------------------------
 
 def _sweepable(entry: Entry) -> bool:
-    # Retired entries stay in the sweep: their reproducer is the regression guard.
-    return entry.kind is Kind.SOURCE_PATCH and entry.reproducer is not None
+    # Retired entries stay in the sweep: their reproducer is the regression guard. A ledger
+    # entry with a reproducer is swept like a source patch: without it (a floor's or pin's
+    # bad side installed, a setting left at upstream's default) and with it.
+    return entry.reproducer is not None
+
+
+def ledger_beyond(entry: Entry) -> str | None:
+    """Why a floor's or pin's reproducer runs on its bad side only: a ``when.installed``
+    condition excludes this environment (the bug it works around is fixed here), so the row
+    asks whether the bad side still fails. None when the entry applies here."""
+    when = entry.when
+    if not entry.active or when is None:
+        return None
+    for name, spec in when.installed.items():
+        gate = check_gate(name, spec)
+        if not gate.open and gate.found is not None:
+            return (f"{name} {gate.found} is outside when.installed {str(spec)!r}: checking "
+                    "whether the bad side still fails here (without the entry only)")
+    return None
 
 
 def beyond_gate(entry: Entry, gate: GateResult) -> str | None:
@@ -214,7 +231,7 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
             continue
         spec = read_spec(entry)
         gate = check_gate(entry.target.distribution, entry.applies_to)
-        beyond = beyond_gate(entry, gate)
+        beyond = beyond_gate(entry, gate) or ledger_beyond(entry)
         covered_by = covering_entry(registry, entry) if beyond else None
         missing = _target_missing(entry, gate)
         for lane in lanes:

@@ -86,10 +86,15 @@ class When(NamedTuple):
 
     imported: str
     env: Mapping[str, str] = {}
+    installed: Mapping[str, SpecifierSet] = {}
+    """Distributions whose installed release must be inside a range (``{triton: "<3.7"}``):
+    a workaround for another package's bug holds only where that bug is."""
 
     def describe(self) -> str:
-        """``import triton`` with TRITON_INTERPRET=1: what the check waits for."""
-        cond = " and ".join(f"{name}={value}" for name, value in self.env.items())
+        """``import triton`` with TRITON_INTERPRET=1 and triton<3.7: what the check waits for."""
+        conds = [f"{name}={value}" for name, value in self.env.items()]
+        conds += [f"{name}{spec}" for name, spec in self.installed.items()]
+        cond = " and ".join(conds)
         module = self.imported or "<the target's module>"  # as written, before the default
         return f"`import {module}`" + (f" with {cond}" if cond else "")
 
@@ -128,6 +133,10 @@ class RetireWhen(NamedTuple):
     """Whether the overlay's probe reporting upstream-fixed is part of the retirement evidence."""
     upstream_released: bool = False
     """Retire when the linked upstream fix is merged and in a release (``patchlane upstream``)."""
+    reproducer: bool = False
+    """Retire on sweep evidence alone: a run where the reproducer passes without the overlay
+    (``upstream-fixed``). For a fix nobody forwarded, or one upstream may make differently,
+    this is the one condition that can be checked."""
 
 
 class FingerprintSpec(NamedTuple):
@@ -287,7 +296,8 @@ class Entry:
         given = self._declared_when
         module = (given.imported if given is not None and given.imported else None) \
             or self.target.module or import_name(self.target.distribution)
-        return When(module, given.env if given is not None else {})
+        return When(module, given.env if given is not None else {},
+                    given.installed if given is not None else {})
 
     @property
     def names_its_import(self) -> bool:

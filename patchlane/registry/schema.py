@@ -291,30 +291,35 @@ def _require_draft(ctx: _Ctx, kind: Kind, status: Status, upstream: Upstream) ->
 
 def _retire_when(ctx: _Ctx, value: object, upstream: Upstream) -> RetireWhen:
     data = _expect_type(ctx, value, dict, "retire_when",
-                        "a mapping with `release`, `probe` and/or `upstream_released`")
-    _check_keys(ctx, data, (), ("release", "probe", "upstream_released"), "retire_when",
-                "retire_when.")
+                        "a mapping with `release`, `probe`, `upstream_released` and/or "
+                        "`reproducer`")
+    _check_keys(ctx, data, (), ("release", "probe", "upstream_released", "reproducer"),
+                "retire_when", "retire_when.")
     release = None
     if data.get("release") is not None:
         release = _specifier(ctx, data["release"], "retire_when.release")
-    probe = data.get("probe", False)
-    _expect_type(ctx, probe, bool, "retire_when.probe", "true or false")
-    released = data.get("upstream_released", False)
-    _expect_type(ctx, released, bool, "retire_when.upstream_released", "true or false")
-    if released and not (upstream.pr or upstream.issue):
+    flags = {}
+    for key in ("probe", "upstream_released", "reproducer"):
+        flags[key] = data.get(key, False)
+        _expect_type(ctx, flags[key], bool, f"retire_when.{key}", "true or false")
+    if flags["upstream_released"] and not (upstream.pr or upstream.issue):
         raise ctx.fail("upstream_released needs something to track",
                        key="retire_when.upstream_released", found=True,
                        expected="an upstream.pr or upstream.issue link")
-    if release is None and not probe and not released:
+    if release is None and not any(flags.values()):
         raise ctx.fail(
             "retirement condition is not machine-checkable",
             key="retire_when",
             found=data,
-            expected="`release: <specifier>`, `probe: true` and/or `upstream_released: true`",
-            fix="say which upstream release carries the fix, rely on the overlay's probe, or "
-            "track the upstream PR",
+            expected="`release: <specifier>`, `probe: true`, `upstream_released: true` and/or "
+            "`reproducer: true`",
+            fix="say which upstream release carries the fix, rely on the overlay's probe, "
+            "track the upstream PR, or retire on a sweep where the reproducer passes without "
+            "the overlay",
         )
-    return RetireWhen(release=release, probe=bool(probe), upstream_released=bool(released))
+    return RetireWhen(release=release, probe=bool(flags["probe"]),
+                      upstream_released=bool(flags["upstream_released"]),
+                      reproducer=bool(flags["reproducer"]))
 
 
 def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
@@ -393,8 +398,8 @@ def _when(ctx: _Ctx, value: object, target: Target) -> When:
                 "the module whose import triggers the check and/or the environment variables "
                 "that must hold")
     data = _expect_type(ctx, value, dict, "when", expected)
-    _check_keys(ctx, data, (), ("imported", "env"), "when", "when.")
-    if data.get("imported") is None and data.get("env") is None:
+    _check_keys(ctx, data, (), ("imported", "env", "installed"), "when", "when.")
+    if data.get("imported") is None and data.get("env") is None and data.get("installed") is None:
         raise ctx.fail("empty condition", key="when", found=data, expected=expected,
                        fix="name the module (`imported:`) and/or the environment (`env:`), or "
                        "drop `when:` to check as soon as the target module is imported")
@@ -429,7 +434,20 @@ def _when(ctx: _Ctx, value: object, target: Target) -> When:
                                expected="a quoted string such as \"1\" (the environment "
                                "holds text; compared exactly)")
             env[name] = required
-    return When(imported, env)
+    installed: dict[str, SpecifierSet] = {}
+    if data.get("installed") is not None:
+        raw = _expect_type(ctx, data["installed"], dict, "when.installed",
+                           "a mapping of distribution to the range it must be installed in, "
+                           "such as `{triton: \"<3.7\"}`")
+        if not raw:
+            raise ctx.fail("empty condition", key="when.installed", found=raw,
+                           expected="at least one `distribution: \"<range>\"`")
+        for name, spec in raw.items():
+            if not isinstance(name, str) or not _DIST_RE.match(name):
+                raise ctx.fail("invalid distribution name", key="when.installed", found=name,
+                               expected="a distribution name such as triton")
+            installed[name] = _specifier(ctx, spec, f"when.installed.{name}")
+    return When(imported, env, installed)
 
 
 def _policy(ctx: _Ctx, data: Mapping[str, Any], default: Policy) -> Policy:
@@ -545,6 +563,19 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
     retired = _date(ctx, data["retired"], "retired") if data.get("retired") is not None else None
     depends_on = _depends_on(ctx, data.get("depends_on"), entry_id)
     continued_by = _continued_by(ctx, data.get("continued_by"), entry_id)
+    retire_when = _retire_when(ctx, data["retire_when"], upstream)
+    if retire_when.reproducer and reproducer is None:
+        raise ctx.fail("retirement on the reproducer needs one", key="retire_when.reproducer",
+                       found=True, expected=f"`reproducer: reproducers/{entry_id}.py`",
+                       fix="add the reproducer, or name another condition")
+    # A config entry's probe is built in (upstream's default already equals the setting); a
+    # floor, pin or compat gate has no overlay, so nothing could ever report upstream-fixed.
+    if retire_when.probe and overlay is None and kind is not Kind.CONFIG:
+        raise ctx.fail("a probe needs an overlay", key="retire_when.probe", found=True,
+                       expected=f"a {kind.value} entry retires on `release`, "
+                       "`upstream_released` or `reproducer` (it has no overlay to probe)",
+                       fix="replace `probe: true` with `reproducer: true` and a reproducer that "
+                       "fails where the workaround is needed")
     return Entry(
         id=entry_id,
         kind=kind,
@@ -552,7 +583,7 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
         target=target,
         applies_to=applies_to,
         upstream=upstream,
-        retire_when=_retire_when(ctx, data["retire_when"], upstream),
+        retire_when=retire_when,
         owner=owner,
         added=_date(ctx, data["added"], "added"),
         status=status,

@@ -40,7 +40,7 @@ from ..evidence.index import read_index
 from ..evidence.verdicts import Verdict
 from ..exit_codes import ExitCode
 from ..files import atomic_write
-from ..registry import Entry, Kind, Status, parse_registry
+from ..registry import Entry, Status, parse_registry
 from .records import TrackReport, UpstreamState
 
 __all__ = ["Evidence", "RetireError", "SweepRow", "delete_entry", "evaluate", "read_sweep_rows",
@@ -158,7 +158,9 @@ def evaluate(entry: Entry, upstream: TrackReport | None,
             evidence.missing.append(f"upstream released the fix in "
                                     f"{evidence.released_in}, which retire_when.release "
                                     f"{when.release} does not name")
-    if entry.kind is Kind.SOURCE_PATCH and entry.reproducer is not None:
+    # Sweep evidence for every entry with a reproducer: a source patch's, and a ledger
+    # entry's (its bad side passing is what retires a floor, a pin or a setting).
+    if entry.reproducer is not None:
         for run_dir in run_dirs:
             evidence.sweep.extend(read_sweep_rows(entry, run_dir))
         fixed = [r for r in evidence.sweep if r.verdict is Verdict.UPSTREAM_FIXED

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from packaging.specifiers import SpecifierSet
 
 from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
@@ -127,16 +128,20 @@ def test_compat_gate_on_a_real_megatron_config() -> None:
     import torch
     from megatron.core.model_parallel_config import ModelParallelConfig
 
-    safe = ModelParallelConfig(pipeline_model_parallel_size=4, variable_seq_lengths=True,
-                               batch_p2p_comm=False, pipeline_dtype=torch.float32)
+    # fixed lengths: no shape exchange, nothing to hang in
+    safe = ModelParallelConfig(pipeline_model_parallel_size=4, variable_seq_lengths=False,
+                               batch_p2p_comm=True, pipeline_dtype=torch.float32)
     assert all(r.ok for r in check_config(safe, default_entries()))
-    # megatron-core itself accepts the deadlocking combination: only the gate stops it
-    bad = ModelParallelConfig(pipeline_model_parallel_size=4, variable_seq_lengths=True,
-                              batch_p2p_comm=True, pipeline_dtype=torch.float32)
-    with pytest.raises(CompatGateError) as info:
-        check_config(bad, default_entries())
-    assert "issues/5100" in str(info.value)
-    assert "batch_p2p_comm=False" in str(info.value)
+    # megatron-core itself accepts the reported combination: only the gate stops it, with
+    # batch_p2p_comm either way (the shape exchange never reads it)
+    for batched in (True, False):
+        bad = ModelParallelConfig(pipeline_model_parallel_size=4, variable_seq_lengths=True,
+                                  batch_p2p_comm=batched, pipeline_dtype=torch.float32)
+        with pytest.raises(CompatGateError) as info:
+            check_config(bad, default_entries())
+        assert "issues/5100" in str(info.value)
+        assert "set variable_seq_lengths=False" in str(info.value)
+        assert "batch_p2p_comm does not reach" in str(info.value)
 
 
 def test_compat_gate_on_a_megatron_args_namespace() -> None:
@@ -344,9 +349,11 @@ def test_pin_with_when_is_checked_with_its_environment(
 
 
 def test_default_numpy_pin_concerns_only_the_triton_interpreter() -> None:
+    # the interpreter of a triton before the fix (3.7.0): measured, see the entry's evidence
     (pin,) = [e for e in default_entries() if e.id == "numpy_pin_triton_interpreter"]
-    assert pin.when == When("triton", {"TRITON_INTERPRET": "1"})
-    assert pin.when.describe() == "`import triton` with TRITON_INTERPRET=1"
+    assert pin.when == When("triton", {"TRITON_INTERPRET": "1"},
+                            {"triton": SpecifierSet("<3.7")})
+    assert pin.when.describe() == "`import triton` with TRITON_INTERPRET=1 and triton<3.7"
     (floor,) = [e for e in default_entries() if e.id == "torch_floor_a2a_overlap"]
     assert floor.when == When("torch", {}) and floor.names_its_import
 
@@ -381,7 +388,7 @@ def test_status_checks_pending_floors_and_pins_eagerly(fake_target: FakeTarget) 
     ("packaging_pin", "triton", "wrong type", "when", "triton", "a mapping such as"),
     ("packaging_pin", {}, "empty condition", "when", {}, "a mapping such as"),
     ("packaging_pin", {"imported": "triton", "envs": {"A": "1"}}, "unknown key in when",
-     "when.envs", "envs", "one of ['env', 'imported']"),
+     "when.envs", "envs", "one of ['env', 'imported', 'installed']"),
     ("version_floor", {"imported": "triton-lang"}, "invalid module name", "when.imported",
      "triton-lang", "a dotted module path"),
     ("packaging_pin", {"imported": "triton", "env": {"TRITON_INTERPRET": 1}}, "wrong type",

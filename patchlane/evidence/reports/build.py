@@ -159,7 +159,9 @@ def _entry_info(entry: Entry, tracked: Any) -> dict[str, Any]:
         "status": entry.status.value,
         "distribution": entry.target.distribution,
         "target": entry.target.object_path,
-        "applies_to": str(entry.applies_to) if entry.applies_to is not None else None,
+        # A floor's or pin's gate is its requirement (numpy<2.4), with its `when:` scope.
+        "applies_to": (str(entry.applies_to) if entry.applies_to is not None
+                       else _requirement(entry)),
         "retire_when": (str(entry.retire_when.release)
                         if entry.retire_when.release is not None else None),
         "issue": up.issue,
@@ -169,6 +171,13 @@ def _entry_info(entry: Entry, tracked: Any) -> dict[str, Any]:
         "draft": draft,
         "tracked": tracked if isinstance(tracked, dict) else None,
     }
+
+
+def _requirement(entry: Entry) -> str | None:
+    text = entry.requirement_text
+    if text is None or entry.when is None or not entry.when.installed:
+        return text
+    return text + " when " + ", ".join(f"{n}{s}" for n, s in entry.when.installed.items())
 
 
 def _provenance(manifest: Mapping[str, Any], receipts: Iterable[dict[str, Any]]) -> dict[str, Any]:

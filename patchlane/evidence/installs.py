@@ -1,0 +1,54 @@
+"""Upstream releases installed side by side: ``pip install --no-deps --target`` into a cache
+directory per interpreter, put first on ``PYTHONPATH`` for the processes that must see that
+release instead of the environment's own (a release-matrix set, a ledger reproducer's bad side,
+a bisection step). No virtual environment per release: a release costs a download.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+__all__ = ["RELEASE_SPEC", "default_cache", "install_dir", "with_releases"]
+
+RELEASE_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!-]+$")
+"""One exact release: ``NAME==VERSION``."""
+
+
+def default_cache() -> Path:
+    """``PATCHLANE_RELEASE_CACHE``, else ``$XDG_CACHE_HOME/patchlane/releases`` (``~/.cache``)."""
+    from ..controls import ToolSettings
+
+    given = ToolSettings.from_env().release_cache
+    if given is not None:
+        return given
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "patchlane" / "releases"
+
+
+def install_dir(spec: str, cache: Path, deps: bool = False) -> Path:
+    """The directory holding ``spec`` (``NAME==VERSION``) installed for this interpreter."""
+    # One directory per interpreter: a wheel installed for cp311 is not the cp312 one (and
+    # megatron-core >= 0.17 has cp312 wheels only).
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    target = cache / tag / (spec.replace("==", "-") + ("+deps" if deps else ""))
+    if not (target / ".complete").exists():
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
+                        *([] if deps else ["--no-deps"]),
+                        "--disable-pip-version-check", "--target", str(target), spec],
+                       check=True)
+        (target / ".complete").write_text("ok\n")
+    return target
+
+
+def with_releases(env: Mapping[str, str], specs: Iterable[str],
+                  cache: Path | None = None) -> dict[str, str]:
+    """``env`` with each of ``specs`` installed and first on ``PYTHONPATH``."""
+    paths = [str(install_dir(spec, cache or default_cache())) for spec in specs]
+    out = dict(env)
+    out["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
+    return out
