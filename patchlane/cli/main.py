@@ -161,6 +161,8 @@ def _parser() -> argparse.ArgumentParser:
 
     from .new import add_parser as add_new
     add_new(sub)
+    from .bisect import add_parser as add_bisect
+    add_bisect(sub)
     return parser
 
 
@@ -217,6 +219,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "new":
         from .new import run_new
         return run_new(args)
+    if args.command == "bisect":
+        from .bisect import run_bisect
+        return run_bisect(args)
     raise AssertionError(f"unhandled command {args.command!r}")
 
 

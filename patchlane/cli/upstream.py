@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from ..upstream.records import TrackReport
 
 
-def _config(offline: bool, cache_dir: Path | None) -> TrackerConfig:
+def tracker_config(offline: bool, cache_dir: Path | None) -> TrackerConfig:
+    """How ``upstream``, ``retire`` and ``bisect`` reach GitHub and PyPI."""
     from ..upstream.cache import default_cache_dir
     from ..upstream.http import TrackerConfig
 
@@ -62,7 +63,7 @@ def _tracker(offline: bool, cache_dir: Path | None,
         return
     from ..upstream.http import Client
 
-    with Client(_config(offline, cache_dir)) as client:
+    with Client(tracker_config(offline, cache_dir)) as client:
         yield lambda entry: _track(entry, client)
 
 

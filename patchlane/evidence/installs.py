@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -30,17 +31,26 @@ def default_cache() -> Path:
     return Path(base) / "patchlane" / "releases"
 
 
-def install_dir(spec: str, cache: Path, deps: bool = False) -> Path:
-    """The directory holding ``spec`` (``NAME==VERSION``) installed for this interpreter."""
-    # One directory per interpreter: a wheel installed for cp311 is not the cp312 one (and
-    # megatron-core >= 0.17 has cp312 wheels only).
+def install_dir(spec: str, cache: Path, deps: bool = False, *, log: Path | None = None) -> Path:
+    """The directory holding ``spec`` (``NAME==VERSION``) installed for this interpreter,
+    installed once. ``log``: pip's output goes to this file instead of this process's stdout
+    and stderr (a caller printing JSON on stdout must not get pip's lines in it). A failed
+    install raises ``subprocess.CalledProcessError``."""
+    # One directory per interpreter: a wheel installed for cp311 is not the cp312 one.
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     target = cache / tag / (spec.replace("==", "-") + ("+deps" if deps else ""))
     if not (target / ".complete").exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
-                        *([] if deps else ["--no-deps"]),
-                        "--disable-pip-version-check", "--target", str(target), spec],
-                       check=True)
+        # What an interrupted or failed install left is no release: pip --target would keep
+        # those files rather than replace them.
+        shutil.rmtree(target, ignore_errors=True)
+        cmd = [sys.executable, "-m", "pip", "install", "--quiet", *([] if deps else ["--no-deps"]),
+               "--disable-pip-version-check", "--target", str(target), spec]
+        if log is None:
+            subprocess.run(cmd, check=True)
+        else:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("wb") as out:
+                subprocess.run(cmd, check=True, stdout=out, stderr=subprocess.STDOUT)
         (target / ".complete").write_text("ok\n")
     return target
 

@@ -21,6 +21,10 @@ command line and the release matrix.
 
 Run directories and ``matrix.yaml`` carry the values as strings; :meth:`Verdict.parse` is the
 one way back from a string, with an error that lists the known verdicts.
+
+:class:`Finding` is not a sweep verdict: what one run *without* the overlay says of one upstream
+release, the answer ``patchlane bisect`` builds a gate from (``affected``, ``not-affected``,
+``absent``, ``error``).
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ import enum
 import re
 from collections.abc import Iterable
 
-__all__ = ["ACTION", "ASKS", "EXIT_BITS", "SEVERITY", "Verdict", "action", "exit_bits"]
+__all__ = ["ACTION", "ASKS", "EXIT_BITS", "SEVERITY", "Finding", "Verdict", "action",
+           "exit_bits"]
 
 
 class Verdict(str, enum.Enum):
@@ -101,3 +106,16 @@ def exit_bits(verdicts: Iterable[Verdict]) -> int:
     for v in verdicts:
         bits |= EXIT_BITS.get(v, 0)
     return bits
+
+
+class Finding(str, enum.Enum):
+    """What one run of a reproducer, without its overlay, says of one upstream release."""
+
+    AFFECTED = "affected"
+    """The reproducer's own assertion failed: the bug shows."""
+    NOT_AFFECTED = "not-affected"
+    """It passed."""
+    ABSENT = "absent"
+    """The target does not exist in this release: below the bug's start, not evidence of it."""
+    ERROR = "error"
+    """The run said nothing about the bug (an install that failed, an unrelated exception)."""

@@ -11,7 +11,7 @@ from packaging.version import InvalidVersion, Version
 from .answers import Trace, get_field, parse_timestamp
 from .display import display_url
 from .errors import MalformedResponse
-from .records import Release
+from .records import Release, ReleaseFile
 
 if TYPE_CHECKING:
     from .http import Client
@@ -26,7 +26,8 @@ def pypi_releases(client: Client, distribution: str, *,
     """Installable releases of ``distribution`` on PyPI, oldest first (PEP 440 order).
 
     Yanked files are skipped; a release whose files are all yanked is left out. Prereleases are
-    included (``Release.parsed.is_prerelease`` tells them apart)."""
+    included (``Release.parsed.is_prerelease`` tells them apart). Each release keeps its file
+    names, which say the interpreters it installs on."""
     trace = trace if trace is not None else Trace()
     api = client.pypi_url(f"pypi/{quote(distribution, safe='')}/json")
     data = trace.get(client, api)
@@ -42,6 +43,7 @@ def pypi_releases(client: Client, distribution: str, *,
             raise MalformedResponse(display_url(api), f"release {version!r} files are "
                                     f"{type(files).__name__}, expected a list")
         times = []
+        kept: list[ReleaseFile] = []
         for file in files:
             if not isinstance(file, dict) or file.get("yanked"):
                 continue
@@ -50,7 +52,10 @@ def pypi_releases(client: Client, distribution: str, *,
                 moment = parse_timestamp(stamp, api, f"release {version} upload_time")
                 if moment is not None:
                     times.append(moment)
+            name, needs = file.get("filename"), file.get("requires_python")
+            if isinstance(name, str):
+                kept.append(ReleaseFile(name, needs if isinstance(needs, str) else None))
         if times:  # a release with no files, or only yanked ones, cannot be installed
-            found.append(Release(version=version, upload_time=min(times)))
+            found.append(Release(version=version, upload_time=min(times), files=tuple(kept)))
     found.sort(key=lambda r: r.parsed)
     return found

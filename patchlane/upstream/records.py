@@ -10,11 +10,12 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from packaging.version import Version
 
-__all__ = ["IssueState", "PullState", "Release", "TrackReport", "UpstreamState"]
+__all__ = ["IssueState", "PullState", "Release", "ReleaseFile", "TrackReport",
+           "UpstreamState"]
 
 
 def _iso(moment: _dt.datetime | None) -> str | None:
@@ -60,12 +61,22 @@ class IssueState:
         }
 
 
+class ReleaseFile(NamedTuple):
+    """One file of a release on PyPI, as its JSON API lists it."""
+
+    filename: str
+    """A wheel (``name-version-tags.whl``, whose tags say where it installs) or an sdist."""
+    requires_python: str | None = None
+
+
 @dataclass(frozen=True)
 class Release:
     version: str
     """As PyPI spells it; :attr:`parsed` orders it."""
     upload_time: _dt.datetime
     """Earliest upload of a non-yanked file of this release (UTC)."""
+    files: tuple[ReleaseFile, ...] = ()
+    """Its files that are not yanked: which interpreters can install it."""
 
     @property
     def parsed(self) -> Version:

@@ -43,8 +43,9 @@ from ..files import atomic_write
 from ..registry import Entry, Status, parse_registry
 from .records import TrackReport, UpstreamState
 
-__all__ = ["Evidence", "RetireError", "SweepRow", "delete_entry", "evaluate", "read_sweep_rows",
-           "registry_lock", "retire_entry"]
+__all__ = ["Evidence", "RetireError", "SweepRow", "child_end", "delete_entry", "entry_block",
+           "evaluate", "key_line", "read_as_stored", "read_sweep_rows", "registry_lock",
+           "retire_entry"]
 
 
 class RetireError(PatchlaneError):
@@ -182,7 +183,10 @@ def evaluate(entry: Entry, upstream: TrackReport | None,
 
 # -- in-place editing --------------------------------------------------------------------------
 
-def _block(lines: list[str], entry_id: str, path: Path) -> tuple[int, int, int]:
+def entry_block(lines: list[str], entry_id: str, path: Path,
+                error: Callable[[str], PatchlaneError] = RetireError) -> tuple[int, int, int]:
+    """(first line, end, indentation) of the block of ``entry_id`` in a registry file's
+    ``lines``; ``error`` builds the calling command's error when there is none."""
     pattern = re.compile(rf"^(\s*)-\s+id:\s*['\"]?{re.escape(entry_id)}['\"]?\s*(#.*)?$")
     for start, line in enumerate(lines):
         match = pattern.match(line)
@@ -201,10 +205,11 @@ def _block(lines: list[str], entry_id: str, path: Path) -> tuple[int, int, int]:
                                        or lines[end - 1].strip().startswith("#")):
                 end -= 1
             return start, end, indent
-    raise RetireError(f"{path}: no entry with `- id: {entry_id}` in block style; edit by hand")
+    raise error(f"{path}: no entry with `- id: {entry_id}` in block style; edit by hand")
 
 
-def _key_line(lines: list[str], start: int, end: int, indent: int, key: str) -> int | None:
+def key_line(lines: list[str], start: int, end: int, indent: int, key: str) -> int | None:
+    """The line in ``lines[start:end]`` where ``key:`` starts at exactly ``indent`` columns."""
     pattern = re.compile(rf"^\s{{{indent}}}{re.escape(key)}:(\s|$)")
     for i in range(start, end):
         if pattern.match(lines[i]):
@@ -212,7 +217,7 @@ def _key_line(lines: list[str], start: int, end: int, indent: int, key: str) -> 
     return None
 
 
-def _child_end(lines: list[str], at: int, end: int, indent: int) -> int:
+def child_end(lines: list[str], at: int, end: int, indent: int) -> int:
     """End of the block under the key on line ``at`` (deeper-indented lines)."""
     j = at + 1
     while j < end:
@@ -225,7 +230,8 @@ def _child_end(lines: list[str], at: int, end: int, indent: int) -> int:
     return j
 
 
-def _read_as_stored(path: Path) -> str:
+def read_as_stored(path: Path) -> str:
+    """A registry file's text with its line endings as stored."""
     # Not read_text(): its universal newlines would turn a CRLF file into LF, and the rest of
     # the file must stay byte-identical.
     return path.read_bytes().decode("utf-8")
@@ -269,7 +275,7 @@ def editing(path: Path) -> Iterator[str]:
     retirements of different entries then both land: each reads the file only once the other
     has written it."""
     with registry_lock(path):
-        yield _read_as_stored(path)
+        yield read_as_stored(path)
 
 
 def _current_status(path: Path, raw: str, entry_id: str) -> Status:
@@ -296,11 +302,11 @@ def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str 
     path = entry.source
     lines = raw.splitlines(keepends=True)
     newline = "\r\n" if raw.endswith("\r\n") else "\n"
-    start, end, indent = _block(lines, entry.id, path)
+    start, end, indent = entry_block(lines, entry.id, path)
     key_indent = indent + 2
     pad = " " * key_indent
 
-    status_at = _key_line(lines, start, end, key_indent, "status")
+    status_at = key_line(lines, start, end, key_indent, "status")
     if status_at is None:
         raise RetireError(f"{path}: entry {entry.id!r} has no `status:` line at the expected "
                           "indentation; edit by hand")
@@ -309,11 +315,11 @@ def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str 
     end += 1
 
     if applied_upstream:
-        up = _key_line(lines, start, end, key_indent, "upstream")
+        up = key_line(lines, start, end, key_indent, "upstream")
         assert up is not None  # the schema requires it
-        stop = _child_end(lines, up, end, key_indent)
+        stop = child_end(lines, up, end, key_indent)
         sub_indent = key_indent + 2
-        existing = _key_line(lines, up + 1, stop, sub_indent, "applied_upstream")
+        existing = key_line(lines, up + 1, stop, sub_indent, "applied_upstream")
         line = f"{' ' * sub_indent}applied_upstream: {_scalar(applied_upstream)}{newline}"
         if existing is not None:
             current = yaml.safe_load(lines[existing].strip()) or {}
@@ -324,15 +330,15 @@ def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str 
             end += 1
 
     ev_lines = [f"{' ' * (key_indent + 4)}- {_scalar(item)}{newline}" for item in evidence]
-    ev = _key_line(lines, start, end, key_indent, "evidence")
+    ev = key_line(lines, start, end, key_indent, "evidence")
     if ev is not None and lines[ev].rstrip().endswith("evidence:"):
-        stop = _child_end(lines, ev, end, key_indent)
+        stop = child_end(lines, ev, end, key_indent)
         lines[stop:stop] = [f"{' ' * (key_indent + 2)}retirement:{newline}", *ev_lines]
     else:
         if ev is not None:  # a one-line evidence value: keep it, add the retirement beside it
             raise RetireError(f"{path}: entry {entry.id!r} has an inline `evidence:` value; "
                               "make it a mapping first")
-        at = _key_line(lines, start, end, key_indent, "owner") or status_at
+        at = key_line(lines, start, end, key_indent, "owner") or status_at
         lines[at:at] = [f"{pad}evidence:{newline}",
                         f"{' ' * (key_indent + 2)}retirement:{newline}", *ev_lines]
     text = "".join(lines)
@@ -355,7 +361,7 @@ def delete_entry(entry: Entry) -> str:
                               "(depends_on); deleting it would leave them naming nothing. Fix: "
                               "delete or edit those first")
         lines = raw.splitlines(keepends=True)
-        start, end, _ = _block(lines, entry.id, path)
+        start, end, _ = entry_block(lines, entry.id, path)
         del lines[start:end]  # comments around it stay: they may belong to a section
         text = "".join(lines)
         _write_validated(path, text)

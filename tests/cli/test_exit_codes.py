@@ -225,6 +225,7 @@ def test_the_readme_table_is_the_exit_code_table_and_every_code_is_produced() ->
 _ERROR_MODULES = ("patchlane.errors", "patchlane.ledger", "patchlane.training.ranks",
                   "patchlane.training.checkpoint", "patchlane.upstream.errors",
                   "patchlane.upstream.retire", "patchlane.upstream.draft",
+                  "patchlane.upstream.bisect",
                   "patchlane.evidence.receipts", "patchlane.testing.capture.violations")
 
 

@@ -87,16 +87,16 @@ def test_upstream_reads_its_settings_through_controls(monkeypatch: pytest.Monkey
     for name in ("PATCHLANE_GITHUB_API", "PATCHLANE_PYPI_URL", "PATCHLANE_CACHE",
                  "PATCHLANE_SCHEDULE"):
         monkeypatch.delenv(name, raising=False)
-    unset = upstream._config(False, None)
+    unset = upstream.tracker_config(False, None)
     assert (unset.github_api, unset.pypi, unset.cache_dir) == (
         TrackerConfig.github_api, TrackerConfig.pypi, default_cache_dir())
     monkeypatch.setenv("PATCHLANE_GITHUB_API", "http://127.0.0.1:9/gh")
     monkeypatch.setenv("PATCHLANE_PYPI_URL", "http://127.0.0.1:9/pypi")
     monkeypatch.setenv("PATCHLANE_CACHE", str(tmp_path / "env-cache"))
-    config = upstream._config(True, None)
+    config = upstream.tracker_config(True, None)
     assert (config.github_api, config.pypi, config.cache_dir, config.offline) == (
         "http://127.0.0.1:9/gh", "http://127.0.0.1:9/pypi", tmp_path / "env-cache", True)
-    assert upstream._config(False, tmp_path / "flag").cache_dir == tmp_path / "flag"
+    assert upstream.tracker_config(False, tmp_path / "flag").cache_dir == tmp_path / "flag"
 
 
 @pytest.mark.parametrize("argv", [["upstream", "--git", "repo"], ["retire", "x", "--git", "repo"]])

@@ -4,6 +4,7 @@ registry entry tracking reads. The fake itself is :mod:`tests.upstream.fake_upst
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,3 +56,13 @@ def entry() -> Entry:
         source=REPO / "registry.yaml",
     )
 
+
+@pytest.fixture
+def registry_file(tmp_path: Path) -> Path:
+    """A copy of the default registry, with the files its entries name, to edit in place."""
+    root = tmp_path / "reg"
+    root.mkdir()
+    shutil.copy(REPO / "registry.yaml", root / "registry.yaml")
+    for folder in ("patches", "reproducers", "checks", "drafts"):
+        shutil.copytree(REPO / folder, root / folder)
+    return root / "registry.yaml"

@@ -176,16 +176,6 @@ def test_an_unknown_probe_outcome_is_refused_naming_the_receipt(sourced: Entry,
 # -- the registry rewrite ------------------------------------------------------------------------
 
 
-@pytest.fixture
-def registry_file(tmp_path: Path) -> Path:
-    root = tmp_path / "reg"
-    root.mkdir()
-    shutil.copy(REPO / "registry.yaml", root / "registry.yaml")
-    for folder in ("patches", "reproducers", "checks", "drafts"):
-        shutil.copytree(REPO / folder, root / folder)
-    return root / "registry.yaml"
-
-
 def test_retire_rewrites_atomically_keeping_the_mode(registry_file: Path) -> None:
     os.chmod(registry_file, 0o640)
     entry = load_registries([registry_file]).get(ENTRY)

@@ -16,11 +16,11 @@ from patchlane.registry import Status, load_registries
 from patchlane.upstream.retire import retire_entry
 
 from ..fault_injection import disk_full
-from .test_retire import ENTRY, registry_file  # noqa: F401  (a fixture)
+from .test_retire import ENTRY
 
 
 def test_a_full_disk_during_retire_leaves_the_registry_and_no_temp_file(
-        registry_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        registry_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = registry_file.read_bytes()
     entry = load_registries([registry_file]).get(ENTRY)
     with disk_full(monkeypatch), pytest.raises(OSError) as info:

@@ -1,0 +1,131 @@
+"""``patchlane bisect ID``: the releases an entry's bug is in, from runs of its reproducer."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import sys
+from pathlib import Path
+
+from ..controls import ToolSettings
+from ..errors import UsageError
+from ..exit_codes import ExitCode
+from .common import decider, table
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "bisect", help="find the releases an entry's bug is in, by running its reproducer",
+        description="Run the entry's reproducer without the overlay against releases of its "
+        "target distribution from PyPI (each installed side by side), bisecting from a release "
+        "known to be affected to the first affected and the first fixed release, and propose "
+        "applies_to from the runs.")
+    p.add_argument("id")
+    p.add_argument("--jobs", "-j", type=int, default=1,
+                   help="runs at a time (each probe round runs up to this many releases)")
+    p.add_argument("--pre", action="store_true", help="include prereleases")
+    p.add_argument("--pivot", metavar="RELEASE",
+                   help="start from this release (it must be affected) instead of the "
+                   "installed one or the entry's recorded ones")
+    p.add_argument("--write", action="store_true",
+                   help="record the result in the registry, in place: applies_to, "
+                   "retire_when.release, fingerprint.releases of the releases run, and an "
+                   "evidence line")
+    p.add_argument("--run-dir", type=Path,
+                   help="where each run's record and logs go (default: "
+                   "$PATCHLANE_RUNS/bisect-ID-STAMP)")
+    p.add_argument("--cache", type=Path, default=Path(".cache/releases"),
+                   help="where releases are installed side by side (shared with `matrix`)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
+    p.add_argument("--offline", action="store_true",
+                   help="list the releases from the PyPI answer cached earlier")
+    p.add_argument("--cache-dir", type=Path, help="the cache of PyPI answers")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+
+
+def _run_dir(entry_id: str, given: Path | None) -> Path:
+    from ..upstream.bisect import BisectError
+
+    if given is None:
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        given = ToolSettings.from_env().runs_root / f"bisect-{entry_id}-{stamp}"
+    if given.exists() and (not given.is_dir() or any(given.iterdir())):
+        raise BisectError(f"--run-dir {given}: exists and is not an empty directory; expected "
+                          "a new one (its records would mix with another bisection's); fix: "
+                          "name another, or leave --run-dir out")
+    return given
+
+
+def run_bisect(args: argparse.Namespace) -> int:
+    from ..evidence.release_runs import ReleaseRunner
+    from ..files import atomic_write_json
+    from ..gates import resolve_version
+    from ..upstream.bisect import (
+        BisectError,
+        RunRecord,
+        bisect_entry,
+        list_candidates,
+        write_bisection,
+    )
+    from ..upstream.http import Client
+    from .upstream import tracker_config
+
+    if args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: expected 1 or more")
+    entry = decider().registry.get(args.id)
+    if entry.reproducer is None:
+        raise BisectError(f"{entry.id}: a {entry.kind.value} entry without a reproducer has "
+                          "nothing to run against each release; fix: give it a reproducer "
+                          "(reproducers/<id>.py) and name it under `reproducer:`")
+    dist = entry.target.distribution
+    run_dir = _run_dir(entry.id, args.run_dir)
+    with Client(tracker_config(args.offline, args.cache_dir)) as client:
+        listing = list_candidates(client, dist, pre=args.pre)
+    run_dir.mkdir(parents=True, exist_ok=True)  # once there is something to run
+    # how one release runs (the evidence side) is given to the search (the maintainers' side)
+    runner = ReleaseRunner(entry, run_dir, args.cache.resolve(), timeout=args.timeout,
+                           fingerprints=args.write)
+    if not args.quiet:
+        sdists = sum(c.how == "sdist" for c in listing.candidates)
+        print(f"{entry.id}: {len(listing.candidates)} releases of {dist} install here "
+              f"({sdists} only from an sdist); records in {run_dir}", file=sys.stderr)
+
+    def progress(phase: str, run: RunRecord) -> None:
+        if not args.quiet:
+            print(f"  [{phase}] {run.release}: {run.finding.value} ({run.seconds:.0f} s)",
+                  file=sys.stderr, flush=True)
+
+    result = bisect_entry(entry, listing, runner, jobs=args.jobs,
+                          installed=resolve_version(dist)[0], pivot=args.pivot,
+                          progress=progress)
+    result.run_dir = run_dir
+    atomic_write_json(run_dir / "bisect.json", result.as_dict())
+    if args.write:
+        write_bisection(entry, result, date=_dt.date.today())
+        print(f"{entry.id}: recorded in {entry.source}: applies_to {result.applies_to!r}",
+              file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2))
+        return ExitCode.OK
+    rows = [[run.release, run.how, run.finding.value, f"{run.seconds:.0f}", phase,
+             run.message.strip().splitlines()[0] if run.message.strip() else ""]
+            for phase, run in sorted(result.runs, key=lambda pr: _version_key(pr[1].release))]
+    print(table(["RELEASE", "HOW", "VERDICT", "S", "PHASE", "WHY"], rows, width=70))
+    print(f"\nfirst affected {result.first_affected}, first fixed "
+          f"{result.first_fixed or 'none'}: proposed applies_to {result.applies_to!r}")
+    print(f"{result.runs_taken} runs of {len(result.releases)} releases considered "
+          f"({result.seconds:.0f} s); records in {run_dir}")
+    for note in result.notes:
+        print(f"note: {note}")
+    return ExitCode.OK
+
+
+def _version_key(text: str) -> tuple[int, object]:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (0, Version(text))
+    except InvalidVersion:
+        return (1, text)

@@ -1,0 +1,730 @@
+"""``patchlane bisect ID``: an entry's gate from runs, not from reading.
+
+Which releases of the target distribution have the bug? The reproducer answers, run *without*
+the overlay against one release at a time (how one release is installed, run and judged is
+:mod:`patchlane.evidence.release_runs`; this module decides which releases to run):
+
+* the releases: every release of the distribution on PyPI that installs on this interpreter
+  (a wheel whose tags this interpreter accepts, or only an sdist, which is built and tried),
+  prereleases only when asked (:func:`list_candidates`);
+* each run is one :class:`~patchlane.evidence.verdicts.Finding`: ``affected``,
+  ``not-affected``, ``absent`` (the target does not exist there: below the bug's start, not
+  evidence of it) or ``error`` (reported, never guessed);
+* the search (:func:`bisect`): the affected releases form one contiguous range. From a release
+  known to be affected (the installed one if its run fails, else one recorded in the entry's
+  ``fingerprint.releases`` inside ``applies_to``, checked by a run) it searches downward for
+  the first affected release and upward for the first fixed one, several probes a round when
+  runs are parallel; a release whose run errors is stepped over, never counted as either side.
+  Then it checks that each boundary has a run on both sides and runs every release the entry
+  records a fingerprint for; a result that breaks contiguity is reported, not smoothed over;
+* the proposed gate: ``>=FIRST_AFFECTED,<NEXT`` where NEXT is the release after the last
+  affected one (the first fixed one when the runs between are clean), or, still affected at
+  the newest release, the next minor release after it;
+* :func:`write_bisection` records it in the registry in place (``--write``): ``applies_to``,
+  ``retire_when.release``, the fingerprints of the releases that ran and an ``evidence``
+  line, rewriting only the entry's own lines, under the registry's edit lock, validated before
+  the file is replaced.
+
+The search knows nothing of PyPI, pip or reproducers: :func:`bisect` takes the releases and a
+:data:`Runner` (version, how -> a :class:`RunRecord`), so a ledger entry's reproducer over its
+``target.distribution``, or a test's made-up outcomes, are bisected the same way.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.tags import Tag, sys_tags
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from ..errors import PatchlaneError, RegistryError, ReproducerError, UsageError
+from ..evidence.verdicts import Finding
+from ..files import atomic_write
+from ..registry import Entry, parse_registry
+from .pypi import pypi_releases
+from .retire import child_end, entry_block, key_line, read_as_stored, registry_lock
+
+if TYPE_CHECKING:
+    from .http import Client
+    from .records import Release
+
+__all__ = [
+    "BisectError",
+    "Bisection",
+    "Bounds",
+    "Candidate",
+    "Listing",
+    "RunRecord",
+    "Runner",
+    "bisect",
+    "bisect_entry",
+    "bounds",
+    "installs_here",
+    "list_candidates",
+    "next_minor",
+    "next_probes",
+    "plan",
+    "write_bisection",
+]
+
+
+class BisectError(UsageError):
+    """``patchlane bisect`` cannot do what it was asked: no release to run, no release known
+    to be affected to start from, a run directory in use, a result ``--write`` must not
+    record. The message says what was found and the fix."""
+
+
+# -- the releases ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One release to run: its version and how it gets here."""
+
+    version: str
+    how: str
+    """``wheel`` or ``sdist`` (installed from PyPI into the release cache), ``installed`` (the
+    copy this interpreter already has: run as it is, nothing installed)."""
+
+    @property
+    def parsed(self) -> Version:
+        return Version(self.version)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The releases of a distribution that can run here, oldest first, and the ones left out
+    with why."""
+
+    candidates: tuple[Candidate, ...]
+    skipped: tuple[tuple[str, str], ...] = ()
+    """(version, reason)."""
+
+
+def _admits(requires_python: str | None, python: str) -> bool:
+    if not requires_python:
+        return True
+    try:
+        return SpecifierSet(requires_python).contains(python, prereleases=True)
+    except InvalidSpecifier:  # a malformed constraint on PyPI constrains nothing pip obeys
+        return True
+
+
+def installs_here(release: Release, tags: frozenset[Tag], python: str) -> tuple[str | None, str]:
+    """(``wheel`` / ``sdist`` / None, why): whether ``release`` installs on an interpreter
+    accepting ``tags`` at Python ``python``. A wheel with a matching tag wins; only an sdist
+    is built from source (and may fail: that run is then an error)."""
+    wheels: list[str] = []
+    sdist = False
+    for file in release.files:
+        if not _admits(file.requires_python, python):
+            continue
+        name = file.filename
+        if name.endswith(".whl"):
+            try:
+                wheel_tags = parse_wheel_filename(name)[3]
+            except InvalidWheelFilename:
+                continue
+            wheels.append(name)
+            if wheel_tags & tags:
+                return "wheel", name
+        elif name.endswith((".tar.gz", ".zip")):
+            sdist = True
+    if sdist:
+        return "sdist", "no wheel for this interpreter: built from the sdist"
+    if wheels:
+        return None, f"no wheel for this interpreter ({len(wheels)} wheel(s) for others) and " \
+                     "no sdist"
+    return None, "no file that installs on this Python"
+
+
+def list_candidates(client: Client, distribution: str, *, pre: bool = False,
+                    tags: Iterable[Tag] | None = None,
+                    python: str | None = None) -> Listing:
+    """Releases of ``distribution`` on PyPI (through ``client``; yanked files skipped) that
+    install on this interpreter (or on ``tags`` / ``python``, for tests), oldest first."""
+    accepted = frozenset(sys_tags() if tags is None else tags)
+    python = python or platform.python_version()
+    found: list[Candidate] = []
+    skipped: list[tuple[str, str]] = []
+    prereleases = 0
+    for release in pypi_releases(client, distribution):
+        if release.parsed.is_prerelease and not pre:
+            prereleases += 1
+            continue
+        how, why = installs_here(release, accepted, python)
+        if how is None:
+            skipped.append((release.version, why))
+        else:
+            found.append(Candidate(release.version, how))
+    if prereleases:
+        skipped.append(("*", f"{prereleases} prerelease(s): --pre runs them"))
+    return Listing(tuple(found), tuple(skipped))
+
+
+# -- the search ------------------------------------------------------------------------------
+
+
+class RunRecord(Protocol):
+    """What a run reports back (:class:`patchlane.evidence.release_runs.ReleaseRun` is one)."""
+
+    @property
+    def release(self) -> str: ...
+    @property
+    def finding(self) -> Finding: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def how(self) -> str: ...
+    @property
+    def receipt(self) -> Path | None: ...
+    @property
+    def fingerprint(self) -> str | None: ...
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+Runner = Callable[[str, str], RunRecord]
+"""Runs the reproducer, without the overlay, against one release: ``runner(version, how)``
+(``how``: ``wheel``, ``sdist`` or ``installed``, as :class:`Candidate` says). What the run
+shows is never raised (an install that fails is an ``error`` run)."""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What the runs so far say, as indices into the releases (oldest first)."""
+
+    low: int | None
+    """The oldest affected release (None: no run showed the bug)."""
+    high: int | None
+    """The newest affected release."""
+    below: int
+    """The newest release under ``low`` whose run passed or found the target absent (-1:
+    none). The bug starts somewhere in ``(below, low]``."""
+    above: int
+    """The oldest release over ``high`` whose run passed or found the target absent (the
+    number of releases: none). The bug ends somewhere in ``[high, above)``."""
+    contradictions: tuple[str, ...] = ()
+    """Runs inside the affected range that did not show the bug: the range is not contiguous,
+    and no bound drawn from these runs holds."""
+
+
+_CLEAR = (Finding.NOT_AFFECTED, Finding.ABSENT)
+
+
+def bounds(found: Sequence[Finding | None], versions: Sequence[str] | None = None) -> Bounds:
+    """The bounds ``found`` (one finding per release, None where nothing ran) supports."""
+    affected = [i for i, f in enumerate(found) if f is Finding.AFFECTED]
+    if not affected:
+        return Bounds(None, None, -1, len(found))
+    low, high = affected[0], affected[-1]
+    below = max((i for i in range(low) if found[i] in _CLEAR), default=-1)
+    above = min((i for i in range(high + 1, len(found)) if found[i] in _CLEAR),
+                default=len(found))
+    names = versions or [str(i) for i in range(len(found))]
+    contradictions = tuple(
+        f"{names[i]} is {f.value} between affected {names[low]} and {names[high]}"
+        for i, f in enumerate(found) if low < i < high and f in _CLEAR and f is not None)
+    return Bounds(low, high, below, above, contradictions)
+
+
+def _spread(candidates: Sequence[int], k: int) -> list[int]:
+    """``k`` probes splitting ``candidates`` into ``k + 1`` near-equal parts (k = 1: the
+    middle one, a binary search)."""
+    m = len(candidates)
+    return sorted({candidates[min(m - 1, (i + 1) * m // (k + 1))] for i in range(min(k, m))})
+
+
+def next_probes(found: Sequence[Finding | None], jobs: int = 1) -> list[int]:
+    """The releases to run next (at most ``jobs``): probes into the releases not run yet
+    between each bound and the affected range, downward for the first affected, upward for
+    the first fixed. Empty when both boundaries are found (or there is no affected run to
+    search from, or the runs contradict each other)."""
+    b = bounds(found)
+    if b.low is None or b.high is None or b.contradictions:
+        return []
+    down = [i for i in range(b.below + 1, b.low) if found[i] is None]
+    up = [i for i in range(b.high + 1, b.above) if found[i] is None]
+    searches = [c for c in (down, up) if c]
+    shares = [0] * len(searches)
+    for _ in range(max(1, jobs)):
+        # each parallel slot to the search with the most releases left per probe
+        open_ = [i for i, c in enumerate(searches) if shares[i] < len(c)]
+        if not open_:
+            break
+        best = max(open_, key=lambda i: len(searches[i]) / (shares[i] + 1))
+        shares[best] += 1
+    return sorted(p for c, k in zip(searches, shares, strict=True) for p in _spread(c, k))
+
+
+def _to_verify(found: Sequence[Finding | None], recorded: Iterable[int]) -> list[int]:
+    """Releases that must have a run once the search is done: each boundary's neighbours
+    (the release before the first affected, the first affected; the last affected, the one
+    after it) and every release the entry records a fingerprint for."""
+    b = bounds(found)
+    need = set(recorded)
+    if b.low is not None and b.high is not None:
+        need |= {b.low, b.high, *([b.low - 1] if b.low > 0 else []),
+                 *([b.high + 1] if b.high + 1 < len(found) else [])}
+    return sorted(i for i in need if found[i] is None)
+
+
+def _interpreter() -> str:
+    """This interpreter's ``major.minor``: a bisection holds for the interpreter it ran on."""
+    return ".".join(platform.python_version_tuple()[:2])
+
+
+@dataclass
+class Bisection:
+    """The outcome of :func:`bisect`: the boundaries, the proposed gate, every run."""
+
+    entry_id: str
+    distribution: str
+    releases: tuple[Candidate, ...]
+    runs: list[tuple[str, RunRecord]] = field(default_factory=list)
+    """(phase, run) in the order they finished: ``pivot``, ``bisect``, ``verify``."""
+    skipped: tuple[tuple[str, str], ...] = ()
+    pivot: str | None = None
+    first_affected: str | None = None
+    last_affected: str | None = None
+    first_fixed: str | None = None
+    absent_after: str | None = None
+    """The target is gone from this release on (the code moved): the gate ends there, but it
+    is no evidence of a fix."""
+    applies_to: str | None = None
+    lower_certain: bool = False
+    upper_certain: bool = False
+    consistent: bool = True
+    notes: list[str] = field(default_factory=list)
+    python: str = field(default_factory=_interpreter)
+    seconds: float = 0.0
+    run_dir: Path | None = None
+
+    @property
+    def runs_taken(self) -> int:
+        return len(self.runs)
+
+    def run_of(self, version: str) -> RunRecord | None:
+        return next((r for _, r in self.runs if r.release == version), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "entry": self.entry_id, "distribution": self.distribution, "python": self.python,
+            "first_affected": self.first_affected, "first_fixed": self.first_fixed,
+            "applies_to": self.applies_to,
+            "runs": [{**run.as_dict(), "phase": phase} for phase, run in self.runs],
+            "releases_considered": len(self.releases), "runs_taken": self.runs_taken,
+            "last_affected": self.last_affected, "absent_after": self.absent_after,
+            "pivot": self.pivot, "lower_certain": self.lower_certain,
+            "upper_certain": self.upper_certain, "consistent": self.consistent,
+            "notes": self.notes,
+            "releases": [{"release": c.version, "how": c.how} for c in self.releases],
+            "skipped": [{"release": v, "reason": why} for v, why in self.skipped],
+            "seconds": round(self.seconds, 1),
+            "run_dir": None if self.run_dir is None else str(self.run_dir),
+        }
+
+    def summary(self, date: _dt.date) -> str:
+        """The registry's ``evidence.bisected`` line."""
+        fixed = self.first_fixed or (f"none (still affected at {self.last_affected})"
+                                     if self.absent_after is None else
+                                     f"none (the target is absent from {self.absent_after})")
+        text = (f"{date.isoformat()}: {self.runs_taken} runs on Python {self.python}: first "
+                f"affected {self.first_affected}, first fixed {fixed}")
+        if not self.lower_certain or not self.upper_certain:
+            text += "; " + ", ".join(
+                side for side, ok in (("the lower bound", self.lower_certain),
+                                      ("the upper bound", self.upper_certain)) if not ok) + \
+                " next to releases whose runs errored"
+        return text
+
+
+def next_minor(version: str) -> str:
+    """The next minor release after ``version`` (``0.19.2`` -> ``0.20.0``)."""
+    major, minor = (*Version(version).release, 0)[:2]
+    return f"{major}.{minor + 1}.0"
+
+
+def _index(releases: Sequence[Candidate], version: str) -> int | None:
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        return None
+    return next((i for i, c in enumerate(releases) if c.parsed == wanted), None)
+
+
+def bisect(entry_id: str, distribution: str, releases: Sequence[Candidate], runner: Runner, *,
+           pivots: Sequence[str], recorded: Sequence[str] = (), jobs: int = 1,
+           skipped: Sequence[tuple[str, str]] = (),
+           progress: Callable[[str, RunRecord], None] | None = None) -> Bisection:
+    """Find where the bug starts and ends among ``releases`` (oldest first) by running
+    ``runner`` on as few of them as the search needs, up to ``jobs`` at a time.
+
+    ``pivots``: releases to try, in order, until one is affected (the search starts there);
+    ``recorded``: releases that must run whatever the search needs (the entry's
+    ``fingerprint.releases``); ``skipped``: (version, why) of releases left out, reported.
+    Raises :class:`BisectError` when no pivot is affected and
+    :class:`ReproducerError` when every pivot's run errored."""
+    started = time.monotonic()
+    result = Bisection(entry_id, distribution, tuple(releases), skipped=tuple(skipped))
+    if not releases:
+        raise BisectError(f"{entry_id}: no release of {distribution} to run on this "
+                          "interpreter; fix: run it on an interpreter the releases install on "
+                          "(--pre includes prereleases)")
+    versions = [c.version for c in releases]
+    found: list[Finding | None] = [None] * len(releases)
+    pivot_idx = list(dict.fromkeys(i for i in (_index(releases, v) for v in pivots)
+                                   if i is not None))
+    recorded_idx = [i for i in (_index(releases, v) for v in recorded) if i is not None]
+    jobs = max(1, jobs)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+
+        def run_all(indices: Sequence[int], phase: str) -> None:
+            done = pool.map(lambda i: runner(releases[i].version, releases[i].how), indices)
+            for i, run in zip(indices, done, strict=True):
+                found[i] = run.finding
+                result.runs.append((phase, run))
+                if progress is not None:
+                    progress(phase, run)
+
+        for start in range(0, len(pivot_idx), jobs):
+            run_all(pivot_idx[start:start + jobs], "pivot")
+            hit = next((i for i in pivot_idx[start:start + jobs]
+                        if found[i] is Finding.AFFECTED), None)
+            if hit is not None:
+                result.pivot = versions[hit]
+                break
+        if result.pivot is None:
+            _no_pivot(entry_id, distribution, result, pivots)
+        while True:
+            while probes := next_probes(found, jobs):
+                run_all(probes, "bisect")
+            missing = _to_verify(found, recorded_idx)
+            if not missing:
+                break
+            run_all(missing, "verify")
+    _conclude(result, found, versions)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _no_pivot(entry_id: str, distribution: str, result: Bisection,
+              pivots: Sequence[str]) -> None:
+    ran = "; ".join(f"{r.release}: {r.finding.value} ({_first_line(r.message)})"
+                    for _, r in result.runs) or "none of " + (", ".join(pivots) or "(none)") + \
+        " is a release considered here"
+    if result.runs and all(r.finding is Finding.ERROR for _, r in result.runs):
+        raise ReproducerError(entry_id, f"could not run against any release to start the "
+                              f"bisection from ({ran}); fix what the receipts say "
+                              f"({result.runs[0][1].receipt}) and run again")
+    raise BisectError(f"{entry_id}: no release of {distribution} known to be affected to "
+                      f"start from: ran {ran}; expected the installed release or a release "
+                      f"recorded under fingerprint.releases inside applies_to to fail; fix: "
+                      f"--pivot RELEASE naming a release where the reproducer fails")
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = (text.strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def _conclude(result: Bisection, found: Sequence[Finding | None],
+              versions: Sequence[str]) -> None:
+    b = bounds(found, versions)
+    assert b.low is not None and b.high is not None  # a pivot was affected
+    n = len(versions)
+    result.first_affected, result.last_affected = versions[b.low], versions[b.high]
+    if b.above < n:
+        if found[b.above] is Finding.NOT_AFFECTED:
+            result.first_fixed = versions[b.above]
+        else:
+            result.absent_after = versions[b.above]
+            result.notes.append(f"the target is absent from {versions[b.above]} (the code moved "
+                                "or was removed): no evidence of a fix; if the bug moved with "
+                                "the code, a new entry carries it (continued_by)")
+    upper = versions[b.high + 1] if b.high + 1 < n else next_minor(versions[b.high])
+    result.applies_to = f">={versions[b.low]},<{upper}"
+    result.lower_certain = b.below == b.low - 1
+    result.upper_certain = b.above == b.high + 1
+    result.consistent = not b.contradictions
+    result.notes += [f"not contiguous: {c}" for c in b.contradictions]
+    errors_below = [versions[i] for i in range(b.below + 1, b.low)]
+    errors_above = [versions[i] for i in range(b.high + 1, b.above)]
+    if errors_below:
+        result.notes.append(f"the runs of {', '.join(errors_below)} errored: the bug may start "
+                            f"before {versions[b.low]} (the proposed gate starts where a run "
+                            "showed it)")
+    if errors_above:
+        result.notes.append(f"the runs of {', '.join(errors_above)} errored: the bug may end "
+                            f"after {versions[b.high]} (the proposed gate ends before "
+                            f"{upper}, the first release no run showed affected)")
+    inside = [r for _, r in result.runs if r.finding is Finding.ERROR
+              and b.low < versions.index(r.release) < b.high]
+    for run in inside:
+        result.notes.append(f"the run of {run.release} errored inside the affected range "
+                            f"({_first_line(run.message)}): no evidence either way; the range "
+                            "is taken as contiguous across it")
+    if b.high + 1 >= n:
+        result.notes.append(f"still affected at the newest release {versions[b.high]}: the "
+                            f"proposed upper bound <{upper} is the next minor release, which "
+                            "no run has seen")
+    if b.low == 0 and any(_older(v, versions[0]) for v, _ in result.skipped):
+        result.notes.append(f"affected at the oldest release that installs here "
+                            f"({versions[0]}): older ones were not run (see skipped)")
+    absent = [versions[i] for i, f in enumerate(found) if f is Finding.ABSENT]
+    if absent:
+        result.notes.append(f"absent (the target does not exist yet, or no more): "
+                            f"{', '.join(absent)}")
+
+
+def _older(version: str, than: str) -> bool:
+    try:
+        return Version(version) < Version(than)
+    except InvalidVersion:
+        return False
+
+
+# -- an entry --------------------------------------------------------------------------------
+
+
+def _middle_first(versions: Sequence[str]) -> list[str]:
+    # A pivot in the middle of the recorded range leaves two searches of similar size.
+    ordered = sorted(versions, key=Version)
+    mid = (len(ordered) - 1) / 2
+    return sorted(ordered, key=lambda v: abs(ordered.index(v) - mid))
+
+
+def plan(entry: Entry, listing: Listing, *, installed: str | None = None,
+         pivot: str | None = None) -> tuple[list[Candidate], list[str], list[str], list[str]]:
+    """(releases, pivots, recorded, notes) for bisecting ``entry`` over ``listing``: the
+    installed release runs as it is; the pivots are ``pivot`` alone when given, else the
+    installed release, then the releases recorded under ``fingerprint.releases`` inside
+    ``applies_to``; every recorded release that installs here must run."""
+    releases = list(listing.candidates)
+    notes: list[str] = []
+    at = _index(releases, installed) if installed else None
+    if at is not None:
+        releases[at] = Candidate(releases[at].version, "installed")
+    elif installed:
+        notes.append(f"the installed {entry.target.distribution} {installed} is not among the "
+                     "releases considered here: not run")
+    recorded_all = list(entry.fingerprint.releases) if entry.fingerprint is not None else []
+    recorded = [v for v in recorded_all if _index(releases, v) is not None]
+    for version in recorded_all:
+        if version not in recorded:
+            notes.append(f"fingerprint.releases records {version}, which does not install "
+                         "here: not run")
+    if pivot is not None:
+        if _index(releases, pivot) is None:
+            near = ", ".join(c.version for c in releases[-8:])
+            raise BisectError(f"{entry.id}: --pivot {pivot} is not a release of "
+                              f"{entry.target.distribution} that installs here (the newest "
+                              f"that do: {near}); fix: name one of them")
+        return releases, [pivot], recorded, notes
+    gate = entry.applies_to
+    in_gate = [v for v in recorded if gate is None or gate.contains(v, prereleases=True)]
+    pivots = ([releases[at].version] if at is not None else []) + _middle_first(in_gate)
+    return releases, pivots, recorded, notes
+
+
+def bisect_entry(entry: Entry, listing: Listing, runner: Runner, *, jobs: int = 1,
+                 installed: str | None = None, pivot: str | None = None,
+                 progress: Callable[[str, RunRecord], None] | None = None) -> Bisection:
+    """:func:`bisect` for a registry entry over its ``target.distribution`` (see
+    :func:`plan`). A ``--pivot`` that is not affected is refused: the search needs one."""
+    releases, pivots, recorded, notes = plan(entry, listing, installed=installed, pivot=pivot)
+    try:
+        result = bisect(entry.id, entry.target.distribution, releases, runner, pivots=pivots,
+                        recorded=recorded, jobs=jobs, skipped=listing.skipped,
+                        progress=progress)
+    except BisectError:
+        if pivot is not None:
+            raise BisectError(f"{entry.id}: --pivot {pivot}: the reproducer does not fail "
+                              "there without the overlay (see the run's receipt); fix: name a "
+                              "release where it does") from None
+        raise
+    built = [r.release for _, r in result.runs if r.how == "sdist"]
+    if built:
+        notes.append(f"built from the sdist (no wheel for this interpreter): {', '.join(built)}")
+    result.notes[:0] = notes
+    return result
+
+
+# -- recording it: --write -------------------------------------------------------------------
+
+_SCALAR_LINE = re.compile(r"^(?P<head>\s*[\w\"'.+-]+\s*:\s*)(?P<value>\"[^\"]*\"|'[^']*'|[^#\s]"
+                          r"[^#]*?)?(?P<tail>\s+#.*)?(?P<nl>\r?\n)?$")
+
+
+def _set_value(line: str, value: str) -> str:
+    """``line`` (``key: old  # comment``) with the value ``value`` (already YAML), its key,
+    comment and line ending kept; the same line when the value is already that."""
+    match = _SCALAR_LINE.match(line)
+    if match is None:
+        raise BisectError(f"cannot rewrite {line.strip()!r} in place; edit it by hand")
+    old = match["value"]
+    if old is not None and yaml.safe_load(old) == yaml.safe_load(value):
+        return line  # the same value: keep its bytes
+    return f"{match['head']}{value}{match['tail'] or ''}{match['nl'] or ''}"
+
+
+def _child_indent(lines: Sequence[str], at: int, stop: int, default: int) -> int:
+    for line in lines[at + 1:stop]:
+        if line.strip() and not line.lstrip().startswith("#"):
+            return len(line) - len(line.lstrip())
+    return default
+
+
+def _inline(line: str, key: str) -> Any:
+    """The flow value of ``key: {...}`` on ``line`` (None for a block key)."""
+    value = yaml.safe_load(line.split(":", 1)[1]) if ":" in line else None
+    return value if isinstance(value, (dict, list)) else None
+
+
+def _flow(mapping: Mapping[str, Any]) -> str:
+    return "{" + ", ".join(f"{k}: {json.dumps(v)}" for k, v in mapping.items()) + "}"
+
+
+def _release_items(lines: Sequence[str], start: int, stop: int) -> list[tuple[int, Version]]:
+    items = []
+    for i in range(start, stop):
+        match = re.match(r"^\s*[\"']?([^\"':#\s]+)[\"']?\s*:", lines[i])
+        if match:
+            try:
+                items.append((i, Version(match[1])))
+            except InvalidVersion:
+                continue
+    return items
+
+
+def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date) -> str:
+    """``raw`` with ``entry``'s block rewritten to record ``result``; every other byte kept."""
+    path = entry.source
+    lines = raw.splitlines(keepends=True)
+    nl = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    start, end, indent = entry_block(lines, entry.id, path, BisectError)
+    key = indent + 2
+    pad = " " * key
+
+    def insert(at: int, new: Sequence[str]) -> None:
+        nonlocal end
+        lines[at:at] = new
+        end += len(new)
+
+    at = key_line(lines, start, end, key, "applies_to")
+    if at is None:
+        raise BisectError(f"{path}: entry {entry.id!r} has no `applies_to:` line at the "
+                          "expected indentation; edit by hand")
+    lines[at] = _set_value(lines[at], json.dumps(result.applies_to))
+
+    if result.first_fixed is not None:
+        release = json.dumps(f">={result.first_fixed}")
+        at = key_line(lines, start, end, key, "retire_when")
+        if at is None:
+            raise BisectError(f"{path}: entry {entry.id!r} has no `retire_when:` line at the "
+                              "expected indentation; edit by hand")
+        inline = _inline(lines[at], "retire_when")
+        if isinstance(inline, dict):
+            inline = {"release": yaml.safe_load(release), **{k: v for k, v in inline.items()
+                                                            if k != "release"}}
+            lines[at] = _set_value(lines[at], _flow(inline))
+        else:
+            stop = child_end(lines, at, end, key)
+            sub = _child_indent(lines, at, stop, key + 2)
+            there = key_line(lines, at + 1, stop, sub, "release")
+            if there is not None:
+                lines[there] = _set_value(lines[there], release)
+            else:
+                insert(at + 1, [f"{' ' * sub}release: {release}{nl}"])
+
+    prints = {r.release: r.fingerprint for _, r in result.runs if r.fingerprint}
+    at = key_line(lines, start, end, key, "fingerprint")
+    if prints and at is not None:
+        stop = child_end(lines, at, end, key)
+        sub = _child_indent(lines, at, stop, key + 2)
+        rel = key_line(lines, at + 1, stop, sub, "releases")
+        if rel is not None and _inline(lines[rel], "releases") is not None:
+            raise BisectError(f"{path}: entry {entry.id!r} writes fingerprint.releases in flow "
+                              "style ({...}); make it a block mapping first")
+        if rel is None:
+            insert(stop, [f"{' ' * sub}releases:  # seen at run time{nl}"])
+            rel = stop
+        for version, value in sorted(prints.items(), key=lambda kv: Version(kv[0])):
+            rstop = child_end(lines, rel, end, sub)
+            items = _release_items(lines, rel + 1, rstop)
+            item_pad = " " * (len(lines[items[0][0]]) - len(lines[items[0][0]].lstrip())
+                              if items else sub + 2)
+            same = next((i for i, v in items if v == Version(version)), None)
+            if same is not None:
+                lines[same] = _set_value(lines[same], json.dumps(value))
+                continue
+            after = next((i for i, v in items if v > Version(version)), None)
+            where = after if after is not None else (items[-1][0] + 1 if items else rel + 1)
+            insert(where, [f"{item_pad}{json.dumps(version)}: {json.dumps(value)}{nl}"])
+
+    line = f"bisected: {json.dumps(result.summary(date))}"
+    at = key_line(lines, start, end, key, "evidence")
+    if at is None:
+        owner = key_line(lines, start, end, key, "owner")
+        insert(owner if owner is not None else end, [f"{pad}evidence:{nl}", f"{pad}  {line}{nl}"])
+    elif _inline(lines[at], "evidence") is not None:
+        raise BisectError(f"{path}: entry {entry.id!r} has an inline `evidence:` value; make it "
+                          "a block mapping first")
+    else:
+        stop = child_end(lines, at, end, key)
+        sub = _child_indent(lines, at, stop, key + 2)
+        there = key_line(lines, at + 1, stop, sub, "bisected")
+        if there is not None:  # the newest bisection replaces the one before (and its lines)
+            old_end = child_end(lines, there, stop, sub)
+            lines[there:old_end] = [f"{' ' * sub}{line}{nl}"]
+        else:
+            insert(stop, [f"{' ' * sub}{line}{nl}"])
+    return "".join(lines)
+
+
+def write_bisection(entry: Entry, result: Bisection, *, date: _dt.date) -> str:
+    """Record ``result`` in ``entry``'s registry file, in place, under its edit lock:
+    ``applies_to``, ``retire_when.release`` (``>=FIRST_FIXED`` when there is one), a
+    ``fingerprint.releases`` line for each release that ran with a fingerprint, and
+    ``evidence.bisected``. Refused, with nothing written, for a result that is not one
+    contiguous range, and for a file the loader would not accept afterwards. Returns the
+    new text."""
+    if not result.consistent:
+        raise BisectError(f"{entry.id}: the runs do not form one contiguous affected range ("
+                          + "; ".join(result.notes) + "): no gate follows from them; nothing "
+                          "written. Fix: read the receipts of those runs (a flaky reproducer, "
+                          "a regression?) and set applies_to by hand")
+    path = entry.source
+
+    def locked(message: str) -> PatchlaneError:
+        return BisectError(message)
+
+    with registry_lock(path, locked):
+        raw = read_as_stored(path)
+        text = _edit(entry, raw, result, date)
+        try:
+            written = next(e for e in parse_registry(path, text) if e.id == entry.id)
+        except (RegistryError, StopIteration) as exc:
+            raise BisectError(f"{path}: the registry would not validate with {entry.id}'s new "
+                              f"gate ({exc}); nothing written. Fix: edit the entry by hand "
+                              f"(proposed applies_to {result.applies_to!r})") from None
+        if str(written.applies_to) != str(SpecifierSet(result.applies_to or "")):
+            raise BisectError(f"{path}: {entry.id}'s applies_to did not read back as "
+                              f"{result.applies_to!r}; nothing written. Fix: edit it by hand")
+        if text != raw:
+            atomic_write(path, text)
+    return text

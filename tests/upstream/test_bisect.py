@@ -1,0 +1,568 @@
+"""``patchlane bisect``: the search on made-up release outcomes, the release listing against a
+fake PyPI on loopback, runs of a fake distribution's releases, ``--write`` on a copy of the
+registry, and the command end to end (real pip installs of fake wheels from a local index)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import zipfile
+from collections.abc import Iterator, Sequence
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from packaging.specifiers import SpecifierSet
+from packaging.tags import Tag
+
+from patchlane.errors import ReproducerError
+from patchlane.evidence.release_runs import ReleaseRun, ReleaseRunner, classify
+from patchlane.evidence.reproduce import CaseResult, Mode, RunOutcome
+from patchlane.evidence.verdicts import Finding
+from patchlane.registry import Target, load_registries
+from patchlane.upstream.bisect import (
+    BisectError,
+    Bisection,
+    Candidate,
+    Listing,
+    bisect,
+    bisect_entry,
+    bounds,
+    list_candidates,
+    next_probes,
+    write_bisection,
+)
+
+from ..conftest import TARGET_SOURCE, FakeTarget
+from .fake_upstream import REPO, Harness, Reply
+
+A, N, P, E = Finding.AFFECTED, Finding.NOT_AFFECTED, Finding.ABSENT, Finding.ERROR
+
+
+# -- the search, on made-up outcomes ---------------------------------------------------------
+
+
+class Outcomes:
+    """A runner over made-up findings, one per release ``0.<i>.0``, counting what ran."""
+
+    def __init__(self, findings: Sequence[Finding]) -> None:
+        self.findings = list(findings)
+        self.releases = [Candidate(f"0.{i}.0", "wheel") for i in range(len(findings))]
+        self.ran: list[str] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, version: str, how: str) -> ReleaseRun:
+        with self.lock:
+            self.ran.append(version)
+        i = int(version.split(".")[1])
+        return ReleaseRun(version, self.findings[i], f"made up: {self.findings[i].value}")
+
+    def bisect(self, pivot: int, *, recorded: Sequence[int] = (), jobs: int = 1) -> Bisection:
+        return bisect("demo", "demo-dist", self.releases, self, pivots=[f"0.{pivot}.0"],
+                      recorded=[f"0.{i}.0" for i in recorded], jobs=jobs)
+
+
+def timeline(n: int, first: int, fixed: int | None, *, absent: int = 0) -> list[Finding]:
+    """``absent`` releases without the target, clean ones, affected from ``first``, clean
+    again from ``fixed``."""
+    return [P if i < absent else A if first <= i < (fixed if fixed is not None else n) else N
+            for i in range(n)]
+
+
+def test_finds_both_boundaries_in_logarithmic_runs() -> None:
+    outcomes = Outcomes(timeline(64, 20, 45))
+    result = outcomes.bisect(30)
+    assert (result.first_affected, result.last_affected, result.first_fixed) == (
+        "0.20.0", "0.44.0", "0.45.0")
+    assert result.applies_to == ">=0.20.0,<0.45.0"
+    assert result.lower_certain and result.upper_certain and result.consistent
+    # a scan would run 64; each side is a binary search over at most 64 releases
+    assert result.runs_taken == len(outcomes.ran) <= 1 + 2 * math.ceil(math.log2(64))
+    assert len(set(outcomes.ran)) == len(outcomes.ran)  # nothing ran twice
+    assert result.runs[0][0] == "pivot"
+    # each boundary was checked on both sides by a run
+    assert {"0.19.0", "0.20.0", "0.44.0", "0.45.0"} <= set(outcomes.ran)
+    as_json = result.as_dict()
+    assert (as_json["releases_considered"], as_json["runs_taken"]) == (64, result.runs_taken)
+    assert {r["verdict"] for r in as_json["runs"]} == {"affected", "not-affected"}
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_any_contiguous_range_is_found_exactly(data: st.DataObject) -> None:
+    n = data.draw(st.integers(1, 80), label="n")
+    first = data.draw(st.integers(0, n - 1), label="first")
+    fixed = data.draw(st.one_of(st.none(), st.integers(first + 1, n)), label="fixed")
+    fixed = None if fixed == n else fixed
+    pivot = data.draw(st.integers(first, (fixed or n) - 1), label="pivot")
+    absent = data.draw(st.integers(0, first), label="absent")
+    jobs = data.draw(st.integers(1, 4), label="jobs")
+    outcomes = Outcomes(timeline(n, first, fixed, absent=absent))
+    result = outcomes.bisect(pivot, jobs=jobs)
+    assert result.first_affected == f"0.{first}.0"
+    assert result.first_fixed == (None if fixed is None else f"0.{fixed}.0")
+    if jobs == 1:
+        assert result.runs_taken <= 1 + 2 * math.ceil(math.log2(n + 1))
+    assert result.runs_taken <= n
+
+
+def test_parallel_rounds_probe_both_sides_at_once() -> None:
+    found: list[Finding | None] = [None] * 40
+    found[20] = A
+    probes = next_probes(found, jobs=4)
+    assert len(probes) == 4
+    assert sum(p < 20 for p in probes) == 2 and sum(p > 20 for p in probes) == 2
+    assert next_probes(found, jobs=1) in ([10], [30])  # one probe: the middle of a side
+
+
+def test_absent_releases_are_below_the_bound_not_evidence() -> None:
+    outcomes = Outcomes(timeline(12, 4, 9, absent=4))
+    result = outcomes.bisect(6)
+    assert (result.first_affected, result.first_fixed) == ("0.4.0", "0.9.0")
+    assert result.lower_certain
+    assert any("absent" in note and "0.3.0" in note for note in result.notes)
+
+
+def test_an_error_is_stepped_over_and_leaves_the_bound_uncertain() -> None:
+    findings = timeline(16, 6, 12)
+    findings[5] = E  # the release right before the first affected one cannot run
+    findings[9] = E  # one inside the range (recorded, so it runs): no evidence either way
+    outcomes = Outcomes(findings)
+    result = outcomes.bisect(7, recorded=[9])
+    assert (result.first_affected, result.first_fixed) == ("0.6.0", "0.12.0")
+    assert not result.lower_certain and result.upper_certain and result.consistent
+    assert "0.4.0" in outcomes.ran  # the neighbour under the error ran
+    assert any("0.5.0 errored" in note for note in result.notes)
+    assert any("0.9.0 errored inside the affected range" in note for note in result.notes)
+    assert "lower bound next to releases whose runs errored" in result.summary(dt.date(2027, 1, 2))
+
+
+def test_still_affected_at_the_newest_release_ends_at_the_next_minor() -> None:
+    outcomes = Outcomes(timeline(10, 3, None))
+    result = outcomes.bisect(9)
+    assert (result.first_affected, result.first_fixed) == ("0.3.0", None)
+    assert result.applies_to == ">=0.3.0,<0.10.0"
+    assert any("still affected at the newest release 0.9.0" in n for n in result.notes)
+    assert "first fixed none (still affected at 0.9.0)" in result.summary(dt.date(2027, 1, 2))
+
+
+def test_without_an_affected_pivot_it_says_what_ran_and_the_fix() -> None:
+    outcomes = Outcomes([N] * 8)
+    with pytest.raises(BisectError, match=r"0\.4\.0: not-affected.*--pivot RELEASE"):
+        outcomes.bisect(4)
+    assert outcomes.ran == ["0.4.0"]  # nothing beyond the pivot ran
+    with pytest.raises(ReproducerError, match="could not run"):
+        Outcomes([E] * 8).bisect(4)
+
+
+def test_pivots_are_tried_in_order_until_one_is_affected() -> None:
+    outcomes = Outcomes(timeline(10, 3, 6))
+    result = bisect("demo", "demo-dist", outcomes.releases, outcomes,
+                    pivots=["0.8.0", "0.1.0", "0.4.0", "0.5.0"])
+    assert result.pivot == "0.4.0"
+    assert outcomes.ran[:3] == ["0.8.0", "0.1.0", "0.4.0"]
+    assert (result.first_affected, result.first_fixed) == ("0.3.0", "0.6.0")
+
+
+def test_recorded_releases_all_run_and_a_gap_in_the_range_is_reported() -> None:
+    findings = timeline(20, 5, 15)
+    outcomes = Outcomes(findings)
+    result = outcomes.bisect(10, recorded=[0, 17])
+    assert {"0.0.0", "0.17.0"} <= set(outcomes.ran)
+    assert result.consistent
+    findings[8] = N  # a release inside the affected range that passes: not one range
+    broken = Outcomes(findings).bisect(10, recorded=[8])
+    assert not broken.consistent
+    assert any("not contiguous: 0.8.0 is not-affected" in n for n in broken.notes)
+
+
+def test_bounds_read_the_runs_as_they_are() -> None:
+    b = bounds([P, N, None, A, None, A, None, N])
+    assert (b.low, b.high, b.below, b.above, b.contradictions) == (3, 5, 1, 7, ())
+    assert bounds([None, None]).low is None
+
+
+# -- the release listing, against a fake PyPI -------------------------------------------------
+
+
+def _file(name: str, *, yanked: bool = False, requires: str | None = None) -> dict[str, Any]:
+    return {"filename": name, "upload_time_iso_8601": "2026-01-02T03:04:05Z", "yanked": yanked,
+            "requires_python": requires}
+
+
+HERE = [Tag("cp311", "cp311", "manylinux_2_28_x86_64"), Tag("py3", "none", "any")]
+
+
+def test_listing_keeps_what_installs_here_and_says_why_the_rest_does_not(h: Harness) -> None:
+    h.upstream.route("/pypi/pypi/demo/json", Reply(body={"releases": {
+        "0.1.0": [_file("demo-0.1.0-py3-none-any.whl")],
+        "0.2.0": [_file("demo-0.2.0.tar.gz")],
+        "0.3.0": [_file("demo-0.3.0-cp312-cp312-manylinux_2_28_x86_64.whl")],
+        "0.4.0": [_file("demo-0.4.0-cp312-cp312-manylinux_2_28_x86_64.whl"),
+                  _file("demo-0.4.0-cp311-cp311-manylinux_2_28_x86_64.whl")],
+        "0.5.0": [_file("demo-0.5.0-py3-none-any.whl", yanked=True)],
+        "0.6.0": [_file("demo-0.6.0-py3-none-any.whl", requires=">=3.12")],
+        "0.10.0rc1": [_file("demo-0.10.0rc1-py3-none-any.whl")],
+        "0.10.0": [_file("demo-0.10.0-cp311-cp311-manylinux_2_28_x86_64.whl"),
+                   _file("demo-0.10.0.tar.gz")],
+    }}))
+    listing = list_candidates(h.client(), "demo", tags=HERE, python="3.11.9")
+    assert [(c.version, c.how) for c in listing.candidates] == [
+        ("0.1.0", "wheel"), ("0.2.0", "sdist"), ("0.4.0", "wheel"), ("0.10.0", "wheel")]
+    skipped = dict(listing.skipped)
+    assert "no wheel for this interpreter" in skipped["0.3.0"]
+    assert "0.5.0" not in skipped  # all yanked: not a release pip would install
+    assert skipped["0.6.0"] == "no file that installs on this Python"
+    assert "1 prerelease" in skipped["*"]
+    with_pre = list_candidates(h.client(), "demo", tags=HERE, python="3.11.9", pre=True)
+    assert "0.10.0rc1" in [c.version for c in with_pre.candidates]
+
+
+# -- runs of a fake distribution's releases ----------------------------------------------------
+
+
+def _release_tree(root: Path, fake: FakeTarget, version: str, *, fixed: bool | None) -> Path:
+    """``fake``'s distribution at ``version``, as pip would install it: the package (without
+    the target module when ``fixed`` is None) and its dist-info."""
+    where = root / version
+    package = where / fake.package
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    if fixed is not None:
+        (package / "target.py").write_text(TARGET_SOURCE.replace(
+            "FIXED = False", f"FIXED = {fixed}"))
+    meta = where / f"{fake.package}-{version}.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {fake.distribution}\nVersion: {version}\n")
+    return where
+
+
+REPRODUCER = """LANES = ("cpu",)
+WORLD_SIZES = (1,)
+
+
+def run(ctx):
+    import {module} as target
+
+    assert target.FIXED, "the bug shows"
+"""
+
+
+def _fake_entry(fake: FakeTarget, **overrides: Any) -> dict[str, Any]:
+    (fake.root / "reproducers" / f"{fake.entry_id}.py").write_text(
+        REPRODUCER.format(module=fake.module))
+    return fake.entry(applies_to=">=0.4.0,<0.5.0", fingerprint={
+        "policy": "refuse", "sha256": [fake.fingerprint()],
+        "releases": {"0.4.0": fake.fingerprint()}}, **overrides)
+
+
+@pytest.fixture
+def base_env(fake_target: FakeTarget) -> dict[str, str]:
+    fake_target.write_registry(_fake_entry(fake_target))
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    return env | {"PATCHLANE_DEFAULT_REGISTRY": "0",
+                  "PATCHLANE_REGISTRY": str(fake_target.registry), "PYTHONPATH": path}
+
+
+def test_runs_of_real_releases_are_classified_and_recorded(
+        fake_target: FakeTarget, base_env: dict[str, str], tmp_path: Path) -> None:
+    trees = {v: _release_tree(tmp_path / "releases", fake_target, v, fixed=fixed)
+             for v, fixed in [("0.1.0", None), ("0.2.0", True), ("0.3.0", False),
+                              ("0.4.0", False), ("0.5.0", False), ("0.6.0", True)]}
+    entry = load_registries([fake_target.registry]).get(fake_target.entry_id)
+    run_dir = tmp_path / "run"
+    installs: list[str] = []
+
+    def install(version: str, log: Path) -> Path:
+        installs.append(version)
+        return trees[version]
+
+    runner = ReleaseRunner(entry, run_dir, tmp_path / "cache", install=install, env=base_env,
+                         fingerprints=True, timeout=120)
+    releases = [Candidate(v, "wheel") for v in trees]
+    result = bisect_entry(entry, Listing(tuple(releases)), runner, jobs=2)
+    assert (result.first_affected, result.first_fixed) == ("0.3.0", "0.6.0")
+    assert result.applies_to == ">=0.3.0,<0.6.0"
+    verdicts = {r.release: r.finding for _, r in result.runs}
+    assert verdicts["0.2.0"] is N and verdicts["0.4.0"] is A
+    record = json.loads((run_dir / "runs" / "0.4.0.json").read_text())
+    assert record["verdict"] == "affected" and record["message"] == "the bug shows"
+    assert record["case"]["mode"] == Mode.WITHOUT.value
+    assert all(Path(log).is_file() for log in record["logs"])
+    assert record["fingerprint"] == fake_target.fingerprint()
+    assert sorted(installs) == sorted(verdicts)  # each release ran once, installed once
+
+
+def test_a_release_without_the_target_is_absent_and_an_install_failure_an_error(
+        fake_target: FakeTarget, base_env: dict[str, str], tmp_path: Path) -> None:
+    trees = {"0.1.0": _release_tree(tmp_path / "releases", fake_target, "0.1.0", fixed=None)}
+    entry = load_registries([fake_target.registry]).get(fake_target.entry_id)
+
+    def install(version: str, log: Path) -> Path:
+        if version not in trees:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text("ERROR: Could not build wheels for demo\n")
+            raise subprocess.CalledProcessError(1, ["pip"])
+        return trees[version]
+
+    runner = ReleaseRunner(entry, tmp_path / "run", tmp_path / "cache", install=install,
+                         env=base_env, timeout=120)
+    absent = runner("0.1.0", "wheel")
+    assert absent.finding is P, absent.message
+    assert fake_target.module in absent.message
+    failed = runner("0.2.0", "sdist")
+    assert failed.finding is E
+    assert "pip could not install" in failed.message and "Could not build" in failed.message
+
+
+def _case(outcome: RunOutcome, message: str, stage: str = "run") -> CaseResult:
+    return CaseResult("x", Mode.WITHOUT, "cpu", 1, outcome, message,
+                      stage if outcome is RunOutcome.ERROR else "")
+
+
+@pytest.mark.parametrize(("outcome", "message", "stage", "finding"), [
+    (RunOutcome.FAIL, "the bug shows", "", A),
+    (RunOutcome.PASS, "reproducer passed", "", N),
+    (RunOutcome.ERROR, "ModuleNotFoundError: No module named 'pkg.mod'", "run", P),
+    (RunOutcome.ERROR, "TypeError: Machine.state_dict() got an unexpected keyword argument "
+                       "'force'", "run", P),
+    (RunOutcome.ERROR, "AttributeError: 'Machine' object has no attribute 'x'", "run", P),
+    (RunOutcome.ERROR, "ImportError: cannot import name 'mod' from 'pkg'", "run", P),
+    (RunOutcome.ERROR, "ImportError: cannot import name 'other' from 'pkg'", "setup", P),
+    (RunOutcome.ERROR, "TypeError: load_state_dict() missing 1 required argument", "run", E),
+    (RunOutcome.ERROR, "RuntimeError: Machine broke", "run", E),
+    (RunOutcome.ERROR, "rank 0 exited 3 before reporting", "bootstrap", E),
+])
+def test_classify(outcome: RunOutcome, message: str, stage: str, finding: Finding) -> None:
+    target = Target("pkg-dist", "pkg.mod", "Machine.state_dict")
+    assert classify(target, _case(outcome, message, stage))[0] is finding
+
+
+def test_classify_reads_the_release_files_for_an_import_error_that_names_something_else(
+        tmp_path: Path) -> None:
+    target = Target("pkg-dist", "pkg.mod", "Machine.state_dict")
+    case = _case(RunOutcome.ERROR, "ImportError: cannot import name 'helpers' from 'pkg'")
+    (tmp_path / "pkg").mkdir()
+    assert classify(target, case, [tmp_path]) == (
+        Finding.ABSENT, "ImportError: cannot import name 'helpers' from 'pkg' (the release has "
+                        "no module pkg.mod)")
+    (tmp_path / "pkg" / "mod.py").write_text("class Machine:\n    def state_dict(self): pass\n")
+    assert classify(target, case, [tmp_path])[0] is Finding.ERROR  # it is there: an error
+
+
+def test_an_error_says_whose_code_raised_it(tmp_path: Path) -> None:
+    release = tmp_path / "megatron-core-0.15.3"
+    tb = ("Traceback (most recent call last):\n"
+          f'  File "{REPO}/reproducers/x.py", line 43, in _run\n'
+          f'  File "{release}/pkg/unified_memory.py", line 71, in <module>\n'
+          '  File "/venv/lib/python3.12/site-packages/torch/utils/cpp_extension.py", line 2714, '
+          "in _get_cuda_arch_flags\n"
+          "IndexError: list index out of range\n")
+    case = _case(RunOutcome.ERROR, "IndexError: list index out of range")
+    case.ranks = [{"outcome": "error", "traceback": tb}]
+    assert classify(Target("pkg-dist", "pkg.mod", "Machine.state_dict"), case, [release]) == (
+        Finding.ERROR, "run: IndexError: list index out of range (raised at "
+        "torch/utils/cpp_extension.py:2714 in _get_cuda_arch_flags, called from "
+        "pkg/unified_memory.py:71)")
+
+
+# -- --write, on a copy of the registry --------------------------------------------------------
+
+ENTRY = "mcore_rerun_sentinel"
+FP_NEW = "sha256-v2:" + "a" * 32
+FP_OLD = "sha256-v2:f1d56a68f9832c7151c20d9842c1ef0d"  # 0.15.3's, as registry.yaml records it
+
+
+def _result(**changes: Any) -> Bisection:
+    runs = [("pivot", ReleaseRun("0.15.3", A, "", fingerprint=FP_OLD)),
+            ("bisect", ReleaseRun("0.13.1", A, "", fingerprint=FP_NEW)),
+            ("bisect", ReleaseRun("0.12.3", N, "", fingerprint=FP_NEW)),
+            ("bisect", ReleaseRun("0.18.0", N, "", fingerprint="sha256-v2:" + "b" * 32)),
+            ("bisect", ReleaseRun("0.17.1", A, "", fingerprint=None))]
+    result = Bisection(ENTRY, "megatron-core", (), runs=runs, first_affected="0.13.1",
+                       last_affected="0.17.1", first_fixed="0.18.0",
+                       applies_to=">=0.13.1,<0.18.0", lower_certain=True, upper_certain=True,
+                       python="3.12")
+    return dataclasses.replace(result, **changes)
+
+
+def _block_of(text: str, entry_id: str) -> tuple[int, int]:
+    head = text.index(f"  - id: {entry_id}")
+    return head, text.index("  - id: ", head + 1)
+
+
+def test_write_rewrites_only_the_entry_s_lines(registry_file: Path) -> None:
+    before = registry_file.read_text()
+    entry = load_registries([registry_file]).get(ENTRY)
+    write_bisection(entry, _result(), date=dt.date(2027, 1, 2))
+    after = registry_file.read_text()
+    head, tail = _block_of(before, ENTRY)
+    assert after[:head] == before[:head]
+    assert after[after.index("  - id: ", after.index(f"  - id: {ENTRY}") + 1):] == before[tail:]
+    block = after[head:after.index("  - id: ", head + 1)]
+    assert '    applies_to: ">=0.13.1,<0.18.0"\n' in block
+    assert '      release: ">=0.18.0"\n' in block
+    # a recorded value that did not change keeps its bytes (and its comment); new ones land in
+    # version order; the changed one is rewritten, its comment kept
+    assert f'        "0.12.3": "{FP_NEW}"\n        "0.13.1": "{FP_NEW}"\n' \
+           '        "0.14.0": ' in block
+    assert '        "0.18.0": "sha256-v2:' + "b" * 32 + '"  # upstream\'s fix (PR #4448)\n' \
+        in block
+    assert '      bisected: "2027-01-02: 5 runs on Python 3.12: first affected 0.13.1, first ' \
+           'fixed 0.18.0"\n    owner: training-infra\n' in block
+    written = load_registries([registry_file]).get(ENTRY)
+    assert written.applies_to == SpecifierSet(">=0.13.1,<0.18.0")
+    assert written.fingerprint is not None and written.fingerprint.releases["0.13.1"] == FP_NEW
+    assert yaml.safe_load(after)["entries"][0]["evidence"]["bisected"].startswith("2027-01-02")
+    # again: the same result gives the same bytes (the evidence line is replaced, not added)
+    write_bisection(load_registries([registry_file]).get(ENTRY), _result(),
+                    date=dt.date(2027, 1, 2))
+    assert registry_file.read_text() == after
+
+
+def test_write_keeps_crlf_and_refuses_a_broken_range_leaving_the_file(
+        registry_file: Path) -> None:
+    crlf = registry_file.read_bytes().replace(b"\n", b"\r\n")
+    registry_file.write_bytes(crlf)
+    entry = load_registries([registry_file]).get(ENTRY)
+    with pytest.raises(BisectError, match="do not form one contiguous"):
+        write_bisection(entry, _result(consistent=False, notes=["not contiguous: x"]),
+                        date=dt.date(2027, 1, 2))
+    assert registry_file.read_bytes() == crlf
+    write_bisection(entry, _result(first_fixed=None, applies_to=">=0.13.1,<0.20.0"),
+                    date=dt.date(2027, 1, 2))
+    after = registry_file.read_bytes()
+    assert b"\n" not in after.replace(b"\r\n", b"")
+    assert b'    applies_to: ">=0.13.1,<0.20.0"\r\n' in after
+    assert b'      release: ">=0.18.0"\r\n' in after  # no first fixed: left as it was
+
+
+# -- the command, end to end: a fake PyPI, fake wheels, real pip -------------------------------
+
+
+def _wheel(out: Path, fake: FakeTarget, version: str, *, fixed: bool | None) -> Path:
+    """A py3-none-any wheel of ``fake``'s distribution at ``version`` (the target module left
+    out when ``fixed`` is None)."""
+    name = fake.distribution.replace("-", "_")
+    files = {f"{fake.package}/__init__.py": ""}
+    if fixed is not None:
+        files[f"{fake.package}/target.py"] = TARGET_SOURCE.replace("FIXED = False",
+                                                                   f"FIXED = {fixed}")
+    info = f"{name}-{version}.dist-info"
+    files[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {fake.distribution}\n"
+                                 f"Version: {version}\n")
+    files[f"{info}/WHEEL"] = ("Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\n"
+                              "Tag: py3-none-any\n")
+    record = [f"{path},sha256={_digest(text)},{len(text.encode())}" for path, text in
+              files.items()] + [f"{info}/RECORD,,"]
+    files[f"{info}/RECORD"] = "\n".join(record) + "\n"
+    path = out / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for member, text in files.items():
+            zf.writestr(member, text)
+    return path
+
+
+def _digest(text: str) -> str:
+    import base64
+
+    raw = hashlib.sha256(text.encode()).digest()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A simple package index (PEP 503) on loopback serving ``tmp_path/index``."""
+    root = tmp_path / "index"
+    root.mkdir()
+    handler = functools.partial(_Quiet, directory=str(root))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", root
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_the_command_bisects_pip_installed_releases_and_writes_the_gate(
+        fake_target: FakeTarget, base_env: dict[str, str], h: Harness,
+        index: tuple[str, Path], tmp_path: Path) -> None:
+    url, root = index
+    plan = [("0.1.0", None), ("0.2.0", True), ("0.3.0", False), ("0.4.0", False),
+            ("0.5.0", False), ("0.6.0", True), ("0.7.0", True)]
+    files = root / "files"
+    files.mkdir()
+    wheels = {v: _wheel(files, fake_target, v, fixed=fixed) for v, fixed in plan}
+    simple = root / "simple" / fake_target.distribution
+    simple.mkdir(parents=True)
+    (simple / "index.html").write_text("<html><body>" + "".join(
+        f'<a href="../../files/{w.name}">{w.name}</a>' for w in wheels.values())
+        + "</body></html>")
+    h.upstream.route(f"/pypi/pypi/{fake_target.distribution}/json", Reply(body={"releases": {
+        v: [_file(w.name)] for v, w in wheels.items()} | {
+        "0.8.0": [_file("x-0.8.0-cp27-cp27mu-linux_x86_64.whl")]}}))
+    env = {k: v for k, v in base_env.items() if not k.startswith("PIP_")} | {
+        "PATCHLANE_PYPI_URL": h.upstream.pypi, "PATCHLANE_CACHE": str(tmp_path / "http"),
+        "PIP_INDEX_URL": f"{url}/simple", "PIP_CONFIG_FILE": os.devnull,
+        "PIP_NO_CACHE_DIR": "1"}
+    run_dir = tmp_path / "bisect-run"
+    work = tmp_path / "work"  # not the fake's root: python -m puts the working directory first
+    work.mkdir()
+    before = fake_target.registry.read_text()
+    out = subprocess.run(
+        [sys.executable, "-m", "patchlane.cli.main", "bisect", fake_target.entry_id, "--json",
+         "--jobs", "2", "--write", "--run-dir", str(run_dir), "--cache",
+         str(tmp_path / "releases")], env=env, capture_output=True, text=True, timeout=600,
+        cwd=work)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)  # stdout is the JSON alone (pip's lines go to its log)
+    assert {k: data[k] for k in ("entry", "distribution", "first_affected", "first_fixed",
+                                 "applies_to", "releases_considered")} == {
+        "entry": fake_target.entry_id, "distribution": fake_target.distribution,
+        "first_affected": "0.3.0", "first_fixed": "0.6.0", "applies_to": ">=0.3.0,<0.6.0",
+        "releases_considered": 7}
+    assert data["runs_taken"] == len(data["runs"]) < 7
+    assert {r["verdict"] for r in data["runs"]} <= {"affected", "not-affected", "absent"}
+    assert all(Path(r["receipt"]).is_file() for r in data["runs"])
+    assert any(s["release"] == "0.8.0" for s in data["skipped"])
+    assert json.loads((run_dir / "bisect.json").read_text())["applies_to"] == ">=0.3.0,<0.6.0"
+    after = yaml.safe_load(fake_target.registry.read_text())["entries"][0]
+    assert after["applies_to"] == ">=0.3.0,<0.6.0"
+    assert after["retire_when"]["release"] == ">=0.6.0"
+    ran_clean = {r["release"] for r in data["runs"] if r["verdict"] != "absent"}
+    assert set(after["fingerprint"]["releases"]) == ran_clean | {"0.4.0"}
+    assert after["evidence"]["bisected"].endswith("first affected 0.3.0, first fixed 0.6.0")
+    assert fake_target.registry.read_text() != before
+
+    # the same command, with an unusable start or no PyPI answer, exits with its code
+    again = subprocess.run(
+        [sys.executable, "-m", "patchlane.cli.main", "bisect", fake_target.entry_id,
+         "--pivot", "9.9.9", "--cache", str(tmp_path / "releases")], env=env,
+        capture_output=True, text=True, timeout=120, cwd=work)
+    assert again.returncode == 2 and "--pivot 9.9.9 is not a release" in again.stderr
+    offline = subprocess.run(
+        [sys.executable, "-m", "patchlane.cli.main", "bisect", fake_target.entry_id,
+         "--offline"], env=env | {"PATCHLANE_CACHE": str(tmp_path / "empty")},
+        capture_output=True, text=True, timeout=120, cwd=work)
+    assert offline.returncode == 14, offline.stderr
