@@ -163,6 +163,8 @@ def _parser() -> argparse.ArgumentParser:
     add_new(sub)
     from .bisect import add_parser as add_bisect
     add_bisect(sub)
+    from .radar import add_parser as add_radar
+    add_radar(sub)
     return parser
 
 
@@ -222,6 +224,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "bisect":
         from .bisect import run_bisect
         return run_bisect(args)
+    if args.command == "radar":
+        from .radar import run_radar
+        return run_radar(args)
     raise AssertionError(f"unhandled command {args.command!r}")
 
 

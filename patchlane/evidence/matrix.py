@@ -14,7 +14,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,8 @@ from .installs import RELEASE_SPEC, install_dir
 from .reproduce import Lane
 from .verdicts import Verdict
 
-__all__ = ["MatrixResult", "MatrixSet", "install_dir", "interpreter", "load_matrix", "run_set"]
+__all__ = ["MatrixResult", "MatrixSet", "install_dir", "interpreter", "load_matrix", "run_set",
+           "sweep_releases"]
 
 _SPEC = RELEASE_SPEC
 
@@ -118,19 +119,22 @@ def _verdict(value: object) -> Verdict | None:
         return None
 
 
-def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 1,
-            timeout: float = 600.0, lanes: list[Lane] | None = None) -> MatrixResult:
-    paths = [str(install_dir(spec, cache, spec in matrix_set.deps))
-             for spec in matrix_set.install]
+def sweep_releases(name: str, install: Sequence[str], only: Sequence[str], *, cache: Path,
+                   run_dir: Path, jobs: int = 1, timeout: float = 600.0,
+                   lanes: Sequence[Lane] | None = None,
+                   deps: Sequence[str] = ()) -> tuple[RunIndex, int]:
+    """The sweep of ``only`` in a child interpreter that sees the releases ``install`` first
+    on ``PYTHONPATH`` (each installed side by side; ``deps`` with their dependencies), into
+    ``run_dir``: its index and exit status. What a release-matrix set and the radar run."""
+    paths = [str(install_dir(spec, cache, spec in deps)) for spec in install]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("PYTHONWARNINGS", "ignore")
-    run_dir = runs_root / f"{matrix_set.name}-py{interpreter()}"
     cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir", str(run_dir),
            "--jobs", str(jobs), "--timeout", str(timeout), "--quiet"]
     for lane in lanes or ["cpu"]:
         cmd += ["--lane", lane]
-    for entry_id in matrix_set.expect:
+    for entry_id in only:
         cmd += ["--only", entry_id]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     # The sweep's own index on disk, read through the one model (not its stdout); only a
@@ -138,11 +142,19 @@ def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 
     try:
         if out.returncode != 0 and not out.returncode & SWEEP_BASE:
             raise ValueError(out.returncode)
-        index = RunIndex.load(run_dir)
+        return RunIndex.load(run_dir), out.returncode
     except (OSError, ValueError, KeyError, TypeError):
-        raise MatrixRunError(f"matrix set {matrix_set.name}: the sweep wrote no readable index "
-                             f"in {run_dir} (exit {out.returncode}):\n"
-                             f"{(out.stderr or out.stdout)[-3000:]}") from None
+        raise MatrixRunError(f"{name}: the sweep wrote no readable index in {run_dir} (exit "
+                             f"{out.returncode}):\n{(out.stderr or out.stdout)[-3000:]}") from None
+
+
+def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 1,
+            timeout: float = 600.0, lanes: list[Lane] | None = None) -> MatrixResult:
+    run_dir = runs_root / f"{matrix_set.name}-py{interpreter()}"
+    index, returncode = sweep_releases(
+        f"matrix set {matrix_set.name}", matrix_set.install, list(matrix_set.expect),
+        cache=cache, run_dir=run_dir, jobs=jobs, timeout=timeout, lanes=lanes,
+        deps=matrix_set.deps)
     verdicts: dict[str, list[Verdict]] = {}
     for row in index.rows:
         verdicts.setdefault(row.entry_id, []).append(row.verdict)
@@ -156,4 +168,4 @@ def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 
             mismatches.append(f"{entry_id}: expected {want.value}, got "
                               f"{[v.value for v in got]}")
     return MatrixResult(matrix_set.name, not mismatches, mismatches, verdicts, run_dir,
-                        out.returncode)
+                        returncode)

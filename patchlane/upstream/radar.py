@@ -1,0 +1,166 @@
+"""The release radar: which upstream releases nobody has run the registry against yet.
+
+Per target distribution of the registry's active entries that have a reproducer: the releases
+with run evidence (each entry's ``fingerprint.releases``, recorded when a release ran, and
+the sets of ``matrix.yaml``), the newest of them, and the releases on PyPI newer than that
+which install on this interpreter. Each such release is to be swept for the entries on that
+distribution. ``--sweep`` (:func:`sweep_release`) installs it side by side and sweeps those
+entries there, so a new release gets ``guarding`` / ``still-affected`` / ``upstream-fixed``
+per entry without anyone editing ``matrix.yaml``, and each verdict comes with the registry
+edit it proposes (extend the gate, record the release, retire).
+
+Only releases newer than the newest with evidence are listed: an older release nobody ran is
+``patchlane bisect``'s question (the range), not the radar's (what is new).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..evidence.index import RunIndex
+from ..evidence.verdicts import SEVERITY, Verdict
+from ..registry import Entry, Registry
+from .bisect import Listing, next_minor
+
+__all__ = ["RadarRow", "ReleaseSweep", "evidence_releases", "proposal", "radar"]
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+@dataclass(frozen=True)
+class RadarRow:
+    """One target distribution: its newest release with evidence and the newer ones."""
+
+    distribution: str
+    newest_with_evidence: str | None
+    evidence_from: tuple[str, ...]
+    """Where the newest release's evidence is recorded."""
+    new: tuple[str, ...]
+    """Releases on PyPI newer than that, installable here, oldest first."""
+    entries: tuple[str, ...]
+    """The entries each new release must be swept for."""
+    left_out: tuple[tuple[str, str], ...] = ()
+    """Newer releases that do not install here, with why."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"distribution": self.distribution,
+                "newest_with_evidence": self.newest_with_evidence,
+                "evidence_from": list(self.evidence_from), "new": list(self.new),
+                "entries": list(self.entries),
+                "left_out": [{"release": v, "reason": why} for v, why in self.left_out]}
+
+
+def _sweepable(entry: Entry) -> bool:
+    return entry.active and entry.reproducer is not None and bool(entry.target.distribution)
+
+
+def evidence_releases(registry: Registry,
+                      matrix_installs: Iterable[tuple[str, Sequence[str]]] = ()
+                      ) -> dict[str, dict[str, list[str]]]:
+    """distribution (canonical) -> release -> where a run of it is recorded."""
+    found: dict[str, dict[str, list[str]]] = {}
+
+    def add(distribution: str, release: str, source: str) -> None:
+        if _version(release) is not None:
+            found.setdefault(canonicalize_name(distribution), {}).setdefault(
+                release, []).append(source)
+
+    for entry in registry.entries:
+        if entry.fingerprint is not None:
+            for release in entry.fingerprint.releases:
+                add(entry.target.distribution, release, f"{entry.id} fingerprint.releases")
+    for name, specs in matrix_installs:
+        for spec in specs:
+            dist, _, release = spec.partition("==")
+            add(dist, release, f"matrix.yaml set {name}")
+    return found
+
+
+def radar(registry: Registry, listing_for: Callable[[str], Listing],
+          matrix_installs: Iterable[tuple[str, Sequence[str]]] = ()) -> list[RadarRow]:
+    """One row per target distribution of the entries the sweep runs."""
+    evidence = evidence_releases(registry, matrix_installs)
+    by_dist: dict[str, tuple[str, list[str]]] = {}
+    for entry in registry.entries:
+        if _sweepable(entry):
+            by_dist.setdefault(canonicalize_name(entry.target.distribution),
+                               (entry.target.distribution, []))[1].append(entry.id)
+    rows = []
+    for canonical, (name, entry_ids) in sorted(by_dist.items()):
+        known = evidence.get(canonical, {})
+        newest = max(known, key=lambda r: Version(r)) if known else None
+        listing = listing_for(name)
+        floor = Version(newest) if newest is not None else None
+        new = tuple(c.version for c in listing.candidates
+                    if floor is None or c.parsed > floor)
+        left_out = tuple((v, why) for v, why in listing.skipped
+                         if floor is not None and _version(v) is not None
+                         and Version(v) > floor)
+        rows.append(RadarRow(name, newest, tuple(known.get(newest, [])) if newest else (),
+                             new if newest is not None else (), tuple(entry_ids), left_out))
+    return rows
+
+
+def proposal(entry: Entry, verdict: Verdict, release: str, covered_by: str | None = None) -> str:
+    """The registry edit a verdict on a new ``release`` proposes for ``entry``."""
+    if verdict is Verdict.GUARDING:
+        return (f"the gate admits {release} and the bug is there: record it "
+                f"(`patchlane bisect {entry.id} --write` adds fingerprint.releases)")
+    if verdict is Verdict.STILL_AFFECTED:
+        return (f"extend applies_to past {release} (e.g. <{next_minor(release)}) once its "
+                f"change is read, and record the fingerprint (`patchlane bisect {entry.id} "
+                "--write`)")
+    if verdict is Verdict.COVERED:
+        return f"nothing: {covered_by or 'its continued_by entry'} guards it on {release}"
+    if verdict is Verdict.UPSTREAM_FIXED:
+        return (f"retirement candidate: retire_when.release '>={release}', then `patchlane "
+                f"retire {entry.id} --evidence RUN`")
+    if verdict is Verdict.SKIPPED:
+        return "nothing: the gate or the lane keeps it out"
+    return "investigate: no verdict on this release (see the run's report)"
+
+
+@dataclass
+class ReleaseSweep:
+    """A new release swept for the entries on its distribution."""
+
+    distribution: str
+    release: str
+    run_dir: Path
+    exit_code: int
+    verdicts: dict[str, list[str]] = field(default_factory=dict)
+    proposals: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"distribution": self.distribution, "release": self.release,
+                "run_dir": str(self.run_dir), "exit_code": self.exit_code,
+                "verdicts": self.verdicts, "proposals": self.proposals}
+
+
+def read_sweep(registry: Registry, distribution: str, release: str, index: RunIndex,
+               run_dir: Path, exit_code: int) -> ReleaseSweep:
+    """What one release's sweep says per entry, and the edit each verdict proposes."""
+    out = ReleaseSweep(distribution, release, run_dir, exit_code)
+    covered = {r.entry_id: r.reason for r in index.rows if r.verdict is Verdict.COVERED}
+    worst: dict[str, Verdict] = {}
+    for row in index.rows:
+        out.verdicts.setdefault(row.entry_id, []).append(row.verdict.value)
+        if row.entry_id not in worst or SEVERITY.index(row.verdict) < \
+                SEVERITY.index(worst[row.entry_id]):
+            worst[row.entry_id] = row.verdict
+    for entry_id, verdict in worst.items():
+        entry = registry.get(entry_id)
+        out.proposals[entry_id] = proposal(entry, verdict, release,
+                                           entry.continued_by if entry_id in covered else None)
+    return out
