@@ -252,8 +252,10 @@ class ReleaseRunner:
             env["PYTHONPATH"] = os.pathsep.join([str(where),
                                                  *filter(None, [env.get("PYTHONPATH")])])
             env.setdefault("PYTHONWARNINGS", "ignore")
+        # The release under test is the side: a ledger reproducer's BAD_SIDE stays out.
         result = self._run(self.entry, Mode.WITHOUT, lane="cpu", world_size=self.world_size,
-                           timeout=self.timeout, workdir=case_dir, env=env, flat=True)
+                           timeout=self.timeout, workdir=case_dir, env=env, flat=True,
+                           bad_side=False)
         record["case"] = result.as_dict()
         record["logs"] = [rank.get("log") for rank in result.ranks if rank.get("log")]
         finding, message = classify(self.entry.target, result, roots)

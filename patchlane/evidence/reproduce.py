@@ -281,9 +281,12 @@ def run_case(
     workdir: Path | None = None,
     env: Mapping[str, str] | None = None,
     flat: bool = False,
+    bad_side: bool = True,
 ) -> CaseResult:
     """Run one case: ``world_size`` fresh interpreters, one per rank, sharing a work dir
-    (``workdir/<mode>-<lane>-ws<N>``, or ``workdir`` itself when ``flat``)."""
+    (``workdir/<mode>-<lane>-ws<N>``, or ``workdir`` itself when ``flat``). ``bad_side``: a
+    ledger reproducer's case without its entry runs on its ``BAD_SIDE`` releases; a caller
+    that puts its own release first (a bisection step) turns that off."""
     if entry.reproducer is None:
         raise ReproducerError(entry.id, "the registry entry declares no reproducer")
     started = time.monotonic()
@@ -292,16 +295,16 @@ def run_case(
     case_dir = root if flat else root / f"{mode.value}-{lane}-ws{world_size}"
     case_dir.mkdir(parents=True, exist_ok=True)
     child_env = case_env(entry, mode, env)
-    bad_side = read_spec(entry).bad_side if mode is Mode.WITHOUT else ()
-    if bad_side:
+    bad = read_spec(entry).bad_side if mode is Mode.WITHOUT and bad_side else ()
+    if bad:
         # A ledger entry's case without it runs on the bad side of its bound, installed
         # side by side: one sweep shows both sides (the bound is measured, not read).
         try:
-            child_env = with_releases(child_env, bad_side)
+            child_env = with_releases(child_env, bad)
         except (OSError, subprocess.CalledProcessError) as exc:
             # No verdict without the bad side: an error of the case, never a crash of the sweep.
             return CaseResult(entry.id, mode, lane, world_size, RunOutcome.ERROR,
-                              f"cannot install the bad side {list(bad_side)}: {exc}", "setup",
+                              f"cannot install the bad side {list(bad)}: {exc}", "setup",
                               time.monotonic() - started)
     # Every process the case starts inherits this token, even one that leaves the ranks'
     # sessions (setsid): at the end of the case, whatever carries it is killed (_reap).
