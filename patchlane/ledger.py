@@ -21,17 +21,20 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .controls import Controls
 from .errors import OverlayError, PatchlaneError
 from .exit_codes import ExitCode
-from .gates import check_gate
+from .gates import GateResult, check_gate
 from .loading import load_file
-from .registry import CompatGate, Entry, Kind, PackagingPin, Policy, VersionFloor
+from .registry import CompatGate, Entry, Kind, PackagingPin, Policy, VersionFloor, When
+
+if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
 
 __all__ = ["CompatGateError", "LedgerError", "LedgerResult", "check", "check_config",
            "evaluate", "run_compat_gate"]
@@ -151,6 +154,15 @@ def _skipped(entry: Entry, why: Literal["disabled", "not applicable"], message: 
                         message, skipped=why, skip_reason=reason)
 
 
+def installed_outside(when: When) -> Iterator[tuple[str, SpecifierSet, GateResult]]:
+    """Each ``when.installed`` distribution whose installed release is outside its range (or
+    not installed: ``found`` is None), with the gate that said so."""
+    for name, spec in when.installed.items():
+        gate = check_gate(name, spec)
+        if not gate.open:
+            yield name, spec, gate
+
+
 def evaluate(entry: Entry, controls: Controls | None = None,
              environ: Mapping[str, str] | None = None) -> LedgerResult | None:
     """A floor or pin decided as a run decides it once its module is imported (the decider's hook,
@@ -164,11 +176,9 @@ def evaluate(entry: Entry, controls: Controls | None = None,
     if reason is not None:
         return _skipped(entry, "disabled", f"skipped: disabled ({reason})", reason)
     unmet = when.unmet(os.environ if environ is None else environ)
-    for name, spec in when.installed.items():
-        if unmet is not None:
-            break
-        gate = check_gate(name, spec)
-        if not gate.open:
+    if unmet is None:
+        name, spec, gate = next(installed_outside(when), (None, None, None))
+        if gate is not None:
             unmet = (f"{name} {gate.found} is outside {str(spec)!r}" if gate.found is not None
                      else f"{name} is not installed")
     if unmet is not None:

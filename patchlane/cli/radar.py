@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..controls import ToolSettings
 from ..errors import UsageError
-from ..exit_codes import ExitCode
+from ..exit_codes import sweep_exit_code
 from .common import decider, table
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run_radar(args: argparse.Namespace) -> int:
     from ..evidence.matrix import interpreter, load_matrix, sweep_releases
-    from ..evidence.verdicts import EXIT_BITS, Verdict
+    from ..evidence.verdicts import exit_bits
     from ..upstream.bisect import list_candidates
     from ..upstream.http import Client
     from ..upstream.radar import RadarRow, radar, read_sweep
@@ -61,7 +61,6 @@ def run_radar(args: argparse.Namespace) -> int:
                                  [(s.name, s.install) for s in sets])
             if not wanted or row.distribution.lower() in wanted]
     swept = []
-    status = ExitCode.OK
     if args.sweep:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         root = args.runs_root or ToolSettings.from_env().runs_root
@@ -78,11 +77,10 @@ def run_radar(args: argparse.Namespace) -> int:
                     timeout=args.timeout)
                 swept.append(read_sweep(registry, row.distribution, release, index, run_dir,
                                         code))
-                # A new release that needs someone (broken, error, still affected) makes the
-                # radar's own status say so, with the sweep's bits.
-                if any(EXIT_BITS.get(Verdict.parse(v), 0) for vs in swept[-1].verdicts.values()
-                       for v in vs):
-                    status = ExitCode(max(status, code))
+    # A new release that needs someone (broken, error, still affected) makes the radar's own
+    # status say so, with the bits of every sweep together, as one sweep would.
+    status = sweep_exit_code(exit_bits(v for s in swept for vs in s.verdicts.values()
+                                       for v in vs))
     if args.json:
         print(json.dumps({"python": interpreter(), "rows": [r.as_dict() for r in rows],
                           "swept": [s.as_dict() for s in swept]}, indent=2))
@@ -99,5 +97,6 @@ def run_radar(args: argparse.Namespace) -> int:
     for s in swept:
         print(f"\n{s.distribution} {s.release} (run {s.run_dir}, exit {s.exit_code}):")
         for entry_id, verdicts in s.verdicts.items():
-            print(f"  {entry_id}: {', '.join(sorted(set(verdicts)))}: {s.proposals[entry_id]}")
+            seen = ", ".join(sorted({v.value for v in verdicts}))
+            print(f"  {entry_id}: {seen}: {s.proposals[entry_id]}")
     return status

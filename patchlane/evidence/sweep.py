@@ -33,6 +33,7 @@ from typing import Any
 
 from ..exit_codes import ExitCode, sweep_exit_code
 from ..gates import GateResult, check_gate, gate_side, locate_source, resolve_version
+from ..ledger import installed_outside
 from ..registry import Entry, Registry
 from .index import row_key
 from .manifest import CaseState, RunDir, case_id, now
@@ -144,9 +145,8 @@ def ledger_beyond(entry: Entry) -> str | None:
     when = entry.when
     if not entry.active or when is None:
         return None
-    for name, spec in when.installed.items():
-        gate = check_gate(name, spec)
-        if not gate.open and gate.found is not None:
+    for name, spec, gate in installed_outside(when):
+        if gate.found is not None:  # not installed: nothing here says the bug is fixed
             return (f"{name} {gate.found} is outside when.installed {str(spec)!r}: checking "
                     "whether the bad side still fails here (without the entry only)")
     return None

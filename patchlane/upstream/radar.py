@@ -139,13 +139,14 @@ class ReleaseSweep:
     release: str
     run_dir: Path
     exit_code: int
-    verdicts: dict[str, list[str]] = field(default_factory=dict)
+    verdicts: dict[str, list[Verdict]] = field(default_factory=dict)
     proposals: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"distribution": self.distribution, "release": self.release,
                 "run_dir": str(self.run_dir), "exit_code": self.exit_code,
-                "verdicts": self.verdicts, "proposals": self.proposals}
+                "verdicts": {e: [v.value for v in vs] for e, vs in self.verdicts.items()},
+                "proposals": self.proposals}
 
 
 def read_sweep(registry: Registry, distribution: str, release: str, index: RunIndex,
@@ -155,7 +156,7 @@ def read_sweep(registry: Registry, distribution: str, release: str, index: RunIn
     covered = {r.entry_id: r.reason for r in index.rows if r.verdict is Verdict.COVERED}
     worst: dict[str, Verdict] = {}
     for row in index.rows:
-        out.verdicts.setdefault(row.entry_id, []).append(row.verdict.value)
+        out.verdicts.setdefault(row.entry_id, []).append(row.verdict)
         if row.entry_id not in worst or SEVERITY.index(row.verdict) < \
                 SEVERITY.index(worst[row.entry_id]):
             worst[row.entry_id] = row.verdict
