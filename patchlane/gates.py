@@ -36,6 +36,8 @@ __all__ = ["KNOWN_TREE_VERSIONS", "GateResult", "GateSide", "VersionSource", "ch
 # when an entry's target sets no `version_from` of its own.
 KNOWN_TREE_VERSIONS = {
     "megatron-core": "megatron.core.package_info:__version__",
+    # a `when.installed: {triton: ...}` scope (the numpy pin) read from a triton checkout
+    "triton": "triton:__version__",
 }
 
 

@@ -35,8 +35,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--run-dir", type=Path,
                    help="where each run's record and logs go (default: "
                    "$PATCHLANE_RUNS/bisect-ID-STAMP)")
-    p.add_argument("--cache", type=Path, default=Path(".cache/releases"),
-                   help="where releases are installed side by side (shared with `matrix`)")
+    p.add_argument("--cache", type=Path, default=None,
+                   help="where releases are installed side by side (default: "
+                   "$PATCHLANE_RELEASE_CACHE, else ~/.cache/patchlane/releases; shared by "
+                   "matrix, bisect, radar and ledger reproducers)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     p.add_argument("--offline", action="store_true",
                    help="list the releases from the PyPI answer cached earlier")
@@ -85,7 +87,7 @@ def run_bisect(args: argparse.Namespace) -> int:
         listing = list_candidates(client, dist, pre=args.pre)
     run_dir.mkdir(parents=True, exist_ok=True)  # once there is something to run
     # how one release runs (the evidence side) is given to the search (the maintainers' side)
-    runner = ReleaseRunner(entry, run_dir, args.cache.resolve(), timeout=args.timeout,
+    runner = ReleaseRunner(entry, run_dir, _release_cache(args.cache), timeout=args.timeout,
                            fingerprints=args.write)
     if not args.quiet:
         sdists = sum(c.how == "sdist" for c in listing.candidates)
@@ -129,3 +131,10 @@ def _version_key(text: str) -> tuple[int, object]:
         return (0, Version(text))
     except InvalidVersion:
         return (1, text)
+
+
+def _release_cache(given: Path | None) -> Path:
+    """``--cache``, else the one default every side-by-side install shares."""
+    from ..evidence.installs import default_cache
+
+    return (given or default_cache()).resolve()

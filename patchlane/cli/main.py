@@ -142,8 +142,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--file", type=Path, default=Path("matrix.yaml"))
     p.add_argument("--set", action="append", dest="sets", metavar="NAME",
                    help="repeatable; default: every set")
-    p.add_argument("--cache", type=Path, default=Path(".cache/releases"),
-                   help="where releases are installed side by side")
+    p.add_argument("--cache", type=Path, default=None,
+                   help="where releases are installed side by side (default: "
+                   "$PATCHLANE_RELEASE_CACHE, else ~/.cache/patchlane/releases)")
     p.add_argument("--runs-root", type=Path, default=Path("runs/matrix"))
     p.add_argument("--jobs", "-j", type=int, default=1)
     p.add_argument("--timeout", type=float, default=600.0)
@@ -213,7 +214,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_doctor(args.json, args.strict)
     if args.command == "matrix":
         from .matrix import run_matrix_command
-        return run_matrix_command(args.file, args.sets, args.cache, args.runs_root,
+        return run_matrix_command(args.file, args.sets, _release_cache(args.cache), args.runs_root,
                                   args.jobs, args.timeout)
     if args.command == "draft":
         from .draft import run_draft
@@ -261,3 +262,10 @@ def _bug(command: str) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _release_cache(given: Path | None) -> Path:
+    """``--cache``, else the one default every side-by-side install shares."""
+    from ..evidence.installs import default_cache
+
+    return (given or default_cache()).resolve()

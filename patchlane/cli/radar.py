@@ -32,8 +32,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="release sets whose releases count as run (default: matrix.yaml)")
     p.add_argument("--jobs", "-j", type=int, default=1, help="cases at a time in each sweep")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
-    p.add_argument("--cache", type=Path, default=Path(".cache/releases"),
-                   help="where releases are installed side by side (shared with `matrix`)")
+    p.add_argument("--cache", type=Path, default=None,
+                   help="where releases are installed side by side (default: "
+                   "$PATCHLANE_RELEASE_CACHE, else ~/.cache/patchlane/releases; shared by "
+                   "matrix, bisect, radar and ledger reproducers)")
     p.add_argument("--runs-root", type=Path,
                    help="where each release's sweep goes (default: $PATCHLANE_RUNS)")
     p.add_argument("--offline", action="store_true",
@@ -73,7 +75,7 @@ def run_radar(args: argparse.Namespace) -> int:
                           file=sys.stderr, flush=True)
                 index, code = sweep_releases(
                     name, [f"{row.distribution}=={release}"], row.entries,
-                    cache=args.cache.resolve(), run_dir=run_dir, jobs=args.jobs,
+                    cache=_release_cache(args.cache), run_dir=run_dir, jobs=args.jobs,
                     timeout=args.timeout)
                 swept.append(read_sweep(registry, row.distribution, release, index, run_dir,
                                         code))
@@ -100,3 +102,10 @@ def run_radar(args: argparse.Namespace) -> int:
             seen = ", ".join(sorted({v.value for v in verdicts}))
             print(f"  {entry_id}: {seen}: {s.proposals[entry_id]}")
     return status
+
+
+def _release_cache(given: Path | None) -> Path:
+    """``--cache``, else the one default every side-by-side install shares."""
+    from ..evidence.installs import default_cache
+
+    return (given or default_cache()).resolve()

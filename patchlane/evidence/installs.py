@@ -11,7 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 __all__ = ["RELEASE_SPEC", "default_cache", "install_dir", "with_releases"]
@@ -56,9 +56,11 @@ def install_dir(spec: str, cache: Path, deps: bool = False, *, log: Path | None 
 
 
 def with_releases(env: Mapping[str, str], specs: Iterable[str],
-                  cache: Path | None = None) -> dict[str, str]:
-    """``env`` with each of ``specs`` installed and first on ``PYTHONPATH``."""
-    paths = [str(install_dir(spec, cache or default_cache())) for spec in specs]
+                  cache: Path | None = None, deps: Collection[str] = ()) -> dict[str, str]:
+    """``env`` with each of ``specs`` installed and first on ``PYTHONPATH``; those also in
+    ``deps`` with their dependencies."""
+    paths = [str(install_dir(spec, cache or default_cache(), deps=spec in deps))
+             for spec in specs]
     out = dict(env)
     out["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
     return out

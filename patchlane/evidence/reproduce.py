@@ -10,7 +10,9 @@ plain Python file that defines::
     def run(ctx: ReproContext) -> None: ...
 
 ``run`` raises ``AssertionError`` when the upstream bug shows (that is a *fail*); any other
-exception is an *error* of the harness or the environment, never a verdict.
+exception is an *error* of the harness or the environment, never a verdict. The assertion must
+be the reproducer's own (raised in its file, or in ``patchlane.testing``): one raised inside the
+code under test is an error too (the runner's ``_foreign_assertion``).
 """
 
 from __future__ import annotations
@@ -131,6 +133,9 @@ class ReproducerSpec:
     """A ledger reproducer's releases on the bad side of its bound (``BAD_SIDE =
     ("numpy==2.4.1",)``): installed side by side for the case without the entry, so one sweep
     sees both sides. Empty for a source patch (its overlay is the difference)."""
+    bad_side_deps: tuple[str, ...] = ()
+    """Those of ``bad_side`` installed with their dependencies (``BAD_SIDE_DEPS``): a torch
+    build imports only beside the CUDA libraries it was built with."""
 
 
 @dataclass
@@ -201,10 +206,17 @@ def read_spec(entry: Entry) -> ReproducerSpec:
         raise ReproducerError(entry.id, f"{entry.reproducer}: BAD_SIDE: found {wrong!r}; "
                                         "expected exact releases such as \"numpy==2.4.1\"; fix: "
                                         "pin each release on the bad side of the bound")
-    return ReproducerSpec(lanes=lanes, world_sizes=sizes, bad_side=bad_side)
+    deps = values.get("BAD_SIDE_DEPS", ())
+    stray = [spec for spec in deps if spec not in bad_side]
+    if stray:
+        raise ReproducerError(entry.id, f"{entry.reproducer}: BAD_SIDE_DEPS: found {stray!r}, "
+                                        f"not in BAD_SIDE {list(bad_side)!r}; expected the "
+                                        "releases of BAD_SIDE to install with their "
+                                        "dependencies; fix: list each in BAD_SIDE too")
+    return ReproducerSpec(lanes=lanes, world_sizes=sizes, bad_side=bad_side, bad_side_deps=deps)
 
 
-_SPEC_NAMES = {"LANES": str, "WORLD_SIZES": int, "BAD_SIDE": str}
+_SPEC_NAMES = {"LANES": str, "WORLD_SIZES": int, "BAD_SIDE": str, "BAD_SIDE_DEPS": str}
 """What each name the sweep reads from a reproducer must hold: a literal tuple of these."""
 
 
@@ -295,12 +307,13 @@ def run_case(
     case_dir = root if flat else root / f"{mode.value}-{lane}-ws{world_size}"
     case_dir.mkdir(parents=True, exist_ok=True)
     child_env = case_env(entry, mode, env)
-    bad = read_spec(entry).bad_side if mode is Mode.WITHOUT and bad_side else ()
+    spec = read_spec(entry)
+    bad = spec.bad_side if mode is Mode.WITHOUT and bad_side else ()
     if bad:
         # A ledger entry's case without it runs on the bad side of its bound, installed
         # side by side: one sweep shows both sides (the bound is measured, not read).
         try:
-            child_env = with_releases(child_env, bad)
+            child_env = with_releases(child_env, bad, deps=spec.bad_side_deps)
         except (OSError, subprocess.CalledProcessError) as exc:
             # No verdict without the bad side: an error of the case, never a crash of the sweep.
             return CaseResult(entry.id, mode, lane, world_size, RunOutcome.ERROR,

@@ -42,6 +42,21 @@ _LEDGER_IN_FORCE = (Outcome.CONFIG_APPLIED, Outcome.LEDGER_OK)
 _LEDGER_NOT_NEEDED = (Outcome.UPSTREAM_FIXED, Outcome.SKIPPED_NOT_APPLICABLE)
 
 
+def _foreign_assertion(exc: AssertionError, reproducer: Path) -> str | None:
+    """Where ``exc`` was raised (``file:line``) when that is neither the reproducer's file nor
+    patchlane's own helpers for reproducers (``patchlane.testing``); None when it is the
+    reproducer's assertion. A reproducer that means an upstream assertion as the bug catches
+    it and raises its own, saying why."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return None
+    last = Path(frames[-1].filename).resolve()
+    ours = (reproducer.resolve(), Path(__file__).resolve().parents[1] / "testing")
+    if last == ours[0] or last.is_relative_to(ours[1]):
+        return None
+    return f"{last}:{frames[-1].lineno}"
+
+
 def _peak_memory(lane: Lane) -> dict[str, Any]:
     # ru_maxrss is KiB on Linux: the peak resident set of this rank's interpreter.
     peak: dict[str, Any] = {"rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -127,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
             module.run(ctx)
             outcome, message = RunOutcome.PASS, "reproducer passed"
         except AssertionError as exc:
+            foreign = _foreign_assertion(exc, entry.reproducer)
+            if foreign is not None:
+                # Upstream's own `assert` is not the reproducer saying "the bug shows": a
+                # release that refuses the reproducer's input (liger-kernel 0.6.1's "reduction
+                # must be 'mean' or 'sum'") would read as affected. An error, with where.
+                raise RuntimeError(f"AssertionError raised in {foreign}, not by the "
+                                   f"reproducer: {exc}") from exc
             outcome, message = RunOutcome.FAIL, str(exc) or "assertion failed"
             result["traceback"] = traceback.format_exc()
         lap("run")
