@@ -135,3 +135,42 @@ def test_a_pin_scoped_away_runs_its_bad_side_only(
     bad.write_text("VERSION = '2.0.0'\n")
     (row,) = _sweep(fake_target, tmp_path / "again", entry)
     assert row.verdict is Verdict.UPSTREAM_FIXED, row.reason
+
+
+def test_a_bad_side_with_its_dependencies_comes_from_its_own_install(
+        fake_target: FakeTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # BAD_SIDE_DEPS: the release is installed with its dependencies, in a directory of its own
+    # (a torch build imports only beside its CUDA libraries); only that one is prepared here,
+    # so the case finds it or fails to install
+    cache = tmp_path / "cache"
+    _bad_side(fake_target, cache)
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    plain = cache / tag / f"{fake_target.distribution}-2.0.0"
+    plain.rename(plain.with_name(plain.name + "+deps"))
+    (fake_target.root / "reproducers" / "fake_pin.py").write_text(
+        PIN_REPRO.format(dist=fake_target.distribution, package=fake_target.package)
+        + f'BAD_SIDE_DEPS = ("{fake_target.distribution}==2.0.0",)\n')
+    _env(fake_target, cache, monkeypatch)
+    entry = _entry(fake_target, "fake_pin", "packaging_pin",
+                   target={"distribution": fake_target.distribution}, pin="<2.0",
+                   when={"imported": fake_target.package})
+    (row,) = _sweep(fake_target, tmp_path, entry)
+    assert row.verdict is Verdict.GUARDING, row.reason
+    assert "2.0.0 is broken" in row.reason
+
+
+def test_bad_side_deps_must_name_bad_side_releases(fake_target: FakeTarget,
+                                                   tmp_path: Path) -> None:
+    from patchlane.errors import ReproducerError
+    from patchlane.evidence.reproduce import read_spec
+
+    (fake_target.root / "reproducers" / "fake_pin.py").write_text(
+        PIN_REPRO.format(dist=fake_target.distribution, package=fake_target.package)
+        + 'BAD_SIDE_DEPS = ("torch==2.5.1",)\n')
+    entry = _entry(fake_target, "fake_pin", "packaging_pin",
+                   target={"distribution": fake_target.distribution}, pin="<2.0",
+                   when={"imported": fake_target.package})
+    fake_target.registry.write_text(yaml.safe_dump({"schema": 1, "entries": [entry]},
+                                                   sort_keys=False))
+    with pytest.raises(ReproducerError, match=r"BAD_SIDE_DEPS: found \['torch==2.5.1'\]"):
+        read_spec(load_registries([fake_target.registry]).get("fake_pin"))
