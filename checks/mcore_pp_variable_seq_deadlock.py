@@ -4,7 +4,8 @@ step's shape exchange (reported in Megatron-LM issue #5100, still open).
 ``_communicate_shapes()`` posts its sends and receives in one fixed order in a single
 ``batch_isend_irecv`` on every stage, unlike the rank-parity ordering of ``_p2p_ops()``; with
 ``variable_seq_lengths=True`` the shapes are exchanged before every transfer. The exchange never
-reads ``batch_p2p_comm`` (0.4.0-0.19.2, read from the tags; closed PR #5271 says the same), so
+reads ``batch_p2p_comm`` (run on 0.16.1 and 0.19.2 by tests/releases/test_pp_shape_exchange.py;
+read from the tags for 0.4.0-0.19.2; closed PR #5271 says the same), so
 ``batch_p2p_comm=False`` does not avoid it: fixed sequence lengths do. No source patch: refuse
 the configuration at startup and say which knob avoids it.
 """
