@@ -110,12 +110,27 @@ def target_missing(target: Target, roots: Sequence[Path]) -> str | None:
     if not target.qualname:
         return None
     try:
-        compute_from_source(path.read_text(encoding="utf-8"), [target.qualname])
+        source = path.read_text(encoding="utf-8")
+        compute_from_source(source, [target.qualname])
     except LookupError:
+        owner = target.qualname.rpartition(".")[0]
+        if owner and _defines(source, owner):
+            # The class is there and the attribute is not written in it: it may be inherited
+            # (`Function.apply` comes from torch.autograd.Function), so the source cannot say
+            # it is absent, and an error stays an error.
+            return None
         return f"{path.name} defines no {target.qualname}"
     except (SyntaxError, ValueError, OSError):
         return None  # unreadable here: that says nothing about absence
     return None
+
+
+def _defines(source: str, qualname: str) -> bool:
+    try:
+        compute_from_source(source, [qualname])
+    except (LookupError, SyntaxError, ValueError):
+        return False
+    return True
 
 
 def classify(target: Target, result: CaseResult, roots: Sequence[Path] = ()) -> tuple[Finding, str]:

@@ -364,6 +364,22 @@ def test_classify_reads_the_release_files_for_an_import_error_that_names_somethi
     assert classify(target, case, [tmp_path])[0] is Finding.ERROR  # it is there: an error
 
 
+def test_an_inherited_target_is_not_absent_where_its_class_is_there(tmp_path: Path) -> None:
+    # liger's target is `LigerFusedLinearCrossEntropyFunction.apply`, inherited from
+    # torch.autograd.Function: the file never writes `apply`, so its absence proves nothing,
+    # and an old release failing on the new torch (`module 'torch' has no attribute 'hip'`) is
+    # an error, not "the target does not exist yet"
+    target = Target("pkg-dist", "pkg.mod", "Fn.apply")
+    case = _case(RunOutcome.ERROR, "AttributeError: module 'torch' has no attribute 'hip'")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text("class Fn(Base):\n    def forward(ctx): pass\n")
+    assert classify(target, case, [tmp_path])[0] is Finding.ERROR
+    (tmp_path / "pkg" / "mod.py").write_text("class Other:\n    pass\n")
+    assert classify(target, case, [tmp_path]) == (
+        Finding.ABSENT, "AttributeError: module 'torch' has no attribute 'hip' (mod.py defines "
+                        "no Fn.apply)")
+
+
 def test_an_error_says_whose_code_raised_it(tmp_path: Path) -> None:
     release = tmp_path / "megatron-core-0.15.3"
     tb = ("Traceback (most recent call last):\n"
