@@ -43,9 +43,9 @@ from ..files import atomic_write
 from ..registry import Entry, Status, parse_registry
 from .records import TrackReport, UpstreamState
 
-__all__ = ["Evidence", "RetireError", "SweepRow", "child_end", "delete_entry", "entry_block",
-           "evaluate", "key_line", "read_as_stored", "read_sweep_rows", "registry_lock",
-           "retire_entry"]
+__all__ = ["Evidence", "RetireError", "StoredLines", "SweepRow", "child_end", "delete_entry",
+           "entry_block", "evaluate", "key_line", "read_as_stored", "read_sweep_rows",
+           "registry_lock", "retire_entry", "stored_lines"]
 
 
 class RetireError(PatchlaneError):
@@ -237,6 +237,41 @@ def read_as_stored(path: Path) -> str:
     return path.read_bytes().decode("utf-8")
 
 
+@dataclass(frozen=True)
+class StoredLines:
+    """A registry file's text as lines to edit in place (:func:`stored_lines`)."""
+
+    lines: list[str]
+    """Every line with its line ending, the last one too (given the file's when it had none,
+    so that a line inserted after it cannot run into it)."""
+    newline: str
+    """The file's line ending: what every inserted line ends with."""
+    ended: bool
+    """Whether the file's last line had a line ending."""
+
+    def text(self) -> str:
+        """The lines joined, ending as the file did (no line ending after the last line when
+        the file had none there)."""
+        text = "".join(self.lines)
+        if not self.ended and text.endswith(self.newline):
+            text = text[:-len(self.newline)]
+        return text
+
+
+def stored_lines(raw: str) -> StoredLines:
+    """``raw`` (a registry file's text as stored) as lines for an in-place edit that keeps the
+    file's line ending style: inserted lines end the way the file's lines do."""
+    # The file's style is its first line break's: the last line may have none at all (a CRLF
+    # file saved without a final line break), so the end of the file cannot tell.
+    first = raw.find("\n")
+    newline = "\r\n" if first > 0 and raw[first - 1] == "\r" else "\n"
+    lines = raw.splitlines(keepends=True)
+    ended = not lines or lines[-1].endswith(("\n", "\r"))
+    if not ended:
+        lines[-1] += newline
+    return StoredLines(lines, newline, ended)
+
+
 def _write_validated(path: Path, text: str) -> None:
     parse_registry(path, text)  # refuse to write anything the loader would reject
     atomic_write(path, text)  # keeps the file's permissions; fsyncs the file and directory
@@ -300,8 +335,8 @@ def retire_entry(entry: Entry, *, date: _dt.date, applied_upstream: str | None,
 def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str | None,
                evidence: list[str]) -> str:
     path = entry.source
-    lines = raw.splitlines(keepends=True)
-    newline = "\r\n" if raw.endswith("\r\n") else "\n"
+    stored = stored_lines(raw)
+    lines, newline = stored.lines, stored.newline
     start, end, indent = entry_block(lines, entry.id, path)
     key_indent = indent + 2
     pad = " " * key_indent
@@ -341,7 +376,7 @@ def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str 
         at = key_line(lines, start, end, key_indent, "owner") or status_at
         lines[at:at] = [f"{pad}evidence:{newline}",
                         f"{' ' * (key_indent + 2)}retirement:{newline}", *ev_lines]
-    text = "".join(lines)
+    text = stored.text()
     _write_validated(path, text)
     return text
 
@@ -360,9 +395,9 @@ def delete_entry(entry: Entry) -> str:
             raise RetireError(f"{path}: entries {dependents} depend on {entry.id!r} "
                               "(depends_on); deleting it would leave them naming nothing. Fix: "
                               "delete or edit those first")
-        lines = raw.splitlines(keepends=True)
-        start, end, _ = entry_block(lines, entry.id, path)
-        del lines[start:end]  # comments around it stay: they may belong to a section
-        text = "".join(lines)
+        stored = stored_lines(raw)
+        start, end, _ = entry_block(stored.lines, entry.id, path)
+        del stored.lines[start:end]  # comments around it stay: they may belong to a section
+        text = stored.text()
         _write_validated(path, text)
         return text

@@ -24,6 +24,7 @@ from patchlane.upstream.retire import (
     Evidence,
     RetireError,
     SweepRow,
+    delete_entry,
     evaluate,
     read_sweep_rows,
     retire_entry,
@@ -200,6 +201,32 @@ def test_a_crlf_registry_stays_crlf_byte_for_byte(registry_file: Path) -> None:
     assert after[:head] == crlf[:head] and after.endswith(crlf[tail:])
     assert b"    status: retired\r\n    retired: 2026-11-22\r\n" in after
     assert load_registries([registry_file]).get(ENTRY).status is Status.RETIRED
+
+
+@pytest.mark.parametrize("entry_id", ["liger_flce_weighted_none", "dynamo_recompile_limit"],
+                         ids=["an-entry-in-the-middle", "the-last-entry"])
+def test_a_crlf_registry_without_a_final_line_break_keeps_its_endings(
+        registry_file: Path, entry_id: str) -> None:
+    """The file's line ending is its first line break's, not its end's: a CRLF file whose last
+    line has no line break gets CRLF lines, and still ends without one."""
+    crlf = registry_file.read_bytes().replace(b"\n", b"\r\n").rstrip(b"\r\n")
+    assert crlf.split(b"\r\n")[-1].strip() == b"status: active"  # the last entry's last line
+    registry_file.write_bytes(crlf)
+    entry = load_registries([registry_file]).get(entry_id)
+    retire_entry(entry, date=dt.date(2026, 11, 22), applied_upstream=None, evidence=["x"])
+    after = registry_file.read_bytes()
+    assert b"\n" not in after.replace(b"\r\n", b""), "an LF-only line was spliced in"
+    assert not after.endswith(b"\n")  # it ended without a line break, and still does
+    head = crlf.index(f"  - id: {entry_id}".encode())
+    assert after[:head] == crlf[:head]
+    assert b"    status: retired\r\n    retired: 2026-11-22" in after
+    assert load_registries([registry_file]).get(entry_id).status is Status.RETIRED
+    # delete, which shares the helpers: the block goes, every other byte stays
+    delete_entry(load_registries([registry_file]).get(entry_id))
+    gone = registry_file.read_bytes()
+    assert b"\n" not in gone.replace(b"\r\n", b"")
+    assert gone[:head - 2] == crlf[:head - 2] and entry_id.encode() not in gone
+    assert entry_id not in [e.id for e in load_registries([registry_file]).entries]
 
 
 def test_retire_refuses_text_the_loader_would_reject_and_leaves_the_file(
