@@ -8,7 +8,8 @@ A retirement needs, as the entry's ``retire_when`` asks:
   ``release`` is set, a release the gate can name;
 * the sweep: a run directory where the reproducer *passes without the overlay* on such a
   release (:attr:`Verdict.UPSTREAM_FIXED <patchlane.evidence.verdicts.Verdict.UPSTREAM_FIXED>`)
-  and no case is broken or in error;
+  and no case is broken or in error. Each row is read back from the receipts
+  (:mod:`patchlane.evidence.crosscheck`), not taken from ``index.json`` on trust;
 * the probe (``probe: true``): in that run, the overlay stayed out because the probe said so
   (past the gate, where only the case without the overlay runs: the probe, asked there, said so)
   (the with-overlay receipt's decision is :attr:`Outcome.UPSTREAM_FIXED
@@ -27,7 +28,7 @@ import contextlib
 import datetime as _dt
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ import yaml
 
 from ..audit import Outcome
 from ..errors import PatchlaneError
-from ..evidence.index import read_index
+from ..evidence.crosscheck import checked_rows
 from ..evidence.verdicts import Verdict
 from ..exit_codes import ExitCode
 from ..files import atomic_write
@@ -93,32 +94,31 @@ class Evidence:
 
 
 def read_sweep_rows(entry: Entry, run_dir: Path) -> list[SweepRow]:
-    """``entry``'s rows in the run directory ``run_dir`` (its ``index.json``, and for the
-    probe, each row's with-overlay receipt). A file that is not what ``patchlane sweep``
-    writes raises :class:`RetireError` naming it."""
-    index_path = run_dir / "index.json"
-    index = read_index(run_dir, RetireError)
+    """``entry``'s rows in the run directory ``run_dir``, each checked against what the sweep
+    wrote it from (:func:`patchlane.evidence.crosscheck.checked_rows`): the manifest's plan and
+    the receipts, whose verdict is derived again by the row kind's rule. An index row its
+    receipts do not bear out, a receipt missing or changed, or a file that is not what
+    ``patchlane sweep`` writes raises :class:`RetireError` naming it."""
+    # Design choice: retirement rests on the receipts, not on index.json, a report anyone can
+    # edit: one field changed there (guarding -> upstream-fixed) must not retire a fix.
+    index, checked = checked_rows(run_dir, entry.id, RetireError)
     rows = []
-    for row in index.rows:
-        if row.entry_id != entry.id:
-            continue
+    for item in checked:
+        row, receipts = item.row, item.receipts
         # With the overlay: the decision the probe made. Past the gate (and for a retired
         # entry) only the case without it ran: the probe was asked there, not acted on.
-        try:
-            probe = (_probe_outcome(run_dir / row.receipts["with"]) if row.receipts.get("with")
-                     else _probe_asked(run_dir / row.receipts["without"])
-                     if row.receipts.get("without") else None)
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise RetireError(f"{index_path}: not a sweep index ({type(exc).__name__}: {exc}). "
-                              "Fix: pass a run directory written by `patchlane sweep`") from None
+        probe = (_probe_outcome(run_dir / row.receipts["with"], receipts["with"])
+                 if "with" in receipts
+                 else _probe_asked(receipts["without"]) if "without" in receipts else None)
         rows.append(SweepRow(run=index.run_id, lane=row.lane, world_size=row.world_size,
                              verdict=row.verdict, installed=row.installed, probe=probe))
     return rows
 
 
-def _probe_outcome(receipt_path: Path) -> Outcome | None:
-    receipt = _read_json(receipt_path)
-    outcome = ((receipt.get("audit") or {}).get("decision") or {}).get("outcome")
+def _probe_outcome(receipt_path: Path, receipt: Mapping[str, Any]) -> Outcome | None:
+    audit = receipt.get("audit")
+    decision = audit.get("decision") if isinstance(audit, dict) else None
+    outcome = decision.get("outcome") if isinstance(decision, dict) else None
     if outcome is None:
         return None
     try:
@@ -128,18 +128,10 @@ def _probe_outcome(receipt_path: Path) -> Outcome | None:
                           f"{[o.value for o in Outcome]}") from None
 
 
-def _probe_asked(receipt_path: Path) -> Outcome | None:
-    asked = _read_json(receipt_path).get("probe") or {}
-    return Outcome.UPSTREAM_FIXED if asked.get("outcome") == Outcome.UPSTREAM_FIXED.value \
-        else None
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both
-        raise RetireError(f"{path}: not JSON ({exc}). Fix: pass a run directory written by "
-                          "`patchlane sweep`") from None
+def _probe_asked(receipt: Mapping[str, Any]) -> Outcome | None:
+    asked = receipt.get("probe")
+    return Outcome.UPSTREAM_FIXED if isinstance(asked, dict) \
+        and asked.get("outcome") == Outcome.UPSTREAM_FIXED.value else None
 
 
 def evaluate(entry: Entry, upstream: TrackReport | None,
