@@ -183,6 +183,11 @@ def verify_distribution(name: str) -> RecordCheck:
                               f"the wheel installed. Fix: reinstall it: "
                               f"{_reinstall(name, version)}")
             continue
+        except ValueError as exc:  # a NUL in the name: no file can have it
+            unreadable.append(f"{shown}: row {number} ({item!r}): not a file name ({exc}); "
+                              "expected a path the wheel installed. Fix: reinstall it: "
+                              f"{_reinstall(name, version)}")
+            continue
         except OSError as exc:
             unreadable.append(f"{shown}: row {number} ({item}): cannot be read "
                               f"({exc.strerror or type(exc).__name__}). Fix: check its "

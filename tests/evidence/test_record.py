@@ -263,6 +263,18 @@ def test_an_unknown_hash_algorithm_is_a_finding_naming_the_row(site: Path) -> No
     assert check.checked == len(FILES) + 1 and check.as_dict()["unreadable"] == [line]
 
 
+def test_a_row_naming_no_possible_file_is_a_finding(site: Path) -> None:
+    dist, package = names()
+    info = install_by_hand(site, dist, package)
+    add_rows(info, (f"{package}/nul\x00byte.py", record_hash(b""), "0"))
+    check = verify_distribution(dist)
+    if check.error is not None:  # an interpreter whose csv refuses NUL: said, not raised
+        assert check.error.startswith("RECORD is not CSV") and not check.ok
+        return
+    (line,) = check.unreadable
+    assert "nul\\x00byte.py'): not a file name" in line and not check.ok
+
+
 def test_doctor_reports_hostile_record_rows_as_problems_and_exits_16(
         fake_target: FakeTarget) -> None:
     """Through the real command: an unknown algorithm and a row pointing at a device are
