@@ -71,6 +71,8 @@ def _run_doctor(as_json: bool, strict: bool, out: Any = None) -> int:
                             "(edited after install)")
         for name in result.missing:
             problems.append(f"{dist} {result.version}: {name} listed in RECORD is missing")
+        for line in result.unreadable:
+            problems.append(f"{dist} {result.version}: {line}")
 
     ledger = [r for r in (evaluate(e, current.controls) for e in entries) if r is not None]
     for violation in ledger:
@@ -120,7 +122,9 @@ def _run_doctor(as_json: bool, strict: bool, out: Any = None) -> int:
     print(table(["DISTRIBUTION", "VERSION", "FILES CHECKED", "RECORD"],
                 [[r.distribution, r.version or "-", str(r.checked),
                   "ok" if r.ok else (r.error or f"{len(r.modified)} modified, "
-                                                 f"{len(r.missing)} missing")]
+                                                 f"{len(r.missing)} missing"
+                                     + (f", {len(r.unreadable)} unreadable"
+                                        if r.unreadable else ""))]
                  for r in records]))
     if matches:
         print()

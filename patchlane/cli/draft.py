@@ -30,7 +30,8 @@ def run_draft(entry_id: str, evidence: list[Path], output: Path | None, verify: 
     registry = load_registries(startup.registry_paths(controls), drafts_required=False)
     entry = registry.get(entry_id)
     md, change = draft_paths(entry)
-    applied = (apply_proposal(load_proposal(change), entry.target.distribution)
+    applied = (apply_proposal(load_proposal(change), entry.target.distribution,
+                              target_module=entry.target.module)
                if change.is_file() else None)
     verified = None
     if verify and applied is not None:

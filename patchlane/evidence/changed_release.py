@@ -25,7 +25,10 @@ def run_with_changed_file(entry: Entry, *, site: Path, relative: str, text: str,
     package; ``relative`` (``megatron/core/x.py``) is the file to replace with ``text``."""
     top = relative.split("/", 1)[0]
     copy = workdir / "release"
-    shutil.copytree(site / top, copy / top, ignore=shutil.ignore_patterns("__pycache__"))
+    if (site / top).is_dir():
+        shutil.copytree(site / top, copy / top, ignore=shutil.ignore_patterns("__pycache__"))
+    else:  # a single-file module (``relative`` is the file itself): nothing else to copy
+        copy.mkdir(parents=True, exist_ok=True)
     (copy / relative).write_text(text, encoding="utf-8")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(copy), env.get("PYTHONPATH")]))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import enum
+import hashlib
 import json
 import threading
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ from ..errors import RunDirError
 from ..files import atomic_write_json
 from .reproduce import Lane, Mode, RunOutcome
 
-__all__ = ["MANIFEST_SCHEMA", "CaseState", "RunDir", "case_id", "now"]
+__all__ = ["MANIFEST_SCHEMA", "CaseState", "RunDir", "case_id", "now", "receipt_digest"]
 
 MANIFEST_SCHEMA = 1
 
@@ -59,6 +60,11 @@ class CaseState(str, enum.Enum):
         """The state a case finishes in with ``outcome``."""
         return {RunOutcome.PASS: cls.OK, RunOutcome.FAIL: cls.FAILED,
                 RunOutcome.ERROR: cls.ERROR}[outcome]
+
+
+def receipt_digest(data: bytes) -> str:
+    """What the manifest records of a receipt's bytes (``receipt_sha256``)."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def now() -> str:
@@ -180,11 +186,14 @@ class RunDir:
 
     def record_finished(self, cid: str, outcome: RunOutcome, stage: str | None, message: str,
                         seconds: float, **fields: Any) -> CaseState:
-        """Record a case finished with ``outcome``, its receipt already written."""
+        """Record a case finished with ``outcome``, its receipt already written (and its
+        SHA-256, ``receipt_sha256``: what ``patchlane retire`` checks the receipt against)."""
         state = CaseState.after(outcome)
+        path = self.receipt_path(cid)
         self.transition(cid, state, outcome=outcome.value, stage=stage or None,
                         message=message, seconds=round(seconds, 3),
-                        receipt=str(self.receipt_path(cid).relative_to(self.path)), **fields)
+                        receipt=str(path.relative_to(self.path)),
+                        receipt_sha256=receipt_digest(path.read_bytes()), **fields)
         return state
 
     def _adopt_receipt(self, cid: str) -> bool:

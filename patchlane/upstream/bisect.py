@@ -54,7 +54,14 @@ from ..evidence.verdicts import Finding
 from ..files import atomic_write
 from ..registry import Entry, parse_registry
 from .pypi import pypi_releases
-from .retire import child_end, entry_block, key_line, read_as_stored, registry_lock
+from .retire import (
+    child_end,
+    entry_block,
+    key_line,
+    read_as_stored,
+    registry_lock,
+    stored_lines,
+)
 
 if TYPE_CHECKING:
     from .http import Client
@@ -614,8 +621,8 @@ def _release_items(lines: Sequence[str], start: int, stop: int) -> list[tuple[in
 def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date) -> str:
     """``raw`` with ``entry``'s block rewritten to record ``result``; every other byte kept."""
     path = entry.source
-    lines = raw.splitlines(keepends=True)
-    nl = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    stored = stored_lines(raw)  # the file's line endings, its last line's (or none) too
+    lines, nl = stored.lines, stored.newline
     start, end, indent = entry_block(lines, entry.id, path, BisectError)
     key = indent + 2
     pad = " " * key
@@ -693,7 +700,7 @@ def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date) -> str:
             lines[there:old_end] = [f"{' ' * sub}{line}{nl}"]
         else:
             insert(stop, [f"{' ' * sub}{line}{nl}"])
-    return "".join(lines)
+    return stored.text()
 
 
 def write_bisection(entry: Entry, result: Bisection, *, date: _dt.date) -> str:

@@ -5,7 +5,10 @@ when an entry is fresh (younger than ``TrackerConfig.ttl``), when to revalidate 
 conditional request, and when a stale one may answer (offline mode, or a rate limit).
 
 A file is ``<sha256 of the URL>.json`` holding ``{"schema", "url", "fetched_at", "etag",
-"last_modified", "data"}``: the decoded JSON body and the validators, nothing else. It is
+"last_modified", "data"}``: the decoded JSON body and the validators, nothing else. A "not
+found" answer (HTTP 404 or 410) is cached too, under the same lifetime rules, as ``"status"``
+(the code) with ``"data": null``: a tag that does not exist is asked about once per TTL, not
+once per run. It is
 written with :func:`patchlane.files.atomic_write_json` (temp file, fsync, rename, directory
 fsync). A file that cannot be read, or was not written by this module, is ignored with a warning
 and replaced by the next successful fetch.
@@ -44,11 +47,13 @@ from typing import Any
 from ..files import atomic_write_json
 from .display import display_url
 
-__all__ = ["CACHE_SCHEMA", "CacheEntry", "ResponseCache", "default_cache_dir"]
+__all__ = ["CACHE_SCHEMA", "NOT_FOUND", "CacheEntry", "ResponseCache", "default_cache_dir"]
 
 log = logging.getLogger(__name__)
 
 CACHE_SCHEMA = 1
+NOT_FOUND = (404, 410)
+"""The answers cached as "not found"."""
 
 
 def default_cache_dir() -> Path:
@@ -66,6 +71,15 @@ class CacheEntry:
     """When upstream last confirmed this body (seconds since the epoch)."""
     etag: str | None
     last_modified: str | None
+    status: int = 200
+    """200 for a body; 404 or 410 for a "not found" answer (``data`` is None then)."""
+    authenticated: bool = False
+    """For a "not found" answer: whether the request carried a token (GitHub answers 404 for
+    a private repository without one, so that answer does not stand once a token is set)."""
+
+    @property
+    def not_found(self) -> bool:
+        return self.status in NOT_FOUND
 
     def is_fresh(self, now: float, ttl: float) -> bool:
         """Younger than ``ttl``. A timestamp in the future (the clock moved back) is not
@@ -115,6 +129,9 @@ class ResponseCache:
             "last_modified": entry.last_modified,
             "data": entry.data,
         }
+        if entry.not_found:  # written only then: a body's file keeps its shape
+            record["status"] = entry.status
+            record["authenticated"] = entry.authenticated  # whether, never the token
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_json(path, record)
@@ -135,5 +152,10 @@ def _entry_from_record(record: object, url: str) -> CacheEntry | None:
     etag, modified = record.get("etag"), record.get("last_modified")
     if not all(v is None or isinstance(v, str) for v in (etag, modified)):
         return None
+    status, authenticated = record.get("status", 200), record.get("authenticated", False)
+    if status not in (200, *NOT_FOUND) or isinstance(status, bool) \
+            or (status != 200 and record["data"] is not None) \
+            or not isinstance(authenticated, bool):
+        return None
     return CacheEntry(data=record["data"], fetched_at=float(fetched_at), etag=etag,
-                      last_modified=modified)
+                      last_modified=modified, status=status, authenticated=authenticated)

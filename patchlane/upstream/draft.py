@@ -25,9 +25,10 @@ from __future__ import annotations
 import ast
 import datetime as _dt
 import difflib
+import io
 import json
 import re
-import textwrap
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,9 +125,16 @@ class AppliedChange:
             f"a/{self.relative}", f"b/{self.relative}"))
 
 
-def apply_proposal(proposal: Proposal, distribution: str) -> AppliedChange:
+def apply_proposal(proposal: Proposal, distribution: str, *,
+                   target_module: str | None = None) -> AppliedChange:
     """The proposal applied to the release on ``sys.path`` (found without importing it).
-    Raises :class:`DraftError` when the object or an edit's text is not there."""
+    Raises :class:`DraftError` when the object or an edit's text is not there.
+
+    ``distribution`` is the entry's; the diff is labelled with the distribution that owns the
+    changed module, which may be another one (a fix that belongs in torch for an entry gated
+    on megatron-core). A module no installed distribution owns is labelled as the entry's only
+    when it is in ``target_module``'s top package (a source tree on ``PYTHONPATH``), or when
+    ``target_module`` is not given."""
     module, _, qualname = proposal.object.partition(":")
     file = locate_source(module)
     if file is None:
@@ -137,11 +145,18 @@ def apply_proposal(proposal: Proposal, distribution: str) -> AppliedChange:
     if node is None:
         raise DraftError(f"{proposal.path}: {file} defines no function {qualname}: the object "
                          "moved in this release. Fix: point `object:` at where it lives now")
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)
     start = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
     end = node.end_lineno or node.lineno
+    # The indentation is the def's (or its first decorator's) own, not the smallest common
+    # one (textwrap.dedent): a multi-line string written flush left inside the function
+    # would make that zero, and its lines are the string's text, never to be re-indented.
     indent = len(lines[start]) - len(lines[start].lstrip())
-    body = textwrap.dedent("".join(lines[start:end]))
+    prefix = lines[start][:indent]
+    in_string = _string_lines(text)
+    dedented = [_dedent_line(line, prefix, start + 1 + i in in_string)
+                for i, line in enumerate(lines[start:end])]
+    body = "".join(dedented)
     for i, (first, last, new) in enumerate(proposal.edits):
         count = body.count(first)
         if count != 1:
@@ -157,15 +172,96 @@ def apply_proposal(proposal: Proposal, distribution: str) -> AppliedChange:
                                  f"`from` in {qualname} of {file}. Fix: update the edit")
             end_at = found + len(last)
         body = body[:start_at] + new + body[end_at:]
-    changed = textwrap.indent(body, " " * indent, lambda line: bool(line.strip()))
-    version, _ = resolve_version(distribution)
+    changed = _reindent(lines[start:end], dedented, body, prefix, proposal, qualname)
     root = _site_root(file, module)
     relative = file.relative_to(root).as_posix() if root else file.name
     return AppliedChange(
         module=module, file=file, original=text,
-        changed="".join([*lines[:start], changed, *lines[end:]]), relative=relative,
+        changed="".join([*lines[:start], *changed, *lines[end:]]), relative=relative,
         site=root or file.parent,
-        against=f"{distribution} {version or '(version unknown)'}, {relative}")
+        against=f"{_owner(module, distribution, target_module)}, {relative}")
+
+
+def _lines(text: str) -> list[str]:
+    """``text``'s lines as Python numbers them (``ast``, ``tokenize``): split only at
+    ``\\n``, ``\\r\\n`` and ``\\r``, unlike ``str.splitlines`` (a form feed, U+2028)."""
+    return io.StringIO(text, newline="").readlines()
+
+
+def _string_lines(source: str) -> set[int]:
+    """The (1-based) lines of ``source`` that start inside a string literal: the lines after
+    the first of a multi-line string. Their leading whitespace is the string's text."""
+    starts = {getattr(tokenize, n) for n in ("FSTRING_START", "TSTRING_START")
+              if hasattr(tokenize, n)}
+    ends = {getattr(tokenize, n) for n in ("FSTRING_END", "TSTRING_END") if hasattr(tokenize, n)}
+    inside: set[int] = set()
+    opened: list[int] = []  # the rows f-strings (3.12+: several tokens each) start on
+    for tok in tokenize.generate_tokens(io.StringIO(source, newline="").readline):
+        if tok.type == tokenize.STRING:
+            inside.update(range(tok.start[0] + 1, tok.end[0] + 1))
+        elif tok.type in starts:
+            opened.append(tok.start[0])
+        elif tok.type in ends and opened:
+            inside.update(range(opened.pop() + 1, tok.end[0] + 1))
+    return inside
+
+
+def _dedent_line(line: str, prefix: str, in_string: bool) -> str:
+    if in_string:
+        return line
+    if not line.strip():  # as textwrap.dedent: a whitespace-only line is an empty one
+        return line[len(line.rstrip("\r\n")):]
+    return line[len(prefix):] if line.startswith(prefix) else line
+
+
+def _reindent(original: list[str], dedented: list[str], body: str, prefix: str,
+              proposal: Proposal, qualname: str) -> list[str]:
+    """The edited function's lines in the file: each line the edits left as it was is the
+    original line, byte for byte; each new line gets the def's indentation, unless it is
+    inside a string literal (its text) or blank."""
+    new = _lines(body)
+    try:
+        in_string = _string_lines(body)
+    except (tokenize.TokenError, SyntaxError) as exc:  # IndentationError is a SyntaxError
+        raise DraftError(f"{proposal.path}: the edits leave {qualname} not valid Python "
+                         f"({type(exc).__name__}: {exc}); expected the function, changed, "
+                         "as upstream would merge it. Fix: correct the edits' `with:` "
+                         "text") from None
+    out: list[str] = []
+    # difflib pairs the unchanged lines, so only what the edits wrote is re-indented.
+    matcher = difflib.SequenceMatcher(None, dedented, new, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            out.extend(original[i1:i2])
+            continue
+        for j in range(j1, j2):
+            line = new[j]
+            out.append(line if j + 1 in in_string or not line.strip() else prefix + line)
+    return out
+
+
+def _owner(module: str, distribution: str, target_module: str | None) -> str:
+    """``megatron-core 0.19.2``: the distribution that owns ``module``, and its version."""
+    from importlib import metadata
+
+    from packaging.utils import canonicalize_name
+
+    top = module.partition(".")[0]
+    owners = metadata.packages_distributions().get(top, [])
+    mine = canonicalize_name(distribution) in {canonicalize_name(o) for o in owners}
+    if mine or (not owners and (target_module is None
+                                or target_module.partition(".")[0] == top)):
+        version, _ = resolve_version(distribution)
+        return f"{distribution} {version or '(version unknown)'}"
+    if owners:
+        other = sorted(owners)[0]
+        try:
+            version = metadata.version(other)
+        except metadata.PackageNotFoundError:
+            version = "(version unknown)"
+        return f"{other} {version} (not {distribution}, the entry's distribution)"
+    return (f"{top} (no installed distribution owns it, and it is not {distribution}, the "
+            "entry's distribution; version unknown)")
 
 
 def _site_root(file: Path, module: str) -> Path | None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, urlsplit
 
@@ -24,12 +25,16 @@ if TYPE_CHECKING:
     from .http import Client
 
 __all__ = [
+    "MAX_COMPARES",
+    "TagScan",
     "first_tag_containing",
     "issue_state",
     "parse_github_url",
     "pr_state",
     "release_containing",
     "require_kind",
+    "scan_tags",
+    "tag_names",
 ]
 
 log = logging.getLogger(__name__)
@@ -142,6 +147,48 @@ def _state(value: str, url: str) -> Literal["open", "closed"]:
 # -- which release tag contains a commit ------------------------------------------------------
 
 
+MAX_COMPARES = 16
+"""Compare requests one scan sends at most (one entry's tracking): a PyPI project with
+thousands of releases since the merge must not cost thousands of requests. The scan goes in
+version order from the first release uploaded after the merge, which is where a fix lands."""
+
+
+@dataclass(frozen=True)
+class TagScan:
+    """Which of the tags scanned first contains a commit, and what the scan could not tell."""
+
+    found: str | None
+    missing: list[str]
+    """Tags the repository does not have (from its tag list, or a compare answering 404), in
+    scan order."""
+    unchecked: list[str]
+    """Tags not compared: past :data:`MAX_COMPARES`, in scan order."""
+
+
+def tag_names(client: Client, owner: str, repo: str, prefix: str, *,
+              trace: Trace | None = None) -> set[str] | None:
+    """The repository's tags whose names start with ``prefix``, in one request (GitHub's
+    ``git/matching-refs``); None when GitHub cannot list them (the scan then asks per tag)."""
+    trace = trace if trace is not None else Trace()
+    api = client.github_url(f"repos/{owner}/{repo}/git/matching-refs/"
+                            f"{quote('tags/' + prefix, safe='/')}")
+    try:
+        data = trace.get(client, api)
+    except (NotFound, MalformedResponse) as exc:  # an older server, an answer over the cap
+        log.info("%s/%s: cannot list the tags starting %r (%s); comparing tag by tag", owner,
+                 repo, prefix, exc)
+        return None
+    if not isinstance(data, list):
+        raise MalformedResponse(display_url(api), f"expected a JSON list of refs, got "
+                                f"{type(data).__name__}")
+    names = set()
+    for item in data:
+        ref = get_field(item, "ref", str, api, "a ref")
+        if ref.startswith("refs/tags/"):
+            names.add(ref[len("refs/tags/"):])
+    return names
+
+
 def release_containing(client: Client, owner: str, repo: str, sha: str,
                        tags: Sequence[str]) -> str | None:
     """The first of ``tags`` in version order (the version is read from the end of the tag
@@ -156,11 +203,32 @@ def release_containing(client: Client, owner: str, repo: str, sha: str,
 def first_tag_containing(client: Client, owner: str, repo: str, sha: str, tags: Iterable[str],
                          *, trace: Trace | None = None) -> tuple[str | None, list[str]]:
     """:func:`release_containing`, and also the tags GitHub does not know (in scan order)."""
+    scan = scan_tags(client, owner, repo, sha, tags, trace=trace, limit=None)
+    return scan.found, scan.missing
+
+
+def scan_tags(client: Client, owner: str, repo: str, sha: str, tags: Iterable[str], *,
+              trace: Trace | None = None, existing: Collection[str] | None = None,
+              limit: int | None = MAX_COMPARES) -> TagScan:
+    """The first of ``tags`` in version order that contains commit ``sha`` (GitHub's compare
+    API), asking only about the tags in ``existing`` when given (the repository's tag list:
+    the others are missing without a request), and at most ``limit`` of them (None: all)."""
     trace = trace if trace is not None else Trace()
     if not _SHA_RE.match(sha):
         raise UpstreamError(f"{sha!r} is not a commit sha; expected 7-64 hex digits")
     missing: list[str] = []
-    for tag in _in_version_order(tags):
+    ordered = _in_version_order(tags)
+    asked = 0
+    for at, tag in enumerate(ordered):
+        if existing is not None and tag not in existing:
+            missing.append(tag)
+            continue
+        if limit is not None and asked >= limit:
+            rest = ordered[at:]
+            return TagScan(None, missing + [t for t in rest if existing is not None
+                                             and t not in existing],
+                           [t for t in rest if existing is None or t in existing])
+        asked += 1
         api = client.github_url(
             f"repos/{owner}/{repo}/compare/{quote(tag, safe='')}...{sha}")
         try:
@@ -173,11 +241,11 @@ def first_tag_containing(client: Client, owner: str, repo: str, sha: str, tags: 
         status = get_field(data, "status", str, api, "the comparison")
         # compare/BASE...HEAD: "behind" means HEAD (the commit) is an ancestor of BASE (the tag).
         if status in ("behind", "identical"):
-            return tag, missing
+            return TagScan(tag, missing, [])
         if status not in ("ahead", "diverged"):
             raise MalformedResponse(display_url(api), f"comparison status {status!r} is not "
                                     "one of ahead, behind, diverged, identical")
-    return None, missing
+    return TagScan(None, missing, [])
 
 
 def _tag_version(tag: str) -> Version | None:

@@ -170,6 +170,11 @@ class GitRepo:
             raise GitRepoError(self.path, "the `git` executable is not on PATH",
                                "install git (any version since 2.20), or put it on PATH"
                                ) from None
+        except OSError as exc:  # the kernel refused to start it (too many arguments, memory)
+            raise GitRepoError(self.path, f"`git {args[0] if args else ''}` could not start "
+                               f"({exc.strerror or type(exc).__name__})",
+                               "free memory, or report this to patchlane's maintainers with "
+                               "the repository's size (tags, branches)") from None
         except subprocess.TimeoutExpired:
             raise GitRepoError(self.path, f"`git {' '.join(args)}` ran past {_TIMEOUT:g} s",
                                "check that the repository is on a local, responsive disk",
@@ -282,9 +287,12 @@ class GitRepo:
         if key not in self._range_ids:
             ids: dict[str, list[str]] = {}
             if tags:
+                # The revisions go on stdin (`--stdin`), not the command line: a mirror with
+                # 100,000 release tags would exceed the kernel's argument-size limit.
+                revisions = "".join(f"refs/tags/{t}\n" for t in tags)
                 log = self.git_bytes("log", "-p", "--no-merges", "--format=medium",
-                                     *_DIFF_FLAGS, *[f"refs/tags/{t}" for t in tags],
-                                     f"^{self.default_branch}", "--")
+                                     *_DIFF_FLAGS, "--stdin",
+                                     stdin=(revisions + f"^{self.default_branch}\n").encode())
                 for line in self.git_bytes("patch-id", "--stable", stdin=log).decode().split(
                         "\n"):
                     if line.strip():

@@ -5,7 +5,9 @@ and where it came from) or raises one of :mod:`patchlane.upstream.errors`:
 
 * every JSON answer is cached on disk (:mod:`patchlane.upstream.cache`); within ``ttl``
   seconds the cache answers without a request, after that a conditional request
-  (``If-None-Match`` / ``If-Modified-Since``) revalidates it;
+  (``If-None-Match`` / ``If-Modified-Since``) revalidates it. A "not found" answer (404, 410)
+  is cached under the same rules and raises :class:`NotFound` again from the cache (offline
+  too);
 * connection errors, timeouts and 5xx answers are retried with exponential backoff by urllib3's
   ``Retry`` (:mod:`patchlane.upstream.retries`);
 * a rate limit (GitHub's 403 with ``X-RateLimit-Remaining: 0``, or 429 / ``Retry-After``) raises
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from .cache import CacheEntry, ResponseCache, default_cache_dir
+from .cache import NOT_FOUND, CacheEntry, ResponseCache, default_cache_dir
 from .display import display_url, format_time, utc
 from .errors import (
     MalformedResponse,
@@ -165,6 +167,9 @@ class Client:
         """
         shown = display_url(url)
         cached = self.cache.read(url)
+        if cached is not None and cached.not_found and not cached.authenticated \
+                and self._sends_token(url):
+            cached = None  # "not found" without a token may be a private repository: ask
         now = self.config.clock()
         if self.config.offline:
             if cached is None:
@@ -180,6 +185,11 @@ class Client:
 
     def _from_cache(self, url: str, cached: CacheEntry, *, stale: bool,
                     reason: str | None = None) -> Fetched:
+        if cached.not_found:
+            raise NotFound(display_url(url), cached.status,
+                           self._not_found_hint(url) + " (a cached answer, from "
+                           f"{format_time(utc(cached.fetched_at))}; asked again once it is "
+                           f"{self.config.ttl:g} s old, or with another cache directory)")
         return Fetched(url=display_url(url), data=cached.data, from_cache=True, stale=stale,
                        fetched_at=utc(cached.fetched_at), stale_reason=reason)
 
@@ -251,6 +261,9 @@ class Client:
     def _token(self) -> str:
         return os.environ.get(self.config.token_env, "").strip()
 
+    def _sends_token(self, url: str) -> bool:
+        return _under(url, self.config.github_api) and bool(self._token())
+
     def _handle(self, url: str, shown: str, cached: CacheEntry | None,
                 response: requests.Response, body: bytes) -> Fetched:
         status = response.status_code
@@ -264,6 +277,7 @@ class Client:
                 fetched_at=now,
                 etag=response.headers.get("ETag") or cached.etag,
                 last_modified=response.headers.get("Last-Modified") or cached.last_modified,
+                status=cached.status, authenticated=cached.authenticated,
             )
             self.cache.write(url, refreshed)
             log.debug("%s not modified; cache revalidated", shown)
@@ -272,7 +286,14 @@ class Client:
             limited, reset_at = _rate_limit(response, now)
             if limited:
                 return self._rate_limited(url, shown, cached, status, reset_at)
-        if status in (404, 410):
+        if status in NOT_FOUND:
+            # Cached like any answer: the same missing tag (a tag template that matches no
+            # release) is then asked about once per TTL, not once per run.
+            self.cache.write(url, CacheEntry(data=None, fetched_at=now,
+                                             etag=response.headers.get("ETag"),
+                                             last_modified=response.headers.get("Last-Modified"),
+                                             status=status,
+                                             authenticated=self._sends_token(url)))
             raise NotFound(shown, status, self._not_found_hint(url))
         if 200 <= status < 300:
             try:

@@ -8,7 +8,8 @@ A retirement needs, as the entry's ``retire_when`` asks:
   ``release`` is set, a release the gate can name;
 * the sweep: a run directory where the reproducer *passes without the overlay* on such a
   release (:attr:`Verdict.UPSTREAM_FIXED <patchlane.evidence.verdicts.Verdict.UPSTREAM_FIXED>`)
-  and no case is broken or in error;
+  and no case is broken or in error. Each row is read back from the receipts
+  (:mod:`patchlane.evidence.crosscheck`), not taken from ``index.json`` on trust;
 * the probe (``probe: true``): in that run, the overlay stayed out because the probe said so
   (past the gate, where only the case without the overlay runs: the probe, asked there, said so)
   (the with-overlay receipt's decision is :attr:`Outcome.UPSTREAM_FIXED
@@ -27,7 +28,7 @@ import contextlib
 import datetime as _dt
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,16 +37,16 @@ import yaml
 
 from ..audit import Outcome
 from ..errors import PatchlaneError
-from ..evidence.index import read_index
+from ..evidence.crosscheck import checked_rows
 from ..evidence.verdicts import Verdict
 from ..exit_codes import ExitCode
 from ..files import atomic_write
 from ..registry import Entry, Status, parse_registry
 from .records import TrackReport, UpstreamState
 
-__all__ = ["Evidence", "RetireError", "SweepRow", "child_end", "delete_entry", "entry_block",
-           "evaluate", "key_line", "read_as_stored", "read_sweep_rows", "registry_lock",
-           "retire_entry"]
+__all__ = ["Evidence", "RetireError", "StoredLines", "SweepRow", "child_end", "delete_entry",
+           "entry_block", "evaluate", "key_line", "read_as_stored", "read_sweep_rows",
+           "registry_lock", "retire_entry", "stored_lines"]
 
 
 class RetireError(PatchlaneError):
@@ -93,32 +94,31 @@ class Evidence:
 
 
 def read_sweep_rows(entry: Entry, run_dir: Path) -> list[SweepRow]:
-    """``entry``'s rows in the run directory ``run_dir`` (its ``index.json``, and for the
-    probe, each row's with-overlay receipt). A file that is not what ``patchlane sweep``
-    writes raises :class:`RetireError` naming it."""
-    index_path = run_dir / "index.json"
-    index = read_index(run_dir, RetireError)
+    """``entry``'s rows in the run directory ``run_dir``, each checked against what the sweep
+    wrote it from (:func:`patchlane.evidence.crosscheck.checked_rows`): the manifest's plan and
+    the receipts, whose verdict is derived again by the row kind's rule. An index row its
+    receipts do not bear out, a receipt missing or changed, or a file that is not what
+    ``patchlane sweep`` writes raises :class:`RetireError` naming it."""
+    # Design choice: retirement rests on the receipts, not on index.json, a report anyone can
+    # edit: one field changed there (guarding -> upstream-fixed) must not retire a fix.
+    index, checked = checked_rows(run_dir, entry.id, RetireError)
     rows = []
-    for row in index.rows:
-        if row.entry_id != entry.id:
-            continue
+    for item in checked:
+        row, receipts = item.row, item.receipts
         # With the overlay: the decision the probe made. Past the gate (and for a retired
         # entry) only the case without it ran: the probe was asked there, not acted on.
-        try:
-            probe = (_probe_outcome(run_dir / row.receipts["with"]) if row.receipts.get("with")
-                     else _probe_asked(run_dir / row.receipts["without"])
-                     if row.receipts.get("without") else None)
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise RetireError(f"{index_path}: not a sweep index ({type(exc).__name__}: {exc}). "
-                              "Fix: pass a run directory written by `patchlane sweep`") from None
+        probe = (_probe_outcome(run_dir / row.receipts["with"], receipts["with"])
+                 if "with" in receipts
+                 else _probe_asked(receipts["without"]) if "without" in receipts else None)
         rows.append(SweepRow(run=index.run_id, lane=row.lane, world_size=row.world_size,
                              verdict=row.verdict, installed=row.installed, probe=probe))
     return rows
 
 
-def _probe_outcome(receipt_path: Path) -> Outcome | None:
-    receipt = _read_json(receipt_path)
-    outcome = ((receipt.get("audit") or {}).get("decision") or {}).get("outcome")
+def _probe_outcome(receipt_path: Path, receipt: Mapping[str, Any]) -> Outcome | None:
+    audit = receipt.get("audit")
+    decision = audit.get("decision") if isinstance(audit, dict) else None
+    outcome = decision.get("outcome") if isinstance(decision, dict) else None
     if outcome is None:
         return None
     try:
@@ -128,18 +128,10 @@ def _probe_outcome(receipt_path: Path) -> Outcome | None:
                           f"{[o.value for o in Outcome]}") from None
 
 
-def _probe_asked(receipt_path: Path) -> Outcome | None:
-    asked = _read_json(receipt_path).get("probe") or {}
-    return Outcome.UPSTREAM_FIXED if asked.get("outcome") == Outcome.UPSTREAM_FIXED.value \
-        else None
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both
-        raise RetireError(f"{path}: not JSON ({exc}). Fix: pass a run directory written by "
-                          "`patchlane sweep`") from None
+def _probe_asked(receipt: Mapping[str, Any]) -> Outcome | None:
+    asked = receipt.get("probe")
+    return Outcome.UPSTREAM_FIXED if isinstance(asked, dict) \
+        and asked.get("outcome") == Outcome.UPSTREAM_FIXED.value else None
 
 
 def evaluate(entry: Entry, upstream: TrackReport | None,
@@ -237,6 +229,41 @@ def read_as_stored(path: Path) -> str:
     return path.read_bytes().decode("utf-8")
 
 
+@dataclass(frozen=True)
+class StoredLines:
+    """A registry file's text as lines to edit in place (:func:`stored_lines`)."""
+
+    lines: list[str]
+    """Every line with its line ending, the last one too (given the file's when it had none,
+    so that a line inserted after it cannot run into it)."""
+    newline: str
+    """The file's line ending: what every inserted line ends with."""
+    ended: bool
+    """Whether the file's last line had a line ending."""
+
+    def text(self) -> str:
+        """The lines joined, ending as the file did (no line ending after the last line when
+        the file had none there)."""
+        text = "".join(self.lines)
+        if not self.ended and text.endswith(self.newline):
+            text = text[:-len(self.newline)]
+        return text
+
+
+def stored_lines(raw: str) -> StoredLines:
+    """``raw`` (a registry file's text as stored) as lines for an in-place edit that keeps the
+    file's line ending style: inserted lines end the way the file's lines do."""
+    # The file's style is its first line break's: the last line may have none at all (a CRLF
+    # file saved without a final line break), so the end of the file cannot tell.
+    first = raw.find("\n")
+    newline = "\r\n" if first > 0 and raw[first - 1] == "\r" else "\n"
+    lines = raw.splitlines(keepends=True)
+    ended = not lines or lines[-1].endswith(("\n", "\r"))
+    if not ended:
+        lines[-1] += newline
+    return StoredLines(lines, newline, ended)
+
+
 def _write_validated(path: Path, text: str) -> None:
     parse_registry(path, text)  # refuse to write anything the loader would reject
     atomic_write(path, text)  # keeps the file's permissions; fsyncs the file and directory
@@ -300,8 +327,8 @@ def retire_entry(entry: Entry, *, date: _dt.date, applied_upstream: str | None,
 def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str | None,
                evidence: list[str]) -> str:
     path = entry.source
-    lines = raw.splitlines(keepends=True)
-    newline = "\r\n" if raw.endswith("\r\n") else "\n"
+    stored = stored_lines(raw)
+    lines, newline = stored.lines, stored.newline
     start, end, indent = entry_block(lines, entry.id, path)
     key_indent = indent + 2
     pad = " " * key_indent
@@ -341,7 +368,7 @@ def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str 
         at = key_line(lines, start, end, key_indent, "owner") or status_at
         lines[at:at] = [f"{pad}evidence:{newline}",
                         f"{' ' * (key_indent + 2)}retirement:{newline}", *ev_lines]
-    text = "".join(lines)
+    text = stored.text()
     _write_validated(path, text)
     return text
 
@@ -360,9 +387,9 @@ def delete_entry(entry: Entry) -> str:
             raise RetireError(f"{path}: entries {dependents} depend on {entry.id!r} "
                               "(depends_on); deleting it would leave them naming nothing. Fix: "
                               "delete or edit those first")
-        lines = raw.splitlines(keepends=True)
-        start, end, _ = entry_block(lines, entry.id, path)
-        del lines[start:end]  # comments around it stay: they may belong to a section
-        text = "".join(lines)
+        stored = stored_lines(raw)
+        start, end, _ = entry_block(stored.lines, entry.id, path)
+        del stored.lines[start:end]  # comments around it stay: they may belong to a section
+        text = stored.text()
         _write_validated(path, text)
         return text

@@ -24,7 +24,7 @@ from packaging.version import Version
 from .answers import Trace
 from .display import display_url
 from .errors import MalformedResponse, TagTemplateError, UpstreamError
-from .github import first_tag_containing, issue_state, pr_state, require_kind
+from .github import MAX_COMPARES, issue_state, pr_state, require_kind, scan_tags, tag_names
 from .pypi import pypi_releases
 from .records import PullState, TrackReport, UpstreamState
 
@@ -107,17 +107,28 @@ def track(entry: Entry, client: Client, *, tag_template: str,
     candidates = [r for r in releases if merged_at is None or r.upload_time >= merged_at]
     sha = pr.merge_commit_sha
     tag_of = {tag_name(tag_template, r.version): r.version for r in candidates}
-    found, missing = first_tag_containing(client, owner, repo, sha, list(tag_of), trace=trace)
+    # The repository's tags the template can make, listed once: a tag it lacks costs no
+    # compare request, and a template that matches no tag costs none at all. The scan is
+    # bounded (MAX_COMPARES) whatever PyPI lists.
+    existing = (tag_names(client, owner, repo, _tag_prefix(tag_template), trace=trace)
+                if tag_of else None)
+    scan = scan_tags(client, owner, repo, sha, list(tag_of), trace=trace, existing=existing)
+    found, missing = scan.found, scan.missing
     merged_note = f"PR #{pr.number} merged {_day(merged_at)} as {sha[:12]}"
     if found is None:
         if not candidates:
             why = f"no release of {dist} was uploaded since"
         else:
-            names = ", ".join(r.version for r in candidates)
+            names = _listed([r.version for r in candidates])
             why = f"none of the {dist} releases uploaded since ({names}) contains it"
             if missing:
-                why += (f"; tags not found in {owner}/{repo}: {', '.join(missing)} (check the "
+                why += (f"; tags not found in {owner}/{repo}: {_listed(missing)} (check the "
                         f"tag template {tag_template!r})")
+            if scan.unchecked:
+                why += (f"; {len(scan.unchecked)} later release tags were not compared (at most "
+                        f"{MAX_COMPARES} compare requests per entry: "
+                        f"{_listed(scan.unchecked, 3)}). Fix: track it from a local mirror "
+                        f"(`patchlane upstream {entry.id} --git MIRROR`), which reads every tag")
         return report(UpstreamState.MERGED_UNRELEASED,
                       f"{merged_note}; {why}. Keep carrying the patch until a release has it",
                       pr, latest=latest)
@@ -178,6 +189,19 @@ def tag_name(template: str, version: str) -> str:
     if tag == template:
         raise TagTemplateError(template, "it has no '{version}' field")
     return tag
+
+
+def _tag_prefix(template: str) -> str:
+    """What every tag ``template`` makes starts with (``core_v`` for ``core_v{version}``)."""
+    marker = "\x00VERSION\x00"
+    return tag_name(template, marker).partition(marker)[0]
+
+
+def _listed(items: list[str], shown: int = 10) -> str:
+    """``items`` joined, the first ``shown`` of them and how many more: a reason stays one
+    readable line when PyPI lists thousands of releases."""
+    head = ", ".join(items[:shown])
+    return head + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
 def _day(moment: _dt.datetime | None) -> str:

@@ -17,6 +17,8 @@ import pytest
 
 from patchlane.evidence.record import verify_distribution
 
+from ..conftest import FakeTarget
+
 FILES = {
     "__init__.py": "from .core import answer\n",
     "core.py": "def answer():\n    return 42\n",
@@ -171,3 +173,137 @@ def test_a_pip_installed_wheel_checks_out_until_a_file_is_edited(site: Path,
     check = verify_distribution(dist)
     assert not check.ok
     assert check.modified == (f"{package}/core.py",)
+
+
+# -- a RECORD is input, not instructions ----------------------------------------------------------
+
+
+def add_rows(info: Path, *rows: tuple[str, str, str]) -> None:
+    """Rows added to an installed distribution's RECORD (before its own, unhashed, row)."""
+    record = info / "RECORD"
+    text = record.read_text()
+    own = f"{info.name}/RECORD,,\n"
+    record.write_text(text.replace(own, record_text(list(rows)) + own))
+
+
+def verify_in_a_child(site: Path, dist: str, timeout: float = 60) -> dict[str, object]:
+    """verify_distribution run in a child process with a deadline: a check that reads a
+    device or blocks on a pipe fails the test instead of hanging the session."""
+    import json
+    import os
+
+    code = ("import json, sys\nfrom patchlane.evidence.record import verify_distribution\n"
+            "print(json.dumps(verify_distribution(sys.argv[1]).as_dict()))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(site), str(Path(__file__).resolve().parents[2])])}
+    try:
+        done = subprocess.run([sys.executable, "-c", code, dist], capture_output=True,
+                              text=True, env=env, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"verify_distribution({dist!r}) still running after {timeout} s")
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def test_a_row_that_climbs_out_of_the_install_directory_is_not_read(site: Path) -> None:
+    """``../../…/dev/zero``: hashing it never ends. A row outside the directory the
+    distribution is installed in is listed as outside and not opened."""
+    dist, package = names()
+    info = install_by_hand(site, dist, package)
+    climb = "../" * (len(site.resolve().parts) + 2) + "dev/zero"
+    add_rows(info, (climb, record_hash(b""), "0"))
+    result = verify_in_a_child(site, dist)
+    assert result["ok"] is True, result
+    assert result["outside"] == [climb]
+    assert result["checked"] == len(FILES) + 1 and result["unreadable"] == []
+
+
+@pytest.mark.parametrize("kind", ["a symlink to /dev/zero", "a named pipe", "a directory"])
+def test_a_row_whose_file_is_not_a_regular_file_is_a_finding(site: Path, kind: str) -> None:
+    dist, package = names()
+    info = install_by_hand(site, dist, package)
+    odd = site / package / "odd"
+    if kind == "a symlink to /dev/zero":
+        if not Path("/dev/zero").exists():
+            pytest.skip("no /dev/zero here")
+        odd.symlink_to("/dev/zero")
+        said = "not a regular file (a character device)"
+    elif kind == "a named pipe":
+        os_mkfifo = getattr(__import__("os"), "mkfifo", None)
+        if os_mkfifo is None:
+            pytest.skip("no named pipes here")
+        os_mkfifo(odd)  # opening it to read would wait for a writer forever
+        said = "not a regular file (a named pipe)"
+    else:
+        odd.mkdir()
+        said = "not a regular file (a directory)"
+    add_rows(info, (f"{package}/odd", record_hash(b""), "0"))
+    result = verify_in_a_child(site, dist)
+    assert result["ok"] is False
+    (line,) = result["unreadable"]  # type: ignore[misc]
+    record = info.resolve() / "RECORD"
+    assert line.startswith(f"{record}: row ") and f"({package}/odd): {said}" in line, line
+    assert "Fix: reinstall it: `pip install --force-reinstall --no-deps" in line
+    assert result["checked"] == len(FILES) + 1  # the other rows are still checked
+
+
+def test_an_unknown_hash_algorithm_is_a_finding_naming_the_row(site: Path) -> None:
+    dist, package = names()
+    info = install_by_hand(site, dist, package)
+    add_rows(info, (f"{package}/core.py", "blake9=AAAA", "10"))
+    check = verify_distribution(dist)
+    assert not check.ok and check.error is None
+    (line,) = check.unreadable
+    rows = (info / "RECORD").read_text().splitlines()
+    number = rows.index(f"{package}/core.py,blake9=AAAA,10") + 1
+    assert line.startswith(f"{info.resolve() / 'RECORD'}: row {number} ({package}/core.py): "
+                           "hash algorithm 'blake9' is not one hashlib guarantees; expected "
+                           "one of blake2b, blake2s, md5, sha1, sha224, sha256"), line
+    assert check.checked == len(FILES) + 1 and check.as_dict()["unreadable"] == [line]
+
+
+def test_a_row_naming_no_possible_file_is_a_finding(site: Path) -> None:
+    dist, package = names()
+    info = install_by_hand(site, dist, package)
+    add_rows(info, (f"{package}/nul\x00byte.py", record_hash(b""), "0"))
+    check = verify_distribution(dist)
+    if check.error is not None:  # an interpreter whose csv refuses NUL: said, not raised
+        assert check.error.startswith("RECORD is not CSV") and not check.ok
+        return
+    (line,) = check.unreadable
+    assert "nul\\x00byte.py'): not a file name" in line and not check.ok
+
+
+def test_doctor_reports_hostile_record_rows_as_problems_and_exits_16(
+        fake_target: FakeTarget) -> None:
+    """Through the real command: an unknown algorithm and a row pointing at a device are
+    problems (exit 16, no traceback), not a crash (70) or a hang."""
+    import os
+
+    info = next(fake_target.root.glob("*.dist-info"))
+    target = fake_target.target_file.read_bytes()
+    rows = [(f"{fake_target.package}/target.py", "blake9=AAAA", str(len(target))),
+            ("../" * (len(fake_target.root.resolve().parts) + 2) + "dev/zero",
+             record_hash(b""), "0"),
+            (f"{info.name}/RECORD", "", "")]
+    (info / "RECORD").write_text(record_text(rows))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env.update(PATCHLANE_DEFAULT_REGISTRY="0", PATCHLANE_REGISTRY=str(
+        fake_target.write_registry()), PYTHONPATH=str(fake_target.root))
+    try:
+        out = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "doctor", "--json"],
+                             capture_output=True, text=True, env=env, timeout=120,
+                             cwd=Path(__file__).resolve().parents[2])
+    except subprocess.TimeoutExpired:
+        pytest.fail("doctor still running after 120 s")
+    assert out.returncode == 16, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+    import json
+
+    report = json.loads(out.stdout)
+    (problem,) = [p for p in report["problems"] if "RECORD" in p]
+    assert f"row 1 ({fake_target.package}/target.py): hash algorithm 'blake9'" in problem
+    (record,) = [r for r in report["records"]
+                 if r["distribution"] == fake_target.distribution]
+    assert record["outside"] and record["outside"][0].endswith("dev/zero")

@@ -50,6 +50,21 @@ def compare_path(tag: str, sha: str = SHA) -> str:
     return f"{GH}/compare/{tag}...{sha}"
 
 
+def tags_path(prefix: str) -> str:
+    """GitHub's list of the tags starting with ``prefix`` (``git/matching-refs``)."""
+    return f"{GH}/git/matching-refs/tags/{prefix}"
+
+
+def refs(*tags: str) -> list[dict[str, Any]]:
+    """``git/matching-refs``' answer for ``tags``, in GitHub's shape."""
+    return [{"ref": f"refs/tags/{tag}", "node_id": f"REF_{i}",
+             "url": f"https://api.github.com/repos/NVIDIA/Megatron-LM/git/refs/tags/{tag}",
+             "object": {"sha": f"{i:040x}", "type": "commit",
+                        "url": f"https://api.github.com/repos/NVIDIA/Megatron-LM/git/commits/"
+                               f"{i:040x}"}}
+            for i, tag in enumerate(tags)]
+
+
 def fixture(name: str) -> Any:
     return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
 
@@ -162,6 +177,7 @@ def default_routes(fake: FakeUpstream) -> None:
     fake.route(PYPI_PATH, Reply(body=fixture("pypi_megatron-core.json")))
     for tag in TAGS:
         fake.route(compare_path(tag), Reply(body=fixture(f"github_compare_{tag}.json")))
+    fake.route(tags_path("core_v"), Reply(body=refs(*TAGS)))
 
 
 

@@ -467,6 +467,27 @@ def test_write_keeps_crlf_and_refuses_a_broken_range_leaving_the_file(
     assert b'      release: ">=0.18.0"\r\n' in after  # no first fixed: left as it was
 
 
+def test_write_keeps_crlf_when_the_entry_is_last_and_has_no_final_line_break(
+        registry_file: Path) -> None:
+    """A CRLF file whose last line (the entry's) has no line break: every line written ends
+    in CRLF, and the file still ends without one."""
+    text = registry_file.read_text()
+    head, tail = _block_of(text, ENTRY)
+    moved = text[:head] + text[tail:].rstrip("\n") + "\n" + text[head:tail].rstrip("\n")
+    crlf = moved.replace("\n", "\r\n").encode()
+    registry_file.write_bytes(crlf)
+    entry = load_registries([registry_file]).get(ENTRY)
+    write_bisection(entry, _result(), date=dt.date(2027, 1, 2))
+    after = registry_file.read_bytes()
+    assert b"\n" not in after.replace(b"\r\n", b""), "an LF-only line was spliced in"
+    assert not after.endswith(b"\n") and after.endswith(b"status: active")
+    at = crlf.index(f"  - id: {ENTRY}".encode())
+    assert after[:at] == crlf[:at]
+    assert b'      bisected: "2027-01-02: 5 runs' in after
+    assert load_registries([registry_file]).get(ENTRY).applies_to == SpecifierSet(
+        ">=0.13.1,<0.18.0")
+
+
 # -- the command, end to end: a fake PyPI, fake wheels, real pip -------------------------------
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from patchlane.upstream import OfflineMiss
+from patchlane.upstream import NotFound, OfflineMiss
 
 from .fake_upstream import ISSUE_PATH, PR_PATH, T0, Harness, Reply
 
@@ -105,6 +105,24 @@ def test_a_valid_cache_file_written_by_hand_is_served(h: Harness) -> None:
                                 "last_modified": None, "data": {"number": 1}}))
     assert client.get_json(url).data == {"number": 1}
     assert h.upstream.requests() == []
+
+
+def test_a_not_found_answer_is_stored_as_its_status_without_data(h: Harness) -> None:
+    """The file of a 404: the status and whether a token was sent (never the token), no body;
+    a body's file keeps its shape (no status key)."""
+    client = h.client()
+    url = h.url("/github/repos/NVIDIA/Megatron-LM/pulls/1")
+    with pytest.raises(NotFound):
+        client.get_json(url)
+    record = json.loads(client.cache_path(url).read_text())
+    assert (record["status"], record["authenticated"], record["data"]) == (404, False, None)
+    client.get_json(h.url(PR_PATH))
+    assert "status" not in json.loads(client.cache_path(h.url(PR_PATH)).read_text())
+    record["status"] = 500  # not an answer this cache keeps: ignored, and asked again
+    client.cache_path(url).write_text(json.dumps(record))
+    with pytest.raises(NotFound):
+        client.get_json(url)
+    assert len(h.upstream.requests("/github/repos/NVIDIA/Megatron-LM/pulls/1")) == 2
 
 
 def test_cache_file_is_named_by_the_url_sha256(h: Harness) -> None:

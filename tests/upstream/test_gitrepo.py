@@ -372,6 +372,28 @@ def test_a_bare_mirror_answers_the_same(mirror: Path, upstream_repo: Upstream,
     assert str(upstream_repo.path) in picked.reason
 
 
+def test_a_mirror_with_100k_release_tags_is_read_without_hitting_the_argument_limit(
+        mirror: Path, upstream_repo: Upstream, entry: Entry, tmp_path: Path) -> None:
+    """The release tags' patch-ids are read with the tags on git's stdin: on the command line,
+    100,000 of them are more than the kernel takes ("Argument list too long")."""
+    many = tmp_path / "many-tags.git"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(mirror), str(many)], check=True,
+                   env=GitBuilder.env(tmp_path))
+    packed = many / "packed-refs"
+    # Written straight into packed-refs (git sorts a file whose header does not say "sorted"):
+    # creating 100,000 refs through git would take minutes.
+    kept = [line for line in packed.read_text().splitlines() if not line.startswith("#")]
+    init = upstream_repo.shas["init"]
+    extra = [f"{init} refs/tags/core_v0.16.{i}" for i in range(100_000)]
+    packed.write_text("# pack-refs with: peeled fully-peeled \n" + "\n".join(kept + extra)
+                      + "\n")
+    repo = GitRepo(many)
+    assert len(repo.release_tags(TEMPLATE)) > 100_000
+    picked = track_git(pr(entry, 4322), repo, tag_template=TEMPLATE)  # reads the patch-ids
+    assert picked.released_in == "0.17.2"
+    assert picked.pr is not None and picked.pr.merge_commit_sha == upstream_repo.shas["4322-cp"]
+
+
 def test_a_plain_clone_reads_origin_and_says_what_refs_pull_would_add(
         upstream_repo: Upstream, entry: Entry) -> None:
     path = upstream_repo.path.parent / "clone"

@@ -53,6 +53,33 @@ def test_404_is_not_found_and_not_retried(h: Harness) -> None:
     assert len(h.upstream.requests()) == 1 and h.sleeps == []
 
 
+def test_a_404_is_cached_under_the_same_lifetime_rules(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = h.url(f"{GH}/pulls/999999")
+    client = h.client()
+    with pytest.raises(NotFound):
+        client.get_json(url)
+    with pytest.raises(NotFound) as again:  # within the TTL: from the cache, nothing sent
+        client.get_json(url)
+    assert len(h.upstream.requests()) == 1
+    assert "HTTP 404" in str(again.value) and "a cached answer" in str(again.value)
+    h.clock.now += 365 * 86400.0
+    with pytest.raises(NotFound):  # offline: the cached answer, of any age; not a miss
+        h.client(offline=True).get_json(url)
+    assert len(h.upstream.requests()) == 1
+    with pytest.raises(NotFound):  # older than the TTL: asked again
+        client.get_json(url)
+    assert len(h.upstream.requests()) == 2
+    # a 404 without a token may be a private repository: a token set since asks again
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    with pytest.raises(NotFound):
+        client.get_json(url)
+    assert len(h.upstream.requests()) == 3
+    h.upstream.route(f"{GH}/pulls/999999", Reply(body={"number": 999999}))
+    h.clock.now += 61.0
+    assert client.get_json(url).data == {"number": 999999}  # it exists now: answered
+
+
 def test_retries_5xx_with_exponential_backoff_then_succeeds(h: Harness) -> None:
     h.upstream.route("/github/flaky", Reply(500), Reply(502, "bad gateway"), Reply(body=[1]))
     fetched = h.client().get_json(h.url("/github/flaky"))
@@ -267,7 +294,8 @@ def test_token_is_sent_to_github_only_and_never_leaks(
         assert TOKEN not in "".join(traceback.format_exception(error))
     for cache_file in h.cache_dir.iterdir():
         assert TOKEN.encode() not in cache_file.read_bytes()
-    assert len(list(h.cache_dir.iterdir())) == 2
+    # the PR and PyPI's answer, and the 404 for pulls/1 (cached as "not found", no header)
+    assert len(list(h.cache_dir.iterdir())) == 3
     assert caplog.records  # the client did log; none of it carries the token
     for record in caplog.records:
         assert TOKEN not in record.getMessage()

@@ -24,12 +24,14 @@ from patchlane.upstream.retire import (
     Evidence,
     RetireError,
     SweepRow,
+    delete_entry,
     evaluate,
     read_sweep_rows,
     retire_entry,
 )
 
 from .fake_upstream import REPO
+from .sweep_runs import edit_json, sweep_run
 
 ENTRY = "mcore_rerun_sentinel"
 
@@ -49,21 +51,7 @@ def report(state: UpstreamState = UpstreamState.RELEASED, *, released_in: str | 
 
 def run_dir(root: Path, *rows: tuple[str, str, str | None], name: str = "run-1") -> Path:
     """A run directory as `patchlane sweep` writes it: (verdict, installed, probe outcome)."""
-    run = root / name
-    (run / "receipts").mkdir(parents=True)
-    index_rows: list[dict[str, Any]] = []
-    for i, (verdict, installed, probe) in enumerate(rows):
-        row: dict[str, Any] = {"entry_id": ENTRY, "lane": "cpu", "world_size": i + 1,
-                               "verdict": verdict, "installed": installed, "receipts": {}}
-        if probe is not None:
-            receipt = f"receipts/{ENTRY}--cpu--ws{i + 1}--with.json"
-            (run / receipt).write_text(json.dumps({"audit": {"decision": {"outcome": probe}}}))
-            row["receipts"]["with"] = receipt
-        index_rows.append(row)
-    index_rows.append({"entry_id": "someone_else", "lane": "cpu", "world_size": 1,
-                       "verdict": "broken", "installed": "0.18.0"})  # not this entry's
-    (run / "index.json").write_text(json.dumps({"run_id": name, "rows": index_rows}))
-    return run
+    return sweep_run(root, ENTRY, *rows, name=name)
 
 
 def test_sweep_rows_are_read_as_enums(sourced: Entry, tmp_path: Path) -> None:
@@ -156,8 +144,7 @@ def test_probe_not_required_when_retire_when_says_so(sourced: Entry, tmp_path: P
 )
 def test_a_broken_sweep_index_is_refused_naming_the_file(
         sourced: Entry, tmp_path: Path, index: Any, says: str) -> None:
-    run = tmp_path / "run"
-    run.mkdir()
+    run = run_dir(tmp_path, ("upstream-fixed", "0.18.0", "upstream-fixed"))
     (run / "index.json").write_text(index if isinstance(index, str) else json.dumps(index))
     with pytest.raises(RetireError) as info:
         evaluate(sourced, report(), [run])
@@ -170,6 +157,108 @@ def test_an_unknown_probe_outcome_is_refused_naming_the_receipt(sourced: Entry,
     run = run_dir(tmp_path, ("upstream-fixed", "0.18.0", "fixed upstream"))
     with pytest.raises(RetireError, match=r"--with\.json: decision outcome 'fixed upstream' is "
                                           r"not one of \['pending', 'applied'"):
+        evaluate(sourced, report(), [run])
+
+
+# -- the index checked against its receipts ------------------------------------------------------
+
+RECEIPTS = f"receipts/{ENTRY}--cpu--ws1"
+
+
+def _row(data: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = next(r for r in data["rows"] if r["entry_id"] == ENTRY)
+    return row
+
+
+def _verdict(verdict: str) -> Any:
+    return lambda data: _row(data).update(verdict=verdict)
+
+
+def _drop(mode: str) -> Any:
+    return lambda data: _row(data)["receipts"].pop(mode)
+
+
+def _point(mode: str, where: str) -> Any:
+    return lambda data: _row(data)["receipts"].update({mode: where})
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        # one field of index.json: the finding this check exists for
+        (("index.json", _verdict("upstream-fixed")),
+         "index.json: row mcore_rerun_sentinel[cpu-ws1] says upstream-fixed, but its receipts "
+         "({run}/" + RECEIPTS + "--without.json, {run}/" + RECEIPTS + "--with.json) say "
+         "guarding by the both-ways rule; expected the index to agree with the receipts"),
+        (("index.json", lambda d: _row(d).update(verdict="upstream-fixed", installed="0.18.0")),
+         "says upstream-fixed, but its receipts"),
+        (("index.json", lambda d: _row(d).update(installed="0.18.0")),
+         "index.json: row mcore_rerun_sentinel[cpu-ws1] says it ran on '0.18.0', but its "
+         "receipt without the overlay"),
+        (("index.json", _drop("with")),
+         "names None as its receipt with the overlay; {run}/manifest.json recorded "
+         "'" + RECEIPTS + "--with.json'"),
+        (("index.json", _point("without", "../elsewhere/receipts/x--without.json")),
+         "names '../elsewhere/receipts/x--without.json' as its receipt without the overlay"),
+        # the receipt itself, edited or gone
+        ((RECEIPTS + "--without.json", lambda d: d.update(outcome="pass")),
+         RECEIPTS + "--without.json: changed since the sweep wrote it (SHA-256"),
+        ((RECEIPTS + "--without.json", None),
+         RECEIPTS + "--without.json: missing; row mcore_rerun_sentinel[cpu-ws1] of "),
+        # the manifest's plan
+        (("manifest.json", lambda d: d["rows"].clear()),
+         "index.json: row mcore_rerun_sentinel[cpu-ws1] is not one the sweep planned"),
+        (("manifest.json", None), "manifest.json: missing; a run directory's verdicts are "
+                                  "checked against the sweep's manifest"),
+    ],
+    ids=["verdict", "verdict-and-release", "release", "receipt-dropped", "receipt-elsewhere",
+         "receipt-edited", "receipt-missing", "row-not-planned", "no-manifest"],
+)
+def test_an_index_its_receipts_do_not_bear_out_is_refused(
+        sourced: Entry, tmp_path: Path, edit: tuple[str, Any], says: str) -> None:
+    """A guarding run (the reproducer failed without the overlay) never becomes a retirement
+    by editing the run directory: retire derives each verdict again from the receipts."""
+    run = run_dir(tmp_path, ("guarding", "0.16.1", "applied"))
+    target, change = edit
+    if change is None:
+        (run / target).unlink()
+    else:
+        edit_json(run / target, change)
+    with pytest.raises(RetireError) as info:
+        evaluate(sourced, report(), [run])
+    assert says.format(run=run) in str(info.value), str(info.value)
+    assert "Fix: pass the run directory as `patchlane sweep` left it" in str(info.value)
+    assert info.value.exit_code is ExitCode.RETIREMENT_REFUSED
+
+
+def test_a_receipt_about_another_case_is_refused(sourced: Entry, tmp_path: Path) -> None:
+    """A receipt swapped in from another run (its digest recorded along with it) says so."""
+    run = run_dir(tmp_path, ("guarding", "0.16.1", "applied"))
+    other = run_dir(tmp_path, ("upstream-fixed", "0.16.1", "upstream-fixed"), name="run-2")
+    for mode in ("without", "with"):
+        name = f"{RECEIPTS}--{mode}.json"
+        (run / name).write_bytes((other / name).read_bytes())
+    manifest = json.loads((other / "manifest.json").read_text())
+    edit_json(run / "manifest.json", lambda d: [
+        d["cases"][cid].update(receipt_sha256=manifest["cases"][cid]["receipt_sha256"])
+        for cid in d["cases"] if cid.startswith(ENTRY)])
+    with pytest.raises(RetireError, match=r"--without\.json: the receipt of case "
+                                          r"mcore_rerun_sentinel--cpu--ws1--without says run_id "
+                                          r"'run-2', outcome 'pass'; expected run_id 'run-1', "
+                                          r"outcome 'fail'"):
+        evaluate(sourced, report(), [run])
+
+
+def test_a_manifest_without_receipt_digests_is_still_checked_by_verdict(
+        sourced: Entry, tmp_path: Path) -> None:
+    """A run written before the manifest recorded digests: the verdict is still derived from
+    the receipts, and a consistent run still counts."""
+    run = run_dir(tmp_path, ("upstream-fixed", "0.18.0", "upstream-fixed"))
+    edit_json(run / "manifest.json",
+              lambda d: [case.pop("receipt_sha256") for case in d["cases"].values()])
+    assert evaluate(sourced, report(), [run]).ready
+    edit_json(run / "index.json", _verdict("guarding"))
+    with pytest.raises(RetireError, match="says guarding, but its receipts"):
         evaluate(sourced, report(), [run])
 
 
@@ -200,6 +289,32 @@ def test_a_crlf_registry_stays_crlf_byte_for_byte(registry_file: Path) -> None:
     assert after[:head] == crlf[:head] and after.endswith(crlf[tail:])
     assert b"    status: retired\r\n    retired: 2026-11-22\r\n" in after
     assert load_registries([registry_file]).get(ENTRY).status is Status.RETIRED
+
+
+@pytest.mark.parametrize("entry_id", ["liger_flce_weighted_none", "dynamo_recompile_limit"],
+                         ids=["an-entry-in-the-middle", "the-last-entry"])
+def test_a_crlf_registry_without_a_final_line_break_keeps_its_endings(
+        registry_file: Path, entry_id: str) -> None:
+    """The file's line ending is its first line break's, not its end's: a CRLF file whose last
+    line has no line break gets CRLF lines, and still ends without one."""
+    crlf = registry_file.read_bytes().replace(b"\n", b"\r\n").rstrip(b"\r\n")
+    assert crlf.split(b"\r\n")[-1].strip() == b"status: active"  # the last entry's last line
+    registry_file.write_bytes(crlf)
+    entry = load_registries([registry_file]).get(entry_id)
+    retire_entry(entry, date=dt.date(2026, 11, 22), applied_upstream=None, evidence=["x"])
+    after = registry_file.read_bytes()
+    assert b"\n" not in after.replace(b"\r\n", b""), "an LF-only line was spliced in"
+    assert not after.endswith(b"\n")  # it ended without a line break, and still does
+    head = crlf.index(f"  - id: {entry_id}".encode())
+    assert after[:head] == crlf[:head]
+    assert b"    status: retired\r\n    retired: 2026-11-22" in after
+    assert load_registries([registry_file]).get(entry_id).status is Status.RETIRED
+    # delete, which shares the helpers: the block goes, every other byte stays
+    delete_entry(load_registries([registry_file]).get(entry_id))
+    gone = registry_file.read_bytes()
+    assert b"\n" not in gone.replace(b"\r\n", b"")
+    assert gone[:head - 2] == crlf[:head - 2] and entry_id.encode() not in gone
+    assert entry_id not in [e.id for e in load_registries([registry_file]).entries]
 
 
 def test_retire_refuses_text_the_loader_would_reject_and_leaves_the_file(

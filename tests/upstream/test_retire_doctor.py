@@ -20,6 +20,7 @@ from patchlane.registry import Status, load_registries
 
 from ..conftest import FakeTarget
 from .fake_upstream import PR_PATH, FakeUpstream, Reply
+from .sweep_runs import edit_json, sweep_run
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = "mcore_rerun_sentinel"
@@ -49,15 +50,8 @@ def cli(*args: str, registry: Path, fake: FakeUpstream | None = None,
 
 
 def sweep_evidence(root: Path, verdict: str, installed: str, probe: str) -> Path:
-    """A run directory as `patchlane sweep` writes it (index + the with-mode receipt)."""
-    run = root / "run-0.18.0"
-    (run / "receipts").mkdir(parents=True)
-    receipt = f"receipts/{ENTRY}--cpu--ws1--with.json"
-    (run / receipt).write_text(json.dumps({"audit": {"decision": {"outcome": probe}}}))
-    (run / "index.json").write_text(json.dumps({"run_id": "run-0.18.0", "rows": [
-        {"entry_id": ENTRY, "lane": "cpu", "world_size": 1, "verdict": verdict,
-         "installed": installed, "receipts": {"with": receipt}}]}))
-    return run
+    """A run directory as `patchlane sweep` writes it (manifest, receipts, index)."""
+    return sweep_run(root, ENTRY, (verdict, installed, probe), name="run-0.18.0")
 
 
 def test_upstream_command_reports_tracking_and_what_retirement_lacks(
@@ -95,6 +89,25 @@ def test_retire_refuses_without_evidence_and_leaves_the_file_alone(
     out = cli("retire", ENTRY, "--evidence", str(guarding), registry=registry_copy,
               fake=upstream)
     assert out.returncode == 15 and "guarding@0.16.1" in out.stderr
+    assert registry_copy.read_bytes() == before
+
+
+def test_retire_refuses_an_index_edited_to_say_upstream_fixed(
+        registry_copy: Path, upstream: FakeUpstream) -> None:
+    """Through the real command: a guarding run whose index.json was edited (verdict and
+    release) is refused, exit 15, one line naming the index and the receipts; nothing
+    written. The same run, untouched, is refused for what it is (guarding)."""
+    before = registry_copy.read_bytes()
+    run = sweep_evidence(registry_copy.parent, "guarding", "0.16.1", "upstream-fixed")
+    row = lambda d: next(r for r in d["rows"] if r["entry_id"] == ENTRY)  # noqa: E731
+    edit_json(run / "index.json", lambda d: row(d).update(verdict="upstream-fixed",
+                                                           installed="0.18.0"))
+    out = cli("retire", ENTRY, "--evidence", str(run), "--date", "2026-11-22",
+              registry=registry_copy, fake=upstream)
+    assert out.returncode == 15, out.stdout + out.stderr
+    assert f"{run / 'index.json'}: row {ENTRY}[cpu-ws1] says upstream-fixed, but its receipts" \
+        in out.stderr and "say guarding by the both-ways rule" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
     assert registry_copy.read_bytes() == before
 
 
@@ -206,3 +219,48 @@ def test_doctor_catches_an_edited_file_in_a_real_installed_package(tmp_path: Pat
     assert dirty.returncode == 16, dirty.stdout + dirty.stderr
     assert "megatron/core/utils.py differs from its RECORD hash" in dirty.stdout
     assert "doctor: FAILED" in dirty.stdout
+
+
+@pytest.mark.slow
+def test_retire_accepts_a_real_sweep_and_refuses_it_once_edited(fake_target: FakeTarget,
+                                                                 tmp_path: Path) -> None:
+    """The check against the receipts accepts what `patchlane sweep` really writes: a real
+    sweep of a fake target where the reproducer passes without the overlay retires the entry;
+    the same kind of run, guarding, with its index edited, is refused."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env.update(PATCHLANE_DEFAULT_REGISTRY="0", PATCHLANE_REGISTRY=str(fake_target.registry),
+               PYTHONPATH=os.pathsep.join([str(fake_target.root), str(ROOT)]),
+               PYTHONWARNINGS="ignore")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "patchlane.cli.main", *args],
+                              capture_output=True, text=True, env=env, cwd=tmp_path,
+                              timeout=300)
+
+    fake_target.write_registry(fake_target.entry(retire_when={"reproducer": True}))
+    guarding = tmp_path / "guarding"
+    (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
+        "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n"
+        f"    import {fake_target.module} as t\n"
+        "    assert t.Greeter().greet('a') == 'patched hello a', 'the bug shows'\n")
+    out = run("sweep", "--lane", "cpu", "--run-dir", str(guarding), "--quiet")
+    assert out.returncode == 0, out.stdout + out.stderr
+    index = guarding / "index.json"
+    edit_json(index, lambda d: d["rows"][0].update(verdict="upstream-fixed"))
+    before = fake_target.registry.read_bytes()
+    refused = run("retire", fake_target.entry_id, "--evidence", str(guarding), "--skip-upstream")
+    assert refused.returncode == 15, refused.stdout + refused.stderr
+    assert "says upstream-fixed, but its receipts" in refused.stderr
+    assert fake_target.registry.read_bytes() == before
+
+    fixed = tmp_path / "fixed"
+    (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
+        "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n"
+        f"    import {fake_target.module} as t\n"
+        "    t.Greeter().greet('a')  # no assertion: it passes without the overlay\n")
+    out = run("sweep", "--lane", "cpu", "--run-dir", str(fixed), "--quiet")
+    assert out.returncode == 0, out.stdout + out.stderr
+    retired = run("retire", fake_target.entry_id, "--evidence", str(fixed), "--skip-upstream")
+    assert retired.returncode == 0, retired.stdout + retired.stderr
+    assert load_registries([fake_target.registry]).get(fake_target.entry_id).status \
+        is Status.RETIRED

@@ -11,6 +11,7 @@ import pytest
 
 from patchlane.registry import Entry, Target
 from patchlane.upstream import TagTemplateError, UpstreamError, UpstreamState, track
+from patchlane.upstream.github import MAX_COMPARES
 
 from .fake_upstream import (
     ISSUE_PATH,
@@ -22,6 +23,8 @@ from .fake_upstream import (
     Reply,
     compare_path,
     fixture,
+    refs,
+    tags_path,
     with_gate,
     with_upstream,
 )
@@ -145,3 +148,71 @@ def test_track_offline_from_an_aged_cache_is_marked_stale(h: Harness, entry: Ent
     assert dataclasses.replace(offline, stale=False) == online
 
 
+
+
+# -- how many requests one entry costs ---------------------------------------------------------
+
+
+def many_releases(n: int) -> dict[str, object]:
+    """A PyPI answer with ``n`` releases, every one uploaded after the PR merged."""
+    body = fixture("pypi_megatron-core.json")
+    file = body["releases"]["0.19.2"][0]
+    body["releases"] = {f"1.{i}.0": [dict(file, filename=f"megatron_core-1.{i}.0.tar.gz")]
+                        for i in range(n)}
+    return body
+
+
+def compares(h: Harness) -> list[str]:
+    return [s.path for s in h.upstream.requests() if "/compare/" in s.path]
+
+
+def test_a_template_matching_no_tag_costs_no_compare_request(h: Harness, entry: Entry) -> None:
+    """3,000 releases and a tag template that matches none of the repository's tags: the
+    tag list says so in one request, and nothing is compared."""
+    h.upstream.route(PYPI_PATH, Reply(body=many_releases(3000)))
+    h.upstream.route(tags_path("v"), Reply(body=[]))
+    report = track(entry, h.client(), tag_template="v{version}")
+    assert report.verdict is UpstreamState.MERGED_UNRELEASED
+    assert compares(h) == []
+    assert len(h.upstream.requests()) == 4  # the issue, the PR, PyPI, the tag list
+    assert ("none of the megatron-core releases uploaded since (1.0.0, 1.1.0, 1.2.0, 1.3.0, "
+            "1.4.0, 1.5.0, 1.6.0, 1.7.0, 1.8.0, 1.9.0 and 2990 more) contains it; tags not "
+            "found in NVIDIA/Megatron-LM: v1.0.0, ") in report.reason
+    assert "and 2990 more (check the tag template 'v{version}')" in report.reason
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["tag-list", "no-tag-list"])
+def test_compare_requests_are_bounded_per_entry(h: Harness, entry: Entry, listed: bool) -> None:
+    """Every tag exists and none contains the commit (or, without a tag list, every compare
+    answers 404): at most MAX_COMPARES compare requests, and the reason says what was not
+    compared and how to look at every tag."""
+    h.upstream.route(PYPI_PATH, Reply(body=many_releases(3000)))
+    tags = [f"core_v1.{i}.0" for i in range(3000)]
+    if listed:
+        h.upstream.route(tags_path("core_v"), Reply(body=refs(*tags)))
+        ahead = fixture("github_compare_core_v0.17.1.json")
+        ahead.update(status="ahead")
+        for tag in tags:
+            h.upstream.route(compare_path(tag), Reply(body=ahead))
+    else:
+        h.upstream.route(tags_path("core_v"), Reply(404, {"message": "Not Found"}))
+    report = track(entry, h.client(), tag_template="core_v{version}")
+    assert report.verdict is UpstreamState.MERGED_UNRELEASED
+    assert compares(h) == [compare_path(t) for t in tags[:MAX_COMPARES]]
+    assert (f"{3000 - MAX_COMPARES} later release tags were not compared (at most "
+            f"{MAX_COMPARES} compare requests per entry: core_v1.{MAX_COMPARES}.0, ") \
+        in report.reason
+    assert f"`patchlane upstream {entry.id} --git MIRROR`" in report.reason
+
+
+def test_a_tag_not_found_is_asked_about_once_per_ttl(h: Harness, entry: Entry) -> None:
+    """The 404s of a wrong tag template are cached like any answer: a second run within the
+    TTL sends no compare request, one after it asks again."""
+    h.upstream.route(tags_path("v"), Reply(404, {"message": "Not Found"}))  # no tag list
+    first = track(entry, h.client(), tag_template="v{version}")
+    assert len(compares(h)) == 3  # v0.17.1, v0.18.0, v0.19.2: each a 404
+    again = track(entry, h.client(), tag_template="v{version}")
+    assert len(compares(h)) == 3 and again.reason == first.reason
+    h.clock.now += 61.0  # the harness's TTL is 60 s
+    track(entry, h.client(), tag_template="v{version}")
+    assert len(compares(h)) == 6
