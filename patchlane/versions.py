@@ -100,7 +100,8 @@ def _clause_problem(spec: SpecifierSet) -> str | None:
             continue
         problem = version_problem(clause.version.removesuffix(".*"))
         if problem:
-            return f"in {shown(str(clause))}: {problem}"
+            # operator + version, not str(clause): packaging parses the version for that
+            return f"in {shown(clause.operator + clause.version)}: {problem}"
     return None
 
 
@@ -120,7 +121,12 @@ def range_problem(spec: SpecifierSet) -> str | None:
             return (f"{spec} names an epoch ('N!'): every release of a lower epoch (any "
                     "release written without one) sorts below it, so a range with an epoch "
                     "must give every bound that epoch and a lower bound in it")
-    if len(clauses) == len(list(spec)) and clauses and not _satisfiable(spec, clauses):
+    unsatisfiable = getattr(spec, "is_unsatisfiable", None)  # packaging 26.1 and later
+    if unsatisfiable is not None:
+        empty = unsatisfiable()
+    else:
+        empty = len(clauses) == len(spec) and bool(clauses) and not _satisfiable(spec, clauses)
+    if empty:
         return f"no version satisfies {spec}: its bounds contradict each other"
     return None
 
@@ -132,7 +138,9 @@ def _satisfiable(spec: SpecifierSet, clauses: list[Specifier]) -> bool:
     of the set's releases). An ordered bound, a pin, a wildcard and an exclusion each cut the
     line at those versions, so a set with room left holds one of them.
 
-    Written here because packaging has no emptiness test for a SpecifierSet."""
+    Written here only for packaging before 26.1 (patchlane supports 23 and later), which has
+    no ``SpecifierSet.is_unsatisfiable``; it gives the same answers on the ranges the tests
+    try both ways (tests/startup/test_versions.py)."""
     versions = [Version(c.version.removesuffix(".*")) for c in clauses]
     depth = max(len(v.release) for v in versions) + 2
     candidates: set[str] = {"0", "0.dev0"}

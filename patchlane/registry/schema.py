@@ -159,9 +159,9 @@ def _specifier(ctx: _Ctx, value: object, key: str) -> SpecifierSet:
             expected="a PEP 440 specifier such as '>=0.14,<0.18'",
             fix=str(exc),
         ) from None
-    if not str(spec):
+    if not len(spec):
         raise ctx.fail("empty specifier", key=key, found=text, expected="at least one clause")
-    problem = range_problem(spec)
+    problem = range_problem(spec)  # before anything prints it: str() parses its versions
     if problem:
         raise ctx.fail("unusable version range", key=key, found=text,
                        expected="a range some release can satisfy, of PEP 440 versions with "
