@@ -10,10 +10,11 @@ Where the version comes from (``GateResult.source``):
                  checkout on ``PYTHONPATH`` shadowing (or standing in for) an install.
 
 Versions go through :mod:`packaging` only, parsed by :mod:`patchlane.versions` (an installed
-version that cannot be compared makes the gate unevaluable, never an exception). Pre-releases are matched deliberately
-(``prereleases=True``): a ``0.16.2.dev0`` or ``2.13.0a0+git`` build inside the declared range
-is exactly the build a training team runs, and PEP 440 already keeps ``0.18.0rc1`` out of
-``<0.18``. Local labels (``+cu128``) are ignored for ordering, as PEP 440 says.
+version that cannot be compared makes the gate unevaluable, never an exception). Pre-releases
+are matched deliberately (``prereleases=True``): a ``0.16.2.dev0`` or ``2.13.0a0+git`` build
+inside the declared range is exactly the build a training team runs, and PEP 440 already keeps
+``0.18.0rc1`` out of ``<0.18``. Local labels (``+cu128``) are ignored for ordering, as PEP 440
+says.
 """
 
 from __future__ import annotations

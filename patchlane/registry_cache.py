@@ -158,7 +158,7 @@ class _CachedRegistry(Registry):
             return None
         index = self.__dict__["startup_index"]
         if type(entries) is not tuple or len(entries) != len(index) or not all(
-                type(e) is Entry and e.id == row.id for e, row in zip(entries, index)):
+                type(e) is Entry and e.id == row.id for e, row in zip(entries, index, strict=True)):
             return None
         return entries
 
@@ -201,10 +201,9 @@ def _shared(real: str) -> str | None:
         if info.st_uid not in (uid, 0):
             return f"{path} belongs to another user (uid {info.st_uid})"
         mode = info.st_mode
-        if mode & 0o022 and (leaf or not mode & stat.S_ISVTX):
-            if mode & 0o002 or not _private_group(info.st_gid, uid):
-                return (f"{path} can be written by other users (mode "
-                        f"{stat.filemode(mode)})")
+        if mode & 0o022 and (leaf or not mode & stat.S_ISVTX) \
+                and (mode & 0o002 or not _private_group(info.st_gid, uid)):
+            return f"{path} can be written by other users (mode {stat.filemode(mode)})"
         parent = os.path.dirname(path)
         if parent == path:
             return None
@@ -343,7 +342,7 @@ def _fresh(cached: object, validator: tuple[Any, ...], sources: list[Path],
                 return None
     except (OSError, ValueError, TypeError):  # gone, a NUL in a name, not a pair
         return None
-    return blob, index
+    return blob, index  # type: ignore[return-value]  # _index_ok checked every row
 
 
 def _write(directory: str, file: str, payload: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ MAX_DIGITS = 640
 """The longest run of digits a version may carry: ``sys.int_info.str_digits_check_threshold``,
 the lowest limit any interpreter can be set to (no real release comes near it)."""
 
-_TOO_LONG = re.compile(r"\d{%d}" % (MAX_DIGITS + 1))
+_TOO_LONG = re.compile(rf"\d{{{MAX_DIGITS + 1}}}")
 _SHOWN = 40
 
 
@@ -150,7 +150,7 @@ def _satisfiable(spec: SpecifierSet, clauses: list[Specifier]) -> bool:
         epoch = f"{v.epoch}!" if v.epoch else ""
         candidates.update({str(v), f"{epoch}{base}", f"{epoch}{base}.dev0",
                            f"{epoch}{base}a0", f"{epoch}{base}.post1", f"{v.public}.post1",
-                           f"{epoch}{'.'.join(map(str, release[:-1] + [1]))}"})
+                           f"{epoch}{'.'.join(map(str, [*release[:-1], 1]))}"})
         if v.dev is None:
             candidates.add(f"{v.public}.dev0")
         if v.pre is not None:
@@ -159,5 +159,5 @@ def _satisfiable(spec: SpecifierSet, clauses: list[Specifier]) -> bool:
         if nonzero:  # the release just below: the last non-zero part less one, then 10**9
             below = release[: nonzero[-1] + 1]
             below[-1] -= 1
-            candidates.add(f"{epoch}{'.'.join(map(str, below + [10 ** 9]))}")
+            candidates.add(f"{epoch}{'.'.join(map(str, [*below, 10 ** 9]))}")
     return any(spec.contains(c, prereleases=True) for c in candidates)

@@ -48,8 +48,8 @@ from ..errors import PatchlaneError, RegistryError, StrictModeError, UsageError
 from ..files import atomic_write
 from ..gates import installed_version, resolve_version
 from ..loading import resolve
-from ..versions import in_range, parse_version, range_problem, shown, why_not_version
 from ..registry import Entry, Kind, parse_registry
+from ..versions import in_range, parse_version, range_problem, shown, why_not_version
 from .retire import registry_lock
 
 __all__ = ["Created", "NewEntryError", "Request", "new_entry", "next_minor_range"]
@@ -374,7 +374,8 @@ def _applies_to(request: Request, installed: Installed) -> tuple[str, str]:
     except InvalidVersion:
         raise NewEntryError(
             request.entry_id, f"the installed {installed.distribution} version "
-            f"{why_not_version(installed.version)}", found=repr(shown(installed.version)), expected="a version such as 0.16.1",
+            f"{why_not_version(installed.version)}", found=repr(shown(installed.version)),
+            expected="a version such as 0.16.1",
             fix="give the range yourself: --applies-to '>=A,<B'") from None
     origin = "" if installed.source == "metadata" else f" ({installed.source})"
     return text, (f"written by `patchlane new` from the installed {installed.distribution} "

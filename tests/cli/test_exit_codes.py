@@ -82,7 +82,7 @@ def run_registry_rejected_strict(fake: FakeTarget,
                                  tmp: Path) -> tuple[list[str], dict[str, str]]:
     import sys
 
-    args, env = registry_rejected_strict(fake, tmp)
+    _, env = registry_rejected_strict(fake, tmp)
     return ["run", "--", sys.executable, "-c", "print('the command ran')"], env
 
 

@@ -25,7 +25,7 @@ HUGE = "1." + "9" * 5000
 def test_no_interpreter_setting_refuses_a_number_as_short_as_the_limit() -> None:
     threshold = getattr(sys.int_info, "str_digits_check_threshold", None)  # 3.11+
     if threshold is not None:
-        assert MAX_DIGITS == threshold
+        assert threshold == MAX_DIGITS
     assert parse_version("1." + "9" * MAX_DIGITS) is not None
     assert parse_version("1." + "9" * (MAX_DIGITS + 1)) is None
 
