@@ -146,4 +146,8 @@ def report() -> Report:
     return build_report(startup.current(), startup.startup_error())
 
 
-startup.start()
+try:
+    startup.start()
+except PatchlaneError as _error:  # strict mode: uncaught, one line and the error's exit code
+    startup.exit_if_uncaught(_error)
+    raise

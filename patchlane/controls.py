@@ -21,7 +21,10 @@
                                entry-point group.
 ``PATCHLANE_REGISTRY_CACHE=0|DIR``    where the validated registry is cached between processes
                                (default ``$XDG_CACHE_HOME/patchlane/registry``, ``~/.cache``);
-                               ``0`` parses and validates every file at every start.
+                               ``0`` parses and validates every file at every start. ``DIR``
+                               must be absolute (a relative one turns the cache off, with a
+                               WARNING) and writable by this user alone
+                               (patchlane.registry_cache says why).
 ``PATCHLANE_VERIFY_RANKS=0``          do not compare patch sets across ranks right after
                                ``torch.distributed.init_process_group`` (patchlane.training.ranks).
 
@@ -46,6 +49,7 @@ Values that cannot be read raise :class:`patchlane.errors.ControlsError` naming 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -82,9 +86,21 @@ def _cache_dir(env: Mapping[str, str]) -> Path | None:
     if raw.lower() in _FALSE:
         return None
     if raw and raw.lower() not in _TRUE:
-        return Path(raw)
+        path = Path(raw).expanduser()
+        if not path.is_absolute():
+            # Refused rather than resolved: every process would resolve it against its own
+            # working directory (ranks, data-loader workers and tools each start elsewhere),
+            # leaving a cache in each. A cache only saves time, so a job never stops for it:
+            # said at WARNING and turned off, never raised.
+            logging.getLogger("patchlane").warning(
+                "patchlane: PATCHLANE_REGISTRY_CACHE=%r is a relative path, which would put a "
+                "registry cache in every working directory; the cache is off. Fix: give an "
+                "absolute path (e.g. $HOME/.cache/patchlane/registry), or 0 to turn it off",
+                raw)
+            return None
+        return path
     base = env.get("XDG_CACHE_HOME")
-    if not base:
+    if not base or not os.path.isabs(base):  # the XDG spec: a relative value is ignored
         try:
             base = str(Path.home() / ".cache")
         except (RuntimeError, KeyError):  # no HOME and no passwd entry (some containers)

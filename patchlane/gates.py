@@ -9,10 +9,12 @@ Where the version comes from (``GateResult.source``):
                  or the metadata describes another copy than the one imported: a Megatron-LM
                  checkout on ``PYTHONPATH`` shadowing (or standing in for) an install.
 
-Versions go through :mod:`packaging` only. Pre-releases are matched deliberately
-(``prereleases=True``): a ``0.16.2.dev0`` or ``2.13.0a0+git`` build inside the declared range
-is exactly the build a training team runs, and PEP 440 already keeps ``0.18.0rc1`` out of
-``<0.18``. Local labels (``+cu128``) are ignored for ordering, as PEP 440 says.
+Versions go through :mod:`packaging` only, parsed by :mod:`patchlane.versions` (an installed
+version that cannot be compared makes the gate unevaluable, never an exception). Pre-releases
+are matched deliberately (``prereleases=True``): a ``0.16.2.dev0`` or ``2.13.0a0+git`` build
+inside the declared range is exactly the build a training team runs, and PEP 440 already keeps
+``0.18.0rc1`` out of ``<0.18``. Local labels (``+cu128``) are ignored for ordering, as PEP 440
+says.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from types import ModuleType
 from typing import Literal
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
+
+from .versions import parse_version, shown, why_not_version
 
 __all__ = ["KNOWN_TREE_VERSIONS", "GateResult", "GateSide", "VersionSource", "check_gate",
            "gate_side", "installed_version", "locate_source", "resolve_version"]
@@ -212,12 +216,11 @@ def check_gate(distribution: str, spec: SpecifierSet | None, module: ModuleType 
     if spec is None:
         return GateResult(distribution, required, found, True, f"{distribution} {found}{origin}",
                           source=source)
-    try:
-        version = Version(found)
-    except InvalidVersion:
+    version = parse_version(found)
+    if version is None:
         return GateResult(distribution, required, found, False,
-                          f"{distribution} reports version {found!r}{origin}, which is not "
-                          "PEP 440", comparable=False, source=source)
+                          f"{distribution} reports version {shown(found)!r}{origin}, which "
+                          f"{why_not_version(found)}", comparable=False, source=source)
     if spec.contains(version, prereleases=True):
         return GateResult(distribution, required, found, True,
                           f"{distribution} {found}{origin} is in {required}", source=source)
@@ -245,7 +248,10 @@ def gate_side(spec: SpecifierSet | None, version: str | Version) -> GateSide:
     put the release above."""
     if spec is None:
         return "inside"
-    found = version if isinstance(version, Version) else Version(version)
+    parsed = version if isinstance(version, Version) else parse_version(version)
+    if parsed is None:  # not comparable: never assumed to be on either side
+        return "excluded"
+    found = parsed
     sides: set[str] = set()
     for clause in spec:
         if clause.contains(found, prereleases=True):

@@ -3,31 +3,52 @@ entries or 200.
 
 Parsing YAML and validating entries grows with the registry (about 0.4 ms per entry with PyYAML's
 C parser; 200 entries cost more than the whole 15 ms import budget). What comes out is a pure
-function of the registry files' bytes, the validator's code and the overlay / reproducer / check
-files existing, so :func:`load` keeps it in one pickle per registry set: the registry's startup
-index (plain strings, all `import patchlane` reads) and, as one nested pickle, its entries,
-rebuilt only when something first asks for them (a hook firing, ``patchlane.report()``):
-rebuilding 200 entries (paths, specifier sets) alone would cost ~2.5 ms. It is reused when
+function of what validation reads, so :func:`load` keeps it in one pickle per registry set: the
+registry's startup index (plain strings, all `import patchlane` reads) and, as one nested
+pickle, its entries, rebuilt only when something first asks for them (a hook firing,
+``patchlane.report()``): rebuilding 200 entries (paths, specifier sets) alone would cost
+~2.5 ms. It is reused when everything validation read is as it was:
 
-- every registry file's bytes are exactly those cached (compared, not hashed or timestamped),
+- every registry file's bytes are exactly those cached (compared, not hashed or timestamped);
 - the validator is the same: patchlane's version, the size and mtime of every module of
-  :mod:`patchlane.registry` (its validation and the classes the pickle holds), Python's and
-  packaging's versions,
-- every directory holding an overlay, reproducer or check file has the mtime it had (adding,
-  removing or renaming a file there changes it): one ``stat`` per directory, not per file.
+  :mod:`patchlane.registry` (its validation and the classes the pickle holds) and of
+  :mod:`patchlane.versions` (which ranges it accepts), Python's and packaging's versions;
+- every file whose existence validation checked (overlays, reproducers, checks, drafts) is
+  where it was: the mtime of each directory on the way from the registry's folder to it and of
+  the directory it resolves into (adding, removing, renaming or re-linking a file there
+  changes it; one ``lstat`` per directory, not per file), and where a symlink is on the way,
+  what it resolves to now.
 
-Anything else (a changed file, a corrupt or foreign cache file, an unwritable directory) falls
-back to the full parse and validation, whose errors are the only ones a registry can raise; a
-registry that fails validation is never cached. The cache file is read only when the current
-user owns it and nobody else can write it, since unpickling runs code. The directory defaults
-to ``$XDG_CACHE_HOME/patchlane/registry`` (``~/.cache``); ``PATCHLANE_REGISTRY_CACHE=0`` turns
-the cache off, a path moves it.
+Anything else (a changed file, a corrupt, foreign or wrong-shaped cache file) falls back to the
+full parse and validation, whose errors are the only ones a registry can raise; a registry that
+fails validation is never cached.
+
+Trust. The cache says which overlay files a training job imports, so it is trusted exactly as
+much as the registry and the overlays themselves: it is used only when nobody but the current
+user (and root) can have written it. A data-only format (JSON, marshal) would not change that:
+a planted cache naming another overlay file runs code just as a planted pickle does, so what is
+protected is who can write it, not what it may hold. It is read only when
+
+- the cache directory and every directory above it belong to the current user or root and no
+  one else can write to them (an ancestor with the sticky bit, such as ``/tmp``, may be
+  writable by all: nobody can rename what another user owns in it). A directory writable by
+  its group passes only when that group is the user's own private group, as on systems that
+  give each user a group of their own (the rule Debian's OpenSSH applies to ``~/.ssh``);
+- the cache file, opened through that checked real path without following a symlink, is a
+  regular file with one link, owned by the current user and writable by nobody else.
+
+A directory that fails the first rule is not used at all (neither read nor written) and says so
+once per process, at WARNING, with the fix. The directory defaults to
+``$XDG_CACHE_HOME/patchlane/registry`` (``~/.cache``), created ``0700``;
+``PATCHLANE_REGISTRY_CACHE=0`` turns the cache off, an absolute path moves it
+(:mod:`patchlane.controls`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import stat
 import sys
 import threading
 import zlib
@@ -37,30 +58,34 @@ from typing import Any
 
 from . import registry as _registry
 from ._version import __version__
-from .registry import Entry, Registry, StartupRow, read_registry_bytes
+from .registry import Entry, Kind, Registry, StartupRow, read_registry_bytes
 
 __all__ = ["load"]
 
 log = logging.getLogger("patchlane")
 
-FORMAT = 2
+FORMAT = 3
 KEEP = 32
 """Cache files kept per directory (one per registry set; a test suite makes many)."""
+
+_KINDS = frozenset(kind.value for kind in Kind)
+_warned: set[str] = set()
 
 
 def _validator() -> tuple[Any, ...]:
     import packaging
 
-    return (FORMAT, __version__, _registry_modules(), sys.implementation.cache_tag,
+    return (FORMAT, __version__, _validator_modules(), sys.implementation.cache_tag,
             packaging.__version__)
 
 
-def _registry_modules() -> tuple[tuple[str, int, int], ...]:
-    """(name, size, mtime) of every module of :mod:`patchlane.registry`: a change to any of
-    them (the schema, the reader, the records whose classes the pickle names) is a new
-    validator. Listed from its folder rather than named here, so a module added to the package
-    is keyed without anyone remembering to; the suffix is the package's own (``.pyc`` in a
-    sourceless install)."""
+def _validator_modules() -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime) of every module of :mod:`patchlane.registry` and of
+    :mod:`patchlane.versions`: a change to any of them (the schema, the reader, the records
+    whose classes the pickle names, the rules for version ranges) is a new validator. The
+    package is listed from its folder rather than named here, so a module added to it is keyed
+    without anyone remembering to; the suffix is the package's own (``.pyc`` in a sourceless
+    install)."""
     folder, init = os.path.split(_registry.__file__)
     suffix = os.path.splitext(init)[1]
     modules = []
@@ -69,6 +94,12 @@ def _registry_modules() -> tuple[tuple[str, int, int], ...]:
             if item.name.endswith(suffix) and item.is_file():
                 info = item.stat()
                 modules.append((item.name, info.st_size, info.st_mtime_ns))
+    versions = os.path.join(os.path.dirname(folder), "versions" + suffix)
+    try:
+        info = os.stat(versions)
+        modules.append(("../versions" + suffix, info.st_size, info.st_mtime_ns))
+    except OSError:  # pragma: no cover - a broken install: key on the package alone
+        pass
     return tuple(sorted(modules))
 
 
@@ -78,16 +109,6 @@ def load_registries(paths: Sequence[Path]) -> Registry:
     from .registry.loader import load_registries as parse_and_validate
 
     return parse_and_validate(paths)
-
-
-def _file_dirs(entries: Sequence[Entry]) -> dict[str, int]:
-    dirs: set[str] = set()
-    for entry in entries:
-        gate = entry.compat_gate
-        for path in (entry.overlay, entry.reproducer, gate.check_file if gate else None):
-            if path is not None:
-                dirs.add(os.path.dirname(path))
-    return {d: os.stat(d).st_mtime_ns for d in sorted(dirs)}
 
 
 def _loads(data: bytes) -> Any:
@@ -108,6 +129,7 @@ class _CachedRegistry(Registry):
         # Not the dataclass __init__: `entries` is the property below, not a field value.
         object.__setattr__(self, "sources", sources)
         object.__setattr__(self, "contents", contents)
+        object.__setattr__(self, "checked", ())
         self.__dict__["startup_index"] = index  # what Registry.startup_index would compute
         self.__dict__["_blob"] = blob
         self.__dict__["_paths"] = tuple(paths)
@@ -120,13 +142,24 @@ class _CachedRegistry(Registry):
             with self.__dict__["_lock"]:
                 entries = self.__dict__.get("_entries")
                 if entries is None:
-                    try:
-                        entries = _loads(self.__dict__["_blob"])
-                    except Exception:  # never an error: the files are the same, parse them
+                    entries = self._unpickled()
+                    if entries is None:  # never an error: the files are the same, parse them
                         entries = load_registries(self.__dict__["_paths"]).entries
                     self.__dict__["_entries"] = entries
                     del self.__dict__["_blob"]
         assert entries is not None
+        return entries
+
+    def _unpickled(self) -> tuple[Entry, ...] | None:
+        """The cached entries, or None when they are not the ones the index describes."""
+        try:
+            entries = _loads(self.__dict__["_blob"])
+        except Exception:
+            return None
+        index = self.__dict__["startup_index"]
+        if type(entries) is not tuple or len(entries) != len(index) or not all(
+                type(e) is Entry and e.id == row.id for e, row in zip(entries, index, strict=True)):
+            return None
         return entries
 
 
@@ -137,25 +170,182 @@ def _name(paths: Sequence[Path]) -> str:
     return f"{zlib.crc32(raw):08x}{zlib.adler32(raw):08x}.pickle"
 
 
-def _read(file: Path) -> Any:
+# -- who can write the cache -----------------------------------------------------------------
+
+def _private_group(gid: int, uid: int) -> bool:
+    """Whether ``gid`` is ``uid``'s own group: named as the user, the user's primary group,
+    with no other member. Asked only for a directory its group can write."""
     try:
-        with open(file, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            getuid = getattr(os, "getuid", None)
-            if getuid is not None and (info.st_uid != getuid() or info.st_mode & 0o022):
-                log.debug("patchlane: ignoring registry cache %s (not owned by this user, or "
-                          "writable by others)", file)
-                return None
-            data = handle.read()
+        import grp
+        import pwd
+
+        user = pwd.getpwuid(uid)
+        group = grp.getgrgid(gid)
+    except (ImportError, KeyError, OSError):
+        return False
+    return (user.pw_gid == gid and group.gr_name == user.pw_name
+            and set(group.gr_mem) <= {user.pw_name})
+
+
+def _shared(real: str) -> str | None:
+    """Why users other than this one (and root) could change what the directory ``real`` (a
+    path without symlinks) holds, or None when they cannot. Raises OSError when it is
+    missing."""
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:  # pragma: no cover - Windows: ACLs, not mode bits; not checked here
+        return None
+    uid = getuid()
+    path, leaf = real, True
+    while True:
+        info = os.stat(path)
+        if info.st_uid not in (uid, 0):
+            return f"{path} belongs to another user (uid {info.st_uid})"
+        mode = info.st_mode
+        if mode & 0o022 and (leaf or not mode & stat.S_ISVTX) \
+                and (mode & 0o002 or not _private_group(info.st_gid, uid)):
+            return f"{path} can be written by other users (mode {stat.filemode(mode)})"
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path, leaf = parent, False
+
+
+def _usable_dir(directory: Path, *, create: bool) -> str | None:
+    """The real path of ``directory`` when only this user can change what it holds (made,
+    ``0700``, when ``create``); None otherwise (said once per process when it is shared)."""
+    try:
+        if create:
+            missing = []
+            at = directory
+            while not os.path.lexists(at) and at != at.parent:
+                missing.append(at)
+                at = at.parent
+            for folder in reversed(missing):  # every level private, not only the last
+                folder.mkdir(mode=0o700, exist_ok=True)
+        real = os.path.realpath(directory)
+        why = _shared(real)
+    except (OSError, ValueError) as exc:  # missing (a first start), or cannot be made
+        if create:
+            log.debug("patchlane: registry cache not written to %s: %s", directory, exc)
+        return None
+    if why is None:
+        return real
+    if real not in _warned:
+        _warned.add(real)
+        log.warning("patchlane: registry cache %s not used: %s, so another user could plant a "
+                    "registry there that this process would trust; the registry is parsed and "
+                    "validated at every start instead. Fix: make it private (chmod go-w) or "
+                    "point PATCHLANE_REGISTRY_CACHE at a directory only you can write (or set "
+                    "it to 0)", directory, why)
+    return None
+
+
+def _read(file: str) -> Any:
+    """The unpickled cache file, or None: missing, a symlink, not a regular file, linked
+    elsewhere, not this user's or writable by others, or not a pickle."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
+        | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(file, flags)  # O_NOFOLLOW: a symlink fails here (ELOOP)
     except OSError:
         return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        getuid = getattr(os, "getuid", None)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or (
+                getuid is not None and (info.st_uid != getuid() or info.st_mode & 0o022)):
+            log.debug("patchlane: ignoring registry cache %s (not a private regular file of "
+                      "this user)", file)
+            return None
+        try:
+            data = handle.read()
+        except OSError:
+            return None
     try:
         return _loads(data)
     except Exception:  # a corrupt or foreign file is a miss, never an error
         return None
 
 
-def _write(directory: Path, file: Path, payload: dict[str, Any]) -> None:
+# -- what validation read --------------------------------------------------------------------
+
+def _inputs(registry: Registry) -> tuple[dict[str, int], tuple[tuple[str, str], ...]] | None:
+    """(directory -> mtime, (written, resolved) of each path with a symlink on the way) for
+    every file validation checked; None when one is no longer what validation saw (it changed
+    while we validated: the next start caches it)."""
+    folders = sorted({str(source.parent) for source in registry.sources}, key=len)
+    dirs: set[str] = set()
+    links: list[tuple[str, str]] = []
+    for written_path, resolved_path in registry.checked:
+        written, resolved = str(written_path), str(resolved_path)
+        # Each folder on the way below the registry's folder (the shortest that holds it: the
+        # safe side), read without following it: replacing one, or re-pointing a symlink,
+        # changes its own mtime. The registry's folder itself is a resolved path (a file
+        # there, or a __pycache__, would otherwise be a miss).
+        folder = next((f for f in folders if written.startswith(os.path.join(f, ""))), None)
+        if folder is not None:
+            for part in Path(written[len(os.path.join(folder, "")):]).parts[:-1]:
+                folder = os.path.join(folder, part)
+                dirs.add(folder)
+        dirs.add(os.path.dirname(resolved))  # where the file itself is listed
+        if os.path.normpath(written) != resolved:
+            links.append((written, resolved))
+    try:
+        stamps = {d: os.lstat(d).st_mtime_ns for d in sorted(dirs)}
+    except OSError:
+        return None
+    # After the stamps: a file removed or re-linked since validation is caught here, or else
+    # after the stamps were taken, which the next start sees.
+    for written_path, resolved_path in registry.checked:
+        if not written_path.is_file() or os.path.realpath(written_path) != str(resolved_path):
+            return None
+    return stamps, tuple(links)
+
+
+def _index_ok(index: object) -> bool:
+    """Whether ``index`` is a startup index: the decider trusts every field's type."""
+    if type(index) is not tuple:
+        return False
+    for row in index:
+        if type(row) is not StartupRow:
+            return False
+        entry_id, kind, active, dist, module, modules, waiting, applies_to = row
+        if not (type(entry_id) is str and kind in _KINDS and type(active) is bool
+                and type(dist) is str and type(waiting) is str
+                and (module is None or type(module) is str)
+                and (applies_to is None or type(applies_to) is str)
+                and type(modules) is tuple and all(type(m) is str for m in modules)):
+            return False
+    return True
+
+
+def _fresh(cached: object, validator: tuple[Any, ...], sources: list[Path],
+           contents: tuple[bytes, ...]) -> tuple[bytes, tuple[StartupRow, ...]] | None:
+    """(entries blob, index) when ``cached`` is a well-formed cache of exactly these inputs,
+    still as they were; None for anything else, whatever its shape."""
+    if type(cached) is not dict or cached.get("validator") != validator \
+            or cached.get("sources") != sources or cached.get("contents") != contents:
+        return None
+    blob, index = cached.get("entries"), cached.get("index")
+    dirs, links = cached.get("dirs"), cached.get("links")
+    if type(blob) is not bytes or type(dirs) is not dict or type(links) is not tuple \
+            or not _index_ok(index):
+        return None
+    try:  # one stat per directory, no walk over entries
+        for folder, ns in dirs.items():
+            if type(folder) is not str or type(ns) is not int \
+                    or os.lstat(folder).st_mtime_ns != ns:
+                return None
+        for link in links:
+            written, resolved = link
+            if type(written) is not str or os.path.realpath(written) != resolved:
+                return None
+    except (OSError, ValueError, TypeError):  # gone, a NUL in a name, not a pair
+        return None
+    return blob, index  # type: ignore[return-value]  # _index_ok checked every row
+
+
+def _write(directory: str, file: str, payload: dict[str, Any]) -> None:
     import pickle
     import tempfile
 
@@ -163,7 +353,6 @@ def _write(directory: Path, file: Path, payload: dict[str, Any]) -> None:
         # entries as a nested pickle: a start that hits the cache unpickles only the rest
         payload = {**payload, "entries": pickle.dumps(payload["entries"],
                                                       protocol=pickle.HIGHEST_PROTOCOL)}
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".pickle")
         try:
             with os.fdopen(fd, "wb") as handle:
@@ -172,7 +361,7 @@ def _write(directory: Path, file: Path, payload: dict[str, Any]) -> None:
         except BaseException:
             os.unlink(tmp)
             raise
-        old = sorted((p for p in directory.glob("*.pickle") if p != file),
+        old = sorted((p for p in Path(directory).glob("*.pickle") if str(p) != file),
                      key=lambda p: p.stat().st_mtime_ns)
         for stale in old[: max(0, len(old) + 1 - KEEP)]:
             stale.unlink(missing_ok=True)
@@ -182,7 +371,7 @@ def _write(directory: Path, file: Path, payload: dict[str, Any]) -> None:
 
 def load(paths: Sequence[Path], directory: Path | None) -> Registry:
     """:func:`patchlane.registry.load_registries`, answered from the cache in ``directory``
-    when it is still valid (None: no cache)."""
+    when it is still valid and only this user can have written it (None: no cache)."""
     if directory is None:
         return load_registries(paths)
     resolved: list[Path] = []
@@ -192,28 +381,22 @@ def load(paths: Sequence[Path], directory: Path | None) -> Registry:
             resolved.append(path)
     # Regular files of bounded size only (a FIFO would hang here): RegistryError otherwise.
     contents = tuple(read_registry_bytes(p) for p in resolved)
-    file = directory / _name(resolved)
+    name = _name(resolved)
     validator = _validator()
-    cached = _read(file)
-    if isinstance(cached, dict) and cached.get("validator") == validator \
-            and cached.get("sources") == resolved and cached.get("contents") == contents:
-        try:  # the directories recorded at write time: one stat each, no walk over entries
-            fresh = all(os.stat(d).st_mtime_ns == ns for d, ns in cached["dirs"].items())
-        except OSError:
-            fresh = False
-        if fresh:
-            return _CachedRegistry(cached["entries"], cached["index"], tuple(resolved),
-                                   contents, paths)
+    real = _usable_dir(directory, create=False)
+    if real is not None:
+        hit = _fresh(_read(os.path.join(real, name)), validator, resolved, contents)
+        if hit is not None:
+            return _CachedRegistry(hit[0], hit[1], tuple(resolved), contents, paths)
     registry = load_registries(paths)
-    files = [p for e in registry.entries
-             for p in (e.overlay, e.reproducer, e.compat_gate.check_file if e.compat_gate else None)
-             if p is not None]
-    if list(registry.sources) == resolved and registry.contents == contents \
-            and all(map(os.path.isfile, files)):
-        # Only what is still true now: not when a registry file changed between the two reads
-        # or a file it names vanished since validation (the next start caches it).
-        _write(directory, file, {"validator": validator, "sources": resolved,
-                                 "contents": contents, "index": registry.startup_index,
-                                 "entries": registry.entries,
-                                 "dirs": _file_dirs(registry.entries)})
+    if list(registry.sources) != resolved or registry.contents != contents:
+        return registry  # a registry file changed between the two reads: the next start caches
+    # The cache directory is made before the stamps are taken: it may be among their folders.
+    real = real or _usable_dir(directory, create=True)
+    inputs = _inputs(registry)
+    if inputs is not None and real is not None:
+        _write(real, os.path.join(real, name),
+               {"validator": validator, "sources": resolved, "contents": contents,
+                "index": registry.startup_index, "entries": registry.entries,
+                "dirs": inputs[0], "links": inputs[1]})
     return registry

@@ -125,12 +125,10 @@ def run_bisect(args: argparse.Namespace) -> int:
 
 
 def _version_key(text: str) -> tuple[int, object]:
-    from packaging.version import InvalidVersion, Version
+    from ..versions import parse_version
 
-    try:
-        return (0, Version(text))
-    except InvalidVersion:
-        return (1, text)
+    version = parse_version(text)
+    return (0, version) if version is not None else (1, text)
 
 
 def _release_cache(given: Path | None) -> Path:

@@ -14,11 +14,10 @@ import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from packaging.version import InvalidVersion, Version
-
 from ..fingerprint import compute
 from ..gates import resolve_version
 from ..registry import Entry, Kind
+from ..versions import parse_version
 
 __all__ = ["ReleaseMatch", "nearest_release"]
 
@@ -46,9 +45,8 @@ class ReleaseMatch:
 
 
 def _distance(release: str, declared: str | None) -> tuple[int, ...]:
-    try:
-        a, b = Version(release), Version(declared or "0")
-    except InvalidVersion:
+    a, b = parse_version(release), parse_version(declared or "0")
+    if a is None or b is None:
         return (1 << 30,)
     return tuple(abs(x - y) for x, y in zip(
         (*a.release, 0, 0, 0)[:3], (*b.release, 0, 0, 0)[:3], strict=True))

@@ -31,12 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from packaging.version import InvalidVersion, Version
-
 from ..errors import ReproducerError
 from ..files import atomic_write_json
 from ..fingerprint import compute_from_source
 from ..registry import Entry
+from ..versions import parse_version
 from .installs import install_dir
 from .reproduce import CaseResult, Mode, RunOutcome, case_env, read_spec, run_case
 from .verdicts import Finding
@@ -323,7 +322,5 @@ class ReleaseRunner:
 
 
 def _same(a: str, b: str) -> bool | None:
-    try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return None
+    first, second = parse_version(a), parse_version(b)
+    return None if first is None or second is None else first == second

@@ -35,6 +35,7 @@ from ..exit_codes import ExitCode, sweep_exit_code
 from ..gates import GateResult, check_gate, gate_side, locate_source, resolve_version
 from ..ledger import installed_outside
 from ..registry import Entry, Registry
+from ..versions import in_range
 from .index import row_key
 from .manifest import CaseState, RunDir, case_id, now
 from .reproduce import CaseResult, Lane, Mode, RunOutcome, parse_lane, read_spec, run_case
@@ -159,7 +160,7 @@ def beyond_gate(entry: Entry, gate: GateResult) -> str | None:
         return None
     side = gate_side(entry.applies_to, gate.found)
     retire = entry.retire_when.release
-    if retire is not None and retire.contains(gate.found, prereleases=True):
+    if retire is not None and in_range(retire, gate.found):
         return (f"{entry.target.distribution} {gate.found} is inside retire_when.release "
                 f"{str(retire)!r}: checking whether upstream fixed it (without the overlay "
                 "only)")

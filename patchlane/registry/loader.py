@@ -15,15 +15,16 @@ from .schema import check_continuations, check_dependencies, validate_document
 __all__ = ["load_registries", "parse_registry"]
 
 
-def parse_registry(path: Path, text: str | None = None, *,
-                   drafts_required: bool = True) -> tuple[Entry, ...]:
+def parse_registry(path: Path, text: str | None = None, *, drafts_required: bool = True,
+                   checked: list[tuple[Path, Path]] | None = None) -> tuple[Entry, ...]:
     """Parse and validate one registry file. Raises :class:`RegistryError` on any problem.
     ``drafts_required=False`` lets ``patchlane draft`` read an entry whose draft it is about
-    to write."""
+    to write; ``checked`` collects the files whose existence validation checked."""
     path = Path(path).resolve()
     if text is None:
         text = decode(path, read_registry_bytes(path))
-    return validate_document(path, load_document(path, text), drafts_required=drafts_required)
+    return validate_document(path, load_document(path, text), drafts_required=drafts_required,
+                             checked=checked)
 
 
 def load_registries(paths: Sequence[Path], *, drafts_required: bool = True) -> Registry:
@@ -32,13 +33,15 @@ def load_registries(paths: Sequence[Path], *, drafts_required: bool = True) -> R
     contents: list[bytes] = []
     owners: dict[str, Path] = {}
     resolved: list[Path] = []
+    checked: list[tuple[Path, Path]] = []
     for raw_path in paths:
         path = Path(raw_path).resolve()
         if path in resolved:
             continue  # the same file named twice (default + env) is one registry
         resolved.append(path)
         raw = read_registry_bytes(path)
-        parsed = parse_registry(path, decode(path, raw), drafts_required=drafts_required)
+        parsed = parse_registry(path, decode(path, raw), drafts_required=drafts_required,
+                                checked=checked)
         contents.append(raw)
         for entry in parsed:
             if entry.id in owners:
@@ -56,4 +59,5 @@ def load_registries(paths: Sequence[Path], *, drafts_required: bool = True) -> R
     # Cross-file rules, once every file is in: a dependency may live in another registry.
     check_dependencies(entries)
     check_continuations(entries)
-    return Registry(entries=tuple(entries), sources=tuple(resolved), contents=tuple(contents))
+    return Registry(entries=tuple(entries), sources=tuple(resolved), contents=tuple(contents),
+                    checked=tuple(dict.fromkeys(checked)))

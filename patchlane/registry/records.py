@@ -353,6 +353,10 @@ class Registry:
     sources: tuple[Path, ...]
     contents: tuple[bytes, ...] = ()
     """The bytes of every source file as validated, in load order."""
+    checked: tuple[tuple[Path, Path], ...] = ()
+    """Every file whose existence validation checked (an overlay, a reproducer, a check, a
+    draft): (the registry's folder joined with the entry's text, what that resolved to). With
+    the bytes, all that validation read from the filesystem."""
 
     @functools.cached_property
     def startup_index(self) -> tuple[StartupRow, ...]:

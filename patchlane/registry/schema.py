@@ -17,6 +17,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from ..errors import RegistryError
+from ..versions import MAX_DIGITS, range_problem, version_problem
 from .records import (
     CompatGate,
     ConfigSettings,
@@ -65,11 +66,20 @@ _KIND_KEYS: dict[Kind, tuple[tuple[str, ...], tuple[str, ...]]] = {
 class _Ctx:
     """Where we are while validating, so every error names the file, entry and key."""
 
-    def __init__(self, path: Path, drafts_required: bool = True) -> None:
+    def __init__(self, path: Path, drafts_required: bool = True,
+                 checked: list[tuple[Path, Path]] | None = None) -> None:
         self.path = path
         self.entry_id: str | None = None
         self.drafts_required = drafts_required
         """False only for ``patchlane draft``, which writes the draft this rule asks for."""
+        self.checked = checked if checked is not None else []
+        """Every file whose existence a rule checked: (the path as written, the registry's
+        folder joined with the text; what it resolved to). What the validated-registry cache
+        must see unchanged to stand for this validation."""
+
+    def exists(self, written: Path, resolved: Path) -> bool:
+        self.checked.append((written, resolved))
+        return written.is_file()
 
     def fail(
         self,
@@ -149,8 +159,15 @@ def _specifier(ctx: _Ctx, value: object, key: str) -> SpecifierSet:
             expected="a PEP 440 specifier such as '>=0.14,<0.18'",
             fix=str(exc),
         ) from None
-    if not str(spec):
+    if not len(spec):
         raise ctx.fail("empty specifier", key=key, found=text, expected="at least one clause")
+    problem = range_problem(spec)  # before anything prints it: str() parses its versions
+    if problem:
+        raise ctx.fail("unusable version range", key=key, found=text,
+                       expected="a range some release can satisfy, of PEP 440 versions with "
+                       f"numbers of at most {MAX_DIGITS} digits",
+                       fix=f"{problem}; write the releases the entry really covers, e.g. "
+                       "'>=0.14,<0.18'")
     return spec
 
 
@@ -174,7 +191,7 @@ def _relative_file(ctx: _Ctx, value: object, key: str, entry_id: str) -> Path:
     text = _expect_type(ctx, value, str, key, "a path relative to the registry file")
     _inside_folder(ctx, text, key)
     path: Path = (ctx.path.parent / text).resolve()
-    if not path.is_file():
+    if not ctx.exists(ctx.path.parent / text, path):
         raise ctx.fail(
             "file does not exist",
             key=key,
@@ -265,7 +282,7 @@ def _draft(ctx: _Ctx, value: object) -> Path | None:
                         "file, e.g. drafts/<id>.md")
     _inside_folder(ctx, text, "upstream.draft")
     path: Path = (ctx.path.parent / text).resolve()
-    if ctx.drafts_required and not path.is_file():
+    if ctx.drafts_required and not ctx.exists(ctx.path.parent / text, path):
         raise ctx.fail("draft does not exist", key="upstream.draft", found=text,
                        expected=f"an existing file relative to {ctx.path.parent}",
                        fix=f"run `patchlane draft {ctx.entry_id}` to write {path} from sweep "
@@ -368,9 +385,11 @@ def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
     _expect_type(ctx, releases, dict, "fingerprint.releases",
                  "a mapping of release (quoted, e.g. \"0.16.1\") to its fingerprint")
     for release, value in releases.items():
-        if not isinstance(release, str) or not _VERSION_RE.match(release):
+        if not isinstance(release, str) or not _VERSION_RE.match(release) \
+                or version_problem(release):
             raise ctx.fail("invalid release", key="fingerprint.releases", found=release,
-                           expected="a quoted release version such as \"0.16.1\"")
+                           expected="a quoted release version such as \"0.16.1\"",
+                           fix=version_problem(release) or "write it as PEP 440 spells it")
         if not isinstance(value, str) or not _SHA_RE.match(value):
             raise ctx.fail("invalid fingerprint", key=f"fingerprint.releases.{release}",
                            found=value, expected="'sha256-v2:' followed by 32 lowercase hex "
@@ -711,13 +730,14 @@ def check_dependencies(entries: Sequence[Entry]) -> None:
         visit(entry.id, [])
 
 
-def validate_document(path: Path, data: Mapping[str, Any], *,
-                      drafts_required: bool = True) -> tuple[Entry, ...]:
+def validate_document(path: Path, data: Mapping[str, Any], *, drafts_required: bool = True,
+                      checked: list[tuple[Path, Path]] | None = None) -> tuple[Entry, ...]:
     """The entries of one registry file's document (a mapping, from
     :func:`.reader.load_document`), each validated; raises :class:`RegistryError` on the first
     problem. ``drafts_required=False`` lets ``patchlane draft`` read an entry whose draft it is
-    about to write."""
-    ctx = _Ctx(path, drafts_required)
+    about to write. ``checked``, when given, collects every file whose existence a rule
+    checked (as written, before symlinks are resolved)."""
+    ctx = _Ctx(path, drafts_required, checked)
     _check_keys(ctx, data, ("schema", "entries"), (), "the registry")
     if type(data["schema"]) is not int or data["schema"] != SCHEMA_VERSION:
         raise ctx.fail("unsupported schema version", key="schema", found=data["schema"],

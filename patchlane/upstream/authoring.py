@@ -41,7 +41,7 @@ from types import ModuleType
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import InvalidVersion
 
 from .. import fingerprint
 from ..errors import PatchlaneError, RegistryError, StrictModeError, UsageError
@@ -49,6 +49,7 @@ from ..files import atomic_write
 from ..gates import installed_version, resolve_version
 from ..loading import resolve
 from ..registry import Entry, Kind, parse_registry
+from ..versions import in_range, parse_version, range_problem, shown, why_not_version
 from .retire import registry_lock
 
 __all__ = ["Created", "NewEntryError", "Request", "new_entry", "next_minor_range"]
@@ -185,6 +186,11 @@ def _specifier(request: Request, flag: str, text: str) -> SpecifierSet:
     if not str(spec):
         raise NewEntryError(request.entry_id, f"{flag} is empty", found=repr(text),
                             expected="at least one clause, such as '>=2.6.0'")
+    problem = range_problem(spec)  # what the registry's validation would refuse, said now
+    if problem:
+        raise NewEntryError(request.entry_id, f"{flag} is not a usable range", found=text,
+                            expected="a range some release can satisfy, such as '>=0.14,<0.18'",
+                            fix=problem)
     return spec
 
 
@@ -350,7 +356,9 @@ def _installed(request: Request, dist: str, module: ModuleType | None,
 def next_minor_range(version: str) -> str:
     """``>=INSTALLED,<NEXT_MINOR``: the installed release up to the next minor one, which no
     run has seen (``1.2.0+cu128`` -> ``>=1.2.0,<1.3.0``; a local label does not order)."""
-    parsed = Version(version)
+    parsed = parse_version(version)
+    if parsed is None:
+        raise InvalidVersion(f"{shown(version)!r} {why_not_version(version)}")
     major, minor = (*parsed.release, 0)[:2]
     return f">={parsed.public},<{major}.{minor + 1}.0"
 
@@ -365,8 +373,9 @@ def _applies_to(request: Request, installed: Installed) -> tuple[str, str]:
         text = next_minor_range(installed.version)
     except InvalidVersion:
         raise NewEntryError(
-            request.entry_id, f"the installed {installed.distribution} version is not PEP 440",
-            found=repr(installed.version), expected="a version such as 0.16.1",
+            request.entry_id, f"the installed {installed.distribution} version "
+            f"{why_not_version(installed.version)}", found=repr(shown(installed.version)),
+            expected="a version such as 0.16.1",
             fix="give the range yourself: --applies-to '>=A,<B'") from None
     origin = "" if installed.source == "metadata" else f" ({installed.source})"
     return text, (f"written by `patchlane new` from the installed {installed.distribution} "
@@ -518,8 +527,8 @@ def _source_patch(draft: _Draft) -> None:
     installed = draft.installed = _installed(req, dist, module)
     spec, why = _applies_to(req, installed)
     draft.applies_to = spec
-    release = Version(installed.version).public if _is_version(installed.version) \
-        else installed.version
+    parsed = parse_version(installed.version)
+    release = parsed.public if parsed is not None else installed.version
     draft.lines += [
         "target:",
         f"  distribution: {_scalar(dist)}",
@@ -541,14 +550,6 @@ def _source_patch(draft: _Draft) -> None:
     draft.files[f"reproducers/{eid}.py"] = _reproducer_stub(req)
 
 
-def _is_version(text: str) -> bool:
-    try:
-        Version(text)
-    except InvalidVersion:
-        return False
-    return True
-
-
 def _floor_or_pin(draft: _Draft) -> None:
     req = draft.request
     module_name = req.target
@@ -564,7 +565,7 @@ def _floor_or_pin(draft: _Draft) -> None:
     installed = draft.installed = _installed(req, dist, None, metadata_only=True)
     key, flag = ("requires", "--requires") if req.kind is Kind.VERSION_FLOOR else ("pin", "--pin")
     spec = _specifier(req, flag, str(getattr(req, key)))
-    if not spec.contains(installed.version, prereleases=True):
+    if in_range(spec, installed.version) is False:
         draft.notes.append(f"the installed {dist} {installed.version} violates {key} "
                            f"{spec}: this entry fails at its import here (policy "
                            f"{req.policy or ('error' if key == 'requires' else 'warn')})")

@@ -44,15 +44,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag, sys_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from ..errors import PatchlaneError, RegistryError, ReproducerError, UsageError
 from ..evidence.verdicts import Finding
 from ..files import atomic_write
 from ..registry import Entry, parse_registry
+from ..versions import in_range, parse_range, parse_version
 from .pypi import pypi_releases
 from .retire import (
     child_end,
@@ -123,10 +124,9 @@ class Listing:
 def _admits(requires_python: str | None, python: str) -> bool:
     if not requires_python:
         return True
-    try:
-        return SpecifierSet(requires_python).contains(python, prereleases=True)
-    except InvalidSpecifier:  # a malformed constraint on PyPI constrains nothing pip obeys
-        return True
+    spec = parse_range(requires_python)
+    # a malformed constraint on PyPI constrains nothing pip obeys
+    return spec is None or spec.contains(python, prereleases=True)
 
 
 def installs_here(release: Release, tags: frozenset[Tag], python: str) -> tuple[str | None, str]:
@@ -366,9 +366,8 @@ def next_minor(version: str) -> str:
 
 
 def _index(releases: Sequence[Candidate], version: str) -> int | None:
-    try:
-        wanted = Version(version)
-    except InvalidVersion:
+    wanted = parse_version(version)
+    if wanted is None:
         return None
     return next((i for i, c in enumerate(releases) if c.parsed == wanted), None)
 
@@ -499,10 +498,8 @@ def _conclude(result: Bisection, found: Sequence[Finding | None],
 
 
 def _older(version: str, than: str) -> bool:
-    try:
-        return Version(version) < Version(than)
-    except InvalidVersion:
-        return False
+    a, b = parse_version(version), parse_version(than)
+    return a is not None and b is not None and a < b
 
 
 # -- an entry --------------------------------------------------------------------------------
@@ -543,7 +540,7 @@ def plan(entry: Entry, listing: Listing, *, installed: str | None = None,
                               f"that do: {near}); fix: name one of them")
         return releases, [pivot], recorded, notes
     gate = entry.applies_to
-    in_gate = [v for v in recorded if gate is None or gate.contains(v, prereleases=True)]
+    in_gate = [v for v in recorded if gate is None or in_range(gate, v)]
     pivots = ([releases[at].version] if at is not None else []) + _middle_first(in_gate)
     return releases, pivots, recorded, notes
 
@@ -610,11 +607,9 @@ def _release_items(lines: Sequence[str], start: int, stop: int) -> list[tuple[in
     items = []
     for i in range(start, stop):
         match = re.match(r"^\s*[\"']?([^\"':#\s]+)[\"']?\s*:", lines[i])
-        if match:
-            try:
-                items.append((i, Version(match[1])))
-            except InvalidVersion:
-                continue
+        version = parse_version(match[1]) if match else None
+        if version is not None:
+            items.append((i, version))
     return items
 
 
@@ -670,6 +665,7 @@ def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date) -> str:
         if rel is None:
             insert(stop, [f"{' ' * sub}releases:  # seen at run time{nl}"])
             rel = stop
+        # the releases that ran: each a candidate from the listing, so each parses
         for version, value in sorted(prints.items(), key=lambda kv: Version(kv[0])):
             rstop = child_end(lines, rel, end, sub)
             items = _release_items(lines, rel + 1, rstop)

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, urlsplit
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
+from ..versions import parse_version
 from .answers import Trace, get_field, parse_timestamp
 from .display import display_url
 from .errors import MalformedResponse, NotFound, UpstreamError, UpstreamURLError
@@ -252,10 +253,7 @@ def _tag_version(tag: str) -> Version | None:
     match = re.search(r"(\d+(?:\.\d+)*(?:[._-]?(?:a|b|rc|post|dev)\.?\d+)*)$", tag)
     if match is None:
         return None
-    try:
-        return Version(match.group(1))
-    except InvalidVersion:
-        return None
+    return parse_version(match.group(1))
 
 
 def _in_version_order(tags: Iterable[str]) -> list[str]:

@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
+from ..versions import parse_version
 from .errors import UpstreamError
 from .github import require_kind
 from .records import PullState, TrackReport, UpstreamState
@@ -255,9 +256,8 @@ class GitRepo:
             match = pattern.match(ref[len("refs/tags/"):])
             if match is None:
                 continue
-            try:
-                version = Version(match.group("version"))
-            except InvalidVersion:
+            version = parse_version(match.group("version"))
+            if version is None:  # a tag that names no comparable release is no release
                 continue
             if include_prereleases or not version.is_prerelease:
                 found.append((version, match.group("version"), ref[len("refs/tags/"):]))

@@ -6,8 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from packaging.version import InvalidVersion, Version
-
+from ..versions import shown, why_not_version
 from .answers import Trace, get_field, parse_timestamp
 from .display import display_url
 from .errors import MalformedResponse
@@ -34,10 +33,9 @@ def pypi_releases(client: Client, distribution: str, *,
     releases = get_field(data, "releases", dict, api, "the PyPI project")
     found: list[Release] = []
     for version, files in releases.items():
-        try:
-            Version(version)
-        except InvalidVersion:
-            log.debug("%s: skipping non-PEP 440 version %r", distribution, version)
+        why = why_not_version(version)
+        if why is not None:  # never compared, never installed: a release nothing can order
+            log.debug("%s: skipping release %r: it %s", distribution, shown(version), why)
             continue
         if not isinstance(files, list):
             raise MalformedResponse(display_url(api), f"release {version!r} files are "

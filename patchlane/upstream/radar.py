@@ -21,21 +21,23 @@ from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from ..evidence.index import RunIndex
 from ..evidence.verdicts import SEVERITY, Verdict
 from ..registry import Entry, Registry
+from ..versions import parse_version
 from .bisect import Listing, next_minor
 
 __all__ = ["RadarRow", "ReleaseSweep", "evidence_releases", "proposal", "radar"]
 
 
-def _version(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
+_version = parse_version  # None for a release that cannot be compared (never an exception)
+
+
+def _newer(text: str, floor: Version | None) -> bool:
+    version = parse_version(text)
+    return floor is not None and version is not None and version > floor
 
 
 @dataclass(frozen=True)
@@ -99,14 +101,13 @@ def radar(registry: Registry, listing_for: Callable[[str], Listing],
     rows = []
     for canonical, (name, entry_ids) in sorted(by_dist.items()):
         known = evidence.get(canonical, {})
-        newest = max(known, key=lambda r: Version(r)) if known else None
+        # evidence_releases keeps only releases that parse: every key compares
+        parsed = [(v, r) for r in known if (v := parse_version(r)) is not None]
+        floor, newest = max(parsed, key=lambda p: p[0]) if parsed else (None, None)
         listing = listing_for(name)
-        floor = Version(newest) if newest is not None else None
         new = tuple(c.version for c in listing.candidates
                     if floor is None or c.parsed > floor)
-        left_out = tuple((v, why) for v, why in listing.skipped
-                         if floor is not None and _version(v) is not None
-                         and Version(v) > floor)
+        left_out = tuple((v, why) for v, why in listing.skipped if _newer(v, floor))
         rows.append(RadarRow(name, newest, tuple(known.get(newest, [])) if newest else (),
                              new if newest is not None else (), tuple(entry_ids), left_out))
     return rows

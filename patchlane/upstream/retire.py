@@ -42,6 +42,7 @@ from ..evidence.verdicts import Verdict
 from ..exit_codes import ExitCode
 from ..files import atomic_write
 from ..registry import Entry, Status, parse_registry
+from ..versions import in_range
 from .records import TrackReport, UpstreamState
 
 __all__ = ["Evidence", "RetireError", "StoredLines", "SweepRow", "child_end", "delete_entry",
@@ -158,8 +159,7 @@ def evaluate(entry: Entry, upstream: TrackReport | None,
             evidence.sweep.extend(read_sweep_rows(entry, run_dir))
         fixed = [r for r in evidence.sweep if r.verdict is Verdict.UPSTREAM_FIXED
                  and (when.release is None or (r.installed and
-                                               when.release.contains(r.installed,
-                                                                     prereleases=True)))]
+                                               in_range(when.release, r.installed)))]
         if not fixed:
             seen = sorted({f"{r.verdict.value}@{r.installed}" for r in evidence.sweep})
             evidence.missing.append(

@@ -19,8 +19,7 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from packaging.version import Version
-
+from ..versions import in_range, parse_version
 from .answers import Trace
 from .display import display_url
 from .errors import MalformedResponse, TagTemplateError, UpstreamError
@@ -148,7 +147,7 @@ def gate_names_release(entry: Entry, released_in: str | None) -> bool:
     spec = entry.retire_when.release
     same_dist = entry.upstream.distribution in (None, entry.target.distribution)
     return (released_in is not None and spec is not None and same_dist
-            and spec.contains(released_in, prereleases=True))
+            and bool(in_range(spec, released_in)))
 
 
 def release_note(entry: Entry, released_in: str, releases: Iterable[str], *, dist: str,
@@ -165,12 +164,13 @@ def release_note(entry: Entry, released_in: str, releases: Iterable[str], *, dis
                 f"can name a {dist} release (retire_when.upstream_released covers this)")
     if spec is None:
         return f"; retire_when has no release specifier. Fix: add release: '>={released_in}'"
-    if not spec.contains(released_in, prereleases=True):
+    fixed = parse_version(released_in)
+    if fixed is None or not spec.contains(fixed, prereleases=True):
         return (f"; retire_when.release {str(spec)!r} does not name it, so the patch never "
                 f"retires on it. Fix: set release: '>={released_in}'")
     note = f", which retire_when.release {str(spec)!r} names"
-    earlier = [v for v in releases if Version(v) < Version(released_in)
-               and spec.contains(v, prereleases=True)]
+    earlier = [v for v in releases if (parsed := parse_version(v)) is not None
+               and parsed < fixed and spec.contains(parsed, prereleases=True)]
     if earlier:
         note += (f"; but it also names earlier releases ({', '.join(earlier)}) that do not "
                  f"carry {carrier}. Fix: narrow it to '>={released_in}' unless they carry a "

@@ -190,3 +190,19 @@ def test_fingerprint_works_under_strict_mode_when_the_target_drifted(
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == fake_target.fingerprint()
     assert "NOT in the registry" in out.stdout
+
+
+@pytest.mark.parametrize("command", [["status"], ["sweep", "--lane", "cpu", "--quiet"]])
+def test_an_installed_version_with_a_5000_digit_number_is_no_crash(
+        fake_target: FakeTarget, tmp_path: Path, command: list[str]) -> None:
+    """The gate cannot be evaluated (said, with why); never a bug report (exit 70)."""
+    meta = next(fake_target.root.glob("*.dist-info")) / "METADATA"
+    meta.write_text(meta.read_text().replace(f"Version: {fake_target.version}",
+                                             "Version: 1." + "9" * 5000))
+    env = fake_cli_env(fake_target) | {"PATCHLANE_RUNS": str(tmp_path / "runs")}
+    out = cli(*command, env=env)
+    assert out.returncode not in (1, 70), out.stderr
+    assert "Traceback" not in out.stderr
+    said = out.stdout + out.stderr + "".join(
+        p.read_text() for p in (tmp_path / "runs").glob("*/summary.md"))
+    assert "longer than 640 digits" in said

@@ -71,6 +71,21 @@ def registry_rejected(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str,
     return ["status"], env
 
 
+def registry_rejected_strict(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    # the command's own `import patchlane` refuses it: one line and 3, never a traceback
+    env = _env(fake, PATCHLANE_STRICT="1")
+    fake.registry.write_text("schema: 1\nentries:\n  - id: x\n    kind: [\n")
+    return ["status"], env
+
+
+def run_registry_rejected_strict(fake: FakeTarget,
+                                 tmp: Path) -> tuple[list[str], dict[str, str]]:
+    import sys
+
+    _, env = registry_rejected_strict(fake, tmp)
+    return ["run", "--", sys.executable, "-c", "print('the command ran')"], env
+
+
 def drift(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
     env = _env(fake, PATCHLANE_STRICT="1")  # the registry records the fingerprint before
     _drift(fake)
@@ -145,6 +160,8 @@ CASES: list[tuple[ExitCode, Setup, str]] = [
     (ExitCode.USAGE, delete_without_yes, "pass --yes to confirm"),
     (ExitCode.USAGE, sweep_into_a_used_run_dir, "already exists and is not empty"),
     (ExitCode.REGISTRY_REJECTED, registry_rejected, "invalid YAML"),
+    (ExitCode.REGISTRY_REJECTED, registry_rejected_strict, "invalid YAML"),
+    (ExitCode.REGISTRY_REJECTED, run_registry_rejected_strict, "invalid YAML"),
     (ExitCode.DRIFT, drift, "refused: drift"),
     (ExitCode.OVERLAY_ERROR, overlay_failed, "probe broke"),
     (ExitCode.STRICT_REFUSAL, strict_refusal, "cannot evaluate the gate"),
@@ -169,6 +186,17 @@ def test_the_command_exits_with(fake_target: FakeTarget, tmp_path: Path, code: E
     assert out.returncode == code, out.stdout + out.stderr
     assert says in out.stdout + out.stderr
     assert "Traceback" not in out.stderr  # an expected failure is one line, never a bug report
+
+
+@pytest.mark.parametrize("setup", [registry_rejected_strict, run_registry_rejected_strict])
+def test_a_registry_rejected_in_strict_mode_is_one_line(fake_target: FakeTarget,
+                                                        tmp_path: Path, setup: Setup) -> None:
+    args, env = setup(fake_target, tmp_path)
+    out = cli(*args, env=env)
+    assert out.returncode == ExitCode.REGISTRY_REJECTED, out.stderr
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("patchlane: RegistryError: ") and str(fake_target.registry) in line
+    assert out.stdout == ""  # `run` stopped before the command
 
 
 SWEEP_FLAGS = {

@@ -153,3 +153,12 @@ def test_public_check_config_skips_a_disabled_gate_in_strict_mode() -> None:
     assert "listed in PATCHLANE_DISABLE" in result["message"]
     # enabled, the same configuration raises (the gate itself works)
     assert "CompatGateError" in run(code).stderr
+
+
+def test_a_control_that_cannot_be_read_ends_the_script_with_one_line_and_exit_2() -> None:
+    out = run("import patchlane\nprint('the script ran')", PATCHLANE_STRICT="maybe",
+              PATCHLANE_REGISTRY_CACHE="0")
+    assert out.returncode == 2, out.stderr  # ControlsError, as on the command line
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("patchlane: ControlsError: PATCHLANE_STRICT='maybe'")
+    assert out.stdout == ""

@@ -218,3 +218,41 @@ def test_a_version_source_is_an_immutable_value() -> None:
     assert repr(a) == "VersionSource('source tree', '/x/v.py')"
     with pytest.raises(AttributeError, match="immutable"):
         a.path = "/y"
+
+
+HUGE = "1." + "9" * 5000
+"""A version component past Python's integer-digit limit: packaging raises a bare ValueError."""
+
+
+def test_a_version_with_a_5000_digit_number_is_not_comparable(install) -> None:
+    from patchlane.gates import gate_side
+
+    name = install(HUGE)
+    result = check_gate(name, SpecifierSet(RANGE))
+    assert (result.open, result.comparable, result.found) == (False, False, HUGE)
+    assert result.reason.startswith(f"{name} reports version '1.99999")
+    assert "(5002 characters)', which has a number longer than 640 digits" in result.reason
+    assert gate_side(SpecifierSet(RANGE), HUGE) == "excluded"  # never assumed either side
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_target_with_a_5000_digit_version_is_decided_not_raised(fake_target,
+                                                                  strict: bool) -> None:
+    """The training job's `import` of the target: a failed entry in default mode, the
+    strict refusal of an unevaluable gate (exit 6) in strict mode; never a bare ValueError."""
+    from patchlane.audit import Outcome
+    from patchlane.errors import StrictModeError
+
+    meta = next(fake_target.root.glob("*.dist-info")) / "METADATA"
+    meta.write_text(meta.read_text().replace(f"Version: {fake_target.version}",
+                                             f"Version: {HUGE}"))
+    lane = fake_target.lane({"PATCHLANE_STRICT": "1"} if strict else {})
+    if strict:
+        with pytest.raises(StrictModeError, match="cannot evaluate the gate") as info:
+            fake_target.import_target()
+        assert info.value.exit_code == 6
+        return
+    fake_target.import_target()
+    decision = lane.audit.latest()[fake_target.entry_id]
+    assert decision.outcome is Outcome.FAILED_ERROR
+    assert "longer than 640 digits" in decision.reason

@@ -371,6 +371,22 @@ BAD: dict[str, Bad] = {
     "applies-to-float": Bad(
         entry_with("applies_to", 0.16), "wrong type", key="applies_to", found=0.16,
         expected="(got float)"),
+    "applies-to-5000-digit-bound": Bad(
+        entry_with("applies_to", ">=0.14,<0." + "9" * 5000), "unusable version range",
+        key="applies_to", found=">=0.14,<0." + "9" * 5000,
+        expected="numbers of at most 640 digits"),
+    "applies-to-epoch-admits-every-release": Bad(
+        entry_with("applies_to", "<2!1.0"), "unusable version range", key="applies_to",
+        found="<2!1.0", expected="a range some release can satisfy"),
+    "applies-to-satisfied-by-nothing": Bad(
+        entry_with("applies_to", ">=1.3,<1.3"), "unusable version range", key="applies_to",
+        found=">=1.3,<1.3", expected="a range some release can satisfy"),
+    "retire-release-satisfied-by-nothing": Bad(
+        entry_with("retire_when.release", ">2,<1"), "unusable version range",
+        key="retire_when.release", found=">2,<1", expected="a range some release can satisfy"),
+    "fingerprint-release-5000-digits": Bad(
+        entry_with("fingerprint.releases", {"0." + "9" * 5000: FP_A}), "invalid release",
+        key="fingerprint.releases", found="0." + "9" * 5000, expected="a quoted release"),
     "retire-release-invalid": Bad(
         entry_with("retire_when.release", "0.18+"), "invalid PEP 440 specifier",
         key="retire_when.release", found="0.18+", expected="a PEP 440 specifier"),
@@ -516,6 +532,32 @@ BAD: dict[str, Bad] = {
         "wrong type", key="settings", found=["NCCL_NVLS_ENABLE=0"],
         expected="a mapping of 'package.module.attribute' to value"),
 }
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    (">=0.14,<0." + "9" * 5000, "has a number longer than 640 digits"),
+    ("<2!1.0", "every release of a lower epoch (any release written without one) sorts below"),
+    (">=1.0,<2!0", "must give every bound that epoch and a lower bound in it"),
+    (">=1.3,<1.3", "no version satisfies <1.3,>=1.3"),
+    ("==1.*,>=2", "no version satisfies"),
+    ("~=1.4.5,!=1.4.*", "no version satisfies"),
+])
+def test_an_unusable_range_says_why(tmp_path: Path, spec: str, says: str) -> None:
+    """Ranges packaging accepts but no gate could use as written: the fix says which."""
+    (path,) = entry_with("applies_to", spec)(tmp_path)
+    with pytest.raises(RegistryError) as info:
+        load_registries([path])
+    assert info.value.fix is not None and says in info.value.fix
+    assert len(str(info.value)) < 1200  # a 5,000-digit bound is cut, not repeated
+
+
+@pytest.mark.parametrize("spec", [">=2!1.0,<2!2.0", "==1!1.0", ">1.0rc1,<1.0rc2",
+                                  ">1.2.999,<1.3", "<=1.0,>=1.0", ">=1.0,<2.0,!=1.0.*",
+                                  "~=0.16.0", ">=0.14,<0.18"])
+def test_a_usable_range_is_accepted(tmp_path: Path, spec: str) -> None:
+    (path,) = entry_with("applies_to", spec)(tmp_path)
+    (entry,) = load_registries([path]).entries
+    assert entry.applies_to == SpecifierSet(spec)
 
 
 @pytest.mark.parametrize("case", list(BAD.values()), ids=list(BAD))
@@ -898,14 +940,30 @@ def test_invalid_registry_applies_nothing_at_import(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_invalid_registry_raises_at_import_in_strict_mode(tmp_path: Path) -> None:
+    """Uncaught, the strict failure ends the script as the command line would: one line on
+    stderr and the exit code of a rejected registry (docs/cli.md), not a traceback and 1."""
     path = _half_bad_registry(tmp_path)
     proc = _run_import(path, strict=True)
-    assert proc.returncode != 0
+    assert proc.returncode == 3, proc.stderr
     assert proc.stdout == ""
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("patchlane.errors.RegistryError: ")
-    assert str(path.resolve()) in last
-    assert "entry 'bad_fix'" in last and "key 'retire_when.probe'" in last
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("patchlane: RegistryError: ")
+    assert str(path.resolve()) in line
+    assert "entry 'bad_fix'" in line and "key 'retire_when.probe'" in line
+    assert line.endswith("(stopped at `import patchlane`, exit 3)")
+
+
+@pytest.mark.slow
+def test_a_caught_strict_failure_is_still_the_exception(tmp_path: Path) -> None:
+    path = _half_bad_registry(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env.update({"PATCHLANE_DEFAULT_REGISTRY": "0", "PATCHLANE_ENTRY_POINTS": "0",
+                "PATCHLANE_REGISTRY": str(path), "PATCHLANE_STRICT": "1"})
+    code = ("try:\n    import patchlane\nexcept Exception as exc:\n"
+            "    print(type(exc).__name__, exc.exit_code)\nraise SystemExit(0)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "RegistryError 3\n", "")
 
 
 def test_non_utf8_registry_is_refused(tmp_path: Path) -> None:

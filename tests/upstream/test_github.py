@@ -149,3 +149,11 @@ def test_malformed_record_names_the_field(h: Harness) -> None:
         pr_state(h.client(), PR_URL)
 
 
+
+
+def test_a_tag_with_a_5000_digit_number_sorts_as_a_tag_without_a_version() -> None:
+    from patchlane.upstream.github import _in_version_order
+
+    huge = "core_v1." + "9" * 5000
+    assert _in_version_order(["core_v0.17.0", huge, "core_v0.16.1"]) == [
+        "core_v0.16.1", "core_v0.17.0", huge]

@@ -509,3 +509,19 @@ def test_real_megatron_mirror_pr_4448_is_in_core_v0_18_0(megatron: GitRepo,
     assert "squash commit 3d7bcd3a37 on main" in report.reason
     assert report.gate_names_release is True
     assert took < 60, f"tracking one PR took {took:.1f} s"
+
+
+def test_a_tag_whose_version_has_a_5000_digit_number_is_no_release(
+        mirror: Path, upstream_repo: Upstream, entry: Entry, tmp_path: Path) -> None:
+    """Packed refs hold names no file system would (a loose ref is a file): such a tag is a
+    tag that names no comparable release, never a ValueError out of ``patchlane upstream``."""
+    copy = tmp_path / "copy.git"
+    shutil.copytree(mirror, copy)
+    subprocess.run(["git", "pack-refs", "--all"], cwd=copy, check=True,
+                   env=GitBuilder.env(tmp_path))
+    sha = upstream_repo.shas["4448"]
+    with open(copy / "packed-refs", "a") as refs:
+        refs.write(f"{sha} refs/tags/core_v1.{'9' * 5000}\n")
+    repo = GitRepo(copy)
+    assert all(version.release[0] == 0 for version, _, _ in repo.release_tags(TEMPLATE))
+    assert track_git(entry, repo, tag_template=TEMPLATE).released_in == "0.18.0"

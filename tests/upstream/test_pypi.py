@@ -19,3 +19,15 @@ def test_pypi_releases_sorts_by_pep440_not_by_string(h: Harness) -> None:
     assert [r.version for r in pypi_releases(h.client(), "demo")] == ["0.9.0", "0.10.0rc1",
                                                                       "0.10.0"]
 
+
+
+def test_a_release_key_with_a_5000_digit_number_is_skipped_with_its_reason(
+        h: Harness, caplog) -> None:
+    huge = "1." + "9" * 5000
+    files = [{"upload_time_iso_8601": "2026-01-03T00:00:00Z", "yanked": False}]
+    h.upstream.route("/pypi/pypi/demo/json", Reply(body={"releases": {huge: files,
+                                                                     "0.9.0": files}}))
+    with caplog.at_level("DEBUG", logger="patchlane.upstream.pypi"):
+        assert [r.version for r in pypi_releases(h.client(), "demo")] == ["0.9.0"]
+    (said,) = [r.getMessage() for r in caplog.records if "skipping release" in r.getMessage()]
+    assert "has a number longer than 640 digits" in said and len(said) < 300
