@@ -138,6 +138,17 @@ def filesystem_refused(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str
     return ["sweep", "--lane", "cpu", "--run-dir", str(blocker / "run"), "--quiet"], _env(fake)
 
 
+def command_not_executable(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    script = tmp / "train.sh"
+    script.write_text("#!/bin/sh\necho ran\n")
+    script.chmod(0o644)
+    return ["run", "--", str(script)], _env(fake)
+
+
+def command_not_found(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    return ["run", "--", "pyhton3-no-such-command", "train.py"], _env(fake)
+
+
 CASES: list[tuple[ExitCode, Setup, str]] = [
     (ExitCode.OK, ok, ""),
     (ExitCode.REPRODUCER_FAILED, reproducer_failed, "FAIL"),
@@ -155,6 +166,9 @@ CASES: list[tuple[ExitCode, Setup, str]] = [
     (ExitCode.RETIREMENT_REFUSED, retirement_refused, "not enough evidence to retire"),
     (ExitCode.DOCTOR_PROBLEMS, doctor_problems, "refused: drift"),
     (ExitCode.IO_ERROR, filesystem_refused, "a-file"),
+    (ExitCode.COMMAND_NOT_EXECUTABLE, command_not_executable, "train.sh has no execute permission"),
+    (ExitCode.COMMAND_NOT_FOUND, command_not_found,
+     "'pyhton3-no-such-command': no such command on PATH"),
 ]
 
 
@@ -225,7 +239,7 @@ def test_the_readme_table_is_the_exit_code_table_and_every_code_is_produced() ->
 _ERROR_MODULES = ("patchlane.errors", "patchlane.ledger", "patchlane.training.ranks",
                   "patchlane.training.checkpoint", "patchlane.upstream.errors",
                   "patchlane.upstream.retire", "patchlane.upstream.draft",
-                  "patchlane.upstream.bisect",
+                  "patchlane.upstream.bisect", "patchlane.launch.command",
                   "patchlane.evidence.receipts", "patchlane.testing.capture.violations")
 
 
