@@ -169,6 +169,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    from .. import startup
+    from ..errors import ControlsError
+
+    error = startup.startup_error()
+    if isinstance(error, ControlsError):
+        # `import patchlane` kept going without its settings; no command does (nor `run`: its
+        # processes would each start with nothing applied).
+        raise error
     if args.command == "status":
         from .status import run_status
         return run_status(args.json, not args.no_import)

@@ -149,12 +149,23 @@ def command_not_found(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str,
     return ["run", "--", "pyhton3-no-such-command", "train.py"], _env(fake)
 
 
+def unreadable_setting(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    return ["status"], _env(fake, PATCHLANE_VERIFY_RANKS="maybe")
+
+
+def run_with_an_unreadable_setting(fake: FakeTarget,
+                                   tmp: Path) -> tuple[list[str], dict[str, str]]:
+    return ["run", "--", "true"], _env(fake, PATCHLANE_VERIFY_RANKS="maybe")
+
+
 CASES: list[tuple[ExitCode, Setup, str]] = [
     (ExitCode.OK, ok, ""),
     (ExitCode.REPRODUCER_FAILED, reproducer_failed, "FAIL"),
     (ExitCode.USAGE, unknown_id, "no registry entry 'no_such_entry'"),
     (ExitCode.USAGE, delete_without_yes, "pass --yes to confirm"),
     (ExitCode.USAGE, sweep_into_a_used_run_dir, "already exists and is not empty"),
+    (ExitCode.USAGE, unreadable_setting, "error: PATCHLANE_VERIFY_RANKS='maybe': expected"),
+    (ExitCode.USAGE, run_with_an_unreadable_setting, "error: PATCHLANE_VERIFY_RANKS='maybe'"),
     (ExitCode.REGISTRY_REJECTED, registry_rejected, "invalid YAML"),
     (ExitCode.DRIFT, drift, "refused: drift"),
     (ExitCode.OVERLAY_ERROR, overlay_failed, "probe broke"),
