@@ -190,3 +190,40 @@ def test_fingerprint_works_under_strict_mode_when_the_target_drifted(
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == fake_target.fingerprint()
     assert "NOT in the registry" in out.stdout
+
+
+@pytest.mark.parametrize(("target", "says"), [
+    (":Greeter.gret", ":Greeter has no attribute 'gret' (did you mean 'greet'?); fix:"),
+    (":Greter.greet", " has no attribute 'Greter' (did you mean 'Greeter'?); fix:"),
+    ("x:shout", "no module named '{pkg}.targetx' (did you mean '{pkg}.target'?); fix:"),
+    (":FIXED", "is a bool, not a function, class, method or property"),
+])
+def test_fingerprint_object_names_a_typo_with_the_closest_name(
+        fake_target: FakeTarget, target: str, says: str) -> None:
+    module, _, qualname = target.partition(":")
+    out = cli("fingerprint", "--object", f"{fake_target.module}{module}:{qualname}",
+              env=fake_cli_env(fake_target))
+    assert out.returncode == 2, out.stderr  # usage: the request, not patchlane, is wrong
+    assert says.format(pkg=fake_target.package) in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("target", ["math:sqrt", "json:JSONDecoder.decode.__call__",
+                                    "builtins:dict.get"])
+def test_fingerprint_object_refuses_what_has_no_python_source(target: str) -> None:
+    out = cli("fingerprint", "--object", target)
+    assert out.returncode == 2, out.stderr
+    assert "has no Python source to fingerprint" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_fingerprint_source_names_a_missing_definition(fake_target: FakeTarget,
+                                                       tmp_path: Path) -> None:
+    source = tmp_path / "copy.py"
+    source.write_text(fake_target.target_file.read_text())
+    out = cli("fingerprint", "--object", f"{fake_target.module}:Greeter.gret", "--source",
+              str(source), env=fake_cli_env(fake_target))
+    assert out.returncode == 2, out.stderr
+    assert f"{source}: no definition of 'gret' in 'Greeter' (did you mean 'greet'?); fix:" \
+        in out.stderr
+    assert "Traceback" not in out.stderr
