@@ -298,8 +298,8 @@ def run_case(
                                          ignore_cleanup_errors=True) as scratch:
             result = run_case(entry, mode, lane=lane, world_size=world_size, timeout=timeout,
                               workdir=Path(scratch), env=env, flat=flat, bad_side=bad_side)
-        for rank in result.ranks:
-            rank["log"] = None  # removed with the folder
+        for record in result.ranks:
+            record["log"] = None  # removed with the folder
         return result
     started = time.monotonic()
     # Absolute before any rank gets it: a rank runs the reproducer, which may change
