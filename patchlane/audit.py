@@ -139,6 +139,15 @@ class AuditLog:
         """The decision that holds now for ``entry_id`` (None before the first)."""
         return self._latest.get(entry_id)
 
+    def counts(self) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
+        """Copies of :attr:`hits` and :attr:`paths` to iterate while overlays keep counting.
+
+        Overlays count without a lock (the hot path), so a first hit or a first branch adds a
+        key while a reader may be walking the counter ("dictionary changed size during
+        iteration"). ``dict.copy`` is one C call that the GIL does not interrupt; a lock would
+        cost every overlay call instead."""
+        return dict.copy(self.hits), dict.copy(self.paths)
+
     def pending(self) -> int:
         """How many entries are still ``pending``: the decider is settled when none is."""
         return len(self._pending)

@@ -45,6 +45,8 @@ Read by the command line only (:class:`ToolSettings`), never at ``import patchla
                                (``patchlane.upstream``): unset here means None.
 
 Values that cannot be read raise :class:`patchlane.errors.ControlsError` naming the variable.
+At ``import patchlane`` that is the startup error, as a rejected registry is: nothing applied,
+an ERROR line, raised in strict mode (:meth:`Controls.unreadable`); every command refuses it.
 """
 
 from __future__ import annotations
@@ -78,7 +80,9 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
         return True
     if low in _FALSE:
         return False
-    raise ControlsError(f"{name}={raw!r}: expected one of {_TRUE + _FALSE}")
+    raise ControlsError(f"{name}={raw!r}: expected one of {', '.join(_TRUE + _FALSE)}; fix: "
+                        f"set it to one of them, or unset it (default: "
+                        f"{_TRUE[0] if default else _FALSE[0]})")
 
 
 def _cache_dir(env: Mapping[str, str]) -> Path | None:
@@ -135,6 +139,17 @@ class Controls:
             verify_ranks=_flag(env, "PATCHLANE_VERIFY_RANKS", True),
             registry_cache=_cache_dir(env),
         )
+
+    @classmethod
+    def unreadable(cls, env: Mapping[str, str] | None = None) -> Controls:
+        """The controls of a process whose settings cannot be read (:meth:`from_env` raised):
+        no registry, no rank check, so nothing is applied. Strict unless ``PATCHLANE_STRICT``
+        is plainly off: a job that asked for strict mode, with a typo in that very variable
+        or another one, must not start unchecked (fail closed)."""
+        env = os.environ if env is None else env
+        strict = (env.get("PATCHLANE_STRICT") or "").strip().lower() not in ("", *_FALSE)
+        return cls(disable=frozenset(), only=None, strict=strict, registries=(),
+                   default_registry=False, entry_points=False, verify_ranks=False)
 
     def disabled_reason(self, entry_id: str) -> str | None:
         if entry_id in self.disable:

@@ -57,6 +57,10 @@ class ExitCode(enum.IntEnum):
     INTERNAL_ERROR = 70
     """An unexpected exception, or a bare ``PatchlaneError`` (a raise site that named no
     class): a bug in patchlane, printed with its traceback (EX_SOFTWARE)."""
+    COMMAND_NOT_EXECUTABLE = 126
+    """``patchlane run``: the command was found but cannot be executed (as ``env``)."""
+    COMMAND_NOT_FOUND = 127
+    """``patchlane run``: no such command (as ``env`` and the shells)."""
 
 
 SWEEP_BASE = 32

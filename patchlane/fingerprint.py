@@ -103,11 +103,19 @@ def _source_node(obj: object) -> ast.AST:
 def _find(tree: ast.Module, qualname: str) -> ast.AST:
     body: list[ast.stmt] = tree.body
     node: ast.AST | None = None
+    done: list[str] = []
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     for part in qualname.split("."):
-        node = next((n for n in reversed(body) if isinstance(
-            n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == part), None)
+        node = next((n for n in reversed(body) if isinstance(n, kinds) and n.name == part), None)
         if node is None:
-            raise LookupError(f"{qualname!r}: no definition of {part!r} in the source")
+            import difflib  # only on this error: not on `import patchlane`'s path
+
+            names = [n.name for n in body if isinstance(n, kinds)]
+            close = difflib.get_close_matches(part, names, n=1)
+            where = f"in {'.'.join(done)!r}" if done else "at the top level"
+            raise LookupError(f"{qualname!r}: no definition of {part!r} {where}"
+                              + (f" (did you mean {close[0]!r}?)" if close else ""))
+        done.append(part)
         body = node.body
     assert node is not None
     return node

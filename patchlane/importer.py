@@ -115,6 +115,11 @@ class Decider:
         self._seen: set[str] = set()
         self._waiting: dict[str, set[str]] = {}
         """dependency id -> entries (depends_on) waiting for its decision."""
+        # Guards _waiting. An entry registers to wait only while its dependency is still
+        # pending, checked under this lock; the dependency's decision is recorded before its
+        # waiters are taken, under the same lock. So a waiter is either taken (and decided
+        # again) or sees the settled dependency and judges it at once: never left pending.
+        self._wait_lock = threading.Lock()
         self._gates: dict[str, GateResult] = {}
         """entry id -> the gate its latest walk read: what an entry that depends on it asks."""
         self._hook_lock = threading.Lock()
@@ -351,14 +356,32 @@ class Decider:
                     entry.id, Outcome.APPLIED, "already wrapped by another patchlane decider",
                     distribution=entry.target.distribution))
             decision, overlay_failed = self._walk(entry, module)
-        decided = self._finish(entry, decision, overlay_failed)
-        for waiting_id in sorted(self._waiting.pop(entry.id, ())):
-            # Entries that waited for this one (depends_on) while its module was importing.
+            # Recorded under the entry's lock: a thread that decides it again (a dependency
+            # settled meanwhile and woke it) records after this one, never before, so a late
+            # "pending" never overwrites the decision that followed it.
+            decided = self._finish(entry, decision, overlay_failed)
+        if decided.outcome is Outcome.PENDING:
+            return decided  # those waiting for this entry go on waiting, with it
+        with self._wait_lock:
+            woken = sorted(self._waiting.pop(entry.id, ()))
+        for waiting_id in woken:
+            # Entries that waited for this one (depends_on): decided now that it is. Outside
+            # every lock: the lock order stays "an entry before its dependencies".
             waiting = self.registry.get(waiting_id)
             target = sys.modules.get(waiting.target.module or "")
             if target is not None:
                 self.decide(waiting, target)
         return decided
+
+    def _wait_for(self, entry_id: str, dep_id: str) -> bool:
+        """Make ``entry_id`` wait for ``dep_id``'s decision; False when that decision is in
+        already (then the caller judges it now)."""
+        with self._wait_lock:
+            latest = self.audit.get(dep_id)
+            if latest is not None and latest.outcome is not Outcome.PENDING:
+                return False
+            self._waiting.setdefault(dep_id, set()).add(entry_id)
+            return True
 
     def _unmet_dependency(self, entry: Entry) -> tuple[str | None, str | None]:
         """``(why entry cannot apply for want of a depends_on entry, None)``; ``(None, None)``
@@ -366,7 +389,10 @@ class Decider:
         the installed release: upstream ships the behaviour itself, or predates it). A
         dependency not decided yet is decided first (importing its target module runs its
         hook), unless its module is still executing (it imports this entry's module on its
-        way): then ``(why, dependency id)``, and this entry waits for it.
+        way), or it waits in turn for its own dependency: then ``(why, dependency id)``, and
+        this entry waits for it (registered with :meth:`_wait_for`). A pending dependency is
+        never judged: this entry is decided when the dependency is, whatever the threads'
+        timing, so every rank decides the same.
 
         A decided dependency is judged by what its own walk recorded (its decision and the
         gate it read), never by evaluating its gate again: the two could disagree (the walk
@@ -384,9 +410,11 @@ class Decider:
                 # importlib marks a module whose body is still running (CPython 3.10-3.13):
                 # deciding the dependency now would look up names not defined yet.
                 if module is not None and getattr(module.__spec__, "_initializing", False):
-                    return (f"waiting for {dep_id}, which it depends on: {dep.target.module} "
-                            "is still being imported", dep_id)
-                if module is None:
+                    if self._wait_for(entry.id, dep_id):
+                        return (f"waiting for {dep_id}, which it depends on: "
+                                f"{dep.target.module} is still being imported", dep_id)
+                    # else decided meanwhile, by another thread: judged below
+                elif module is None:
                     # Nothing recorded yet, and importing the module is what decides it: only
                     # worth it (and only safe: the release may not ship that module) when the
                     # gate admits what sys.path would import. The walk reads it again, with
@@ -398,6 +426,16 @@ class Decider:
                 else:
                     self.decide(dep, module)
                 latest = self.audit.get(dep_id)
+                if latest is None or latest.outcome is Outcome.PENDING:
+                    # The dependency waits in turn (for its own dependency, whose module is
+                    # still loading): this entry waits with it and is decided right after it.
+                    # Judged now it would settle as skipped for good, and whether it does
+                    # would depend on thread timing: ranks would disagree.
+                    if self._wait_for(entry.id, dep_id):
+                        said = latest.reason if latest is not None else "not decided yet"
+                        return (f"waiting for {dep_id}, which it depends on: it is pending "
+                                f"({said})", dep_id)
+                    latest = self.audit.get(dep_id)
             if latest is not None and latest.outcome in (Outcome.APPLIED,
                                                          Outcome.UPSTREAM_FIXED):
                 continue
@@ -448,8 +486,7 @@ class Decider:
             return decision(Outcome.SKIPPED_GATE, gate.reason), False
         unmet, wait_for = self._unmet_dependency(entry)
         if wait_for is not None:
-            # Decided again right after the dependency is (see decide()).
-            self._waiting.setdefault(wait_for, set()).add(entry.id)
+            # Decided again right after the dependency is (_wait_for, decide()).
             return decision(Outcome.PENDING, unmet or ""), False
         if unmet is not None:
             return decision(Outcome.SKIPPED_DEPENDENCY, unmet), False

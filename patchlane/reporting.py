@@ -51,6 +51,7 @@ class Report(TypedDict):
 def build_report(decider: Decider, startup_error: PatchlaneError | None = None) -> Report:
     """The report of ``decider``; ``startup_error`` is the registry error it started without."""
     latest = decider.audit.latest()
+    hits, paths = decider.audit.counts()  # other threads may be counting: iterate copies
     entries: list[EntryReport] = []
     for entry in decider.registry.entries:
         decision = latest.get(entry.id)
@@ -61,8 +62,8 @@ def build_report(decider: Decider, startup_error: PatchlaneError | None = None) 
             "target": entry.target.object_path or entry.target.distribution,
             "decision": decision.as_dict() if decision else None,
             "applied": decider.is_applied(entry.id),
-            "hits": decider.audit.hits[entry.id],
-            "paths": {p: n for (e, p), n in decider.audit.paths.items() if e == entry.id},
+            "hits": hits.get(entry.id, 0),
+            "paths": {p: n for (e, p), n in paths.items() if e == entry.id},
         })
     return {
         "patchlane": __version__,

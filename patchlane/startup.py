@@ -15,7 +15,7 @@ import wrapt
 from . import registry_cache
 from .audit import AuditLog
 from .controls import Controls
-from .errors import PatchlaneError, RegistryError
+from .errors import ControlsError, PatchlaneError, RegistryError
 from .importer import Decider
 from .registry import Registry
 
@@ -94,17 +94,32 @@ def registry_paths(controls: Controls) -> list[Path]:
 
 
 def start(controls: Controls | None = None) -> Decider:
-    """Build the process-wide decider (once). A registry error applies nothing: in strict mode it
-    raises, otherwise it is logged at ERROR and kept for :func:`patchlane.report`."""
+    """Build the process-wide decider (once). A registry error, or a setting that cannot be
+    read, applies nothing: in strict mode it raises, otherwise it is logged at ERROR and kept
+    for :func:`patchlane.report`."""
     global _decider, _startup_error, _strict_failure
     with _lock:
         if _strict_failure is not None:
             raise _strict_failure
         if _decider is not None:
             return _decider
-        controls = controls or Controls.from_env()
+        unreadable = False
+        if controls is None:
+            try:
+                controls = Controls.from_env()
+            except ControlsError as exc:
+                # A bad setting is a startup error like a rejected registry: `import patchlane`
+                # does not raise by default (a training job runs with nothing applied, and
+                # says why), and every command refuses it in one line.
+                _startup_error, unreadable = exc, True
+                controls = Controls.unreadable()
+                log.error("patchlane: a setting cannot be read, nothing applied: %s", exc)
+                if controls.strict:
+                    _strict_failure = exc
+                    raise
         try:
-            registry = registry_cache.load(registry_paths(controls), controls.registry_cache)
+            registry = Registry(entries=(), sources=()) if unreadable else \
+                registry_cache.load(registry_paths(controls), controls.registry_cache)
         except RegistryError as exc:
             _startup_error = exc
             if controls.strict:  # raised, not logged too: uncaught, it is one line (below)

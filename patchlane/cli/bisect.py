@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 from ..controls import ToolSettings
-from ..errors import UsageError
 from ..exit_codes import ExitCode
-from .common import decider, table
+from .common import decider, positive_int, positive_seconds, table
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "known to be affected to the first affected and the first fixed release, and propose "
         "applies_to from the runs.")
     p.add_argument("id")
-    p.add_argument("--jobs", "-j", type=int, default=1,
+    p.add_argument("--jobs", "-j", type=positive_int, default=1,
                    help="runs at a time (each probe round runs up to this many releases)")
     p.add_argument("--pre", action="store_true", help="include prereleases")
     p.add_argument("--pivot", metavar="RELEASE",
@@ -39,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="where releases are installed side by side (default: "
                    "$PATCHLANE_RELEASE_CACHE, else ~/.cache/patchlane/releases; shared by "
                    "matrix, bisect, radar and ledger reproducers)")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
+    p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per run")
     p.add_argument("--offline", action="store_true",
                    help="list the releases from the PyPI answer cached earlier")
     p.add_argument("--cache-dir", type=Path, help="the cache of PyPI answers")
@@ -74,8 +73,6 @@ def run_bisect(args: argparse.Namespace) -> int:
     from ..upstream.http import Client
     from .upstream import tracker_config
 
-    if args.jobs < 1:
-        raise UsageError(f"--jobs {args.jobs}: expected 1 or more")
     entry = decider().registry.get(args.id)
     if entry.reproducer is None:
         raise BisectError(f"{entry.id}: a {entry.kind.value} entry without a reproducer has "

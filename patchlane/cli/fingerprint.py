@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
+import inspect
+import pkgutil
+import sys
+import types
 from pathlib import Path
+from types import ModuleType
 
 from .. import fingerprint
 from ..errors import StrictModeError, UsageError
@@ -21,7 +27,7 @@ def run_fingerprint(entry_id: str, source: Path | None = None) -> int:
                          "only a source_patch with a target object has one")
     qualnames = entry.fingerprint.qualnames(entry.target.qualname)
     if source is not None:
-        value = fingerprint.compute_from_source(source.read_text(encoding="utf-8"), qualnames)
+        value = _from_source(source, qualnames)
         # read, not run: never record it under fingerprint.releases as if a run had seen it
         label = f"{source} (read from source: nothing ran)"
     else:
@@ -51,6 +57,77 @@ def run_fingerprint(entry_id: str, source: Path | None = None) -> int:
     return 0
 
 
+def _from_source(source: Path, qualnames: list[str] | tuple[str, ...]) -> str:
+    try:
+        return fingerprint.compute_from_source(source.read_text(encoding="utf-8"), qualnames)
+    except LookupError as exc:
+        raise UsageError(f"{source}: {str(exc).partition(': ')[2]}; fix: name a function, "
+                         "class or method this file defines") from None
+
+
+_IN_C = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+         types.MethodWrapperType, types.ClassMethodDescriptorType, types.GetSetDescriptorType,
+         types.MemberDescriptorType)
+"""Callables and descriptors implemented in C: no Python source to fingerprint."""
+
+
+def _closest(name: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(name, names, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _import_target(target: str, module_name: str) -> ModuleType:
+    """``module_name`` imported; a module that is not there is a usage error with the closest
+    module that is (a typo in ``--object``), never a traceback."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or module_name
+        if module_name != missing and not module_name.startswith(missing + "."):
+            raise UsageError(f"--object {target}: importing {module_name} failed: {exc} (a "
+                             "module it needs is not installed here); fix: install it, or read "
+                             "the file with --source FILE") from None
+        parent, _, _ = missing.rpartition(".")
+        known: list[str] = []
+        if not parent:  # the top-level modules on sys.path
+            known = [m.name for m in pkgutil.iter_modules()] + list(sys.builtin_module_names)
+        else:
+            try:
+                path = importlib.import_module(parent).__path__
+            except (ImportError, AttributeError):
+                path = None  # the parent is missing too, or is no package: no suggestion
+            if path is not None:
+                known = [f"{parent}.{m.name}" for m in pkgutil.iter_modules(path)]
+        raise UsageError(f"--object {target}: no module named {missing!r}"
+                         f"{_closest(missing, known)}; fix: check the spelling (MODULE:QUALNAME, "
+                         "e.g. megatron.core.rerun_state_machine:RerunStateMachine.state_dict)"
+                         ) from None
+
+
+def _fingerprintable(target: str, module: ModuleType, qualname: str) -> None:
+    """Raise a usage error unless ``qualname`` in ``module`` is a function, class, method or
+    property with Python source: a typo names the closest attribute there is."""
+    obj: object = module
+    where = module.__name__
+    for part in qualname.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UsageError(f"--object {target}: {where} has no attribute {part!r}"
+                             f"{_closest(part, dir(obj))}; fix: check the spelling") from None
+        where = f"{where}.{part}" if where != module.__name__ else f"{where}:{part}"
+    inner = obj.fget if isinstance(obj, property) and obj.fget is not None else obj
+    inner = inspect.unwrap(inner) if callable(inner) else inner
+    if isinstance(inner, _IN_C):
+        raise UsageError(f"--object {target}: a {type(inner).__name__}, implemented in C: it has "
+                         "no Python source to fingerprint; fix: name the Python function or "
+                         "method that calls it")
+    if not (inspect.isfunction(inner) or inspect.isclass(inner) or inspect.ismethod(inner)):
+        raise UsageError(f"--object {target}: is a {type(obj).__name__}, not a function, class, "
+                         "method or property: nothing to fingerprint; fix: name the function, "
+                         "class or method itself")
+
+
 def run_fingerprint_object(target: str, source: Path | None = None) -> int:
     """``patchlane fingerprint --object MODULE:QUALNAME``: no registry is read, so a new entry
     (which the registry refuses until it records a value) can get its first one."""
@@ -59,11 +136,16 @@ def run_fingerprint_object(target: str, source: Path | None = None) -> int:
         raise UsageError(f"--object: expected MODULE:QUALNAME, found {target!r}; e.g. "
                          "megatron.core.rerun_state_machine:RerunStateMachine.state_dict")
     if source is not None:
-        value = fingerprint.compute_from_source(source.read_text(encoding="utf-8"), [qualname])
+        value = _from_source(source, [qualname])
         label = f"{source} (read from source: nothing ran)"
     else:
-        module = importlib.import_module(module_name)
-        value = fingerprint.compute(module, [qualname])
+        module = _import_target(target, module_name)
+        _fingerprintable(target, module, qualname)
+        try:
+            value = fingerprint.compute(module, [qualname])
+        except (OSError, TypeError) as exc:  # a class built in C, a module shipped as .pyc
+            raise UsageError(f"--object {target}: it has no Python source to fingerprint "
+                             f"here ({exc}); fix: read the file with --source FILE") from None
         label = f"{target} imported from {module.__file__}"
     print(value)
     print(f"# {label}: record it under the entry's fingerprint.sha256 (and fingerprint.releases "

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import PatchlaneError
 from ..exit_codes import ExitCode
+from .common import positive_int, positive_seconds
 
 
 def _shard(text: str) -> str:
@@ -65,9 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--without-overlay", action="store_true",
                    help="run against the unpatched upstream (expected to fail while guarding)")
     p.add_argument("--lane", default="cpu", choices=("cpu", "cuda"))
-    p.add_argument("--world-size", type=int, action="append",
+    p.add_argument("--world-size", type=positive_int, action="append",
                    help="repeatable; default: every size the reproducer declares")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
+    p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per case")
+    p.add_argument("--keep", type=Path, metavar="DIR",
+                   help="keep each case's folder (rank logs and results) under DIR; by "
+                   "default it is removed once the case is judged")
 
     p = sub.add_parser(
         "run", help="run a command with patchlane active in every Python process it starts",
@@ -89,8 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lane", action="append", choices=("cpu", "cuda"),
                    help="repeatable; default: cpu, plus cuda when a GPU is present")
     p.add_argument("--only", action="append", metavar="ID", help="repeatable: limit to ids")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
-    p.add_argument("--jobs", "-j", type=int, default=max(1, (os.cpu_count() or 2) // 2),
+    p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per case")
+    p.add_argument("--jobs", "-j", type=positive_int, default=max(1, (os.cpu_count() or 2) // 2),
                    help="cases run in parallel (default: half the CPUs)")
     p.add_argument("--shard", default="1/1", metavar="I/N", type=_shard,
                    help="run the I-th of N slices of the cases (1-based; Slurm: "
@@ -146,8 +150,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="where releases are installed side by side (default: "
                    "$PATCHLANE_RELEASE_CACHE, else ~/.cache/patchlane/releases)")
     p.add_argument("--runs-root", type=Path, default=Path("runs/matrix"))
-    p.add_argument("--jobs", "-j", type=int, default=1)
-    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--jobs", "-j", type=positive_int, default=1)
+    p.add_argument("--timeout", type=positive_seconds, default=600.0)
 
     p = sub.add_parser("draft", help="write a public-ready upstream draft for an entry not "
                                      "yet forwarded, from sweep evidence")
@@ -170,6 +174,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    from .. import startup
+    from ..errors import ControlsError
+
+    error = startup.startup_error()
+    if isinstance(error, ControlsError):
+        # `import patchlane` kept going without its settings; no command does (nor `run`: its
+        # processes would each start with nothing applied).
+        raise error
     if args.command == "status":
         from .status import run_status
         return run_status(args.json, not args.no_import)
@@ -186,7 +198,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "reproduce":
         from .reproduce import run_reproduce
         return run_reproduce(args.id, args.without_overlay, args.lane, args.world_size,
-                             args.timeout)
+                             args.timeout, args.keep)
     if args.command == "run":
         from ..launch.command import run_command
         cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd

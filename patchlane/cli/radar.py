@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 from ..controls import ToolSettings
-from ..errors import UsageError
 from ..exit_codes import sweep_exit_code
-from .common import decider, table
+from .common import decider, positive_int, positive_seconds, table
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,8 +29,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--pre", action="store_true", help="include prereleases")
     p.add_argument("--matrix", type=Path, default=_ROOT / "matrix.yaml",
                    help="release sets whose releases count as run (default: matrix.yaml)")
-    p.add_argument("--jobs", "-j", type=int, default=1, help="cases at a time in each sweep")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
+    p.add_argument("--jobs", "-j", type=positive_int, default=1,
+                   help="cases at a time in each sweep")
+    p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per case")
     p.add_argument("--cache", type=Path, default=None,
                    help="where releases are installed side by side (default: "
                    "$PATCHLANE_RELEASE_CACHE, else ~/.cache/patchlane/releases; shared by "
@@ -52,8 +52,6 @@ def run_radar(args: argparse.Namespace) -> int:
     from ..upstream.radar import RadarRow, radar, read_sweep
     from .upstream import tracker_config
 
-    if args.jobs < 1:
-        raise UsageError(f"--jobs {args.jobs}: expected 1 or more")
     registry = decider().registry
     sets = load_matrix(args.matrix) if args.matrix.is_file() else []
     with Client(tracker_config(args.offline, args.cache_dir)) as client:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Iterable
+from pathlib import Path
 
 from ..evidence.reproduce import Lane, Mode, RunOutcome, read_spec, run_case
 from ..exit_codes import ExitCode
@@ -22,17 +23,25 @@ def print_tails(items: Iterable[tuple[str, str | None]]) -> None:
 
 
 def run_reproduce(entry_id: str, without: bool, lane_name: Lane, sizes: list[int] | None,
-                  timeout: float) -> ExitCode:
+                  timeout: float, keep: Path | None = None) -> ExitCode:
+    """Run the cases and print one line each. Their folders are removed once judged (the
+    failing ranks' last lines are printed, which is what a person reads); ``keep`` names the
+    folder to keep them in instead: a temporary folder per call would pile up in /tmp."""
     entry = decider().registry.get(entry_id)
     spec = read_spec(entry)
     mode = Mode.WITHOUT if without else Mode.WITH
     worst = ExitCode.OK
     for size in sizes or spec.world_sizes:
-        result = run_case(entry, mode, lane=lane_name, world_size=size, timeout=timeout)
+        result = run_case(entry, mode, lane=lane_name, world_size=size, timeout=timeout,
+                          workdir=keep)
         print(f"{entry_id} [{mode.value} overlay, {lane_name}, world size {size}]: "
               f"{result.outcome.value.upper()} in {result.seconds:.1f}s: {result.message}")
         if result.outcome is RunOutcome.ERROR:
-            print_tails((f"--- rank {rank['rank']} log ({rank['log']}), last lines ---",
+            print_tails((f"--- rank {rank['rank']} log ({_where(rank['log'])}), last lines ---",
                          rank["stderr_tail"]) for rank in result.ranks if rank.get("stderr_tail"))
         worst = max(worst, result.outcome.exit_code)
     return worst
+
+
+def _where(log: str | None) -> str:
+    return log if log is not None else "removed with the case; --keep DIR keeps it"

@@ -91,6 +91,14 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
     shard = Shard.parse(o.shard)
     with contextlib.ExitStack() as held:
         if resume is not None:
+            if not (resume / "manifest.json").is_file():
+                # Checked before the lock: taking it would create the folder (and a lock file
+                # in a folder that is no run), so a typo would leave an empty run behind.
+                what = "the folder does not exist" if not resume.exists() else \
+                    "that folder holds no manifest.json"
+                raise RunDirError(f"--resume {resume}: no such run ({what}); fix: give the "
+                                  "path of an earlier sweep's run directory (the one its last "
+                                  "line printed)")
             # One sweep per run directory at a time; checked before anything is rewritten.
             held.enter_context(RunDir.lock(resume))
             run = RunDir.open(resume)

@@ -67,6 +67,26 @@ def receipt_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _check_states(file: Path, manifest: dict[str, Any]) -> None:
+    """Refuse a manifest whose cases are not an object or whose case states are not
+    :class:`CaseState` values: a hand edit, named here once, never a crash mid-resume."""
+    cases = manifest.get("cases", {})
+    if not isinstance(cases, dict):
+        raise RunDirError(f"{file}: cases is a {type(cases).__name__}, expected an object (case "
+                          "id -> case); fix: start a new run, or restore the file")
+    states = [s.value for s in CaseState]
+    for cid, case in cases.items():
+        found = case.get("state") if isinstance(case, dict) else case
+        if found not in states:
+            import difflib  # only on this error
+
+            close = difflib.get_close_matches(str(found), states, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise RunDirError(f"{file}: cases.{cid}.state is {found!r}, expected one of "
+                              f"{', '.join(states)}{hint}; fix: correct it by hand (queued "
+                              "runs the case again on --resume), or start a new run")
+
+
 def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -132,6 +152,7 @@ class RunDir:
         if manifest.get("schema_version") != MANIFEST_SCHEMA:
             raise RunDirError(f"{file}: schema_version {manifest.get('schema_version')!r}, "
                               f"expected {MANIFEST_SCHEMA}")
+        _check_states(file, manifest)
         return cls(path, manifest)
 
     # -- state -----------------------------------------------------------------------------

@@ -86,8 +86,11 @@ def test_patchlane_reproducer(
         request: pytest.FixtureRequest) -> None:
     entry_id, lane, size, mode, kind = patchlane_case
     entry = startup.current().registry.get(entry_id)
+    # In pytest's own temporary folder (it keeps the last few sessions' and removes older
+    # ones): the rank logs a failure names are still there to read.
     result = run_case(entry, mode, lane=lane, world_size=size,
-                      timeout=request.config.getoption("--patchlane-timeout"))
+                      timeout=request.config.getoption("--patchlane-timeout"),
+                      workdir=request.getfixturevalue("tmp_path"))
     detail = f"{result.message} (logs: {[r.get('log') for r in result.ranks]})"
     if result.outcome is RunOutcome.ERROR:
         pytest.fail(f"{entry_id} [{mode.value} overlay]: error at {result.stage}: {detail}")

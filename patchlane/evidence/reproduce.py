@@ -298,11 +298,26 @@ def run_case(
     """Run one case: ``world_size`` fresh interpreters, one per rank, sharing a work dir
     (``workdir/<mode>-<lane>-ws<N>``, or ``workdir`` itself when ``flat``). ``bad_side``: a
     ledger reproducer's case without its entry runs on its ``BAD_SIDE`` releases; a caller
-    that puts its own release first (a bisection step) turns that off."""
+    that puts its own release first (a bisection step) turns that off.
+
+    Without ``workdir`` the case runs in a temporary folder removed once it is judged: the
+    result keeps each failing rank's log tail, and its ranks' ``log`` is None. A caller that
+    wants the files passes the folder to keep them in."""
     if entry.reproducer is None:
         raise ReproducerError(entry.id, "the registry entry declares no reproducer")
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix=f"patchlane-{entry.id}-",
+                                         ignore_cleanup_errors=True) as scratch:
+            result = run_case(entry, mode, lane=lane, world_size=world_size, timeout=timeout,
+                              workdir=Path(scratch), env=env, flat=flat, bad_side=bad_side)
+        for record in result.ranks:
+            record["log"] = None  # removed with the folder
+        return result
     started = time.monotonic()
-    root = Path(tempfile.mkdtemp(prefix=f"patchlane-{entry.id}-")) if workdir is None else workdir
+    # Absolute before any rank gets it: a rank runs the reproducer, which may change
+    # directory, and then writes its result into this folder (a relative runs root, ./runs by
+    # default, would then name another folder and the case would read as an error).
+    root = workdir.absolute()
     root.mkdir(parents=True, exist_ok=True)
     case_dir = root if flat else root / f"{mode.value}-{lane}-ws{world_size}"
     case_dir.mkdir(parents=True, exist_ok=True)

@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--world-size", type=int, default=1)
     parser.add_argument("--workdir", type=Path, required=True)
     args = parser.parse_args(argv)
+    args.workdir = args.workdir.absolute()  # before the reproducer can change directory
     mode, lane = Mode(args.mode), parse_lane(args.lane)
     stage = "bootstrap"
     timings: dict[str, float] = {}

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..files import atomic_write_json
 from ..reporting import Report
 
-__all__ = ["REPORTS_ENV", "SUMMARY_ENV", "activate", "chain"]
+__all__ = ["REPORTS_ENV", "SUMMARY_ENV", "activate", "chain", "hand_over"]
 
 REPORTS_ENV = "PATCHLANE_RUN_REPORTS"
 """A folder: each process writes ``patchlane.report()`` there at exit (``patchlane run
@@ -24,6 +24,8 @@ REPORTS_ENV = "PATCHLANE_RUN_REPORTS"
 SUMMARY_ENV = "PATCHLANE_RUN_SUMMARY"
 """``0`` silences the one line each rank prints at exit (default on)."""
 _ROOT_MARK = "PATCHLANE_RUN_ROOT"  # the rank identity of the nearest rank root, inherited
+_claim: list[str | None] = []
+"""The mark as it was before this process claimed the rank's line (empty: it did not)."""
 
 
 def _identity() -> str:
@@ -44,9 +46,26 @@ def activate() -> None:
     me: str | None = None
     identity = _identity()
     if os.environ.get(_ROOT_MARK) != identity and os.environ.get(SUMMARY_ENV, "1") != "0":
+        _claim[:] = [os.environ.get(_ROOT_MARK)]
         os.environ[_ROOT_MARK] = me = identity
     if folder or me:
         atexit.register(_at_exit, Path(folder) if folder else None, me)
+
+
+def hand_over(env: dict[str, str]) -> None:
+    """Before this process ``exec``s the command (a nested ``patchlane run``): give the rank's
+    line to the command, in ``env``, the environment it gets.
+
+    ``exec`` replaces this process, so its at-exit line would never print, while the mark it
+    claimed would keep the command, the process that does run and exit, quiet: no line at all.
+    The innermost command prints it (exactly once): it is the process that ran the work, so its
+    report has the decisions and the hit counts; the launchers around it only exec."""
+    if _claim:
+        previous = _claim[0]
+        if previous is None:
+            env.pop(_ROOT_MARK, None)
+        else:
+            env[_ROOT_MARK] = previous
 
 
 def _at_exit(folder: Path | None, me: str | None) -> None:

@@ -5,13 +5,31 @@ directly and its exit status is the job's)."""
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .activate import REPORTS_ENV
+from ..errors import PatchlaneError
+from ..exit_codes import ExitCode
+from .activate import REPORTS_ENV, hand_over
 
-__all__ = ["BOOTSTRAP", "launch_env", "run_command"]
+__all__ = ["BOOTSTRAP", "CommandNotExecutableError", "CommandNotFoundError", "launch_env",
+           "run_command"]
+
+
+class CommandNotFoundError(PatchlaneError):
+    """``patchlane run``: the command is not a file, nor found on ``PATH`` (127, as ``env``
+    and the shells answer)."""
+
+    exit_code = ExitCode.COMMAND_NOT_FOUND
+
+
+class CommandNotExecutableError(PatchlaneError):
+    """``patchlane run``: the command was found but cannot be executed: no execute
+    permission, a directory, not a program (126, as ``env`` answers)."""
+
+    exit_code = ExitCode.COMMAND_NOT_EXECUTABLE
 
 BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
 
@@ -21,9 +39,7 @@ def launch_env(env: Mapping[str, str], *, registry: Path | None = None, strict: 
     """``env`` with the bootstrap folder first on ``PYTHONPATH`` (once) and the options as the
     lane's own variables, absolute paths so ranks started in other directories agree."""
     out = dict(env)
-    parts = [p for p in out.get("PYTHONPATH", "").split(os.pathsep)
-             if p and Path(p).resolve() != BOOTSTRAP]
-    out["PYTHONPATH"] = os.pathsep.join([str(BOOTSTRAP), *parts])
+    out["PYTHONPATH"] = _pythonpath(out.get("PYTHONPATH", ""))
     if registry is not None:
         out["PATCHLANE_REGISTRY"] = os.pathsep.join(
             [str(registry.resolve()), *[p for p in out.get("PATCHLANE_REGISTRY", "").split(
@@ -35,6 +51,21 @@ def launch_env(env: Mapping[str, str], *, registry: Path | None = None, strict: 
     return out
 
 
+def _pythonpath(user: str) -> str:
+    """The bootstrap folder, then the user's ``PYTHONPATH`` exactly as it was.
+
+    An empty element is not noise: Python reads it as the current directory, so a script
+    that imports a module beside where it is started from works only while that element
+    stays. An unset or empty ``PYTHONPATH`` adds nothing (Python ignores an empty one), so
+    none is made up here: ``BOOTSTRAP:`` would put the current directory on ``sys.path``
+    where it was not. An earlier bootstrap folder (a nested ``patchlane run``) is dropped,
+    so it stays first and once."""
+    if not user:
+        return str(BOOTSTRAP)
+    kept = [p for p in user.split(os.pathsep) if not p or Path(p).resolve() != BOOTSTRAP]
+    return os.pathsep.join([str(BOOTSTRAP), *kept]) if kept else str(BOOTSTRAP)
+
+
 def run_command(command: Sequence[str], *, registry: Path | None = None, strict: bool = False,
                 reports: Path | None = None) -> int:
     """Exec ``command`` with :func:`launch_env`; returns only if it cannot be started."""
@@ -44,5 +75,35 @@ def run_command(command: Sequence[str], *, registry: Path | None = None, strict:
         raise FileNotFoundError(f"patchlane run: --registry {registry}: no such file; fix: "
                                 "give the path of a registry.yaml")
     env = launch_env(os.environ, registry=registry, strict=strict, reports=reports)
-    os.execvpe(command[0], list(command), env)
+    hand_over(env)  # a nested `patchlane run`: the command prints the rank's line, not this
+    try:
+        os.execvpe(command[0], list(command), env)
+    except OSError as exc:
+        raise _not_started(command[0], exc) from None
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _not_started(name: str, exc: OSError) -> PatchlaneError:
+    """The one-line error for a command ``exec`` refused, with ``env``'s exit convention:
+    127 when nothing by that name was found, 126 when it was found and cannot run."""
+    # execvpe reports the last PATH candidate it tried, as bytes: name the file as text.
+    tried = os.fsdecode(exc.filename) if exc.filename is not None else name
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        if os.path.isfile(tried):  # the file is there: its #! interpreter is not
+            return CommandNotFoundError(
+                f"run: {name!r}: {tried} exists but the interpreter its first line (#!) names "
+                "does not; fix: correct that line, or run the file with its interpreter")
+        where = "no such file" if os.sep in name else "no such command on PATH"
+        return CommandNotFoundError(f"run: {name!r}: {where}; fix: check the spelling, or "
+                                    "give the command's path")
+    if os.path.isdir(tried):
+        why, fix = "is a directory", "give the path of the program in it"
+    elif exc.errno == errno.ENOEXEC:
+        why, fix = ("is not a program this machine runs (no #! line, or built for another "
+                    "one)", f"add a #! line, or run it with its interpreter (python {tried})")
+    elif exc.errno == errno.EACCES:
+        why, fix = ("has no execute permission",
+                    f"chmod +x {tried}, or run it with its interpreter (python {tried})")
+    else:
+        why, fix = f"cannot be executed ({exc.strerror or exc})", "check the file"
+    return CommandNotExecutableError(f"run: {name!r}: {tried} {why}; fix: {fix}")

@@ -206,3 +206,91 @@ def test_an_installed_version_with_a_5000_digit_number_is_no_crash(
     said = out.stdout + out.stderr + "".join(
         p.read_text() for p in (tmp_path / "runs").glob("*/summary.md"))
     assert "longer than 640 digits" in said
+
+
+@pytest.mark.parametrize(("target", "says"), [
+    (":Greeter.gret", ":Greeter has no attribute 'gret' (did you mean 'greet'?); fix:"),
+    (":Greter.greet", " has no attribute 'Greter' (did you mean 'Greeter'?); fix:"),
+    ("x:shout", "no module named '{pkg}.targetx' (did you mean '{pkg}.target'?); fix:"),
+    (":FIXED", "is a bool, not a function, class, method or property"),
+])
+def test_fingerprint_object_names_a_typo_with_the_closest_name(
+        fake_target: FakeTarget, target: str, says: str) -> None:
+    module, _, qualname = target.partition(":")
+    out = cli("fingerprint", "--object", f"{fake_target.module}{module}:{qualname}",
+              env=fake_cli_env(fake_target))
+    assert out.returncode == 2, out.stderr  # usage: the request, not patchlane, is wrong
+    assert says.format(pkg=fake_target.package) in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("target", ["math:sqrt", "json:JSONDecoder.decode.__call__",
+                                    "builtins:dict.get"])
+def test_fingerprint_object_refuses_what_has_no_python_source(target: str) -> None:
+    out = cli("fingerprint", "--object", target)
+    assert out.returncode == 2, out.stderr
+    assert "has no Python source to fingerprint" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_fingerprint_source_names_a_missing_definition(fake_target: FakeTarget,
+                                                       tmp_path: Path) -> None:
+    source = tmp_path / "copy.py"
+    source.write_text(fake_target.target_file.read_text())
+    out = cli("fingerprint", "--object", f"{fake_target.module}:Greeter.gret", "--source",
+              str(source), env=fake_cli_env(fake_target))
+    assert out.returncode == 2, out.stderr
+    assert f"{source}: no definition of 'gret' in 'Greeter' (did you mean 'greet'?); fix:" \
+        in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+CHDIR_REPRO = """
+LANES = ("cpu",)
+WORLD_SIZES = (1,)
+
+def run(ctx):
+    import os
+    os.chdir(os.path.expanduser("~") if os.path.isdir(os.path.expanduser("~")) else "/")
+    (ctx.workdir / "note").write_text("written after a chdir")
+    import {module} as target
+    assert target.Greeter().greet("a") == "patched hello a", "bug shows"
+"""
+
+
+def test_reproduce_leaves_no_temporary_folder_and_keeps_what_it_is_asked_to(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
+        CHDIR_REPRO.format(module=fake_target.module))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**fake_cli_env(fake_target), "TMPDIR": str(scratch)}
+    env["PYTHONPATH"] += os.pathsep + str(ROOT)  # this checkout, from any working directory
+    out = cli("reproduce", fake_target.entry_id, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert list(scratch.iterdir()) == []  # the case's folder went with the case
+    # --keep DIR, relative to where it runs (the reproducer changes directory: its rank must
+    # still find the folder, so the path it is handed is absolute)
+    work = tmp_path / "here"
+    work.mkdir()
+    kept = cli("reproduce", fake_target.entry_id, "--keep", "cases", env=env, cwd=work)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    (case,) = (work / "cases").iterdir()
+    assert (case / "rank0.log").is_file() and (case / "rank0.json").is_file()
+    assert (case / "note").read_text() == "written after a chdir"
+    assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--world-size", "0"], "--world-size: '0' is not a positive integer"),
+    (["--world-size", "two"], "--world-size: 'two' is not a positive integer"),
+    (["--timeout", "nan"], "--timeout: 'nan' is not a finite number of seconds above 0"),
+    (["--timeout", "inf"], "--timeout: 'inf' is not a finite number of seconds above 0"),
+    (["--timeout", "0"], "--timeout: '0' is not a finite number of seconds above 0"),
+    (["--timeout", "-5"], "--timeout: '-5' is not a finite number of seconds above 0"),
+])
+def test_reproduce_refuses_a_world_size_or_timeout_that_means_nothing(
+        fake_target: FakeTarget, args: list[str], says: str) -> None:
+    out = cli("reproduce", fake_target.entry_id, *args, env=fake_cli_env(fake_target))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert says in out.stderr and "Traceback" not in out.stderr

@@ -153,12 +153,34 @@ def filesystem_refused(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str
     return ["sweep", "--lane", "cpu", "--run-dir", str(blocker / "run"), "--quiet"], _env(fake)
 
 
+def command_not_executable(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    script = tmp / "train.sh"
+    script.write_text("#!/bin/sh\necho ran\n")
+    script.chmod(0o644)
+    return ["run", "--", str(script)], _env(fake)
+
+
+def command_not_found(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    return ["run", "--", "pyhton3-no-such-command", "train.py"], _env(fake)
+
+
+def unreadable_setting(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    return ["status"], _env(fake, PATCHLANE_VERIFY_RANKS="maybe")
+
+
+def run_with_an_unreadable_setting(fake: FakeTarget,
+                                   tmp: Path) -> tuple[list[str], dict[str, str]]:
+    return ["run", "--", "true"], _env(fake, PATCHLANE_VERIFY_RANKS="maybe")
+
+
 CASES: list[tuple[ExitCode, Setup, str]] = [
     (ExitCode.OK, ok, ""),
     (ExitCode.REPRODUCER_FAILED, reproducer_failed, "FAIL"),
     (ExitCode.USAGE, unknown_id, "no registry entry 'no_such_entry'"),
     (ExitCode.USAGE, delete_without_yes, "pass --yes to confirm"),
     (ExitCode.USAGE, sweep_into_a_used_run_dir, "already exists and is not empty"),
+    (ExitCode.USAGE, unreadable_setting, "error: PATCHLANE_VERIFY_RANKS='maybe': expected"),
+    (ExitCode.USAGE, run_with_an_unreadable_setting, "error: PATCHLANE_VERIFY_RANKS='maybe'"),
     (ExitCode.REGISTRY_REJECTED, registry_rejected, "invalid YAML"),
     (ExitCode.REGISTRY_REJECTED, registry_rejected_strict, "invalid YAML"),
     (ExitCode.REGISTRY_REJECTED, run_registry_rejected_strict, "invalid YAML"),
@@ -172,6 +194,9 @@ CASES: list[tuple[ExitCode, Setup, str]] = [
     (ExitCode.RETIREMENT_REFUSED, retirement_refused, "not enough evidence to retire"),
     (ExitCode.DOCTOR_PROBLEMS, doctor_problems, "refused: drift"),
     (ExitCode.IO_ERROR, filesystem_refused, "a-file"),
+    (ExitCode.COMMAND_NOT_EXECUTABLE, command_not_executable, "train.sh has no execute permission"),
+    (ExitCode.COMMAND_NOT_FOUND, command_not_found,
+     "'pyhton3-no-such-command': no such command on PATH"),
 ]
 
 
@@ -253,7 +278,7 @@ def test_the_readme_table_is_the_exit_code_table_and_every_code_is_produced() ->
 _ERROR_MODULES = ("patchlane.errors", "patchlane.ledger", "patchlane.training.ranks",
                   "patchlane.training.checkpoint", "patchlane.upstream.errors",
                   "patchlane.upstream.retire", "patchlane.upstream.draft",
-                  "patchlane.upstream.bisect",
+                  "patchlane.upstream.bisect", "patchlane.launch.command",
                   "patchlane.evidence.receipts", "patchlane.testing.capture.violations")
 
 

@@ -82,6 +82,26 @@ def test_a_manifest_that_is_not_one_is_refused(tmp_path: Path) -> None:
         RunDir.create(tmp_path, {"run_id": "again"})
 
 
+def test_a_hand_edited_case_state_is_named_with_the_states_there_are(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path / "run", {"run_id": "r"})
+    cid = case_id("fake_entry", "cpu", 1, Mode.WITH)
+    run.add_case(cid, {"entry_id": "fake_entry"})
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    manifest["cases"][cid]["state"] = "runing"
+    (run.path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(PatchlaneError) as info:
+        RunDir.open(run.path)
+    assert info.value.exit_code == 2  # a run directory that cannot be used as asked
+    message = str(info.value)
+    assert message.startswith(f"{run.path / 'manifest.json'}: cases.{cid}.state is 'runing', "
+                              "expected one of queued, running, ok, failed, error"), message
+    assert "did you mean 'running'?" in message and "fix:" in message
+    manifest["cases"] = ["not", "an", "object"]
+    (run.path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(PatchlaneError, match="cases is a list, expected an object"):
+        RunDir.open(run.path)
+
+
 def receipt_for(fake: FakeTarget, outcome: RunOutcome = RunOutcome.FAIL) -> dict[str, Any]:
     entry = load_registries([fake.write_registry()]).entries[0]
     # a rank that reported no provenance of its own: the sweep's view stands in

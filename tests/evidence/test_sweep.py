@@ -376,3 +376,26 @@ def run(ctx):
     else:
         os.kill(pid, 9)
         raise AssertionError(f"pid {pid} outlived its case")
+
+
+def test_a_reproducer_that_changes_directory_under_a_relative_run_folder(
+        fake_target: FakeTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The sweep's default runs root is relative (./runs): each rank is handed its case folder,
+    # and a reproducer that changes directory must still write its result there.
+    write_repro(fake_target, """
+LANES = ("cpu",)
+WORLD_SIZES = (2,)
+
+def run(ctx):
+    import os
+    os.chdir("/")
+    import {module} as target
+    assert target.Greeter().greet("a") == "patched hello a", "bug shows"
+""")
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+    monkeypatch.chdir(tmp_path)
+    result = run_case(entry, Mode.WITH, world_size=2, workdir=Path("runs") / "r1",
+                      env=fake_env(fake_target), timeout=60)
+    assert result.outcome is RunOutcome.PASS, (result.stage, result.message)
+    assert all(Path(rank["log"]).is_absolute() for rank in result.ranks)
+    assert (tmp_path / "runs" / "r1" / "with-cpu-ws2" / "rank1.json").is_file()

@@ -214,6 +214,20 @@ def test_sweep_cli_progress_lines_in_ci_and_resume_refuses_a_changed_registry(
     assert (run_dir / "manifest.json").read_bytes() == manifest  # a refused resume: untouched
 
 
+def test_resume_of_a_mistyped_run_directory_is_refused_and_creates_nothing(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    multi_registry(fake_target, {"a": GUARDING})
+    env = env_for(fake_target)
+    for typo in (tmp_path / "runs" / "20260101T000000Z-hots", tmp_path):
+        out = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "sweep", "--resume",
+                              str(typo)], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, out.stderr
+        assert f"--resume {typo}: no such run" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
+    assert not (tmp_path / "runs").exists()  # the mistyped path was not created
+    assert not (tmp_path / ".lock").exists()  # nor a lock left in a folder that is no run
+
+
 BOOT_BREAKER = '''
 import os
 import sys

@@ -121,3 +121,73 @@ def test_an_interpreter_without_patchlane_warns_and_runs(tmp_path: Path) -> None
     assert "cannot import patchlane" in out.stderr
     strict = run(["--strict", "--", other, "-c", "print('ran')"])
     assert strict.returncode == 3 and "ran" not in strict.stdout
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    (None, ""),                       # unset: the bootstrap alone, no empty element
+    ("", ""),                         # set but empty: Python reads it as unset
+    (":/x", ":/x"),                   # an empty element is the current directory: kept
+    ("/x:", "/x:"),
+    ("/x::/y", "/x::/y"),
+    ("/y:{boot}:/x", "/y:/x"),        # an earlier bootstrap is moved first, once
+])
+def test_launch_env_keeps_the_users_pythonpath_exactly(before: str | None, after: str) -> None:
+    sep = os.pathsep
+    env = {} if before is None else {"PYTHONPATH": before.replace(":", sep).format(
+        boot=BOOTSTRAP)}
+    out = launch_env(env)["PYTHONPATH"]
+    assert out == sep.join([str(BOOTSTRAP), *([after.replace(":", sep)] if after else [])])
+    assert launch_env({"PYTHONPATH": out})["PYTHONPATH"] == out  # nested: unchanged
+
+
+def test_a_module_in_the_working_directory_imports_as_without_the_launcher(
+        tmp_path: Path) -> None:
+    # PYTHONPATH=":<patchlane>": the empty element is the working directory, so a script kept
+    # in another folder still imports the modules beside where it is started from.
+    (tmp_path / "neighbour.py").write_text("NAME = 'neighbour'\n")
+    script = tmp_path / "bin" / "train.py"
+    script.parent.mkdir()
+    script.write_text("import neighbour\nprint(neighbour.NAME)\n")
+    env = {"PYTHONPATH": f"{os.pathsep}{ROOT}"}
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           env={**os.environ, **env}, cwd=tmp_path, timeout=60)
+    assert plain.returncode == 0, plain.stderr
+    out = run(["--", sys.executable, str(script)], env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "neighbour"
+
+
+def test_no_pythonpath_puts_no_working_directory_on_sys_path(tmp_path: Path) -> None:
+    # The launcher is started with PYTHONPATH unset (patchlane found here through sys.path,
+    # as an installed patchlane would be): the command's sys.path gains the bootstrap folder
+    # only, not the working directory.
+    script = tmp_path / "bin" / "probe.py"
+    script.parent.mkdir()
+    script.write_text("import os, sys\nprint(any(os.path.abspath(p or os.curdir) == os.getcwd()"
+                      " for p in sys.path))\n")
+    launcher = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+                "from patchlane.cli.main import main; "
+                f"sys.exit(main(['run', '--', sys.executable, {str(script)!r}]))")
+    full = {k: v for k, v in os.environ.items()
+            if k != "PYTHONPATH" and not k.startswith("PATCHLANE_")}
+    out = subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True,
+                         env=full, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_a_nested_run_prints_one_summary_line_from_the_innermost_command(
+        tmp_path: Path) -> None:
+    # `patchlane run -- patchlane run -- CMD`: the inner launcher is itself a Python process
+    # started with the bootstrap, and then execs CMD: its at-exit line never prints, and CMD
+    # (which does exit) must not stay quiet because of it.
+    nested = ["--", sys.executable, "-m", "patchlane.cli.main", "run", "--",
+              sys.executable, "-c", "print('ran')"]
+    for env in ({}, {"RANK": "2"}):
+        out = run(nested, env=env)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "ran"
+        lines = [ln for ln in out.stderr.splitlines() if ln.startswith("patchlane run: ")]
+        who = "rank 2" if env else "main"
+        assert len(lines) == 1 and lines[0].startswith(f"patchlane run: {who} (pid "), \
+            out.stderr

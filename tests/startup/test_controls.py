@@ -162,3 +162,28 @@ def test_a_control_that_cannot_be_read_ends_the_script_with_one_line_and_exit_2(
     (line,) = out.stderr.splitlines()
     assert line.startswith("patchlane: ControlsError: PATCHLANE_STRICT='maybe'")
     assert out.stdout == ""
+
+
+@pytest.mark.parametrize("name", ["PATCHLANE_VERIFY_RANKS", "PATCHLANE_DEFAULT_REGISTRY",
+                                  "PATCHLANE_ENTRY_POINTS"])
+def test_an_unreadable_setting_applies_nothing_and_is_the_startup_error(name: str) -> None:
+    # Like a rejected registry: `import patchlane` does not raise by default; nothing is
+    # applied, an ERROR line says why, and the report carries it.
+    out = run("import json, patchlane; r = patchlane.report()\n"
+              "print(json.dumps([r['startup_error'], len(r['entries'])]))", **{name: "maybe"})
+    assert out.returncode == 0, out.stderr
+    error, entries = json.loads(out.stdout)
+    assert error.startswith(f"{name}='maybe': expected one of 1, true, yes, on, 0, false, no, "
+                            "off; fix:"), error
+    assert entries == 0
+    assert f"a setting cannot be read, nothing applied: {name}='maybe'" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("env", [{"PATCHLANE_VERIFY_RANKS": "maybe", "PATCHLANE_STRICT": "1"},
+                                 {"PATCHLANE_STRICT": "maybe"}])
+def test_in_strict_mode_an_unreadable_setting_raises(env: dict[str, str]) -> None:
+    # An unreadable PATCHLANE_STRICT counts as strict: a job that asked for strict mode (with
+    # a typo) must not start unchecked.
+    out = run("import patchlane", **env)
+    assert out.returncode == 1 and "ControlsError" in out.stderr, out.stderr

@@ -189,3 +189,127 @@ def test_a_dependency_whose_module_is_still_importing_is_waited_for(
               and d.outcome is Outcome.PENDING]
     assert any("still being imported" in d.reason for d in waited)
     assert module.A().f() == "a!" and module.follow_mod.g() == "b!"
+
+
+# -- a chain whose root imports its top ----------------------------------------------------
+
+
+def _chain(fake: FakeTarget, root_body: str = "") -> dict[str, str]:
+    """top -> mid -> root (each depends on the next), on three fake modules; root's module
+    imports top's while it loads. ``root_body`` runs in root's module before that import.
+    Returns entry id -> module name."""
+    from patchlane.fingerprint import compute_from_source
+
+    pkg = fake.root / fake.package
+    sources = {"top_mod": "def t():\n    return 't'\n",
+               "mid_mod": "def m():\n    return 'm'\n",
+               "root_mod": root_body + "from . import top_mod\n\n\ndef r():\n    return 'r'\n"}
+    for name, source in sources.items():
+        (pkg / f"{name}.py").write_text(source)
+    entries = []
+    for entry_id, module, qualname, deps in (("top_entry", "top_mod", "t", ["mid_entry"]),
+                                             ("mid_entry", "mid_mod", "m", ["root_entry"]),
+                                             ("root_entry", "root_mod", "r", [])):
+        for folder, body in (("patches", "def overlay(w, i, a, k):\n    return w(*a, **k) + '!'\n"),
+                             ("reproducers", "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n"
+                                             "def run(ctx):\n    pass\n")):
+            (fake.root / folder / f"{entry_id}.py").write_text(body)
+        entries.append(fake.entry(
+            id=entry_id, overlay=f"patches/{entry_id}.py", reproducer=f"reproducers/{entry_id}.py",
+            target={"distribution": fake.distribution,
+                    "object": f"{fake.package}.{module}:{qualname}"},
+            fingerprint={"policy": "refuse",
+                         "sha256": [compute_from_source(sources[module], (qualname,))]},
+            upstream={"forwarded": "https://example.invalid/pull/9"}, depends_on=deps))
+    fake.write_registry(*entries)
+    return {"top_entry": f"{fake.package}.top_mod", "mid_entry": f"{fake.package}.mid_mod",
+            "root_entry": f"{fake.package}.root_mod"}
+
+
+def _assert_chain_applied(lane: Decider, modules: dict[str, str]) -> None:
+    import sys
+
+    latest = lane.audit.latest()
+    for entry_id in modules:
+        assert latest[entry_id].outcome is Outcome.APPLIED, (entry_id, latest[entry_id].reason)
+    assert lane.audit.pending() == 0
+    assert sys.modules[modules["top_entry"]].t() == "t!"
+    assert sys.modules[modules["mid_entry"]].m() == "m!"
+    assert sys.modules[modules["root_entry"]].r() == "r!"
+
+
+def test_an_entry_whose_dependency_waits_waits_too(fake_target: FakeTarget) -> None:
+    # root's module imports top's: top's hook fires first, imports mid's module, and mid waits
+    # for root (still loading). top must wait for mid, not settle as skipped: decided once
+    # root is, after mid.
+    import importlib
+
+    modules = _chain(fake_target)
+    lane = Decider(load_registries([fake_target.registry]), Controls.from_env({}), AuditLog())
+    lane.start()
+    importlib.import_module(modules["root_entry"])
+    _assert_chain_applied(lane, modules)
+    skipped = [d for d in lane.audit.history() if d.outcome is Outcome.SKIPPED_DEPENDENCY]
+    assert skipped == []
+    waited = [d.reason for d in lane.audit.history()
+              if d.entry_id == "top_entry" and d.outcome is Outcome.PENDING]
+    assert any("waiting for mid_entry" in reason for reason in waited), waited
+
+
+@pytest.mark.parametrize("release", ["after the others", "at once"])
+@pytest.mark.parametrize("attempt", range(3))
+def test_a_chain_imported_by_many_threads_settles_the_same_way(
+        fake_target: FakeTarget, release: str, attempt: int) -> None:
+    # Every rank must decide the same: 32 threads import top's, mid's or root's module at
+    # once while root's module is held mid-load (it waits on an event before it imports
+    # top's). Whatever the interleaving, all three end applied. "after the others" lets every
+    # top/mid import finish first (top and mid can only wait); "at once" races the release
+    # against them. A short switch interval makes the threads interleave often.
+    import importlib
+    import sys
+    import threading
+
+    modules = _chain(fake_target, root_body="from . import hold as _hold\n"
+                                            "_hold.entered.set()\n"
+                                            "_hold.release.wait(60)\n")
+    (fake_target.root / fake_target.package / "hold.py").write_text(
+        "import threading\nentered = threading.Event()\nrelease = threading.Event()\n")
+    lane = Decider(load_registries([fake_target.registry]), Controls.from_env({}), AuditLog())
+    lane.start()
+    hold = importlib.import_module(f"{fake_target.package}.hold")
+    errors: list[BaseException] = []
+
+    def load(name: str, barrier: threading.Barrier | None = None) -> None:
+        try:
+            if barrier is not None:
+                barrier.wait(60)
+            importlib.import_module(name)
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        loader = threading.Thread(target=load, args=(modules["root_entry"],))
+        loader.start()
+        assert hold.entered.wait(60)
+        barrier = threading.Barrier(32)
+        names = [modules["top_entry"], modules["mid_entry"], modules["root_entry"]]
+        threads = [threading.Thread(target=load, args=(names[i % 3], barrier))
+                   for i in range(32)]
+        for thread in threads:
+            thread.start()
+        if release == "after the others":
+            for i, thread in enumerate(threads):
+                if i % 3 != 2:
+                    thread.join(60)
+            assert lane.audit.latest()["top_entry"].outcome is Outcome.PENDING
+        hold.release.set()
+        for thread in [loader, *threads]:
+            thread.join(60)
+            assert not thread.is_alive()
+    finally:
+        sys.setswitchinterval(interval)
+        hold.release.set()
+    assert errors == []
+    _assert_chain_applied(lane, modules)

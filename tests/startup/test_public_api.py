@@ -54,3 +54,39 @@ def test_a_decision_record_keeps_the_field_order_and_values() -> None:
     assert list(record) == list(get_type_hints(DecisionRecord))
     assert record == {**dataclasses.asdict(decision), "outcome": "refused: drift",
                       "fingerprint_expected": ["a", "b"]}
+
+
+def test_the_report_reads_hits_while_other_threads_record_them(fake_target: FakeTarget) -> None:
+    # `patchlane run --reports` builds the report at exit while data-loader threads may still
+    # call an overlay that records its branch: each new branch adds a key to the counter.
+    import sys
+    import threading
+
+    lane = fake_target.lane()
+    fake_target.import_target()
+    stop = threading.Event()
+
+    def record() -> None:
+        # Keys come and go (a bounded set, so the copies stay small): each adds or removes one.
+        i = 0
+        while not stop.is_set():
+            n = i % 1024
+            key = (fake_target.entry_id, f"branch {n}")
+            if i % 2048 < 1024:
+                lane.audit.paths[key] += 1
+                lane.audit.hits[f"other {n}"] += 1
+            else:
+                del lane.audit.paths[key], lane.audit.hits[f"other {n}"]
+            i += 1
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often: mid-iteration, as a busy job would
+    thread = threading.Thread(target=record)
+    thread.start()
+    try:
+        reports = [build_report(lane) for _ in range(1000)]
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+    assert len(reports) == 1000
