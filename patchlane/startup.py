@@ -113,10 +113,10 @@ def start(controls: Controls | None = None) -> Decider:
                 # says why), and every command refuses it in one line.
                 _startup_error, unreadable = exc, True
                 controls = Controls.unreadable()
-                log.error("patchlane: a setting cannot be read, nothing applied: %s", exc)
-                if controls.strict:
+                if controls.strict:  # raised, not logged too: uncaught, it is one line
                     _strict_failure = exc
                     raise
+                log.error("patchlane: a setting cannot be read, nothing applied: %s", exc)
         try:
             registry = Registry(entries=(), sources=()) if unreadable else \
                 registry_cache.load(registry_paths(controls), controls.registry_cache)

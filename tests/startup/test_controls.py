@@ -186,4 +186,7 @@ def test_in_strict_mode_an_unreadable_setting_raises(env: dict[str, str]) -> Non
     # An unreadable PATCHLANE_STRICT counts as strict: a job that asked for strict mode (with
     # a typo) must not start unchecked.
     out = run("import patchlane", **env)
-    assert out.returncode == 1 and "ControlsError" in out.stderr, out.stderr
+    # uncaught, it ends the script as the command line would: one line, exit 2 (bad setting)
+    assert out.returncode == 2, out.stderr
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("patchlane: ControlsError: "), line
