@@ -400,10 +400,15 @@ read: written when the rank's output ends): at most 4 MiB a rank, for a reproduc
 its output with hundreds of megabytes."""
 
 
+_CLIP_NOTE_ROOM = 200
+"""A text at most this much past ``head + tail`` is kept whole: room for the note, so a text
+clipped once (the rank clips, the sweep clips what a rank reports) is never clipped again."""
+
+
 def clip(text: str, head: int, tail: int) -> str:
     """``text``, or its first ``head`` and last ``tail`` characters with a note of what was
     left out between them."""
-    if len(text) <= head + tail:
+    if len(text) <= head + tail + _CLIP_NOTE_ROOM:
         return text
     return (f"{text[:head]} [… truncated: kept the first {head} and the last {tail} of "
             f"{len(text)} characters …] {text[len(text) - tail:]}")
