@@ -23,7 +23,6 @@ import contextlib
 import errno
 import json
 import os
-import secrets
 import stat
 from pathlib import Path
 from typing import Any
@@ -67,7 +66,7 @@ def _create_temp(path: Path, mode: int) -> tuple[int, str]:
     makes one, but with ``mode`` less the umask instead of 0600)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     for _ in range(100):
-        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        tmp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
         try:
             return os.open(tmp, flags, mode), tmp
         except FileExistsError:  # another writer's temp file has this name: draw again

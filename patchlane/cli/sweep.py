@@ -172,13 +172,14 @@ def _known_upstream(registry: Registry) -> dict[str, dict[str, object]]:
 def _run_and_report(registry: Registry, run: RunDir, *, jobs: int, timeout: float,
                     quiet: bool, previous: RunIndex | None, history: list[Path] | None,
                     as_json: bool) -> ExitCode:
+    progress = Progress(quiet)
     try:
-        rows = run_sweep(registry, run, jobs=jobs, timeout=timeout, on_event=Progress(quiet))
+        rows = run_sweep(registry, run, jobs=jobs, timeout=timeout, on_event=progress)
     except SweepInterrupted as stopped:
         # The report of what finished (the rest: "case did not finish (resume the run)"), then
         # the signal's exit status; the manifest already says the run was interrupted.
-        if not quiet:
-            sys.stderr.write("\n")  # after a live progress line
+        if progress.live and not quiet:
+            sys.stderr.write("\n")  # end the live progress line
         write_reports(run, verdicts(run), previous=previous, history=history or [],
                       registry=registry, upstream=_known_upstream(registry))
         print(f"patchlane: {stopped}; report: {run.path / 'report.html'}", file=sys.stderr)

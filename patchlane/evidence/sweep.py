@@ -387,8 +387,8 @@ def _stopping_signals() -> Iterator[_Caught]:
     the pool down would take locks the interrupted main thread may be holding (a deadlock),
     and a KeyboardInterrupt raised inside ``Executor.__exit__`` waits for every queued case.
     Only the main thread can set handlers (the pytest plugin may run a sweep elsewhere: the
-    process's own handling stands there), and a signal the process ignores (``nohup``, a
-    background job) stays ignored."""
+    process's own handling stands there), and a signal the process ignores (SIGINT in a
+    script's background job) stays ignored."""
     caught = _Caught()
     if threading.current_thread() is not threading.main_thread():
         yield caught

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ SLOW = GUARDING.replace(
     "    if os.environ.get('PL_TEST_SLOW'):\n        time.sleep(120)\n")
 
 
-def _wait_for(predicate, seconds: float, what: str) -> None:  # type: ignore[no-untyped-def]
+def _wait_for(predicate: Callable[[], bool], seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if predicate():
@@ -74,7 +75,7 @@ def test_a_signal_stops_the_sweep_in_order_and_resume_finishes_it(
         else:
             proc.send_signal(signum)  # kill, a scheduler: the sweep's own process
         # The old sweep ran every queued case (two minutes of sleep) before it exited.
-        out, err = proc.communicate(timeout=45)
+        _, err = proc.communicate(timeout=45)
     finally:
         if proc.poll() is None:
             proc.kill()
