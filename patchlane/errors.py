@@ -38,6 +38,8 @@ __all__ = [
     "RunDirError",
     "StrictModeError",
     "StrictOverlayError",
+    "SweepInterrupted",
+    "SweepTerminated",
     "UnknownEntryError",
     "UsageError",
     "bounded",
@@ -84,6 +86,20 @@ class RunDirError(UsageError):
     is not empty, another sweep holds it, it is no run directory (no or unreadable manifest,
     another schema), or the registry changed since it started. The fix is always another
     directory or another option, hence a usage error."""
+
+
+class SweepInterrupted(PatchlaneError):
+    """A sweep stopped by Ctrl-C (SIGINT) before every case finished: queued cases were
+    cancelled, running ones stopped (their ranks killed), and the manifest says so; the cases
+    that finished keep their receipts and ``--resume`` runs the rest."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+class SweepTerminated(SweepInterrupted):
+    """A sweep stopped by SIGTERM, as by Ctrl-C (:class:`SweepInterrupted`)."""
+
+    exit_code = ExitCode.TERMINATED
 
 
 class MatrixError(UsageError):

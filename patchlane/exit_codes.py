@@ -51,6 +51,12 @@ class ExitCode(enum.IntEnum):
     SWEEP_STILL_AFFECTED_AND_BROKEN = 37
     SWEEP_STILL_AFFECTED_AND_ERROR = 38
     SWEEP_STILL_AFFECTED_BROKEN_AND_ERROR = 39
+    INTERRUPTED = 130
+    """Stopped by Ctrl-C (SIGINT): 128 + the signal, as a shell reports it. A sweep stops its
+    running cases, writes the report of what finished and can be resumed."""
+    TERMINATED = 143
+    """Stopped by SIGTERM (a scheduler's cancel, ``kill``): 128 + the signal; a sweep stops
+    as it does on Ctrl-C."""
     IO_ERROR = 74
     """The filesystem refused (read-only run directory, full disk, missing permission): the
     message names the file (EX_IOERR)."""

@@ -258,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(ExitCode.IO_ERROR)
     except KeyboardInterrupt:
         print("patchlane: interrupted", file=sys.stderr)
-        return 130
+        return int(ExitCode.INTERRUPTED)
     except Exception:
         return _bug(args.command)
 

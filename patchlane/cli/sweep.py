@@ -15,12 +15,13 @@ from pathlib import Path
 
 from .. import __version__
 from ..controls import ToolSettings
-from ..errors import RunDirError
+from ..errors import RunDirError, SweepInterrupted
+from ..evidence.index import RunIndex, read_index
 from ..evidence.manifest import CaseState, RunDir
 from ..evidence.provenance import git_revision, patch_set_digest
-from ..evidence.reports import load_index, write_reports
+from ..evidence.reports import write_reports
 from ..evidence.reproduce import Lane
-from ..evidence.sweep import Shard, SweepEvent, exit_code, new_run, run_sweep
+from ..evidence.sweep import Shard, SweepEvent, exit_code, new_run, run_sweep, verdicts
 from ..evidence.verdicts import ACTION, Verdict
 from ..exit_codes import ExitCode
 from ..registry import Registry
@@ -35,6 +36,27 @@ def _run_id(shard: Shard) -> str:
     host = platform.node().split(".")[0] or "host"
     suffix = f"-shard{shard.index}of{shard.count}" if shard.count > 1 else ""
     return f"{stamp}-{host}{suffix}"
+
+
+_SAME_SECOND = 99
+"""Sweeps of one host and shard a runs root takes in one second: ``ID``, ``ID-02`` ... ``ID-99``."""
+
+
+def _new_run_dir(root: Path, shard: Shard) -> Path:
+    """A fresh run directory under ``root``, claimed by creating it (``mkdir`` fails where it
+    exists, so two sweeps started in the same second never share one). The second gets the
+    same id with ``-02`` (two digits, so ids still sort by time, then by start)."""
+    base = _run_id(shard)
+    root.mkdir(parents=True, exist_ok=True)
+    for n in range(1, _SAME_SECOND + 1):
+        path = root / (base if n == 1 else f"{base}-{n:02d}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise RunDirError(f"{root}: {_SAME_SECOND} run directories named {base}[-NN] exist "
+                      "already; start the sweep again in a second, or name one with --run-dir")
 
 
 class Progress:
@@ -89,6 +111,12 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
     quiet = o.quiet
     registry = decider().registry
     shard = Shard.parse(o.shard)
+    # Earlier runs named on the command line are read before anything runs: a mistyped or
+    # malformed one is a usage error now, not a failure after the last case.
+    previous = _named_index(o.compare, "--compare") if o.compare is not None else None
+    for path in o.history or []:
+        if (path / "index.json").exists():
+            _named_index(path, "--history")
     with contextlib.ExitStack() as held:
         if resume is not None:
             if not (resume / "manifest.json").is_file():
@@ -113,7 +141,7 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
         else:
             settings = ToolSettings.from_env()
             root = runs_root or settings.runs_root
-            path = run_dir or root / _run_id(shard)
+            path = run_dir or _new_run_dir(root, shard)
             header = {"run_id": path.name, "patchlane": __version__,
                       "registry_digest": registry.digest,
                       "patch_set": patch_set_digest(registry), "git": git_revision(_ROOT),
@@ -124,7 +152,18 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
                           history=runs_root or path.parent, schedule=settings.schedule)
             held.enter_context(RunDir.lock(path))
         return _run_and_report(registry, run, jobs=o.jobs, timeout=o.timeout, quiet=quiet,
-                               compare=o.compare, history=o.history, as_json=o.as_json)
+                               previous=previous, history=o.history, as_json=o.as_json)
+
+
+def _named_index(path: Path, option: str) -> RunIndex:
+    """The index of a run directory named with ``option``; RunDirError (usage) naming it and
+    what is wrong when it cannot be read as one."""
+    try:
+        return read_index(path, lambda message: RunDirError(f"{option} {path}: {message}"))
+    except OSError as exc:
+        raise RunDirError(f"{option} {path}: cannot read {path / 'index.json'} "
+                          f"({exc.strerror or exc}); expected a run directory a finished sweep "
+                          "wrote") from None
 
 
 def _known_upstream(registry: Registry) -> dict[str, dict[str, object]]:
@@ -139,10 +178,20 @@ def _known_upstream(registry: Registry) -> dict[str, dict[str, object]]:
 
 
 def _run_and_report(registry: Registry, run: RunDir, *, jobs: int, timeout: float,
-                    quiet: bool, compare: Path | None, history: list[Path] | None,
+                    quiet: bool, previous: RunIndex | None, history: list[Path] | None,
                     as_json: bool) -> ExitCode:
-    rows = run_sweep(registry, run, jobs=jobs, timeout=timeout, on_event=Progress(quiet))
-    previous = load_index(compare) if compare is not None else None
+    progress = Progress(quiet)
+    try:
+        rows = run_sweep(registry, run, jobs=jobs, timeout=timeout, on_event=progress)
+    except SweepInterrupted as stopped:
+        # The report of what finished (the rest: "case did not finish (resume the run)"), then
+        # the signal's exit status; the manifest already says the run was interrupted.
+        if progress.live and not quiet:
+            sys.stderr.write("\n")  # end the live progress line
+        write_reports(run, verdicts(run), previous=previous, history=history or [],
+                      registry=registry, upstream=_known_upstream(registry))
+        print(f"patchlane: {stopped}; report: {run.path / 'report.html'}", file=sys.stderr)
+        return stopped.exit_code
     index = write_reports(run, rows, previous=previous, history=history or [],
                           registry=registry, upstream=_known_upstream(registry))
     if as_json:

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..files import atomic_write_json
+from ..files import atomic_write_json, read_regular
 from .verdicts import SEVERITY, Verdict
 
 __all__ = ["INDEX_SCHEMA", "MAX_INDEX_BYTES", "IndexRow", "RunIndex", "by_severity", "printable",
@@ -101,16 +102,18 @@ class IndexRow:
         if not isinstance(data["world_size"], int):
             raise TypeError(f"{where} {key}: world_size {data['world_size']!r} is not a number")
         comparison = data.get("comparison_key")
+        if isinstance(comparison, dict):
+            _mapping(comparison, "distributions", f"{where} {key}: comparison_key")
         return cls(
             entry_id=str(data["entry_id"]), lane=str(data["lane"]),
             world_size=data["world_size"],
             verdict=Verdict.parse(data["verdict"], f"{where} {key}"),
             reason=str(data.get("reason", "")),
             installed=_str_or_none(data.get("installed")),
-            receipts=dict(data.get("receipts") or {}),
+            receipts=_mapping(data, "receipts", f"{where} {key}"),
             comparison_key=comparison if isinstance(comparison, dict) else None,
             stderr_tail=_str_or_none(data.get("stderr_tail")),
-            links=dict(data.get("links") or {}),
+            links=_mapping(data, "links", f"{where} {key}"),
             applies_to=_str_or_none(data.get("applies_to")),
         )
 
@@ -122,14 +125,39 @@ def by_severity(rows: Iterable[IndexRow]) -> list[IndexRow]:
                                        r.world_size))
 
 
+# What XML 1.0 forbids (C0 controls but tab and newline; carriage returns too, which a parser
+# would turn into newlines; lone surrogates, which cannot even be encoded as UTF-8; U+FFFE and
+# U+FFFF), plus DEL and the C1 controls, which HTML calls errors and terminals act on.
+_NOT_PRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
 def printable(text: str) -> str:
-    """``text`` with control characters shown as U+FFFD: log tails are already cleaned when a
-    case runs; this guards receipts written before that."""
-    return "".join(c if c in "\t\n" or c >= " " else "\ufffd" for c in text)
+    """``text`` with every character XML or HTML cannot carry (control characters such as an
+    ANSI colour's escape, lone surrogates) shown as U+FFFD. The one scrub every report
+    applies to all the text it writes (JUnit, the page, the markdown): reasons quote arbitrary
+    exception messages."""
+    return _NOT_PRINTABLE.sub("\ufffd", text)
 
 
 def _str_or_none(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _mapping(data: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+    """``data[key]`` as a dict (absent or null: empty); TypeError naming ``where`` and the key
+    when it is another JSON type. Checked on reading, so an index edited or written by
+    something else fails here, as that run's problem, and never later in a report."""
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{where}: {key} is a JSON {_json_type(value)}, not an object")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", int: "number",
+            float: "number"}.get(type(value), type(value).__name__)
 
 
 @dataclass(frozen=True)
@@ -219,7 +247,7 @@ class RunIndex:
                              f"{INDEX_SCHEMA}")
         if not isinstance(data["rows"], list):
             raise TypeError(f"{where}: rows is a JSON {type(data['rows']).__name__}, not a list")
-        rows = tuple(IndexRow.from_dict(r) for r in data["rows"])
+        rows = tuple(IndexRow.from_dict(r, f"{where}: index row") for r in data["rows"])
         run_id = str(data["run_id"])
         # A sweep always writes `created`; a hand-made index for one row's evidence (retire,
         # draft) may leave it out. Comparisons across runs refuse such an index (runs.load).
@@ -227,9 +255,13 @@ class RunIndex:
         if not isinstance(created, str):
             raise TypeError(f"{where}: created is a JSON {type(created).__name__}, not a string")
         counts: dict[Verdict, int] = {}
-        for name, n in (data.get("counts") or {}).items():
+        for name, n in _mapping(data, "counts", where).items():
             counts[Verdict.parse(name, f"{where}: counts")] = int(n)
         lanes = data.get("lanes")
+        for key in ("provenance", "comparison_class", "lineage", "compare"):
+            _mapping(data, key, where)
+        for entry_id in _mapping(data, "entries", where):
+            _mapping(data["entries"], entry_id, f"{where}: entries")
         return cls(
             run_id=run_id, created=created, rows=rows,
             run_dir=_str_or_none(data.get("run_dir")),
@@ -251,8 +283,7 @@ class RunIndex:
         """``run_dir/index.json`` (OSError, ValueError, KeyError or TypeError when it is not
         a readable sweep index)."""
         file = run_dir / "index.json"
-        with open(file, "rb") as fh:
-            raw = fh.read(MAX_INDEX_BYTES + 1)
+        raw = read_regular(file, MAX_INDEX_BYTES)  # never blocks on a FIFO put in its place
         if len(raw) > MAX_INDEX_BYTES:
             raise ValueError(f"{file}: larger than {MAX_INDEX_BYTES} bytes")
         return cls.from_dict(json.loads(raw), str(file))

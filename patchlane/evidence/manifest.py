@@ -15,7 +15,9 @@ receipts were read), and ``order``, the cases in the order they start, each with
 ignore it, and a manifest without it (an older run) resumes in manifest order.
 
 A killed sweep leaves a manifest whose finished cases have receipts; ``--resume RUN_DIR``
-re-queues only the cases that were queued or running. A case killed between writing its
+re-queues only the cases that were queued or running. A sweep stopped by Ctrl-C or SIGTERM
+puts its running cases back in the queue and records ``interrupted`` (``{"by": "SIGINT",
+"at": ..., "unfinished": N}``) until a resume takes it up. A case killed between writing its
 receipt and recording that in the manifest did finish: resume takes its state from the receipt
 instead of running it again (a receipt is never rewritten).
 """
@@ -27,6 +29,7 @@ import datetime as _dt
 import enum
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -108,15 +111,27 @@ class RunDir:
     @classmethod
     def create(cls, path: Path, header: dict[str, Any]) -> RunDir:
         if path.exists() and any(path.iterdir()):
-            raise RunDirError(f"run directory {path} already exists and is not empty; "
-                              f"use --resume {path} to finish it, or pick a new directory")
-        (path / "receipts").mkdir(parents=True, exist_ok=True)
+            raise cls._taken(path)
+        path.mkdir(parents=True, exist_ok=True)
+        # The manifest is created exclusively before anything else: of two sweeps started into
+        # the same directory at once, one gets it and the other is refused.
+        try:
+            os.close(os.open(path / "manifest.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                             0o666))
+        except FileExistsError:
+            raise cls._taken(path) from None
+        (path / "receipts").mkdir(exist_ok=True)
         (path / "cases").mkdir(exist_ok=True)
         manifest = {"schema_version": MANIFEST_SCHEMA, "created": now(), "updated": now(),
                     **header, "rows": [], "cases": {}}
         run = cls(path, manifest)
         run.save()
         return run
+
+    @staticmethod
+    def _taken(path: Path) -> RunDirError:
+        return RunDirError(f"run directory {path} already exists and is not empty; "
+                           f"use --resume {path} to finish it, or pick a new directory")
 
     @staticmethod
     @contextlib.contextmanager
@@ -189,11 +204,26 @@ class RunDir:
         with self._lock:
             return CaseState(self.manifest["cases"][cid]["state"])
 
+    def mark_interrupted(self, by: str) -> None:
+        """Record that a sweep stopped before every case finished (``by``: the signal's
+        name); cases still running go back to the queue."""
+        with self._lock:
+            cases = self.manifest["cases"].values()
+            for case in cases:
+                if case["state"] == CaseState.RUNNING.value:
+                    case["state"] = CaseState.QUEUED.value
+            unfinished = sum(not CaseState(c["state"]).finished for c in cases)
+            self.manifest["interrupted"] = {"by": by, "at": now(), "unfinished": unfinished}
+            self.save()
+
     def requeue_unfinished(self) -> list[str]:
-        """After a killed sweep: running/queued cases (or finished ones whose receipt is gone)
-        go back to the queue with a clean work dir; finished cases are left untouched, and so
-        is a case whose receipt was written before the manifest recorded it finished (its
-        state is taken from the receipt)."""
+        """After a killed or interrupted sweep: running/queued cases (or finished ones whose
+        receipt is gone) go back to the queue with a clean work dir; finished cases are left
+        untouched, and so is a case whose receipt was written before the manifest recorded it
+        finished (its state is taken from the receipt). An ``interrupted`` mark is taken up."""
+        with self._lock:
+            if self.manifest.pop("interrupted", None) is not None:
+                self.save()
         requeued = []
         for cid, _ in self.cases():
             if self.receipt_path(cid).exists() and (self.state(cid).finished

@@ -28,8 +28,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +45,7 @@ from .provenance import redact_text
 
 __all__ = [
     "LANES",
+    "CaseInterrupted",
     "CaseResult",
     "Lane",
     "Mode",
@@ -50,6 +53,7 @@ __all__ = [
     "ReproducerSpec",
     "RunOutcome",
     "case_env",
+    "clip",
     "log_tail",
     "parse_lane",
     "read_spec",
@@ -294,11 +298,15 @@ def run_case(
     env: Mapping[str, str] | None = None,
     flat: bool = False,
     bad_side: bool = True,
+    stop: threading.Event | None = None,
 ) -> CaseResult:
     """Run one case: ``world_size`` fresh interpreters, one per rank, sharing a work dir
     (``workdir/<mode>-<lane>-ws<N>``, or ``workdir`` itself when ``flat``). ``bad_side``: a
     ledger reproducer's case without its entry runs on its ``BAD_SIDE`` releases; a caller
-    that puts its own release first (a bisection step) turns that off.
+    that puts its own release first (a bisection step) turns that off. ``stop``: once set
+    (a sweep interrupted), ranks still running are killed and :class:`CaseInterrupted` is
+    raised: the case has no result. Each rank's output goes to ``rank<N>.log``, at most
+    :data:`LOG_HEAD_BYTES` + :data:`LOG_TAIL_BYTES` of it (:class:`_CappedLog`).
 
     Without ``workdir`` the case runs in a temporary folder removed once it is judged: the
     result keeps each failing rank's log tail, and its ranks' ``log`` is None. A caller that
@@ -309,7 +317,8 @@ def run_case(
         with tempfile.TemporaryDirectory(prefix=f"patchlane-{entry.id}-",
                                          ignore_cleanup_errors=True) as scratch:
             result = run_case(entry, mode, lane=lane, world_size=world_size, timeout=timeout,
-                              workdir=Path(scratch), env=env, flat=flat, bad_side=bad_side)
+                              workdir=Path(scratch), env=env, flat=flat, bad_side=bad_side,
+                              stop=stop)
         for record in result.ranks:
             record["log"] = None  # removed with the folder
         return result
@@ -341,21 +350,26 @@ def run_case(
     child_env["MASTER_ADDR"] = "127.0.0.1"
     child_env["MASTER_PORT"] = str(_free_port())
     procs: list[subprocess.Popen[bytes]] = []
-    logs = []
-    for rank in range(world_size):
-        log_file = open(case_dir / f"rank{rank}.log", "wb")  # noqa: SIM115 - closed below
-        logs.append(log_file)
-        cmd = [sys.executable, "-m", "patchlane.evidence.runner", "--entry", entry.id, "--mode",
-               mode.value, "--lane", lane, "--rank", str(rank), "--world-size", str(world_size),
-               "--workdir", str(case_dir)]
-        procs.append(subprocess.Popen(cmd, env=child_env, stdout=log_file,
-                                      stderr=subprocess.STDOUT, start_new_session=True))
-    timed_out = False
+    logs: list[_CappedLog] = []
+    timed_out = interrupted = False
     deadline = started + timeout
     first_exit: float | None = None
     try:
+        for rank in range(world_size):
+            cmd = [sys.executable, "-m", "patchlane.evidence.runner", "--entry", entry.id,
+                   "--mode", mode.value, "--lane", lane, "--rank", str(rank), "--world-size",
+                   str(world_size), "--workdir", str(case_dir)]
+            proc = subprocess.Popen(cmd, env=child_env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            procs.append(proc)
+            logs.append(_CappedLog.start(proc, case_dir / f"rank{rank}.log"))
         while any(p.poll() is None for p in procs):
             now = time.monotonic()
+            if stop is not None and stop.is_set():
+                # Killed at once, below, as at the end of every case: an interrupted case
+                # runs again from the start, in a new attempt directory, when resumed.
+                interrupted = True
+                break
             if now >= deadline:
                 timed_out = True
                 break
@@ -378,12 +392,128 @@ def run_case(
                 proc.wait()
                 killed[rank] = True
         _reap(token)
-        for log_file in logs:
-            log_file.close()
+        for log in logs:  # every writer of the pipes is gone: each log ends now
+            log.finish()
+    if interrupted:
+        raise CaseInterrupted(f"{entry.id} ({mode.value}, {lane}, world size {world_size}): "
+                              "stopped before it finished; no result")
     result = _aggregate(entry, mode, lane, world_size, case_dir, procs, timed_out, timeout,
                         killed, child_env)
     result.seconds = time.monotonic() - started
     return result
+
+
+class CaseInterrupted(Exception):
+    """A case stopped before it finished (its ``stop`` event was set): its ranks were killed
+    and it has no result to record; a resumed sweep runs it again."""
+
+
+# Caps on what a case keeps. A reproducer's own text (its assertion message, a traceback, its
+# output) is copied into the rank's result, the receipt, the manifest (rewritten and fsynced
+# at every state change) and every report, several times over: a 20 MB assertion message
+# became a 40 MB manifest, 60 MB of HTML and an index.json past the size later sweeps read.
+# What is kept is the beginning (what went wrong) and the end (how it ended, the values
+# compared), with a note saying how much was left out between.
+MESSAGE_HEAD_CHARS = 2000
+MESSAGE_TAIL_CHARS = 1000
+"""A message (an assertion's text, an exception's) becomes a verdict's reason, read in a
+table cell: three thousand characters say everything a person reads there."""
+TRACEBACK_HEAD_CHARS = 10_000
+TRACEBACK_TAIL_CHARS = 10_000
+"""A traceback keeps its outermost frames and its innermost ones with the exception line."""
+LOG_HEAD_BYTES = 2 * 2**20
+LOG_TAIL_BYTES = 2 * 2**20
+"""A rank log keeps the first 2 MiB (startup, the first errors: written as they come, so a
+running case can be watched) and the last 2 MiB (how it ended, where the sweep's log tail is
+read: written when the rank's output ends): at most 4 MiB a rank, for a reproducer flooding
+its output with hundreds of megabytes."""
+
+
+_CLIP_NOTE_ROOM = 200
+"""A text at most this much past ``head + tail`` is kept whole: room for the note, so a text
+clipped once (the rank clips, the sweep clips what a rank reports) is never clipped again."""
+
+
+def clip(text: str, head: int, tail: int) -> str:
+    """``text``, or its first ``head`` and last ``tail`` characters with a note of what was
+    left out between them."""
+    if len(text) <= head + tail + _CLIP_NOTE_ROOM:
+        return text
+    return (f"{text[:head]} [… truncated: kept the first {head} and the last {tail} of "
+            f"{len(text)} characters …] {text[len(text) - tail:]}")
+
+
+class _CappedLog:
+    """A rank's output (stdout and stderr, one pipe) copied into its log: the first
+    :data:`LOG_HEAD_BYTES` as they come, the last :data:`LOG_TAIL_BYTES` kept in memory and
+    written when the output ends, with a line saying how many bytes were left out between.
+    A thread per rank drains the pipe, so a rank never blocks on a full one; a log that
+    cannot be written (a full disk) is still drained. Hand-written: no library caps a
+    subprocess's output this way (``logging.handlers.RotatingFileHandler`` rotates whole
+    files and keeps neither the head nor one bounded file)."""
+
+    def __init__(self, source: Any, path: Path) -> None:
+        self._source = source
+        self._path = path
+        self._thread = threading.Thread(target=self._copy, name=f"patchlane-log-{path.name}",
+                                        daemon=True)
+
+    @classmethod
+    def start(cls, proc: subprocess.Popen[bytes], path: Path) -> _CappedLog:
+        log = cls(proc.stdout, path)
+        log._thread.start()
+        return log
+
+    def finish(self, timeout: float = 10.0) -> None:
+        # Only a process that escaped every kill could still hold the pipe open: the log is
+        # left as far as it got rather than waited for.
+        self._thread.join(timeout)
+
+    def _copy(self) -> None:
+        fd = self._source.fileno()
+        total = written = 0
+        tail: deque[bytes] = deque()
+        kept = 0
+        try:
+            out = open(self._path, "wb", buffering=0)  # noqa: SIM115 - closed below
+        except OSError:
+            out = None
+        try:
+            while chunk := os.read(fd, 1 << 16):
+                total += len(chunk)
+                if written < LOG_HEAD_BYTES:
+                    room = LOG_HEAD_BYTES - written
+                    head, chunk = chunk[:room], chunk[room:]
+                    written += len(head)
+                    out = _write(out, head)
+                if chunk:
+                    tail.append(chunk)
+                    kept += len(chunk)
+                    while kept - len(tail[0]) >= LOG_TAIL_BYTES:  # whole chunks past the cap
+                        kept -= len(tail.popleft())
+            end = b"".join(tail)[-LOG_TAIL_BYTES:]
+            left_out = total - written - len(end)
+            if left_out:
+                out = _write(out, (f"\n[patchlane: truncated: kept the first {written} and the "
+                                   f"last {len(end)} of {total} bytes of this rank's output; "
+                                   f"{left_out} bytes left out here]\n").encode())
+            _write(out, end)
+        finally:
+            self._source.close()
+            if out is not None:
+                out.close()
+
+
+def _write(out: Any, data: bytes) -> Any:
+    """``data`` into ``out``; None (and nothing more written) once a write failed."""
+    if out is None:
+        return None
+    try:
+        out.write(data)
+        return out
+    except OSError:
+        out.close()
+        return None
 
 
 CASE_TOKEN = "PATCHLANE_CASE_TOKEN"
@@ -459,6 +589,16 @@ def _why(tail: str) -> str:
     return found if len(found) <= 200 else found[:199] + "…"
 
 
+def _clip_report(data: dict[str, Any]) -> None:
+    """What a rank reports, within the caps (the runner keeps to them; a rank result written
+    by anything else may not)."""
+    caps = {"message": (MESSAGE_HEAD_CHARS, MESSAGE_TAIL_CHARS),
+            "traceback": (TRACEBACK_HEAD_CHARS, TRACEBACK_TAIL_CHARS)}
+    for key, (head, tail) in caps.items():
+        if isinstance(data.get(key), str):
+            data[key] = clip(data[key], head, tail)
+
+
 def _rank_outcome(rank: int, data: dict[str, Any]) -> RunOutcome:
     """The outcome a rank's record states; a record without a valid one is an error (and says
     so in the record), never a pass."""
@@ -483,6 +623,7 @@ def _aggregate(entry: Entry, mode: Mode, lane: Lane, world_size: int, case_dir: 
         reported = result_file.is_file()
         if reported:
             data = json.loads(result_file.read_text(encoding="utf-8"))
+            _clip_report(data)
         elif timed_out:
             data = {"outcome": error, "stage": "timeout",
                     "message": f"rank {rank} did not finish within {timeout:.0f}s"}

@@ -27,7 +27,19 @@ from patchlane import startup
 from patchlane.audit import Outcome
 from patchlane.evidence.provenance import environment_overlay, runtime
 from patchlane.evidence.record import verify_distribution
-from patchlane.evidence.reproduce import LANES, Lane, Mode, ReproContext, RunOutcome, parse_lane
+from patchlane.evidence.reproduce import (
+    LANES,
+    MESSAGE_HEAD_CHARS,
+    MESSAGE_TAIL_CHARS,
+    TRACEBACK_HEAD_CHARS,
+    TRACEBACK_TAIL_CHARS,
+    Lane,
+    Mode,
+    ReproContext,
+    RunOutcome,
+    clip,
+    parse_lane,
+)
 from patchlane.files import atomic_write_json
 from patchlane.loading import load_file
 from patchlane.registry import Kind
@@ -96,6 +108,15 @@ def _probe_view(entry: Any) -> dict[str, Any] | None:
             "detail": "probe asked without the overlay applied"}
 
 
+def _message(text: str) -> str:
+    # Within the caps (patchlane.evidence.reproduce): the message goes into every record.
+    return clip(text, MESSAGE_HEAD_CHARS, MESSAGE_TAIL_CHARS)
+
+
+def _traceback() -> str:
+    return clip(traceback.format_exc(), TRACEBACK_HEAD_CHARS, TRACEBACK_TAIL_CHARS)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="patchlane.evidence.runner")
     parser.add_argument("--entry", required=True)
@@ -150,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                 # must be 'mean' or 'sum'") would read as affected. An error, with where.
                 raise RuntimeError(f"AssertionError raised in {foreign}, not by the "
                                    f"reproducer: {exc}") from exc
-            outcome, message = RunOutcome.FAIL, str(exc) or "assertion failed"
-            result["traceback"] = traceback.format_exc()
+            outcome, message = RunOutcome.FAIL, _message(str(exc) or "assertion failed")
+            result["traceback"] = _traceback()
         lap("run")
         stage = "verify"
         report = patchlane.report()
@@ -192,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         lap(stage)
         outcome = RunOutcome.ERROR
         result.update(outcome=outcome.value, stage="oom" if oom else stage,
-                      message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+                      message=_message(f"{type(exc).__name__}: {exc}"), traceback=_traceback())
         # Into the rank log as well, as an uncaught exception would be: the log tail the sweep
         # puts in the receipt then shows the why for every error, reported or not.
         sys.stderr.write(result["traceback"])

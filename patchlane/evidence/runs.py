@@ -132,8 +132,13 @@ def discover(root: Path, *, exclude: Path | None = None, limit: int = SCAN_RUNS)
     found, problems = [], []
     for _, name, path in candidates[:max(0, limit)]:
         try:
-            found.append(FoundRun(path, load(path)))
-        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+            index = load(path)
+            run_class(index)  # what every report asks of an earlier run: asked here, once
+            found.append(FoundRun(path, index))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError,
+                RecursionError) as exc:
+            # Another run's bad index (edited, truncated, a FIFO in its place) is that run's
+            # problem: listed with the reason, never a reason for tonight's report to fail.
             problems.append(f"{name}: {type(exc).__name__}: {exc}"[:300])
     found.sort(key=lambda f: (f.created, f.path.name))
     return Found(found, sorted(problems), max(0, len(candidates) - max(0, limit)))

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..controls import SCHEDULE_POLICIES
+from ..files import read_regular
 
 __all__ = ["DEFAULT_POLICY", "HISTORY_RUNS", "POLICIES", "dispatch_order", "plan_schedule",
            "prior_durations", "recent_runs"]
@@ -92,9 +93,8 @@ def _read_duration(path: Path, cid: str) -> tuple[float, Release | None] | None:
     """(seconds, the receipt's release) of one earlier receipt, or None when it is not a
     usable one (missing, unreadable, partial, another case's, or an error that says nothing
     about how long the case runs)."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(_MAX_RECEIPT_BYTES + 1)
+    try:  # a FIFO or a device in a receipt's place is not one, and must not block planning
+        data = read_regular(path, _MAX_RECEIPT_BYTES)
     except OSError:
         return None
     if len(data) > _MAX_RECEIPT_BYTES:

@@ -22,15 +22,18 @@ verdict in the same run.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import shutil
+import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import SweepInterrupted, SweepTerminated
 from ..exit_codes import ExitCode, sweep_exit_code
 from ..gates import GateResult, check_gate, gate_side, locate_source, resolve_version
 from ..ledger import installed_outside
@@ -38,7 +41,16 @@ from ..registry import Entry, Registry
 from ..versions import in_range
 from .index import row_key
 from .manifest import CaseState, RunDir, case_id, now
-from .reproduce import CaseResult, Lane, Mode, RunOutcome, parse_lane, read_spec, run_case
+from .reproduce import (
+    CaseInterrupted,
+    CaseResult,
+    Lane,
+    Mode,
+    RunOutcome,
+    parse_lane,
+    read_spec,
+    run_case,
+)
 from .rows import CaseView, PlannedRow, RowKind, verdict_of
 from .schedule import DEFAULT_POLICY, dispatch_order, plan_schedule
 from .verdicts import Verdict, exit_bits
@@ -55,6 +67,7 @@ __all__ = [
     "run_sweep",
     "sweep",
     "verdict_of",
+    "verdicts",
 ]
 
 
@@ -284,7 +297,13 @@ def run_sweep(
     env: Mapping[str, str] | None = None,
     on_event: Callable[[SweepEvent], None] | None = None,
 ) -> list[VerdictRow]:
-    """Run every queued case of ``run`` (a fresh plan or a resumed one) and return verdicts."""
+    """Run every queued case of ``run`` (a fresh plan or a resumed one) and return verdicts.
+
+    Ctrl-C (SIGINT) or SIGTERM, in the main thread: queued cases are cancelled, running ones
+    stopped (each rank's session killed) and put back in the queue, the manifest records the
+    interruption, and :class:`~patchlane.errors.SweepInterrupted` (or
+    :class:`~patchlane.errors.SweepTerminated`) is raised; the caller writes the reports of
+    what finished (:func:`verdicts`), and ``--resume`` runs the rest."""
     from .receipts import build_receipt
 
     header = run.manifest
@@ -296,9 +315,12 @@ def run_sweep(
     total = len(run.manifest["cases"])
     done = total - len(queued)
     counter = threading.Lock()
+    stop = threading.Event()
 
     def one(cid: str) -> None:
         nonlocal done
+        if stop.is_set():  # picked up just as the sweep stopped: it stays queued
+            return
         case = run.manifest["cases"][cid]
         entry = entries[case["entry_id"]]
         run.transition(cid, CaseState.RUNNING)
@@ -308,9 +330,13 @@ def run_sweep(
         # One work dir per attempt: ranks orphaned by a killed sweep can never write into the
         # directory of the attempt that replaces them.
         workdir = run.case_dir(cid) / f"attempt{run.manifest['cases'][cid]['attempts']}"
-        result = run_case(entry, Mode(case["mode"]), lane=parse_lane(case["lane"], cid),
-                          world_size=case["world_size"], timeout=timeout,
-                          workdir=workdir, env=env, flat=True)
+        try:
+            result = run_case(entry, Mode(case["mode"]), lane=parse_lane(case["lane"], cid),
+                              world_size=case["world_size"], timeout=timeout,
+                              workdir=workdir, env=env, flat=True, stop=stop)
+        except CaseInterrupted:  # no result: back in the queue, for --resume
+            run.transition(cid, CaseState.QUEUED)
+            return
         receipt = build_receipt(run_id=header["run_id"], case_id=cid, entry=entry,
                                 result=result, started=started, finished=now(), header=header)
         run.write_receipt(cid, receipt)
@@ -322,10 +348,66 @@ def run_sweep(
         if on_event:
             on_event(SweepEvent(cid, state, finished, total, result.outcome))
 
-    with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for future in [pool.submit(one, cid) for cid in queued]:
-            future.result()
+    with _stopping_signals() as caught, cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        pending = {pool.submit(one, cid) for cid in queued}
+        try:
+            while pending and caught.signum is None:
+                finished, pending = cf.wait(pending, timeout=_SIGNAL_POLL_SECONDS,
+                                            return_when=cf.FIRST_EXCEPTION)
+                for future in finished:
+                    future.result()  # a case's own exception (a full disk) ends the sweep
+        finally:
+            if pending:  # stopped early (a signal, an exception): nothing more starts
+                stop.set()
+                pool.shutdown(wait=True, cancel_futures=True)
+    if caught.signum is not None:
+        name = signal.Signals(caught.signum).name
+        run.mark_interrupted(name)
+        error = SweepTerminated if caught.signum == signal.SIGTERM else SweepInterrupted
+        unfinished = run.manifest["interrupted"]["unfinished"]
+        raise error(f"sweep stopped by {name}: {total - unfinished} of {total} case(s) "
+                    f"finished, {unfinished} left; finish it with `patchlane sweep --resume "
+                    f"{run.path}`")
     return verdicts(run)
+
+
+_SIGNAL_POLL_SECONDS = 0.2
+"""How often the sweep's main thread looks for a signal while cases run."""
+
+
+@dataclass
+class _Caught:
+    signum: int | None = None
+
+
+@contextlib.contextmanager
+def _stopping_signals() -> Iterator[_Caught]:
+    """While a sweep runs, SIGINT and SIGTERM are recorded instead of acted on where they
+    land: the main thread sees the record within :data:`_SIGNAL_POLL_SECONDS` and stops the
+    sweep in order. The handler only assigns an attribute: a handler that set an Event or shut
+    the pool down would take locks the interrupted main thread may be holding (a deadlock),
+    and a KeyboardInterrupt raised inside ``Executor.__exit__`` waits for every queued case.
+    Only the main thread can set handlers (the pytest plugin may run a sweep elsewhere: the
+    process's own handling stands there), and a signal the process ignores (SIGINT in a
+    script's background job) stays ignored."""
+    caught = _Caught()
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+
+    def record(signum: int, frame: object) -> None:
+        if caught.signum is None:  # the first one says why the sweep stopped
+            caught.signum = signum
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, record)
+    try:
+        yield caught
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def verdicts(run: RunDir) -> list[VerdictRow]:

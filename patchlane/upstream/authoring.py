@@ -29,7 +29,6 @@ import importlib
 import importlib.util
 import json
 import math
-import os
 import re
 import subprocess
 import textwrap
@@ -780,13 +779,7 @@ def new_entry(request: Request, others: Mapping[str, Path] | None = None) -> Cre
                                     "as written; nothing was written", found=entry.id,
                                     expected=request.entry_id,
                                     fix="check the end of the registry file")
-            existed = path.exists()
-            atomic_write(path, text)
-    if not existed:  # atomic_write's temp file is private (0600); a registry is not
-        umask = os.umask(0)
-        os.umask(umask)
-        with contextlib.suppress(OSError):
-            os.chmod(path, 0o666 & ~umask)
+            atomic_write(path, text)  # a new registry gets the umask's mode, as open() gives
     return Created(entry, draft.applies_to, path, tuple(made), draft.installed,
                    tuple(draft.notes))
 

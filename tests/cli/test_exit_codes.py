@@ -240,6 +240,8 @@ ELSEWHERE = {
     ExitCode.RANKS_DISAGREE: "raised in the training process (tests/training/test_ranks.py); "
                              "no command returns it itself",
     ExitCode.INTERNAL_ERROR: "a bug: tests/cli/test_main.py raises one into the real handler",
+    ExitCode.INTERRUPTED: "a signal to a running sweep: tests/evidence/test_sweep_signals.py",
+    ExitCode.TERMINATED: "a signal to a running sweep: tests/evidence/test_sweep_signals.py",
 }
 
 

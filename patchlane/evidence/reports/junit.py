@@ -1,6 +1,8 @@
 """``junit.xml``: one test case per row, for CI systems that show JUnit. Broken and
 still-affected rows are failures (the latter of its own type, saying what to do), errors are
-errors, skipped rows are skipped."""
+errors, skipped rows are skipped. The whole document passes through
+:func:`~patchlane.evidence.index.printable`: ElementTree escapes markup but writes control
+characters (an ANSI colour in a reason) as they are, which no XML parser accepts."""
 
 from __future__ import annotations
 
@@ -32,10 +34,10 @@ def junit(index: RunIndex) -> str:
         elif verdict is Verdict.ERROR:
             ET.SubElement(case, "error", message=reason[:200]).text = reason
             if row.stderr_tail:
-                ET.SubElement(case, "system-err").text = printable(row.stderr_tail)
+                ET.SubElement(case, "system-err").text = row.stderr_tail
         elif verdict is Verdict.SKIPPED:
             ET.SubElement(case, "skipped", message=reason[:200])
         ET.SubElement(case, "system-out").text = (f"verdict: {verdict.value}\n{reason}\n"
                                                   f"asks: {ACTION[verdict]}")
     text: str = ET.tostring(suite, encoding="unicode", xml_declaration=True)
-    return text + "\n"
+    return printable(text) + "\n"

@@ -1,5 +1,6 @@
 """``summary.md``: the run in markdown, reasons whole (code spans in the table, wrapped blocks
-for the rows that ask for something)."""
+for the rows that ask for something). Markdown becomes HTML wherever it is shown, so the whole
+document passes through :func:`~patchlane.evidence.index.printable` as the page does."""
 
 from __future__ import annotations
 
@@ -121,7 +122,7 @@ def markdown(index: RunIndex) -> str:
     if shown:
         lines += ["", "## What each verdict asks", ""]
         lines += [f"- **{v.value}**: {ACTION[v]}" for v in shown]
-    return "\n".join(lines) + "\n"
+    return printable("\n".join(lines)) + "\n"
 
 
 def _md_details(row: IndexRow, index: RunIndex) -> list[str]:
@@ -141,5 +142,5 @@ def _md_details(row: IndexRow, index: RunIndex) -> list[str]:
     if tail and v is Verdict.ERROR:
         lines += ["", f"Last lines of rank {failing.get('rank', '?')}'s log "
                   f"({failing.get('mode', '?')} overlay):", ""]
-        lines += _block(printable(tail), width=None)
+        lines += _block(tail, width=None)
     return lines

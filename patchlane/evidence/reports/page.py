@@ -11,7 +11,8 @@ Self-contained on purpose: CSS inline in the page, no script, nothing fetched (f
 and every link to the run's own files relative to the run directory and only to files that
 exist, so the page works opened from a file path, from an unpacked CI artifact, or served.
 Everything a run supplies (reasons, log tails, entry text, versions, URLs) passes through
-:func:`html.escape`: reasons quote arbitrary exception messages.
+:func:`html.escape`: reasons quote arbitrary exception messages; and the whole page through
+:func:`~patchlane.evidence.index.printable`, which no control character survives.
 
 The page reads only the index (:class:`~patchlane.evidence.index.RunIndex`, built by
 :mod:`patchlane.evidence.reports.build`) and the history runs it is given: it can be rebuilt
@@ -326,7 +327,7 @@ def _tail(row: IndexRow) -> str:
              if failing else "the failing rank's log")
     if failing.get("log"):
         whose = _local(failing["log"], whose)
-    return f"<p>Last lines of {whose}:</p><pre>{_e(printable(tail))}</pre>"
+    return f"<p>Last lines of {whose}:</p><pre>{_e(tail)}</pre>"
 
 
 def _card(row: IndexRow, index: RunIndex) -> str:
@@ -487,7 +488,7 @@ def page(index: RunIndex, history: Sequence[HistoryRun | RunIndex] = ()) -> str:
     """The page for ``index`` (this run's index) with ``history`` (earlier runs)."""
     runs = [h if isinstance(h, HistoryRun) else HistoryRun(h) for h in history]
     version = index.provenance.get("patchlane") or ""
-    return (
+    return printable(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>patchlane sweep {_e(index.run_id)}</title><style>{_CSS}</style></head>"
