@@ -272,9 +272,9 @@ def test_a_rank_that_dies_before_reporting_says_why_without_secrets(
     secrets = ("s3cr3t-value", "hunter2pass", "opensesame42")
 
     assert row.verdict is Verdict.ERROR
-    # the failing entry point is named (issue 14: a RegistryError, strict in a rank)
-    assert row.reason.startswith("without overlay: bootstrap: rank 0 exited 1 before reporting: "
-                                 "patchlane.errors.RegistryError: entry point plbootbreak = "
+    # the failing entry point is named (a RegistryError, strict in a rank: one line, exit 3)
+    assert row.reason.startswith("without overlay: bootstrap: rank 0 exited 3 before reporting: "
+                                 "patchlane: RegistryError: entry point plbootbreak = "
                                  "plbootbreak:registry (group patchlane.registries): loading "
                                  "it raised RuntimeError: registry plugin exploded: "
                                  "distinctive-marker-4711"), row.reason
@@ -285,7 +285,7 @@ def test_a_rank_that_dies_before_reporting_says_why_without_secrets(
     tail = receipt["stderr_tail"]
     assert tail == row.stderr_tail == receipt["ranks"][0]["stderr_tail"]
     assert "plbootbreak:registry" in tail and "distinctive-marker-4711" in tail
-    assert tail.splitlines()[-1].startswith("patchlane.errors.RegistryError: entry point "
+    assert tail.splitlines()[-1].startswith("patchlane: RegistryError: entry point "
                                             "plbootbreak")
     assert "RuntimeError: registry plugin exploded" in tail.splitlines()[-1]
     # the exception line is redacted like the rest: context stays, secrets go
@@ -313,8 +313,8 @@ def test_a_rank_that_dies_before_reporting_says_why_without_secrets(
                           str(tmp_path / "cli"), "--quiet"],
                          env=env, capture_output=True, text=True, timeout=120)
     assert cli.returncode == ExitCode.SWEEP_ERROR, cli.stdout + cli.stderr
-    assert (f"error {row.key}: without overlay: bootstrap: rank 0 exited 1 before reporting: "
-            "patchlane.errors.RegistryError: entry point plbootbreak") in cli.stdout
+    assert (f"error {row.key}: without overlay: bootstrap: rank 0 exited 3 before reporting: "
+            "patchlane: RegistryError: entry point plbootbreak") in cli.stdout
     assert "  | retrying with ***\n" in cli.stdout
     assert "RuntimeError: registry plugin exploded: distinctive-marker-4711" in cli.stdout
     for secret in secrets:
