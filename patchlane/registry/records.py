@@ -233,6 +233,10 @@ class Entry:
     dependency does not bind and this entry's own gate decides. Example: a follow-up fix to a
     backported behaviour is needed wherever the backport is applied, and on every release that
     ships the behaviour upstream."""
+    applies_to_written: str | None = None
+    """``applies_to`` as the registry wrote it (``>=0.16.0,<0.20.0``): packaging's ``str()``
+    sorts the clauses (``<0.20.0,>=0.16.0``), which is not what the author wrote; pages and
+    receipts show this (:attr:`applies_to_shown`)."""
     continued_by: str | None = None
     """The source patch that carries this entry's bug onward on releases past this entry's
     gate (``continued_by: id``): upstream moved the code, the bug came along, and another
@@ -272,6 +276,13 @@ class Entry:
     def applies_to_text(self) -> str:
         """``str(applies_to)`` (``'None'`` when unset), as decisions record it."""
         return str(self.applies_to)
+
+    @property
+    def applies_to_shown(self) -> str | None:
+        """``applies_to`` for a reader: as written in the registry; None when unset."""
+        if self.applies_to is None:
+            return None
+        return self.applies_to_written or self.applies_to_text
 
     @functools.cached_property
     def requirement_text(self) -> str | None:
