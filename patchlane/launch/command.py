@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .activate import REPORTS_ENV
+from .job import RUN_ID_ENV, new_run_id
 
 __all__ = ["BOOTSTRAP", "launch_env", "run_command"]
 
@@ -32,6 +33,7 @@ def launch_env(env: Mapping[str, str], *, registry: Path | None = None, strict: 
         out["PATCHLANE_STRICT"] = "1"
     if reports is not None:
         out[REPORTS_ENV] = str(reports.resolve())
+    out[RUN_ID_ENV] = new_run_id()  # one per invocation: the job its reports belong to
     return out
 
 
