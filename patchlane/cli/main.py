@@ -265,12 +265,13 @@ def _bug(command: str) -> int:
     return int(ExitCode.INTERNAL_ERROR)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def _release_cache(given: Path | None) -> Path:
     """``--cache``, else the one default every side-by-side install shares."""
     from ..evidence.installs import default_cache
 
     return (given or default_cache()).resolve()
+
+
+# Last: under `python -m patchlane.cli.main` everything above must exist before main() runs.
+if __name__ == "__main__":
+    sys.exit(main())

@@ -188,11 +188,13 @@ def read_report(path: Path) -> ProcessReport:
     with open(path, "rb") as fh:
         raw = fh.read(MAX_REPORT_BYTES + 1)
     if len(raw) > MAX_REPORT_BYTES:
-        raise _Bad(f"larger than {MAX_REPORT_BYTES // 2**20} MiB: not a per-process report")
+        raise _Bad(f"larger than {MAX_REPORT_BYTES} bytes: not a per-process report")
     try:
-        data = json.loads(raw)
+        text = raw.decode("utf-8")  # what `patchlane run` writes; json.loads would guess
     except UnicodeDecodeError as exc:
         raise _Bad(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        data = json.loads(text)
     except RecursionError:
         raise _Bad("not JSON a report could be: nested too deeply") from None
     except ValueError as exc:
