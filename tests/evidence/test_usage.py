@@ -94,7 +94,7 @@ def test_two_jobs_add_up_per_entry(tmp_path: Path) -> None:
          "ranks": 2, "ranks_applied": 2, "hits": 9},
         {"python": "3.12.3", "torch": "2.13.0", "release": "megatron-core 0.17.1",
          "ranks": 1, "ranks_applied": 1, "hits": 0}]
-    assert "hit 9 times on 2 of the 3 ranks it was applied on (2 jobs, 3 ranks)" == e.note()
+    assert e.note() == "hit 9 times on 2 of the 3 ranks it was applied on (2 jobs, 3 ranks)"
 
 
 def test_a_launcher_is_no_rank_even_by_another_name(tmp_path: Path) -> None:
