@@ -248,6 +248,7 @@ def collect(roots: Sequence[Path]) -> tuple[list[ProcessReport], list[Unreadable
 # -- adding up ------------------------------------------------------------------------------
 
 RankKey = tuple[str, ...]
+"""``("rank", job, RANK)``, or ``("process", job, host, pid)`` of a rankless root process."""
 
 
 def _rank_keys(reports: Sequence[ProcessReport]) -> list[RankKey | None]:
@@ -261,7 +262,7 @@ def _rank_keys(reports: Sequence[ProcessReport]) -> list[RankKey | None]:
     keys: list[RankKey | None] = []
     for r in reports:
         if r.rank is not None:
-            keys.append((r.job, "rank", r.rank))
+            keys.append(("rank", r.job, r.rank))
             continue
         if launcher(r):
             keys.append(None)
@@ -272,7 +273,7 @@ def _rank_keys(reports: Sequence[ProcessReport]) -> list[RankKey | None]:
             if parent is None or parent.rank is not None or launcher(parent):
                 break
             root, hops = parent, hops + 1
-        keys.append((r.job, root.host, str(root.pid)))
+        keys.append(("process", r.job, root.host, str(root.pid)))
     return keys
 
 

@@ -233,15 +233,15 @@ class Entry:
     dependency does not bind and this entry's own gate decides. Example: a follow-up fix to a
     backported behaviour is needed wherever the backport is applied, and on every release that
     ships the behaviour upstream."""
-    applies_to_written: str | None = None
-    """``applies_to`` as the registry wrote it (``>=0.16.0,<0.20.0``): packaging's ``str()``
-    sorts the clauses (``<0.20.0,>=0.16.0``), which is not what the author wrote; pages and
-    receipts show this (:attr:`applies_to_shown`)."""
     continued_by: str | None = None
     """The source patch that carries this entry's bug onward on releases past this entry's
     gate (``continued_by: id``): upstream moved the code, the bug came along, and another
     entry guards it there. Past the gate the sweep reports such a row ``covered`` (naming that
     entry) instead of ``still-affected``, wherever that entry's gate admits the release."""
+    applies_to_written: str | None = None
+    """``applies_to`` as the registry wrote it (``>=0.16.0,<0.20.0``): packaging's ``str()``
+    sorts the clauses (``<0.20.0,>=0.16.0``), which is not what the author wrote; pages and
+    receipts show this (:attr:`applies_to_shown`)."""
 
     @property
     def floor(self) -> VersionFloor | None:
