@@ -43,6 +43,9 @@ class ExitCode(enum.IntEnum):
     UPSTREAM_UNREACHABLE = 14
     RETIREMENT_REFUSED = 15
     DOCTOR_PROBLEMS = 16
+    ENTRIES_NEVER_HIT = 17
+    """``patchlane usage``: an active source patch applied in the reports given but never hit
+    there (dead or misapplied: a retirement or review candidate). Not an error."""
     # The sweep's verdict summary: 32 | broken (1) | error (2) | still-affected (4).
     SWEEP_BROKEN = 33
     SWEEP_ERROR = 34

@@ -201,8 +201,20 @@ def _resolve(distribution: str, module: ModuleType | None,
                 else f"{distribution} would be imported from a tree first on sys.path")
         return None, (f"{copy}, not from the installed {distribution} {dist.version} at "
                       f"{dist.locate_file('')}, and the tree's version is unknown: {why}")
+    if module is None and not _on_path(distribution, version_from):
+        return None, f"{distribution} is not installed"  # no metadata, no tree: nothing at all
     return None, (f"{distribution} is not installed as a distribution (no metadata) and the "
                   f"imported tree's version is unknown: {why}")
+
+
+def _on_path(distribution: str, version_from: str | None) -> bool:
+    """Whether an import of ``distribution`` (or of its ``version_from`` module) would find
+    anything on ``sys.path``; top-level lookups only, which import nothing."""
+    from .registry.records import import_name
+
+    names = [import_name(distribution), *([version_from] if version_from else [])]
+    return any(importlib.util.find_spec(name.partition(":")[0].partition(".")[0]) is not None
+               for name in names)
 
 
 def check_gate(distribution: str, spec: SpecifierSet | None, module: ModuleType | None = None,

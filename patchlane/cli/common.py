@@ -21,14 +21,28 @@ def decider() -> Decider:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int = 60) -> str:
-    cells = [[str(c) if len(str(c)) <= width else str(c)[: width - 1] + "…" for c in row]
+    """Rows under ``headers``, one line each. Every column but the last is cut to ``width``;
+    the last (a reason, a why: the column each table puts last) is printed whole and unpadded.
+    Whole rather than wrapped: a wrapped row is several lines, and a row must stay one line
+    that ``grep ENTRY`` finds with its reason and that a CI log shows as it is; a terminal
+    soft-wraps a long line by itself. Line breaks inside a cell become spaces for the same
+    reason."""
+    last = len(headers) - 1
+    cells = [[_cell(c, None if i == last else width) for i, c in enumerate(row)]
              for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip(),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-              for r in cells]
-    return "\n".join(lines)
+    widths[last:] = [len(headers[last])] if headers else []  # never padded, so never wider
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
+
+    return "\n".join([line(headers), "  ".join("-" * w for w in widths)]
+                     + [line(r) for r in cells])
+
+
+def _cell(value: object, width: int | None) -> str:
+    text = " ".join(str(value).splitlines())
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
 def positive_int(text: str) -> int:

@@ -170,6 +170,8 @@ def _parser() -> argparse.ArgumentParser:
     add_bisect(sub)
     from .radar import add_parser as add_radar
     add_radar(sub)
+    from .usage import add_parser as add_usage
+    add_usage(sub)
     return parser
 
 
@@ -240,6 +242,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "radar":
         from .radar import run_radar
         return run_radar(args)
+    if args.command == "usage":
+        from .usage import run_usage
+        return run_usage(args)
     raise AssertionError(f"unhandled command {args.command!r}")
 
 
@@ -279,5 +284,6 @@ def _release_cache(given: Path | None) -> Path:
     return (given or default_cache()).resolve()
 
 
+# Last: under `python -m patchlane.cli.main` everything above must exist before main() runs.
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,7 +15,8 @@ __all__ = ["print_tails", "run_reproduce"]
 
 def print_tails(items: Iterable[tuple[str, str | None]]) -> None:
     """Print each heading, then its rank-log tail (if any) in full, every line marked ``  | ``:
-    a table cuts reasons to its width, so the terminal (or CI log) says why by itself."""
+    a table row holds a reason, not the log lines behind it, so the terminal (or CI log) says
+    why by itself."""
     for heading, tail in items:
         print(heading)
         if tail:

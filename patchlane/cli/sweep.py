@@ -200,8 +200,8 @@ def _run_and_report(registry: Registry, run: RunDir, *, jobs: int, timeout: floa
         print(table(["ENTRY", "LANE", "WS", "INSTALLED", "VERDICT", "REASON"],
                     [[r.entry_id, r.lane, str(r.world_size), r.installed or "-",
                       r.verdict.value, r.reason] for r in rows], width=90))
-        # The table cuts reasons to its width; an error's whole reason and the failing rank's
-        # last lines are printed in full, so the terminal (or CI log) says why by itself.
+        # The table prints each reason whole; an error's failing rank's last lines follow
+        # it, so the terminal (or CI log) says why by itself.
         print_tails((f"\nerror {row.key}: {row.reason}", row.stderr_tail)
                     for row in rows if row.verdict is Verdict.ERROR)
         counts = ", ".join(f"{v.value}: {n}" for v, n in sorted(index.counts.items(),

@@ -26,6 +26,7 @@ __all__ = [
     "environment_overlay",
     "git_revision",
     "host_class",
+    "host_class_here",
     "looks_secret",
     "patch_set_digest",
     "redact_text",
@@ -109,6 +110,44 @@ def host_class(torch_info: Mapping[str, Any] | None) -> str:
         return f"gpu-{len(gpus)}x{name}"
     mem = _memory_gib()
     return f"cpu-{os.cpu_count()}c-{round(mem) if mem else '?'}g"
+
+
+def host_class_here() -> str | None:
+    """This machine's :func:`host_class` as a case's rank will record it, told without
+    importing torch (the sweep process never does): the CPU class as is; GPUs as
+    ``nvidia-smi`` names them (the name torch reports), those ``CUDA_VISIBLE_DEVICES`` leaves
+    visible. None when it cannot be told (``nvidia-smi`` present but failing)."""
+    if "torch" in sys.modules:  # a pytest session that imported it: ask torch itself
+        return host_class(_torch_info())
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,name",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=20)
+    except FileNotFoundError:
+        return host_class(None)  # no NVIDIA driver: a CPU host
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    gpus = [[part.strip() for part in line.split(",", 2)] for line in out.stdout.splitlines()
+            if line.count(",") >= 2]
+    return host_class({"gpus": [{"name": name} for _, _, name in
+                                _visible(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))]})
+
+
+def _visible(gpus: list[list[str]], mask: str | None) -> list[list[str]]:
+    """The ``[index, uuid, name]`` rows CUDA would show under ``mask``: every one when unset;
+    else those named, by index or UUID prefix, in the mask's order, up to the first entry
+    that names none (CUDA stops there too)."""
+    if mask is None:
+        return gpus
+    shown = []
+    for token in (t.strip() for t in mask.split(",")):
+        found = [g for g in gpus if token and (g[0] == token or g[1].startswith(token))]
+        if len(found) != 1:
+            break
+        shown.append(found[0])
+    return shown
 
 
 def runtime(distributions: Iterable[str]) -> dict[str, Any]:

@@ -63,7 +63,7 @@ def build_receipt(*, run_id: str, case_id: str, entry: Entry, result: CaseResult
             "registry_digest": header.get("registry_digest"),
             "patch_set": header.get("patch_set"),
             "git": header.get("git"),
-            "applies_to": str(entry.applies_to) if entry.applies_to is not None else None,
+            "applies_to": entry.applies_to_shown,
         },
         "comparison_key": comparison_key(result.lane, run),
         "audit": rank0.get("audit"),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..files import atomic_write_json
 from ..reporting import Report
+from .job import job_of, stack
 
 __all__ = ["REPORTS_ENV", "SUMMARY_ENV", "activate", "chain", "hand_over"]
 
@@ -106,7 +107,9 @@ def _write_report(folder: Path, report: Report) -> None:
     process = {"host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid(),
                "argv": sys.argv, "rank": os.environ.get("RANK"),
                "local_rank": os.environ.get("LOCAL_RANK"),
-               "world_size": os.environ.get("WORLD_SIZE"), "at": time.time()}
+               "world_size": os.environ.get("WORLD_SIZE"), "at": time.time(),
+               # what `patchlane usage` counts jobs and stacks by (launch/job.py)
+               "job": job_of(os.environ), "stack": stack()}
     role = f"rank{process['rank']}" if process["rank"] else "process"
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..errors import PatchlaneError
 from ..exit_codes import ExitCode
 from .activate import REPORTS_ENV, hand_over
+from .job import RUN_ID_ENV, new_run_id
 
 __all__ = ["BOOTSTRAP", "CommandNotExecutableError", "CommandNotFoundError", "launch_env",
            "run_command"]
@@ -48,6 +49,7 @@ def launch_env(env: Mapping[str, str], *, registry: Path | None = None, strict: 
         out["PATCHLANE_STRICT"] = "1"
     if reports is not None:
         out[REPORTS_ENV] = str(reports.resolve())
+    out[RUN_ID_ENV] = new_run_id()  # one per invocation: the job its reports belong to
     return out
 
 

@@ -238,6 +238,10 @@ class Entry:
     gate (``continued_by: id``): upstream moved the code, the bug came along, and another
     entry guards it there. Past the gate the sweep reports such a row ``covered`` (naming that
     entry) instead of ``still-affected``, wherever that entry's gate admits the release."""
+    applies_to_written: str | None = None
+    """``applies_to`` as the registry wrote it (``>=0.16.0,<0.20.0``): packaging's ``str()``
+    sorts the clauses (``<0.20.0,>=0.16.0``), which is not what the author wrote; pages and
+    receipts show this (:attr:`applies_to_shown`)."""
 
     @property
     def floor(self) -> VersionFloor | None:
@@ -272,6 +276,13 @@ class Entry:
     def applies_to_text(self) -> str:
         """``str(applies_to)`` (``'None'`` when unset), as decisions record it."""
         return str(self.applies_to)
+
+    @property
+    def applies_to_shown(self) -> str | None:
+        """``applies_to`` for a reader: as written in the registry; None when unset."""
+        if self.applies_to is None:
+            return None
+        return self.applies_to_written or self.applies_to_text
 
     @functools.cached_property
     def requirement_text(self) -> str | None:

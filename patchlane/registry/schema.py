@@ -616,6 +616,7 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
         retired=retired,
         depends_on=depends_on,
         continued_by=continued_by,
+        applies_to_written=data["applies_to"].strip() if applies_to is not None else None,
     )
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -147,6 +149,16 @@ def doctor_problems(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, s
     return ["doctor"], env
 
 
+def entries_never_hit(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    # a real `patchlane run` job that imports the target and never calls it
+    env = _env(fake, PYTHONPATH=os.pathsep.join([str(fake.root), str(ROOT)]))
+    reports = tmp / "reports"
+    job = cli("run", "--reports", str(reports), "--", sys.executable, "-c",
+              f"import {fake.module}", env=env)
+    assert job.returncode == 0, job.stderr
+    return ["usage", str(reports)], env
+
+
 def filesystem_refused(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
     blocker = tmp / "a-file"
     blocker.write_text("not a directory")
@@ -193,6 +205,7 @@ CASES: list[tuple[ExitCode, Setup, str]] = [
     (ExitCode.UPSTREAM_UNREACHABLE, upstream_unreachable, "offline and not in the"),
     (ExitCode.RETIREMENT_REFUSED, retirement_refused, "not enough evidence to retire"),
     (ExitCode.DOCTOR_PROBLEMS, doctor_problems, "refused: drift"),
+    (ExitCode.ENTRIES_NEVER_HIT, entries_never_hit, "DEAD OR MISAPPLIED (exit 17)"),
     (ExitCode.IO_ERROR, filesystem_refused, "a-file"),
     (ExitCode.COMMAND_NOT_EXECUTABLE, command_not_executable, "train.sh has no execute permission"),
     (ExitCode.COMMAND_NOT_FOUND, command_not_found,

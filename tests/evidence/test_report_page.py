@@ -294,7 +294,7 @@ def test_known_upstream_state_comes_from_the_cache_only(fake_target: FakeTarget,
     assert cell is not None
     assert f'<a href="{ISSUE}">example-org/fakeproj#7</a>' in page  # link, state unknown
     assert '<span class="muted">as of 2026-05-28</span>' in page
-    assert "<code class=\"gate\">&lt;2.0,&gt;=1.0</code>" in page
+    assert "<code class=\"gate\">&gt;=1.0,&lt;2.0</code>" in page  # as the registry says
 
 
 def test_discover_ignores_the_run_itself_and_orders_by_creation(tmp_path: Path) -> None:
@@ -308,3 +308,31 @@ def test_discover_ignores_the_run_itself_and_orders_by_creation(tmp_path: Path) 
     newest = discover(tmp_path, limit=1)
     assert [f.path.name for f in newest.runs] == ["a"] and newest.not_read == 1
     assert discover(tmp_path / "missing").runs == []
+
+
+def test_gates_are_shown_as_the_registry_wrote_them(fake_target: FakeTarget,
+                                                    tmp_path: Path) -> None:
+    # packaging's str() sorts the clauses (`<0.20.0,>=0.16.0`); a reader compares the page
+    # with the registry file, so the page, the summary and the receipts say it as written.
+    from patchlane.evidence.receipts import build_receipt
+    from patchlane.evidence.reproduce import CaseResult, RunOutcome
+
+    written = ">=0.16.0,<0.20.0,!=0.17.0"
+    registry = load_registries([fake_target.write_registry(fake_target.entry(
+        applies_to=f"  {written} "))])
+    (entry,) = registry.entries
+    assert str(entry.applies_to) == "!=0.17.0,<0.20.0,>=0.16.0"  # what was shown before
+    assert entry.applies_to_shown == written
+    run = RunDir.create(tmp_path / "run", {"run_id": "run"})
+    cid = case_id(entry.id, "cpu", 1, Mode.WITHOUT)
+    result = CaseResult(entry.id, Mode.WITHOUT, "cpu", 1, RunOutcome.FAIL, "bug shows")
+    receipt = build_receipt(run_id="run", case_id=cid, entry=entry, result=result,
+                            started="s", finished="f", header={})
+    assert receipt["provenance"]["applies_to"] == written
+    write_reports(run, [VerdictRow(entry.id, "cpu", 1, Verdict.GUARDING, "fails without")],
+                  registry=registry)
+    page = (run.path / "report.html").read_text()
+    assert '<code class="gate">&gt;=0.16.0,&lt;0.20.0,!=0.17.0</code>' in page
+    assert "&lt;0.20.0,&gt;=0.16.0" not in page
+    assert f"`{written}`" in (run.path / "summary.md").read_text()
+    assert load_index(run.path).entries[entry.id]["applies_to"] == written

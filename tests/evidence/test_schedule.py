@@ -20,6 +20,7 @@ from patchlane.controls import ToolSettings
 from patchlane.errors import ControlsError
 from patchlane.evidence import sweep as sweep_module
 from patchlane.evidence.manifest import CaseState, RunDir, case_id
+from patchlane.evidence.provenance import host_class_here
 from patchlane.evidence.reproduce import CaseResult, Lane, Mode, RunOutcome
 from patchlane.evidence.schedule import (
     HISTORY_RUNS,
@@ -42,10 +43,14 @@ def cid(name: str, mode: str = "without") -> str:
     return case_id(name, "cpu", 1, Mode(mode))
 
 
+HOST = "cpu-2c-24g"
+"""The host class the hand-written receipts were recorded on."""
+
+
 def receipt(case: str, seconds: Any, *, outcome: str = "fail", stage: str | None = None,
-            release: dict[str, str] | None = None) -> dict[str, Any]:
+            release: dict[str, str] | None = None, host: str = HOST) -> dict[str, Any]:
     return {"schema_version": 1, "case_id": case, "seconds": seconds, "outcome": outcome,
-            "stage": stage, "comparison_key": {"lane": "cpu", "host_class": "cpu-2c-24g",
+            "stage": stage, "comparison_key": {"lane": "cpu", "host_class": host,
                                                "distributions": release or RELEASE}}
 
 
@@ -88,9 +93,9 @@ def test_longest_first_unknown_first_ties_in_plan_order(tmp_path: Path) -> None:
     assert order_of(block) == [cid("c"), cid("e"), cid("f"), cid("b"), cid("d"), cid("a")]
     by_case = {item["case"]: item for item in block["order"]}
     assert by_case[cid("f")] == {"case": cid("f"), "estimate_s": 30.0, "from": "run1",
-                                 "match": "same-release"}
+                                 "match": "same-release", "host_class": HOST}
     assert by_case[cid("c")] == {"case": cid("c"), "estimate_s": None, "from": None,
-                                 "match": None}
+                                 "match": None, "host_class": None}
     assert (block["policy"], block["unknown"], block["source_runs"], block["history_root"]) \
         == ("longest-first", "first", ["run1"], str(tmp_path))
     # deterministic: the same history gives the same order, whatever order the input had
@@ -129,7 +134,8 @@ def test_an_unusable_receipt_is_skipped_never_fatal(tmp_path: Path, body: Any) -
     write_run(tmp_path, "old", 2, {cid("a"): receipt(cid("a"), 4.0)})
     found, consulted = prior_durations(recent_runs(tmp_path), {cid("a"): RELEASE})
     # the newest run's receipt is passed over, the older run's one is used
-    assert found[cid("a")] == {"estimate_s": 4.0, "from": "old", "match": "same-release"}
+    assert found[cid("a")] == {"estimate_s": 4.0, "from": "old", "match": "same-release",
+                               "host_class": HOST}
     assert consulted == ["new", "old"]
 
 
@@ -162,9 +168,11 @@ def test_the_same_release_wins_over_a_newer_other_release(tmp_path: Path) -> Non
     write_run(tmp_path, "older", 2, {cid("a"): receipt(cid("a"), 3.0)})
     found, consulted = prior_durations(recent_runs(tmp_path),
                                        {cid("a"): RELEASE, cid("b"): RELEASE})
-    assert found[cid("a")] == {"estimate_s": 3.0, "from": "older", "match": "same-release"}
+    assert found[cid("a")] == {"estimate_s": 3.0, "from": "older", "match": "same-release",
+                               "host_class": HOST}
     # no same-release receipt anywhere: the other release's duration still beats none
-    assert found[cid("b")] == {"estimate_s": 7.0, "from": "newest", "match": "other-release"}
+    assert found[cid("b")] == {"estimate_s": 7.0, "from": "newest", "match": "other-release",
+                               "host_class": HOST}
     assert consulted == ["newest", "older"]
 
 
@@ -224,6 +232,97 @@ def registry_of(fake: FakeTarget, names: Sequence[str]) -> Registry:
     return load_registries([fake.registry])
 
 
+# -- the host class: a runs root shared by several machines ------------------------------------
+
+H200 = "gpu-8xNVIDIA-H200"
+
+
+def test_durations_recorded_on_this_host_class_come_first(tmp_path: Path) -> None:
+    # The newest run is an H200 box's (a is slow there, b fast); an older one is this CPU
+    # runner's, where it is the other way round. Mixing them would start a first here.
+    write_run(tmp_path, "h200", 1, {cid("a"): receipt(cid("a"), 600.0, host=H200),
+                                    cid("b"): receipt(cid("b"), 20.0, host=H200)})
+    write_run(tmp_path, "cpu", 2, {cid("a"): receipt(cid("a"), 5.0),
+                                   cid("b"): receipt(cid("b"), 50.0, release=OTHER)})
+    block = plan_schedule([(cid("a"), RELEASE), (cid("b"), RELEASE)], history=tmp_path,
+                          host_class=HOST)
+    assert order_of(block) == [cid("b"), cid("a")]
+    by_case = {item["case"]: item for item in block["order"]}
+    assert by_case[cid("a")] == {"case": cid("a"), "estimate_s": 5.0, "from": "cpu",
+                                 "match": "same-release", "host_class": HOST}
+    # this class's other release beats another class's same release
+    assert by_case[cid("b")] == {"case": cid("b"), "estimate_s": 50.0, "from": "cpu",
+                                 "match": "other-release", "host_class": HOST}
+    assert block["host_class"] == HOST and block["source_runs"] == ["h200", "cpu"]
+    # seen from the H200 box, the same root gives the H200 durations
+    h200 = plan_schedule([(cid("a"), RELEASE), (cid("b"), RELEASE)], history=tmp_path,
+                         host_class=H200)
+    assert order_of(h200) == [cid("a"), cid("b")]
+    assert {item["from"] for item in h200["order"]} == {"h200"}
+
+
+def test_another_host_class_is_used_only_when_this_one_has_none(tmp_path: Path) -> None:
+    write_run(tmp_path, "new", 1, {cid("a"): receipt(cid("a"), 8.0, host=H200,
+                                                     release=OTHER)})
+    write_run(tmp_path, "old", 2, {cid("a"): receipt(cid("a"), 3.0, host=H200),
+                                   cid("b"): {**receipt(cid("b"), 4.0), "comparison_key": None}})
+    found, consulted = prior_durations(recent_runs(tmp_path),
+                                       {cid("a"): RELEASE, cid("b"): RELEASE}, "cpu-16c-64g")
+    # none of this class: the other class's same release, then its newest, beat no estimate
+    assert found[cid("a")] == {"estimate_s": 3.0, "from": "old", "match": "same-release",
+                               "host_class": H200}
+    # a receipt that names no host class is another class's, never this one's
+    assert found[cid("b")] == {"estimate_s": 4.0, "from": "old", "match": "other-release",
+                               "host_class": None}
+    assert consulted == ["new", "old"]
+    # a class that cannot be told (None) weighs every class alike, as before
+    found, _ = prior_durations(recent_runs(tmp_path), {cid("a"): RELEASE}, None)
+    assert found[cid("a")]["from"] == "old"
+
+
+def test_a_first_sweep_asks_nothing_about_the_host(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from patchlane.evidence import provenance
+
+    monkeypatch.setattr(provenance, "host_class_here",
+                        lambda: pytest.fail("nvidia-smi asked with no history to weigh"))
+    block = plan_schedule([(cid("a"), RELEASE)], history=tmp_path / "none-yet")
+    assert block["host_class"] is None and order_of(block) == [cid("a")]
+
+
+def test_this_machines_host_class_is_the_one_its_ranks_record() -> None:
+    # The sweep tells the class without importing torch; a case's rank imports torch and
+    # records it (provenance.runtime). Both in fresh interpreters, on whatever this machine is.
+    import subprocess
+    import sys
+
+    def ask(code: str) -> str:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=300, check=True)
+        return out.stdout.strip()
+
+    sweep_side = ask("import sys; from patchlane.evidence.provenance import host_class_here; "
+                     "print(host_class_here()); assert 'torch' not in sys.modules")
+    rank_side = ask("import torch; from patchlane.evidence import provenance as p; "
+                    "print(p.host_class(p._torch_info()))")
+    assert sweep_side == rank_side
+
+
+@pytest.mark.parametrize(("mask", "names"), [
+    (None, ["NVIDIA H200", "NVIDIA H100"]),
+    ("1", ["NVIDIA H100"]),
+    ("GPU-bb, 0", ["NVIDIA H100", "NVIDIA H200"]),  # by UUID prefix, in the mask's order
+    ("0,7,1", ["NVIDIA H200"]),                     # CUDA stops at the first unknown one
+    ("", []), ("-1", []),
+])
+def test_cuda_visible_devices_limits_the_gpus_counted(mask: str | None,
+                                                      names: list[str]) -> None:
+    from patchlane.evidence.provenance import _visible
+
+    gpus = [["0", "GPU-aa11", "NVIDIA H200"], ["1", "GPU-bb22", "NVIDIA H100"]]
+    assert [name for _, _, name in _visible(gpus, mask)] == names
+
+
 Stub = Callable[..., CaseResult]
 
 
@@ -279,7 +378,9 @@ def test_a_second_sweep_starts_the_longest_cases_first(
     assert order_of(schedule) == longest
     first_item = schedule["order"][0]
     assert first_item == {"case": cid(ids["t"], "with"), "estimate_s": 4.5, "from": "a",
-                          "match": "same-release"}
+                          "match": "same-release", "host_class": host_class_here()}
+    # the class the estimates were weighed for is this machine's, as its receipts say
+    assert schedule["host_class"] == host_class_here() is not None
     # the receipts the estimates came from are the first run's own
     receipt = json.loads((first.path / "receipts" / f"{cid(ids['t'], 'with')}.json").read_text())
     assert receipt["seconds"] == 4.5

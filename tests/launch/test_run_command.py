@@ -94,6 +94,47 @@ def test_reports_are_written_per_process(tmp_path: Path) -> None:
     assert report["process"]["rank"] == "3" and report["entries"]
 
 
+def test_each_report_names_its_job_and_stack(tmp_path: Path) -> None:
+    # What `patchlane usage` counts jobs and stacks by: one job per invocation, shared by the
+    # processes it starts; the user's PATCHLANE_RUN_JOB or the Slurm step where given.
+    import platform
+
+    child = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'], check=True)"
+
+    def jobs(name: str, env: dict[str, str] | None = None) -> list[dict[str, object]]:
+        out = run(["--reports", str(tmp_path / name), "--", sys.executable, "-c", child],
+                  env=env)
+        assert out.returncode == 0, out.stderr
+        return [json.loads(p.read_text())["process"] for p in (tmp_path / name).glob("*.json")]
+
+    first = jobs("a")
+    assert len(first) == 2 and len({p["job"] for p in first}) == 1
+    assert str(first[0]["job"]).startswith("run:")
+    for process in first:  # neither process imported torch
+        assert process["stack"] == {"python": platform.python_version(),
+                                    "implementation": sys.implementation.name,
+                                    "torch": None, "cuda": None}
+    assert {p["job"] for p in jobs("b")} != {first[0]["job"]}  # another invocation
+    assert {p["job"] for p in jobs("c", {"PATCHLANE_RUN_JOB": "pretrain-7",
+                                         "SLURM_JOB_ID": "12", "SLURM_STEP_ID": "0"})} == \
+        {"job:pretrain-7"}
+    assert {p["job"] for p in jobs("d", {"SLURM_JOB_ID": "12", "SLURM_STEP_ID": "0"})} == \
+        {"slurm:12.0"}
+
+
+def test_job_of_prefers_what_was_named() -> None:
+    from patchlane.launch.job import job_of
+
+    assert job_of({}) == "unknown"
+    assert job_of({"PATCHLANE_RUN_ID": "r1"}) == "run:r1"
+    # a batch script without srun has a job id but no step: each invocation is its own job
+    assert job_of({"PATCHLANE_RUN_ID": "r1", "SLURM_JOB_ID": "12"}) == "run:r1"
+    assert job_of({"PATCHLANE_RUN_ID": "r1", "SLURM_JOB_ID": "12",
+                   "SLURM_STEP_ID": "3"}) == "slurm:12.3"
+    assert job_of({"PATCHLANE_RUN_JOB": " x ", "SLURM_JOB_ID": "12",
+                   "SLURM_STEP_ID": "3"}) == "job:x"
+
+
 def test_one_summary_line_per_rank_root_not_per_child(tmp_path: Path) -> None:
     child = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'], check=True)"
     out = run(["--", sys.executable, "-c", child], env={"RANK": "5"})

@@ -91,8 +91,34 @@ def test_not_installed_is_closed(install) -> None:
     assert result.open is False
     assert result.found is None
     assert result.required == str(SpecifierSet(RANGE))
-    assert result.reason.startswith(f"{name} is not installed")
-    assert "no metadata" in result.reason
+    # nothing on sys.path either: said plainly, not as a tree whose version is unknown
+    assert result.reason == f"{name} is not installed"
+
+
+def test_liger_kernel_not_installed_is_said_plainly(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # The sweep's planner asks before anything is imported (module None). With liger-kernel's
+    # metadata and package off sys.path, as on a machine without it:
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not (
+        Path(p, "liger_kernel").exists() or any(Path(p).glob("liger_kernel-*.dist-info")))])
+    for name in [m for m in sys.modules if m == "liger_kernel" or m.startswith("liger_kernel.")]:
+        monkeypatch.delitem(sys.modules, name)
+    result = check_gate("liger-kernel", SpecifierSet(">=0.6.3,<0.8.6"))
+    assert (result.open, result.found) == (False, None)
+    assert result.reason == "liger-kernel is not installed"
+
+
+def test_a_tree_without_metadata_or_version_is_not_called_not_installed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Something is on sys.path (a checkout, no dist-info) but its version cannot be read:
+    # that is not "not installed", and the message keeps saying why.
+    (tmp_path / "patchlane_fakedist_tree").mkdir()
+    (tmp_path / "patchlane_fakedist_tree" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = check_gate("patchlane-fakedist-tree", SpecifierSet(RANGE))
+    assert result.reason.startswith("patchlane-fakedist-tree is not installed as a "
+                                    "distribution (no metadata) and the imported tree's version "
+                                    "is unknown: the target declares no `version_from`")
 
 
 def test_not_installed_is_closed_even_without_spec() -> None:

@@ -160,8 +160,7 @@ def _entry_info(entry: Entry, tracked: Any) -> dict[str, Any]:
         "distribution": entry.target.distribution,
         "target": entry.target.object_path,
         # A floor's or pin's gate is its requirement (numpy<2.4), with its `when:` scope.
-        "applies_to": (str(entry.applies_to) if entry.applies_to is not None
-                       else _requirement(entry)),
+        "applies_to": entry.applies_to_shown or _requirement(entry),  # as the registry says
         "retire_when": (str(entry.retire_when.release)
                         if entry.retire_when.release is not None else None),
         "issue": up.issue,
