@@ -84,7 +84,7 @@ def test_a_fifo_named_as_an_earlier_receipt_does_not_block_planning(tmp_path: Pa
         schedule = within(10, lambda: plan_schedule([(cid, None)], history=tmp_path,
                                                     exclude=tmp_path / "new"))
     assert schedule["order"] == [{"case": cid, "estimate_s": None, "from": None,
-                                  "match": None}]
+                                  "match": None, "host_class": None}]
 
 
 def test_a_fifo_named_index_json_is_listed_as_unreadable_and_the_report_is_written(
