@@ -305,10 +305,10 @@ class RunIndex:
         for entry_id in _mapping(data, "entries", where):
             _mapping(data["entries"], entry_id, f"{where}: entries")
         shards = data.get("shards")
-        if shards is not None:
-            if not isinstance(shards, list) or not all(isinstance(s, dict) for s in shards):
-                raise TypeError(f"{where}: shards is a JSON {_json_type(shards)}, not a list of "
-                                "objects")
+        if shards is not None and (not isinstance(shards, list)
+                                   or not all(isinstance(s, dict) for s in shards)):
+            raise TypeError(f"{where}: shards is a JSON {_json_type(shards)}, not a list of "
+                            "objects")
         return cls(
             run_id=run_id, created=created, rows=rows,
             run_dir=_str_or_none(data.get("run_dir")),

@@ -440,8 +440,8 @@ def _rebased(row: IndexRow, s: ShardRun, out: Path) -> IndexRow:
                          for m, ranks in links["logs"].items()}
     if isinstance(links.get("failing"), dict):
         links["failing"] = {**links["failing"], "log": move(links["failing"].get("log"))}
-    return dataclasses.replace(row, receipts={m: move(p) for m, p in row.receipts.items()}, links=links,
-                    origin=_origin(s, out))
+    return dataclasses.replace(row, receipts={m: move(p) for m, p in row.receipts.items()},
+                               links=links, origin=_origin(s, out))
 
 
 def _one_git(values: Sequence[Mapping[str, Any] | None]) -> Mapping[str, Any] | None:

@@ -28,9 +28,10 @@ that no merge lists (a night before merging, or one not merged yet) counts as th
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,7 @@ class Found:
     """``name: why`` for each run directory whose index could not be used."""
     not_read: int = 0
     """Older run directories past :data:`SCAN_RUNS`."""
-    merged: list[str] = field(default_factory=list)
+    merged: list[str] = dataclasses.field(default_factory=list)
     """Run directories left out as shards of a merged run found here (or of the run being
     reported: ``leave_out``); the merged run stands for them."""
 
