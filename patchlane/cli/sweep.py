@@ -144,6 +144,8 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
             root = runs_root or settings.runs_root
             path = run_dir or _new_run_dir(root, shard)
             header = {"run_id": path.name, "host": platform.node() or None,
+                      # Shards of one night run on one interpreter: the merge checks it.
+                      "python": f"{sys.version_info.major}.{sys.version_info.minor}",
                       # The night this shard belongs to: `patchlane merge` joins its shards.
                       **({"group": o.group} if o.group is not None else {}),
                       "patchlane": __version__,

@@ -16,8 +16,8 @@ plan it is a slice of (``plan``: the digest, the shard count and every row of ev
   state (``delivered``, ``errored``, ``missing``; a second run directory of the same shard,
   a requeued task, is ``superseded`` by the better one: finished first, then newest).
 
-Shards of different plans (another registry, patch set, lanes, ``--only``, shard count) or
-of different groups are refused with the first difference named. The shards' files are only
+Shards of different plans (another registry, patch set, lanes, ``--only``, shard count),
+interpreters (``python``: the same releases are not installed for both) or groups are refused with the first difference named. The shards' files are only
 read: their receipts, manifests and reports stay as the sweeps left them. Merging again (a
 late shard, a re-run) rewrites only the merged directory, with the same result for the same
 shards. The merged directory is a run under its runs root like any other, so the next night's
@@ -210,6 +210,7 @@ def _check_one_plan(shards: Sequence[ShardRun]) -> None:
         ("registry_digest", lambda s: s.manifest.get("registry_digest")),
         ("patch_set", lambda s: s.manifest.get("patch_set")),
         ("lanes", lambda s: s.manifest.get("lanes")),
+        ("python", lambda s: s.manifest.get("python")),
         ("plan.count (the N of --shard I/N)", lambda s: s.plan["count"]),
         ("plan.digest (the rows planned: --only, the reproducers' world sizes)",
          lambda s: s.plan["digest"]),
@@ -221,7 +222,8 @@ def _check_one_plan(shards: Sequence[ShardRun]) -> None:
                     f"cannot merge {other.path} with {first.path}: "
                     f"{other.path / 'manifest.json'} has {label} {get(other)!r}, "
                     f"{first.path / 'manifest.json'} has {get(first)!r}; expected the shards "
-                    f"of one sweep (one group, registry, patch set, lanes and plan); {_FIX}")
+                    f"of one sweep (one group, registry, patch set, lanes, interpreter and "
+                    f"plan); {_FIX}")
 
 
 def _choose(shards: Sequence[ShardRun]) -> tuple[dict[int, ShardRun], list[ShardRun]]:

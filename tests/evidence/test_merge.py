@@ -182,6 +182,7 @@ def test_a_shard_that_wrote_no_report_or_still_runs_is_errored(tmp_path: Path) -
     ({"registry_digest": "sha256:other"}, "registry_digest"),
     ({"patch_set": "sha256:other"}, "patch_set"),
     ({"lanes": ["cpu", "cuda"]}, "lanes"),
+    ({"python": "3.12"}, "python"),
     ({"plan": plan(2, digest="sha256:plan-b")}, "plan.digest"),
 ])
 def test_shards_of_different_plans_are_refused(tmp_path: Path, change: dict[str, Any],
