@@ -17,11 +17,12 @@ plan it is a slice of (``plan``: the digest, the shard count and every row of ev
   a requeued task, is ``superseded`` by the better one: finished first, then newest).
 
 Shards of different plans (another registry, patch set, lanes, ``--only``, shard count),
-interpreters (``python``: the same releases are not installed for both) or groups are refused with the first difference named. The shards' files are only
-read: their receipts, manifests and reports stay as the sweeps left them. Merging again (a
-late shard, a re-run) rewrites only the merged directory, with the same result for the same
-shards. The merged directory is a run under its runs root like any other, so the next night's
-comparison and history find it; the shard run directories it lists are counted once, as it
+interpreters (``python``: the same releases are not installed for both) or groups are refused
+with the first difference named. The shards' files are only read: their receipts, manifests
+and reports stay as the sweeps left them. Merging again (a late shard, a re-run) rewrites only
+the merged directory, with the same result for the same shards. The merged directory is a run
+under its runs root like any other, so the next night's comparison and history find it; the
+shard run directories it lists are counted once, as it
 (:mod:`patchlane.evidence.runs`).
 """
 

@@ -258,7 +258,7 @@ def test_out_must_be_its_own_directory(tmp_path: Path) -> None:
     with pytest.raises(RunDirError, match="one of the shards' run directories"):
         merge([one, two], out=two)
     sweep_dir = shard(tmp_path / "elsewhere", 1, 1, group=None, name="a-sweep")
-    with pytest.raises(RunDirError, match="holds a sweep's manifest.json"):
+    with pytest.raises(RunDirError, match=r"holds a sweep's manifest\.json"):
         merge([one, two], out=sweep_dir)
     other = merge([shard(root, 1, 2, group="night9", name="n9")], out=tmp_path / "night9").out
     with pytest.raises(RunDirError, match="holds the merge of plan sha256:plan-a group "
@@ -266,7 +266,7 @@ def test_out_must_be_its_own_directory(tmp_path: Path) -> None:
         merge([one, two], out=other)
     (tmp_path / "stuff").mkdir()
     (tmp_path / "stuff" / "notes.txt").write_text("mine")
-    with pytest.raises(RunDirError, match="not empty and no merge's index.json there"):
+    with pytest.raises(RunDirError, match=r"not empty and no merge's index\.json there"):
         merge([one, two], out=tmp_path / "stuff")
 
 
