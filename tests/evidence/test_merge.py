@@ -367,3 +367,14 @@ def test_a_killed_shard_is_read_from_its_manifest_then_resumed_and_merged_again(
     assert again.out == result.out
     assert [r.verdict for r in again.index.rows] == [G, G]
     assert [s["state"] for s in again.index.shards or ()] == ["delivered", "delivered"]
+
+
+def test_retire_is_sent_to_the_shards_of_a_merged_run(tmp_path: Path) -> None:
+    from patchlane.evidence.crosscheck import checked_rows
+
+    root = tmp_path / "runs"
+    one, two = shard(root, 1, 2), shard(root, 2, 2)
+    out = merge([one, two]).out
+    with pytest.raises(RunDirError, match=rf"a merged run .* fix: pass --evidence "
+                                          rf"{two.resolve()}$"):
+        checked_rows(out, "e_b", RunDirError)
