@@ -68,9 +68,9 @@ def run_merge(args: argparse.Namespace) -> ExitCode:
         paths = find_group(root, args.group)
         if not paths:
             raise UsageError(f"merge: no run directory of group {args.group!r} under {root} "
-                             "(none whose manifest.json records it); fix: check --runs-root, "
-                             "and that the shards ran with `patchlane sweep --group "
-                             f"{args.group}`")
+                             "(none of the newest runs there has a manifest.json recording it); "
+                             "fix: check --runs-root, and that the shards ran with `patchlane "
+                             f"sweep --group {args.group}`, or name their run directories")
     previous = named_index(args.compare, "--compare") if args.compare is not None else None
     for path in args.history or []:
         if (path / "index.json").exists():

@@ -39,11 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunDirError
-from .index import IndexRow, RunIndex, row_key
+from ..files import read_regular
+from .index import MAX_INDEX_BYTES, IndexRow, RunIndex, row_key
 from .manifest import CaseState, RunDir
 from .reports import publish
 from .reports.build import index_data
-from .runs import run_class
+from .runs import SCAN_RUNS, run_class
 from .sweep import UNFINISHED, Shard, verdicts
 from .verdicts import Verdict
 
@@ -185,22 +186,33 @@ def _held(lock: Path) -> bool:
     return False
 
 
-def find_group(root: Path, group: str) -> list[Path]:
-    """The run directories directly under ``root`` whose manifest records ``group``."""
-    out = []
+def find_group(root: Path, group: str, *, limit: int = SCAN_RUNS) -> list[Path]:
+    """The run directories directly under ``root`` whose manifest records ``group``, among the
+    newest ``limit`` (by the manifest's modification time: a night's shards are the newest
+    runs there, and a runs root of years of nights costs one ``stat`` per run and a bounded
+    number of manifests read). A manifest that is not a regular file, not JSON or too large
+    is not a shard's."""
+    candidates = []
     try:
-        items = sorted(os.scandir(root), key=lambda e: e.name)
+        items = list(os.scandir(root))
     except OSError:
         return []
     for item in items:
-        path = Path(item.path)
         try:
-            manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # not a run directory (or not one of ours): not a shard
+            mtime = (Path(item.path) / "manifest.json").stat().st_mtime
+        except OSError:
+            continue
+        candidates.append((-mtime, item.name, Path(item.path)))
+    out = []
+    for _, _, path in sorted(candidates)[:max(0, limit)]:
+        try:
+            raw = read_regular(path / "manifest.json", MAX_INDEX_BYTES)
+            manifest = json.loads(raw) if len(raw) <= MAX_INDEX_BYTES else None
+        except (OSError, ValueError, RecursionError):
             continue
         if isinstance(manifest, dict) and manifest.get("group") == group:
             out.append(path)
-    return out
+    return sorted(out)
 
 
 def _check_one_plan(shards: Sequence[ShardRun]) -> None:

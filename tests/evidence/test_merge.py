@@ -378,3 +378,23 @@ def test_retire_is_sent_to_the_shards_of_a_merged_run(tmp_path: Path) -> None:
     with pytest.raises(RunDirError, match=rf"a merged run .* fix: pass --evidence "
                                           rf"{two.resolve()}$"):
         checked_rows(out, "e_b", RunDirError)
+
+
+def test_group_finds_its_own_shards_only(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    from patchlane.evidence.merge import find_group
+
+    root = tmp_path / "runs"
+    one, two = shard(root, 1, 2), shard(root, 2, 2)
+    shard(root, 1, 2, created=NIGHT2, group="night2")  # another night, same plan
+    (root / "fifo").mkdir()
+    os.mkfifo(root / "fifo" / "manifest.json")  # would block a plain open()
+    (root / "junk").mkdir()
+    (root / "junk" / "manifest.json").write_text("{not json")
+    os.utime(root / "junk" / "manifest.json", (2e9, 2e9))  # the newest run there
+    assert find_group(root, "night1") == [one, two]
+    assert find_group(root, "night1", limit=1) == []  # only the newest run is read
+    assert cli("--group", "night7", "--runs-root", root) == ExitCode.USAGE
+    assert "no run directory of group 'night7' under" in capsys.readouterr().err
