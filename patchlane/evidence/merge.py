@@ -299,8 +299,8 @@ def merge(paths: Iterable[Path], *, out: Path | None = None, group: str | None =
         out = (runs_root or first.path.parent) / _merged_name(start, night)
     if _resolved(out) in unique or any(_resolved(out) in _resolved(p).parents
                                        for p in unique):
-        raise RunDirError(f"--out {out}: it is one of the shards' run directories; expected "
-                          "a directory of its own; fix: pick another --out")
+        raise RunDirError(f"merged directory {out}: it is one of the shards' run directories; "
+                          "expected a directory of its own; fix: pick another --out")
     _claim(out, first.plan["digest"], night)
     from filelock import FileLock
 
@@ -329,25 +329,27 @@ def _claim(out: Path, digest: str, group: str | None) -> None:
     """``out`` for this merge: new, empty, or an earlier merge of the same plan and group;
     never a sweep's run directory nor another night's merge."""
     if (out / "manifest.json").exists():
-        raise RunDirError(f"--out {out}: it holds a sweep's manifest.json; a merge writes "
-                          "into a directory of its own; fix: pick another --out")
+        raise RunDirError(f"merged directory {out}: it holds a sweep's manifest.json; a merge "
+                          "writes into a directory of its own; fix: pick another --out")
     if (out / "index.json").exists():
         try:
             earlier = RunIndex.load(out)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise RunDirError(f"--out {out}: its index.json cannot be read ({exc}); fix: pick "
-                              "another --out") from None
+            raise RunDirError(f"merged directory {out}: its index.json cannot be read ({exc}); "
+                              "fix: pick another --out") from None
         if not earlier.merged:
-            raise RunDirError(f"--out {out}: its index.json is a sweep's, not a merge's; fix: "
-                              "pick another --out")
+            raise RunDirError(f"merged directory {out}: its index.json is a sweep's, not a "
+                              "merge's; fix: pick another --out")
         if (earlier.plan_digest, earlier.group) != (digest, group):
-            raise RunDirError(f"--out {out}: it holds the merge of plan {earlier.plan_digest} "
-                              f"group {earlier.group!r}, this is plan {digest} group {group!r}; "
+            raise RunDirError(f"merged directory {out}: it holds the merge of plan "
+                              f"{earlier.plan_digest} group {earlier.group!r}, this is plan "
+                              f"{digest} group {group!r}; "
                               "expected the same night to merge again; fix: pick another --out")
-    elif out.is_dir() and {p.name for p in out.iterdir()} - {".lock"}:
-        raise RunDirError(f"--out {out}: not empty and no merge's index.json there; expected a "
-                          "new or empty directory, or an earlier merge of the same night; fix: "
-                          "pick another --out")
+    elif out.is_dir() and any(not p.name.startswith(".") for p in out.iterdir()):
+        # Hidden names are a merge's own (.lock, an atomic write's temp file in flight).
+        raise RunDirError(f"merged directory {out}: not empty and no merge's index.json there; "
+                          "expected a new or empty directory, or an earlier merge of the same "
+                          "night; fix: pick another --out")
     out.mkdir(parents=True, exist_ok=True)
 
 
