@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files import atomic_write_json, read_regular
-from .verdicts import SEVERITY, Verdict
+from .verdicts import ASKS, SEVERITY, Verdict, action
 
 __all__ = ["INDEX_SCHEMA", "MAX_INDEX_BYTES", "IndexRow", "RunIndex", "by_severity", "printable",
            "read_index", "row_key"]
@@ -32,6 +32,12 @@ __all__ = ["INDEX_SCHEMA", "MAX_INDEX_BYTES", "IndexRow", "RunIndex", "by_severi
 INDEX_SCHEMA = 1
 MAX_INDEX_BYTES = 16 * 2**20
 """An index larger than this is not read: a year of nightlies is read one index each."""
+
+SHARD_GAP_ASKS = "deliver the shard"
+SHARD_GAP_ACTION = ("deliver the shard: finish it with `patchlane sweep --resume RUN_DIR` (or "
+                    "sweep it again), then run `patchlane merge` again")
+"""What a merged run's row asks when its shard was missing or did not finish it: no case
+said anything about the entry, so there is nothing to fix in the overlay or reproducer."""
 
 _MODES = ("without", "with")
 """The two ways a case runs, in the order reports list them."""
@@ -67,6 +73,22 @@ class IndexRow:
     @property
     def key(self) -> str:
         return row_key(self.entry_id, self.lane, self.world_size)
+
+    @property
+    def shard_gap(self) -> bool:
+        """A merged run's row in error only because its shard was missing or did not finish
+        it (no receipt: no case said anything)."""
+        return (self.verdict is Verdict.ERROR and not self.receipts
+                and (self.origin or {}).get("state") in ("missing", "errored"))
+
+    def asks(self) -> str:
+        """What the row asks, in two words (:data:`~patchlane.evidence.verdicts.ASKS`)."""
+        return SHARD_GAP_ASKS if self.shard_gap else ASKS[self.verdict]
+
+    def action(self, run_dir: str | None) -> str:
+        """What the row asks, whole, with its id and run directory filled in."""
+        return SHARD_GAP_ACTION if self.shard_gap else action(self.verdict, self.entry_id,
+                                                               run_dir)
 
     @property
     def failing(self) -> Mapping[str, Any]:

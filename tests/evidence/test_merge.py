@@ -139,7 +139,13 @@ def test_a_missing_shard_is_error_rows_and_the_exit_status(tmp_path: Path,
                                         "(group night1) delivered it")
     assert [s["state"] for s in index.shards or ()] == ["delivered", "missing", "delivered"]
     assert "shard 2/3 missing" in (out / "junit.xml").read_text()
-    assert ">missing</span>" in (out / "report.html").read_text()
+    page = (out / "report.html").read_text()
+    assert ">missing</span>" in page
+    # It asks for the shard, not for a fix of the lane or the reproducer.
+    assert "<td><b>deliver the shard</b></td>" in page
+    assert "fix the lane or the reproducer" not in page.split('id="legend"')[0]
+    assert "| **error** | `shard 2/3 missing" in (out / "summary.md").read_text()
+    assert "Asks: deliver the shard: finish it with" in (out / "summary.md").read_text()
 
 
 def test_a_stopped_shard_keeps_what_finished_and_says_why(tmp_path: Path) -> None:

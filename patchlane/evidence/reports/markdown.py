@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..index import IndexRow, RunIndex, by_severity, printable
-from ..verdicts import ACTION, ASKS, SEVERITY, Verdict, action
+from ..verdicts import ACTION, SEVERITY, Verdict
 
 __all__ = ["markdown"]
 
@@ -74,8 +74,6 @@ def markdown(index: RunIndex) -> str:
     prov = _md_provenance(index)
     if prov:
         lines += ["", prov]
-    if index.merged:
-        lines += _md_shards(index)
     cmp = index.compare
     if cmp:
         how = "" if cmp.get("how") == "compare" else " (the latest earlier run of the same " \
@@ -96,6 +94,8 @@ def markdown(index: RunIndex) -> str:
     elif index.lineage:
         lines += ["", "No earlier run of this comparison class under "
                   f"`{index.lineage['runs_root']}`: nothing to compare with yet."]
+    if index.merged:  # after the changes, as on the page
+        lines += _md_shards(index)
     still = index.count(Verdict.STILL_AFFECTED)
     if still:
         lines += ["", f"> **Still affected** {still} case(s): the bug outlives the gate on the "
@@ -112,7 +112,7 @@ def markdown(index: RunIndex) -> str:
         lines.append(f"| {row.entry_id} | {row.lane} | {row.world_size} | {shard}"
                      f"{row.installed or '-'} | {_code(gate) if gate else '-'} | "
                      f"**{row.verdict.value}** | {_code(row.reason)} | "
-                     f"{ASKS[row.verdict]} |")
+                     f"{row.asks()} |")
     # The rows that ask for something, whole, in the page's sections and order.
     for title, wanted in (("Errors", {Verdict.ERROR}), ("Broken", {Verdict.BROKEN}),
                           ("For a maintainer", {Verdict.STILL_AFFECTED,
@@ -158,7 +158,7 @@ def _md_details(row: IndexRow, index: RunIndex) -> list[str]:
     v = row.verdict
     lines = ["", f"### {row.key}: {v.value} on {row.installed or 'unknown'}", ""]
     lines += _block(row.reason)
-    lines += ["", f"Asks: {action(v, row.entry_id, index.evidence_dir(row))}."]
+    lines += ["", f"Asks: {row.action(index.evidence_dir(row))}."]
     if row.origin:
         lines += ["", f"From: {_from(row)}."]
     refs = [_md_link(path, f"receipt ({m})") for m, path in row.receipt_links()]

@@ -118,10 +118,10 @@ def _github_label(url: str) -> str:
     return url
 
 
-def _action(v: Verdict, entry_id: str, run_dir: str | None) -> str:
+def _action(v: Verdict, entry_id: str, run_dir: str | None, text: str | None = None) -> str:
     """What ``v`` asks with this row's id and run directory filled in, the command in
     ``<code>``."""
-    pieces = action(v, entry_id, run_dir).split("`")
+    pieces = (text if text is not None else action(v, entry_id, run_dir)).split("`")
     return "".join(f"<code>{_e(p)}</code>" if i % 2 else _e(p) for i, p in enumerate(pieces))
 
 
@@ -391,7 +391,8 @@ def _card(row: IndexRow, index: RunIndex) -> str:
         f"<h3>{_e(row.key)} {_chip(v)} <span class=\"muted\">on "
         f"{_e(row.installed or 'unknown')}</span></h3>{summary}"
         f'<p><b>why:</b> <span class="reason">{_e(row.reason)}</span></p>'
-        f"<p><b>asks:</b> {_action(v, row.entry_id, index.evidence_dir(row))}</p>"
+        f"<p><b>asks:</b> {_action(v, row.entry_id, None, row.action(index.evidence_dir(row)))}"
+        "</p>"
         + (f'<p class="small"><b>from:</b> shard {_origin(row).replace("<br>", " · ")}</p>'
            if row.origin else "") +
         f"<p><b>gate:</b> {_gate(row, index)} · <b>upstream:</b> {_upstream(info)}</p>"
@@ -437,7 +438,7 @@ def _rows(index: RunIndex) -> str:
             f"<td class=\"nowrap\">{_e(row.lane)} ws={_e(row.world_size)}</td>{shard}"
             f"<td>{_e(row.installed or '-')}</td><td>{_gate(row, index)}</td>"
             f"<td>{_chip(v)}</td><td class=\"reason\">{reason}</td>"
-            f"<td><b>{_e(ASKS[v])}</b></td>"
+            f"<td><b>{_e(row.asks())}</b></td>"
             f'<td class="small">{_upstream(info, compact=True)}</td>'
             f'<td class="small ev">{_evidence(row)}</td></tr>')
     names = ("entry", "lane", *(("shard",) if index.merged else ()), "installed", "gate",
