@@ -32,6 +32,12 @@ def _shard(text: str) -> str:
     return text
 
 
+def _group(text: str) -> str:
+    from .merge import group_name
+
+    return group_name(text)
+
+
 def _add_git(p: argparse.ArgumentParser) -> None:
     """``--git DIR``: ``upstream`` and ``retire`` answer from a local repository alike."""
     p.add_argument("--git", type=Path, metavar="DIR",
@@ -108,8 +114,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="report verdict changes against an earlier run directory")
     p.add_argument("--history", type=Path, action="append", metavar="RUN_DIR",
                    help="earlier run directories for the HTML page's history (repeatable)")
+    p.add_argument("--group", type=_group, metavar="NAME",
+                   help="the night this shard belongs to, recorded in its manifest (e.g. "
+                   "$SLURM_ARRAY_JOB_ID): `patchlane merge --group NAME` joins the shards")
     p.add_argument("--json", action="store_true", help="print the JSON index")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    from .merge import add_parser as add_merge
+    add_merge(sub)
+
     p = sub.add_parser("upstream", help="upstream issue/PR/release state and retirement")
     p.add_argument("ids", nargs="*", metavar="ID")
     p.add_argument("--offline", action="store_true", help="answer from the cache only")
@@ -211,6 +223,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "sweep":
         from .sweep import SweepOptions, run_sweep_command
         return run_sweep_command(SweepOptions.from_args(args))
+    if args.command == "merge":
+        from .merge import run_merge
+        return run_merge(args)
     if args.command == "upstream":
         from .upstream import run_upstream
         return run_upstream(args.ids, args.offline, args.json, args.cache_dir, args.evidence,

@@ -96,13 +96,14 @@ class SweepOptions:
     compare: Path | None = None
     history: list[Path] | None = None
     quiet: bool = False
+    group: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SweepOptions:
         return cls(lanes=args.lane, only=args.only, timeout=args.timeout, as_json=args.json,
                    jobs=args.jobs, shard=args.shard, runs_root=args.runs_root,
                    run_dir=args.run_dir, resume=args.resume, compare=args.compare,
-                   history=args.history, quiet=args.quiet)
+                   history=args.history, quiet=args.quiet, group=args.group)
 
 
 def run_sweep_command(options: SweepOptions) -> ExitCode:
@@ -113,10 +114,10 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
     shard = Shard.parse(o.shard)
     # Earlier runs named on the command line are read before anything runs: a mistyped or
     # malformed one is a usage error now, not a failure after the last case.
-    previous = _named_index(o.compare, "--compare") if o.compare is not None else None
+    previous = named_index(o.compare, "--compare") if o.compare is not None else None
     for path in o.history or []:
         if (path / "index.json").exists():
-            _named_index(path, "--history")
+            named_index(path, "--history")
     with contextlib.ExitStack() as held:
         if resume is not None:
             if not (resume / "manifest.json").is_file():
@@ -142,7 +143,12 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
             settings = ToolSettings.from_env()
             root = runs_root or settings.runs_root
             path = run_dir or _new_run_dir(root, shard)
-            header = {"run_id": path.name, "patchlane": __version__,
+            header = {"run_id": path.name, "host": platform.node() or None,
+                      # Shards of one night run on one interpreter: the merge checks it.
+                      "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+                      # The night this shard belongs to: `patchlane merge` joins its shards.
+                      **({"group": o.group} if o.group is not None else {}),
+                      "patchlane": __version__,
                       "registry_digest": registry.digest,
                       "patch_set": patch_set_digest(registry), "git": git_revision(_ROOT),
                       "argv": sys.argv[1:], "sources": [str(p) for p in registry.sources]}
@@ -155,7 +161,7 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
                                previous=previous, history=o.history, as_json=o.as_json)
 
 
-def _named_index(path: Path, option: str) -> RunIndex:
+def named_index(path: Path, option: str) -> RunIndex:
     """The index of a run directory named with ``option``; RunDirError (usage) naming it and
     what is wrong when it cannot be read as one."""
     try:

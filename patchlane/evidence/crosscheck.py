@@ -61,6 +61,13 @@ def checked_rows(run_dir: Path, entry_id: str,
     error for a row its sources do not bear out. An unreadable file raises its OSError."""
     index = read_index(run_dir, error)
     index_path = run_dir / "index.json"
+    if index.merged:
+        # A merge writes no manifest: the evidence is in the shards' own run directories.
+        shards = sorted({str(index.evidence_dir(r)) for r in index.rows
+                         if r.entry_id == entry_id and (r.origin or {}).get("run_dir")})
+        raise error(f"{run_dir}: a merged run (`patchlane merge`), whose rows rest on its shards' "
+                    f"manifests and receipts; expected a sweep's run directory; fix: pass "
+                    f"{' '.join(f'--evidence {p}' for p in shards) or 'a shard run directory'}")
     manifest_path = run_dir / "manifest.json"
     manifest = _load(manifest_path, error, what="the sweep's manifest")
     cases = manifest.get("cases") if isinstance(manifest, dict) else None

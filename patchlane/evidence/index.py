@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files import atomic_write_json, read_regular
-from .verdicts import SEVERITY, Verdict
+from .verdicts import ASKS, SEVERITY, Verdict, action
 
 __all__ = ["INDEX_SCHEMA", "MAX_INDEX_BYTES", "IndexRow", "RunIndex", "by_severity", "printable",
            "read_index", "row_key"]
@@ -31,6 +32,12 @@ __all__ = ["INDEX_SCHEMA", "MAX_INDEX_BYTES", "IndexRow", "RunIndex", "by_severi
 INDEX_SCHEMA = 1
 MAX_INDEX_BYTES = 16 * 2**20
 """An index larger than this is not read: a year of nightlies is read one index each."""
+
+SHARD_GAP_ASKS = "deliver the shard"
+SHARD_GAP_ACTION = ("deliver the shard: finish it with `patchlane sweep --resume RUN_DIR` (or "
+                    "sweep it again), then run `patchlane merge` again")
+"""What a merged run's row asks when its shard was missing or did not finish it: no case
+said anything about the entry, so there is nothing to fix in the overlay or reproducer."""
 
 _MODES = ("without", "with")
 """The two ways a case runs, in the order reports list them."""
@@ -58,10 +65,30 @@ class IndexRow:
     links: Mapping[str, Any] = field(default_factory=dict)
     """Receipts, rank logs and the failing rank (with its log tail), relative to the run."""
     applies_to: str | None = None
+    origin: Mapping[str, Any] | None = None
+    """In a merged run (``patchlane merge``): the shard the row came from (``shard``,
+    ``state``, ``run_id``, ``run_dir`` relative to the merged directory, ``host``); None in a
+    sweep's own index."""
 
     @property
     def key(self) -> str:
         return row_key(self.entry_id, self.lane, self.world_size)
+
+    @property
+    def shard_gap(self) -> bool:
+        """A merged run's row in error only because its shard was missing or did not finish
+        it (no receipt: no case said anything)."""
+        return (self.verdict is Verdict.ERROR and not self.receipts
+                and (self.origin or {}).get("state") in ("missing", "errored"))
+
+    def asks(self) -> str:
+        """What the row asks, in two words (:data:`~patchlane.evidence.verdicts.ASKS`)."""
+        return SHARD_GAP_ASKS if self.shard_gap else ASKS[self.verdict]
+
+    def action(self, run_dir: str | None) -> str:
+        """What the row asks, whole, with its id and run directory filled in."""
+        return SHARD_GAP_ACTION if self.shard_gap else action(self.verdict, self.entry_id,
+                                                               run_dir)
 
     @property
     def failing(self) -> Mapping[str, Any]:
@@ -91,6 +118,8 @@ class IndexRow:
             "receipts": dict(self.receipts), "comparison_key": self.comparison_key,
             "stderr_tail": self.stderr_tail, "links": dict(self.links),
             "applies_to": self.applies_to,
+            # Only a merged run's rows carry it: a sweep's index keeps its keys as they were.
+            **({"origin": dict(self.origin)} if self.origin is not None else {}),
         }
 
     @classmethod
@@ -115,6 +144,8 @@ class IndexRow:
             stderr_tail=_str_or_none(data.get("stderr_tail")),
             links=_mapping(data, "links", f"{where} {key}"),
             applies_to=_str_or_none(data.get("applies_to")),
+            origin=(_mapping(data, "origin", f"{where} {key}")
+                    if data.get("origin") is not None else None),
         )
 
 
@@ -184,7 +215,25 @@ class RunIndex:
     """Where earlier runs were looked for and what was found (written with the reports)."""
     compare: Mapping[str, Any] | None = None
     """The comparison with the previous run, when there was one."""
+    group: str | None = None
+    """The night a shard belongs to (``patchlane sweep --group``); None when not given."""
+    shards: tuple[Mapping[str, Any], ...] | None = None
+    """A merged run's shards (``patchlane merge``): per shard of the plan its ``shard``,
+    ``state`` (delivered, errored, missing, superseded), ``why``, ``run_id``, ``run_dir``,
+    ``host``, ``created``, ``updated``, ``rows`` and ``report``. None for a sweep's own run."""
+    plan_digest: str | None = None
+    """A merged run's plan (``manifest.json``'s ``plan.digest`` of every shard)."""
     schema_version: int = INDEX_SCHEMA
+
+    @property
+    def merged(self) -> bool:
+        """Whether this is the index ``patchlane merge`` wrote over a sweep's shards."""
+        return self.shards is not None
+
+    def merged_run_ids(self) -> set[str]:
+        """The run ids of the shard runs this merged run read (empty for a sweep's own run):
+        their rows are this run's rows, so a runs root counts them once, as this run."""
+        return {str(s["run_id"]) for s in self.shards or () if s.get("run_id")}
 
     @staticmethod
     def count_rows(rows: Iterable[IndexRow]) -> dict[Verdict, int]:
@@ -202,6 +251,14 @@ class RunIndex:
     def gate(self, row: IndexRow) -> str | None:
         """The row's gate: the registry's, else what its receipts recorded."""
         return self.entry_info(row.entry_id).get("applies_to") or row.applies_to
+
+    def evidence_dir(self, row: IndexRow) -> str | None:
+        """The run directory holding ``row``'s manifest and receipts, the one ``patchlane
+        retire --evidence`` reads: a merged row's shard directory, else this run's."""
+        rel = (row.origin or {}).get("run_dir")
+        if rel and self.run_dir:
+            return os.path.normpath(os.path.join(self.run_dir, str(rel)))
+        return self.run_dir
 
     def row_keys(self) -> set[str]:
         return {r.key for r in self.rows}
@@ -234,6 +291,13 @@ class RunIndex:
             out["lineage"] = self.lineage
         if self.compare is not None:
             out["compare"] = self.compare
+        # Additive keys (schema_version stays 1): written only where they say something.
+        if self.group is not None:
+            out["group"] = self.group
+        if self.plan_digest is not None:
+            out["plan_digest"] = self.plan_digest
+        if self.shards is not None:
+            out["shards"] = [dict(s) for s in self.shards]
         return out
 
     @classmethod
@@ -262,6 +326,11 @@ class RunIndex:
             _mapping(data, key, where)
         for entry_id in _mapping(data, "entries", where):
             _mapping(data["entries"], entry_id, f"{where}: entries")
+        shards = data.get("shards")
+        if shards is not None and (not isinstance(shards, list)
+                                   or not all(isinstance(s, dict) for s in shards)):
+            raise TypeError(f"{where}: shards is a JSON {_json_type(shards)}, not a list of "
+                            "objects")
         return cls(
             run_id=run_id, created=created, rows=rows,
             run_dir=_str_or_none(data.get("run_dir")),
@@ -275,6 +344,9 @@ class RunIndex:
             entries=data.get("entries") or {},
             comparison_class=data.get("comparison_class"),
             lineage=data.get("lineage"), compare=data.get("compare"),
+            group=_str_or_none(data.get("group")),
+            shards=tuple(shards) if shards is not None else None,
+            plan_digest=_str_or_none(data.get("plan_digest")),
             schema_version=version,
         )
 

@@ -18,11 +18,19 @@ The runs root is the directory holding the run directory (``--runs-root``, or th
 ``--run-dir`` names). Only its direct subdirectories with an ``index.json`` count, so a
 nightly root of a year of runs costs one small JSON read per run. An index that cannot be read
 or is not a sweep index is left out with the reason; it never breaks tonight's report.
+
+A night swept in shards and merged (``patchlane merge``) is one run here: the merged
+directory. The shard run directories it lists are left out (:attr:`Found.merged`): their rows
+are the merged run's rows, and counting them again would put each night in the history and
+the "other class" count N + 1 times, and offer a shard as the nearest earlier run. A shard
+that no merge lists (a night before merging, or one not merged yet) counts as the run it is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,11 +116,16 @@ class Found:
     """``name: why`` for each run directory whose index could not be used."""
     not_read: int = 0
     """Older run directories past :data:`SCAN_RUNS`."""
+    merged: list[str] = dataclasses.field(default_factory=list)
+    """Run directories left out as shards of a merged run found here (or of the run being
+    reported: ``leave_out``); the merged run stands for them."""
 
 
-def discover(root: Path, *, exclude: Path | None = None, limit: int = SCAN_RUNS) -> Found:
+def discover(root: Path, *, exclude: Path | None = None, limit: int = SCAN_RUNS,
+             leave_out: Collection[str] = ()) -> Found:
     """The runs directly under ``root`` with a usable index (the newest ``limit`` by the index
-    file's modification time), except ``exclude``."""
+    file's modification time), except ``exclude``, the runs whose ids ``leave_out`` names, and
+    the shards of a merged run found there (see the module docstring)."""
     skip = _resolved(exclude) if exclude is not None else None
     candidates: list[tuple[float, str, Path]] = []
     try:
@@ -140,8 +153,11 @@ def discover(root: Path, *, exclude: Path | None = None, limit: int = SCAN_RUNS)
             # Another run's bad index (edited, truncated, a FIFO in its place) is that run's
             # problem: listed with the reason, never a reason for tonight's report to fail.
             problems.append(f"{name}: {type(exc).__name__}: {exc}"[:300])
+    parts = set(leave_out).union(*(r.index.merged_run_ids() for r in found))
+    merged = sorted(r.path.name for r in found if r.index.run_id in parts)
+    found = [r for r in found if r.index.run_id not in parts]
     found.sort(key=lambda f: (f.created, f.path.name))
-    return Found(found, sorted(problems), max(0, len(candidates) - max(0, limit)))
+    return Found(found, sorted(problems), max(0, len(candidates) - max(0, limit)), merged)
 
 
 def _resolved(path: Path) -> Path:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import hashlib
+import json
 import shutil
 import signal
 import subprocess
@@ -46,6 +48,7 @@ from .reproduce import (
     CaseResult,
     Lane,
     Mode,
+    ReproducerSpec,
     RunOutcome,
     parse_lane,
     read_spec,
@@ -56,6 +59,7 @@ from .schedule import DEFAULT_POLICY, dispatch_order, plan_schedule
 from .verdicts import Verdict, exit_bits
 
 __all__ = [
+    "UNFINISHED",
     "CaseView",
     "PlannedRow",
     "RowKind",
@@ -64,6 +68,7 @@ __all__ = [
     "Verdict",
     "VerdictRow",
     "exit_code",
+    "plan_record",
     "run_sweep",
     "sweep",
     "verdict_of",
@@ -232,6 +237,36 @@ def covering_entry(registry: Registry, entry: Entry) -> str | None:
     return None
 
 
+def _slots(registry: Registry, lanes: Sequence[Lane],
+           only: set[str] | None) -> Iterator[tuple[Entry, ReproducerSpec, Lane, int]]:
+    """Every row the sweep plans over all shards, in plan order (entry x lane x world size):
+    the positions :meth:`Shard.owns` deals out."""
+    for entry in registry.entries:
+        if not _sweepable(entry) or (only is not None and entry.id not in only):
+            continue
+        spec = read_spec(entry)
+        for lane in lanes:
+            for size in spec.world_sizes:
+                yield entry, spec, lane, size
+
+
+PLAN_SCHEMA = 1
+
+
+def plan_record(registry: Registry, lanes: Sequence[Lane], only: set[str] | None,
+                shard: Shard) -> dict[str, Any]:
+    """The whole plan a shard is one slice of, for its manifest (``plan``): every row of every
+    shard in plan order (row ``i`` belongs to shard ``i % count + 1``), the shard count, and a
+    digest of the registry, the lanes and the rows. Shards of one sweep record the same digest;
+    ``patchlane merge`` joins only those, and names the rows a missing shard owed."""
+    rows = [[entry.id, lane, size] for entry, _, lane, size in _slots(registry, lanes, only)]
+    basis = {"schema": PLAN_SCHEMA, "registry_digest": registry.digest, "lanes": list(lanes),
+             "rows": rows}
+    digest = hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()
+    return {"schema": PLAN_SCHEMA, "digest": f"sha256:{digest}", "count": shard.count,
+            "rows": rows}
+
+
 def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | None,
          shard: Shard) -> list[PlannedRow]:
     """Rows (entry x lane x world size) this shard owns, each of its kind (see
@@ -239,41 +274,38 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
     (covered when another entry guards the bug there), or a retired entry's regression
     guard."""
     rows: list[PlannedRow] = []
-    position = 0
-    for entry in registry.entries:
-        if not _sweepable(entry) or (only is not None and entry.id not in only):
+    # An entry's gate is read once, and only when this shard owns one of its rows.
+    seen: dict[str, tuple[GateResult, str | None, str | None, str | None]] = {}
+    for position, (entry, spec, lane, size) in enumerate(_slots(registry, lanes, only)):
+        if not shard.owns(position):
             continue
-        spec = read_spec(entry)
-        gate = check_gate(entry.target.distribution, entry.applies_to)
-        beyond = beyond_gate(entry, gate) or ledger_beyond(entry)
-        covered_by = covering_entry(registry, entry) if beyond else None
-        missing = _target_missing(entry, gate)
-        for lane in lanes:
-            for size in spec.world_sizes:
-                owned = shard.owns(position)
-                position += 1
-                if not owned:
-                    continue
-                skip = None
-                if lane not in spec.lanes:
-                    skip = f"reproducer declares lanes {list(spec.lanes)}"
-                elif lane == "cuda" and gpus < size:
-                    skip = f"lane unavailable: {gpus} CUDA device(s), world size {size}"
-                elif not gate.open and entry.active and beyond is None:
-                    skip = f"gate: {gate.reason}"
-                elif missing:
-                    skip = missing
-                if skip is not None:
-                    kind, beyond_why, covered = RowKind.SKIPPED, None, None
-                elif not entry.active:
-                    kind, beyond_why, covered = RowKind.REGRESSION_GUARD, None, None
-                elif beyond:
-                    kind = RowKind.PAST_GATE_COVERED if covered_by else RowKind.PAST_GATE
-                    beyond_why, covered = beyond, covered_by
-                else:
-                    kind, beyond_why, covered = RowKind.BOTH_WAYS, None, None
-                rows.append(PlannedRow(entry.id, lane, size, kind, gate.found, skip,
-                                       beyond_why, covered))
+        if entry.id not in seen:
+            gate = check_gate(entry.target.distribution, entry.applies_to)
+            beyond = beyond_gate(entry, gate) or ledger_beyond(entry)
+            seen[entry.id] = (gate, beyond,
+                              covering_entry(registry, entry) if beyond else None,
+                              _target_missing(entry, gate))
+        gate, beyond, covered_by, missing = seen[entry.id]
+        skip = None
+        if lane not in spec.lanes:
+            skip = f"reproducer declares lanes {list(spec.lanes)}"
+        elif lane == "cuda" and gpus < size:
+            skip = f"lane unavailable: {gpus} CUDA device(s), world size {size}"
+        elif not gate.open and entry.active and beyond is None:
+            skip = f"gate: {gate.reason}"
+        elif missing:
+            skip = missing
+        if skip is not None:
+            kind, beyond_why, covered = RowKind.SKIPPED, None, None
+        elif not entry.active:
+            kind, beyond_why, covered = RowKind.REGRESSION_GUARD, None, None
+        elif beyond:
+            kind = RowKind.PAST_GATE_COVERED if covered_by else RowKind.PAST_GATE
+            beyond_why, covered = beyond, covered_by
+        else:
+            kind, beyond_why, covered = RowKind.BOTH_WAYS, None, None
+        rows.append(PlannedRow(entry.id, lane, size, kind, gate.found, skip,
+                               beyond_why, covered))
     return rows
 
 
@@ -410,6 +442,10 @@ def _stopping_signals() -> Iterator[_Caught]:
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
+UNFINISHED = "case did not finish (resume the run)"
+"""The reason of a row whose cases did not all finish (a stopped or killed sweep)."""
+
+
 def verdicts(run: RunDir) -> list[VerdictRow]:
     rows = []
     cases = dict(run.cases())
@@ -427,7 +463,7 @@ def verdicts(run: RunDir) -> list[VerdictRow]:
             present = {m: cases[c] for m, c in ids.items() if c in cases}
             if len(present) < len(ids) or not all(CaseState(c["state"]).finished
                                                   for c in present.values()):
-                out.verdict, out.reason = Verdict.ERROR, "case did not finish (resume the run)"
+                out.verdict, out.reason = Verdict.ERROR, UNFINISHED
             else:
                 out.verdict, out.reason = row.verdict(present)
                 out.receipts = {m.value: case["receipt"] for m, case in present.items()}
@@ -486,9 +522,11 @@ def new_run(registry: Registry, path: Path, *, lanes: Iterable[Lane] | None,
     asked: list[Lane] | None = list(lanes) if lanes is not None else None
     gpus = cuda_devices() if asked is None or "cuda" in asked else 0
     wanted: list[Lane] = asked if asked else (["cpu", "cuda"] if gpus else ["cpu"])
+    chosen = set(only) if only else None
     run = RunDir.create(path, {**header, "lanes": wanted, "shard": str(shard),
-                               "cuda_devices": gpus})
-    rows = plan(registry, wanted, gpus, set(only) if only else None, shard)
+                               "cuda_devices": gpus,
+                               "plan": plan_record(registry, wanted, chosen, shard)})
+    rows = plan(registry, wanted, gpus, chosen, shard)
     run.manifest["rows"] = [row.as_dict() for row in rows]
     run.save()
     # Each row's kind says which modes run: both ways, or without the overlay only (past the

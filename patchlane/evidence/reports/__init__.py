@@ -14,7 +14,7 @@ the run directory alone.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from .markdown import markdown
 from .page import HistoryRun, page
 
 __all__ = ["Change", "compare", "index_data", "junit", "load_index", "markdown", "page",
-           "write_reports"]
+           "publish", "write_reports"]
 
 
 def load_index(run_dir: Path) -> RunIndex:
@@ -54,8 +54,17 @@ def write_reports(run: RunDir, rows: Sequence[VerdictRow], *,
     ``upstream`` (:func:`patchlane.upstream.known.known_states`) give each entry's gate and
     upstream links with their tracked state."""
     index = index_data(run, rows, registry=registry, upstream=upstream)
-    root = runs_root if runs_root is not None else run.path.parent
-    scan = runs_mod.discover(root, exclude=run.path)
+    return publish(index, run.path, previous=previous, history=history, runs_root=runs_root)
+
+
+def publish(index: RunIndex, out: Path, *, previous: RunIndex | None = None,
+            history: Iterable[Path] = (), runs_root: Path | None = None,
+            leave_out: Collection[str] = ()) -> RunIndex:
+    """Compare ``index`` with the earlier runs beside ``out`` and write its four reports there
+    (see :func:`write_reports`); ``leave_out``: run ids under the runs root that are part of
+    this run (a merge's own shards), never an earlier run of it."""
+    root = runs_root if runs_root is not None else out.parent
+    scan = runs_mod.discover(root, exclude=out, leave_out=leave_out)
     found = scan.runs
     before = runs_mod.earlier(index, found)
     same = [r for r in before if runs_mod.same_class(index, r.index)]
@@ -66,6 +75,8 @@ def write_reports(run: RunDir, rows: Sequence[VerdictRow], *,
                                "scan_limit": runs_mod.SCAN_RUNS,
                                "unreadable": scan.unreadable, "not_read": scan.not_read,
                                "nearest_other": None}
+    if scan.merged:
+        lineage["merged_shards"] = len(scan.merged)
     if other:
         lineage["nearest_other"] = {"run_id": other[-1].index.run_id,
                                     "differs": runs_mod.class_differences(index, other[-1].index)
@@ -76,7 +87,7 @@ def write_reports(run: RunDir, rows: Sequence[VerdictRow], *,
         page_file = path / "report.html"
         if not page_file.is_file():
             return None
-        return Path(os.path.relpath(page_file.resolve(), run.path.resolve())).as_posix()
+        return Path(os.path.relpath(page_file.resolve(), out.resolve())).as_posix()
 
     chosen: tuple[RunIndex | None, str | None, Path | None] = (
         (previous, "compare", None) if previous is not None else
@@ -90,9 +101,9 @@ def write_reports(run: RunDir, rows: Sequence[VerdictRow], *,
             "previous_run": prev.run_id, "how": how, "previous_created": prev.created,
             "previous_report": href(prev_path) if prev_path else None,
             "rows_compared": len(shared), "changes": compare(prev, index)})
-    index.dump(run.path)
-    atomic_write(run.path / "summary.md", markdown(index))
-    atomic_write(run.path / "junit.xml", junit(index))
+    index.dump(out)
+    atomic_write(out / "summary.md", markdown(index))
+    atomic_write(out / "junit.xml", junit(index))
     shown: dict[Path, HistoryRun] = {}
     for path in history:  # named runs: shown whatever their class; a bad index is an error
         if (path / "index.json").is_file():
@@ -101,5 +112,5 @@ def write_reports(run: RunDir, rows: Sequence[VerdictRow], *,
                                                runs_mod.class_differences(index, data))
     for r in same[-runs_mod.HISTORY_RUNS:]:
         shown.setdefault(r.path.resolve(), HistoryRun(r.index, href(r.path), []))
-    atomic_write(run.path / "report.html", page(index, list(shown.values())))
+    atomic_write(out / "report.html", page(index, list(shown.values())))
     return index

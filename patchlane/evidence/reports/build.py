@@ -68,6 +68,7 @@ def index_data(run: RunDir, rows: Sequence[VerdictRow], *, registry: Registry | 
         provenance=_provenance(m, receipts),
         entries=entries,
         rows=tuple(out_rows),
+        group=m.get("group"),
     )
     return index.replace(comparison_class=runs_mod.run_class(index))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
-from ..index import RunIndex, printable
+from ..index import SHARD_GAP_ACTION, RunIndex, printable
 from ..verdicts import ACTION, Verdict
 
 __all__ = ["junit"]
@@ -37,7 +37,13 @@ def junit(index: RunIndex) -> str:
                 ET.SubElement(case, "system-err").text = row.stderr_tail
         elif verdict is Verdict.SKIPPED:
             ET.SubElement(case, "skipped", message=reason[:200])
+        origin = row.origin or {}
+        # A merged run's row says which shard (host, run directory) it came from.
+        came = (f"\nfrom: shard {origin.get('shard')} ({origin.get('state')}) on "
+                f"{origin.get('host') or '?'}, run directory {origin.get('run_dir') or '-'}"
+                if row.origin is not None else "")
+        asks = SHARD_GAP_ACTION if row.shard_gap else ACTION[verdict]
         ET.SubElement(case, "system-out").text = (f"verdict: {verdict.value}\n{reason}\n"
-                                                  f"asks: {ACTION[verdict]}")
+                                                  f"asks: {asks}{came}")
     text: str = ET.tostring(suite, encoding="unicode", xml_declaration=True)
     return printable(text) + "\n"

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..index import IndexRow, RunIndex, by_severity, printable
-from ..verdicts import ACTION, ASKS, SEVERITY, Verdict, action
+from ..verdicts import ACTION, SEVERITY, Verdict
 
 __all__ = ["markdown"]
 
@@ -94,6 +94,8 @@ def markdown(index: RunIndex) -> str:
     elif index.lineage:
         lines += ["", "No earlier run of this comparison class under "
                   f"`{index.lineage['runs_root']}`: nothing to compare with yet."]
+    if index.merged:  # after the changes, as on the page
+        lines += _md_shards(index)
     still = index.count(Verdict.STILL_AFFECTED)
     if still:
         lines += ["", f"> **Still affected** {still} case(s): the bug outlives the gate on the "
@@ -101,14 +103,16 @@ def markdown(index: RunIndex) -> str:
     fixed = index.count(Verdict.UPSTREAM_FIXED)
     if fixed:
         lines += ["", f"> **Upstream fixed** {fixed} case(s): retirement candidates, see below."]
-    lines += ["", "| entry | lane | ws | installed | gate | verdict | reason | asks |",
-              "|---|---|---|---|---|---|---|---|"]
+    shard_head, shard_rule = ("shard | ", "---|") if index.merged else ("", "")
+    lines += ["", f"| entry | lane | ws | {shard_head}installed | gate | verdict | reason | asks |",
+              f"|---|---|---|{shard_rule}---|---|---|---|---|"]
     for row in by_severity(index.rows):
         gate = index.gate(row)
-        lines.append(f"| {row.entry_id} | {row.lane} | {row.world_size} | "
+        shard = f"{(row.origin or {}).get('shard', '?')} | " if index.merged else ""
+        lines.append(f"| {row.entry_id} | {row.lane} | {row.world_size} | {shard}"
                      f"{row.installed or '-'} | {_code(gate) if gate else '-'} | "
                      f"**{row.verdict.value}** | {_code(row.reason)} | "
-                     f"{ASKS[row.verdict]} |")
+                     f"{row.asks()} |")
     # The rows that ask for something, whole, in the page's sections and order.
     for title, wanted in (("Errors", {Verdict.ERROR}), ("Broken", {Verdict.BROKEN}),
                           ("For a maintainer", {Verdict.STILL_AFFECTED,
@@ -125,13 +129,38 @@ def markdown(index: RunIndex) -> str:
     return printable("\n".join(lines)) + "\n"
 
 
+def _from(row: IndexRow) -> str:
+    """Where a merged run's row came from: its shard, host and run directory."""
+    o = row.origin or {}
+    text = f"shard {o.get('shard', '?')} ({o.get('state', '?')})"
+    if o.get("host"):
+        text += f" on {o['host']}"
+    if o.get("run_dir"):
+        text += f", run directory `{o['run_dir']}`"
+    return text
+
+
+def _md_shards(index: RunIndex) -> list[str]:
+    lines = ["", "## Shards", "", f"Merged from the shards of one sweep (plan "
+             f"`{index.plan_digest}`{', group ' + str(index.group) if index.group else ''}).",
+             "", "| shard | state | host | run directory | rows planned | why |",
+             "|---|---|---|---|---|---|"]
+    for s in index.shards or ():
+        run = f"`{s['run_dir']}`" if s.get("run_dir") else "-"
+        lines.append(f"| {s.get('shard')} | **{s.get('state')}** | {s.get('host') or '-'} | "
+                     f"{run} | {s.get('rows')} | {_code(s['why']) if s.get('why') else ''} |")
+    return lines
+
+
 def _md_details(row: IndexRow, index: RunIndex) -> list[str]:
     """One row that asks for something: its whole reason (wrapped, never cut), what to do, its
     evidence links and, for a failure, the failing rank's last log lines."""
     v = row.verdict
     lines = ["", f"### {row.key}: {v.value} on {row.installed or 'unknown'}", ""]
     lines += _block(row.reason)
-    lines += ["", f"Asks: {action(v, row.entry_id, index.run_dir)}."]
+    lines += ["", f"Asks: {row.action(index.evidence_dir(row))}."]
+    if row.origin:
+        lines += ["", f"From: {_from(row)}."]
     refs = [_md_link(path, f"receipt ({m})") for m, path in row.receipt_links()]
     refs += [_md_link(x["path"], f"rank {x['rank']} log ({mode})")
              for mode, x in row.log_links() if x.get("path")]

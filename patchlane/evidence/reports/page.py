@@ -118,10 +118,10 @@ def _github_label(url: str) -> str:
     return url
 
 
-def _action(v: Verdict, entry_id: str, run_dir: str | None) -> str:
+def _action(v: Verdict, entry_id: str, run_dir: str | None, text: str | None = None) -> str:
     """What ``v`` asks with this row's id and run directory filled in, the command in
     ``<code>``."""
-    pieces = action(v, entry_id, run_dir).split("`")
+    pieces = (text if text is not None else action(v, entry_id, run_dir)).split("`")
     return "".join(f"<code>{_e(p)}</code>" if i % 2 else _e(p) for i, p in enumerate(pieces))
 
 
@@ -146,10 +146,60 @@ def _cell(v: Verdict, title: str, href: str | None = None) -> str:
 def _header(index: RunIndex) -> str:
     chips = " ".join(_chip(v, f"{v.value} {index.count(v)}") for v in SEVERITY
                      if index.count(v)) or '<span class="muted">nothing ran</span>'
+    if index.merged:
+        shards = [s for s in index.shards or () if s.get("state") != "superseded"]
+        short = [s for s in shards if s.get("state") != "delivered"]
+        where = (f'<a href="#shards">merged from {len(shards)} shard(s)</a>'
+                 + (f", <b>{len(short)} not delivered</b>" if short else ""))
+    else:
+        where = f"shard {_e(index.shard or '1/1')}"
+    group = f" · group {_e(index.group)}" if index.group else ""
     return (f"<h1>patchlane sweep {_e(index.run_id)}</h1>"
             f'<p>{chips} <span class="muted">· {len(index.rows)} row(s) · created '
-            f"{_e(index.created)} · updated {_e(index.updated)} · shard "
-            f"{_e(index.shard or '1/1')}</span></p>")
+            f"{_e(index.created)} · updated {_e(index.updated)} · {where}{group}</span></p>")
+
+
+SHARD_COLOURS = {"delivered": COLOURS[Verdict.GUARDING], "errored": COLOURS[Verdict.ERROR],
+                 "missing": COLOURS[Verdict.BROKEN], "superseded": COLOURS[Verdict.SKIPPED]}
+
+
+def _shards(index: RunIndex) -> str:
+    """A merged run's shards: each one's state, host and run directory, so a gap in the rows
+    is never silent (``patchlane merge``)."""
+    if not index.merged:
+        return ""
+    body = []
+    for s in index.shards or ():
+        state = str(s.get("state"))
+        colour = SHARD_COLOURS.get(state, COLOURS[Verdict.SKIPPED])
+        run = s.get("run_id")
+        link = (_local(str(s["report"]), str(run)) if s.get("report") and run
+                else _e(run) if run else '<span class="muted">none</span>')
+        body.append(
+            f'<tr id="shard-{_e(str(s.get("shard")).replace("/", "of"))}">'
+            f"<td class=\"nowrap\">{_e(s.get('shard'))}</td>"
+            f'<td><span class="chip" style="background:{colour}">{_e(state)}</span></td>'
+            f"<td>{_e(s.get('host') or '-')}</td><td>{link}</td>"
+            f"<td>{_e(s.get('rows'))}</td><td class=\"small\">{_e(s.get('created') or '-')}"
+            f"<br>{_e(s.get('updated') or '-')}</td>"
+            f'<td class="reason small">{_e(s.get("why") or "")}</td></tr>')
+    head = "".join(f"<th>{h}</th>" for h in ("shard", "state", "host", "run", "rows planned",
+                                             "created / updated", "why"))
+    return (f'<section id="shards"><h2>Shards</h2><p class="muted small">This page merges the '
+            f"shards of one sweep (plan <code>{_e(index.plan_digest)}</code>); each row below "
+            "names the shard it came from.</p>"
+            f'<div class="wide"><table>{"<tr>" + head + "</tr>"}{"".join(body)}</table></div>'
+            "</section>")
+
+
+def _origin(row: IndexRow) -> str:
+    origin = row.origin or {}
+    text = _e(origin.get("shard") or "?")
+    if origin.get("host"):
+        text += f'<br><span class="muted small">{_e(origin["host"])}</span>'
+    if origin.get("state") and origin.get("state") != "delivered":
+        text += f'<br><b class="small">{_e(origin["state"])}</b>'
+    return text
 
 
 def _changes(index: RunIndex) -> str:
@@ -341,7 +391,10 @@ def _card(row: IndexRow, index: RunIndex) -> str:
         f"<h3>{_e(row.key)} {_chip(v)} <span class=\"muted\">on "
         f"{_e(row.installed or 'unknown')}</span></h3>{summary}"
         f'<p><b>why:</b> <span class="reason">{_e(row.reason)}</span></p>'
-        f"<p><b>asks:</b> {_action(v, row.entry_id, index.run_dir)}</p>"
+        f"<p><b>asks:</b> {_action(v, row.entry_id, None, row.action(index.evidence_dir(row)))}"
+        "</p>"
+        + (f'<p class="small"><b>from:</b> shard {_origin(row).replace("<br>", " · ")}</p>'
+           if row.origin else "") +
         f"<p><b>gate:</b> {_gate(row, index)} · <b>upstream:</b> {_upstream(info)}</p>"
         f'<p class="small"><b>evidence:</b> {_evidence(row).replace("<br>", " · ")}</p>'
         f"{_tail(row) if v is Verdict.ERROR else ''}</div>"
@@ -379,16 +432,18 @@ def _rows(index: RunIndex) -> str:
         reason = f'<span class="reason">{_e(row.reason)}</span>'
         if v is Verdict.ERROR:
             reason += f'<br><a class="small" href="#{_e(_anchor(row))}">log tail</a>'
+        shard = f'<td class="nowrap">{_origin(row)}</td>' if index.merged else ""
         body.append(
             f'<tr id="{_e(_row_id(row))}"><td>{entry}</td>'
-            f"<td class=\"nowrap\">{_e(row.lane)} ws={_e(row.world_size)}</td>"
+            f"<td class=\"nowrap\">{_e(row.lane)} ws={_e(row.world_size)}</td>{shard}"
             f"<td>{_e(row.installed or '-')}</td><td>{_gate(row, index)}</td>"
             f"<td>{_chip(v)}</td><td class=\"reason\">{reason}</td>"
-            f"<td><b>{_e(ASKS[v])}</b></td>"
+            f"<td><b>{_e(row.asks())}</b></td>"
             f'<td class="small">{_upstream(info, compact=True)}</td>'
             f'<td class="small ev">{_evidence(row)}</td></tr>')
-    head = "".join(f"<th>{h}</th>" for h in ("entry", "lane", "installed", "gate", "verdict",
-                                             "reason", "asks", "upstream", "evidence"))
+    names = ("entry", "lane", *(("shard",) if index.merged else ()), "installed", "gate",
+             "verdict", "reason", "asks", "upstream", "evidence")
+    head = "".join(f"<th>{h}</th>" for h in names)
     return (f'<section id="rows"><h2>Every row</h2><div class="wide"><table class="rows">'
             f"<tr>{head}</tr>{''.join(body)}</table></div></section>")
 
@@ -426,6 +481,9 @@ def _history(index: RunIndex, history: Sequence[HistoryRun]) -> str:
     if lineage.get("other_class"):
         notes.append(f"{_e(lineage['other_class'])} earlier run(s) there are of another "
                      "comparison class and are left out.")
+    if lineage.get("merged_shards"):
+        notes.append(f"{_e(lineage['merged_shards'])} shard run director(ies) there are read as "
+                     "part of the merged run listing them (the merge stands for its shards).")
     if lineage.get("not_read"):
         notes.append(f"{_e(lineage['not_read'])} older run director(ies) there were not read "
                      f"(only the newest {_e(lineage.get('scan_limit') or '')} are).")
@@ -492,7 +550,8 @@ def page(index: RunIndex, history: Sequence[HistoryRun | RunIndex] = ()) -> str:
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>patchlane sweep {_e(index.run_id)}</title><style>{_CSS}</style></head>"
-        f"<body>{_header(index)}{_changes(index)}{_provenance(index)}{_attention(index)}"
+        f"<body>{_header(index)}{_changes(index)}{_shards(index)}{_provenance(index)}"
+        f"{_attention(index)}"
         f"{_rows(index)}{_grid(index)}{_history(index, runs)}{_legend(index)}"
         f'<p class="muted small">patchlane {_e(version)}'
         " · a static page: no script, nothing fetched; links to receipts and logs are relative "
