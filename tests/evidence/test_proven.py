@@ -455,3 +455,57 @@ def test_mechanics_a_run_directory_given_as_the_root_is_read_as_one_run(
     (tmp_path / "index.json").write_text("[]")
     evidence = Evidence([tmp_path])
     assert evidence.runs == [] and evidence.unreadable[0].startswith(f"{tmp_path}: TypeError")
+
+
+class _FakeCuda:
+    """torch.cuda as a job on a GPU host sees it (no GPU here): the mechanics of reading the
+    architecture, never evidence of a patch."""
+
+    def __init__(self, initialized: bool) -> None:
+        self.initialized = initialized
+        self.asked_torch = False
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def get_device_capability(self) -> tuple[int, int]:
+        self.asked_torch = True  # creates a CUDA context when not initialized
+        return (9, 0)
+
+
+def test_mechanics_the_gpu_architecture_never_creates_a_cuda_context(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mechanics (a stand-in torch.cuda; no GPU on this machine): where the architecture of
+    the job's class comes from."""
+    import types
+
+    from patchlane.evidence import proven
+
+    calls: list[list[str]] = []
+
+    def smi(cmd: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout="9.0\n", stderr="")
+
+    monkeypatch.setattr(proven.subprocess, "run", smi)
+    proven._smi_arch.cache_clear()
+    for initialized in (True, False):
+        cuda = _FakeCuda(initialized)
+        torch = types.SimpleNamespace(__version__="2.11.0+cu130", cuda=cuda,
+                                      version=types.SimpleNamespace(cuda="13.0"))
+        monkeypatch.setitem(sys.modules, "torch", torch)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,4")
+        stack = proven.stack_here("megatron-core", "0.19.2")
+        assert (stack.torch, stack.cuda, stack.arch) == ("2.11.0", "13.0", "sm_90")
+        assert cuda.asked_torch is initialized  # torch only once CUDA is up anyway
+    assert calls == [["nvidia-smi", "-i", "3", "--query-gpu=compute_cap",
+                      "--format=csv,noheader"]]
+    assert stack.describe() == f"python {MINOR}, torch 2.11.0, cuda 13.0, sm_90, " \
+                               "megatron-core 0.19.2"
+    monkeypatch.delitem(sys.modules, "torch")
+    assert proven.stack_here("megatron-core", "0.19.2").describe() == \
+        f"python {MINOR}, torch not imported, cuda none, unknown device, megatron-core 0.19.2"
+    proven._smi_arch.cache_clear()
