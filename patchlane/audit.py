@@ -34,6 +34,9 @@ class Outcome(str, enum.Enum):
     Triton's CPU interpreter when triton is imported without ``TRITON_INTERPRET=1``)."""
     UPSTREAM_FIXED = "upstream-fixed"
     REFUSED_DRIFT = "refused: drift"
+    REFUSED_EVIDENCE = "refused: evidence"
+    """``PATCHLANE_REQUIRE_EVIDENCE=1`` and no passing run proved the overlay on this stack:
+    not applied (patchlane.evidence.proven says what was found instead)."""
     FAILED_ERROR = "failed: error"
     REVERTED = "reverted"
     RETIRED = "retired"
@@ -48,7 +51,8 @@ class Outcome(str, enum.Enum):
         # A gate that excludes the installed release is the registry working as declared
         # (one registry carries entries for several releases): not a problem, even in strict
         # mode. A gate that cannot be evaluated at all is recorded as failed: error instead.
-        return self in (Outcome.REFUSED_DRIFT, Outcome.FAILED_ERROR, Outcome.LEDGER_VIOLATION)
+        return self in (Outcome.REFUSED_DRIFT, Outcome.REFUSED_EVIDENCE, Outcome.FAILED_ERROR,
+                        Outcome.LEDGER_VIOLATION)
 
 
 # :meth:`Decision.as_dict`: one decision as JSON-ready data, keys in field order. The functional

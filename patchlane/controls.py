@@ -27,6 +27,19 @@
                                (patchlane.registry_cache says why).
 ``PATCHLANE_VERIFY_RANKS=0``          do not compare patch sets across ranks right after
                                ``torch.distributed.init_process_group`` (patchlane.training.ranks).
+``PATCHLANE_EVIDENCE=DIR:DIR``        runs roots (``os.pathsep``-separated; what ``patchlane sweep
+                               --runs-root`` wrote, or one run directory): ``patchlane.report()``
+                               and each rank's ``patchlane run`` line say, per applied entry,
+                               whether a passing run proved it on this process's own stack
+                               (``proven here``, ``proven elsewhere``, ``never run``:
+                               patchlane.evidence.proven). Read only when asked for (a report, or
+                               the next switch), never at ``import patchlane``; ``patchlane run
+                               --evidence DIR`` sets it.
+``PATCHLANE_REQUIRE_EVIDENCE=1``      refuse to apply an entry that no passing run under
+                               ``PATCHLANE_EVIDENCE`` proved on this stack: the decision is
+                               ``refused: evidence``, the target stays unpatched, and strict mode
+                               raises (:class:`StrictModeError`, exit 6). Without
+                               ``PATCHLANE_EVIDENCE`` it is a setting that cannot be read.
 
 Read by the command line only (:class:`ToolSettings`), never at ``import patchlane``:
 
@@ -112,6 +125,14 @@ def _cache_dir(env: Mapping[str, str]) -> Path | None:
     return Path(base) / "patchlane" / "registry"
 
 
+def _evidence_roots(env: Mapping[str, str]) -> tuple[Path, ...]:
+    raw = env.get("PATCHLANE_EVIDENCE") or ""
+    # Absolute now, against this process's working directory: a relative root would otherwise
+    # be read again against wherever the report is asked for (os.path.abspath: no file access).
+    return tuple(Path(os.path.abspath(os.path.expanduser(p)))
+                 for p in raw.split(os.pathsep) if p.strip())
+
+
 @dataclass(frozen=True)
 class Controls:
     disable: frozenset[str]
@@ -123,12 +144,26 @@ class Controls:
     verify_ranks: bool = True
     registry_cache: Path | None = None
     """Directory of the validated-registry cache (patchlane.registry_cache); None: off."""
+    evidence: tuple[Path, ...] = ()
+    """Runs roots to answer "proven here?" from (absolute); empty: not asked."""
+    require_evidence: bool = False
+    """Refuse an entry no passing run proved on this stack (needs :attr:`evidence`)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Controls:
         env = os.environ if env is None else env
         only = env.get("PATCHLANE_ONLY")
         extra = env.get("PATCHLANE_REGISTRY", "")
+        evidence = _evidence_roots(env)
+        require = _flag(env, "PATCHLANE_REQUIRE_EVIDENCE", False)
+        if require and not evidence:
+            # Nothing to prove it with: every entry would be refused. Said as a setting that
+            # cannot be read (nothing applied, every command refuses it) rather than guessed.
+            raise ControlsError(
+                f"PATCHLANE_REQUIRE_EVIDENCE={env.get('PATCHLANE_REQUIRE_EVIDENCE')!r} needs "
+                "PATCHLANE_EVIDENCE, which is unset or empty: no runs root to look for proof "
+                "in; fix: set PATCHLANE_EVIDENCE=RUNS_ROOT (what `patchlane sweep --runs-root` "
+                "wrote), or unset PATCHLANE_REQUIRE_EVIDENCE")
         return cls(
             disable=_ids(env.get("PATCHLANE_DISABLE")),
             only=_ids(only) if only is not None else None,
@@ -138,6 +173,8 @@ class Controls:
             entry_points=_flag(env, "PATCHLANE_ENTRY_POINTS", True),
             verify_ranks=_flag(env, "PATCHLANE_VERIFY_RANKS", True),
             registry_cache=_cache_dir(env),
+            evidence=evidence,
+            require_evidence=require,
         )
 
     @classmethod

@@ -12,8 +12,9 @@ import logging
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import wrapt
 
@@ -25,6 +26,9 @@ from .loading import load_file, resolve
 from .protocols import OverlayFn
 from .registry import Entry, FingerprintPolicy, Kind, Registry, StartupRow
 from .wrappers import PatchWrapper, chain
+
+if TYPE_CHECKING:
+    from .evidence.proven import Evidence
 
 __all__ = ["Decider", "load_overlay", "strict_error"]
 
@@ -127,6 +131,8 @@ class Decider:
         self._settled = False
         self.unknown_control_ids: dict[str, list[str]] = {}
         """PATCHLANE_DISABLE / PATCHLANE_ONLY ids naming no entry here -> the variables."""
+        self._evidence: dict[tuple[Path, ...], Evidence] = {}
+        self._evidence_lock = threading.Lock()
 
     # -- walk ------------------------------------------------------------------------------
 
@@ -509,6 +515,10 @@ class Decider:
             if drift and spec.policy is FingerprintPolicy.REFUSE:
                 return decision(Outcome.REFUSED_DRIFT,
                                 drift_reason(entry.id, spec.sha256, found), found), False
+            if self.controls.require_evidence:
+                unproven = self._unproven(entry, gate.found)
+                if unproven is not None:
+                    return decision(Outcome.REFUSED_EVIDENCE, unproven, found), False
             self._wrap(entry, module, fn)
         except Exception as exc:  # recorded, logged, raised in strict mode: never swallowed
             return decision(Outcome.FAILED_ERROR, f"{type(exc).__name__}: {exc}"), True
@@ -521,6 +531,41 @@ class Decider:
         note = " (fingerprint drift tolerated: policy warn)" if drift else ""
         return decision(Outcome.APPLIED, f"{gate.reason}; fingerprint {found}{note}",
                         found), False
+
+    # -- evidence --------------------------------------------------------------------------
+
+    def evidence(self, roots: tuple[Path, ...] = ()) -> Evidence | None:
+        """The runs under ``roots`` (default: ``PATCHLANE_EVIDENCE``), read once per process
+        per roots; None when none is asked for. The evidence side is imported here, on demand
+        only: a plain `import patchlane` never loads it, nor reads a runs root."""
+        roots = roots or self.controls.evidence
+        if not roots:
+            return None
+        from .evidence.proven import Evidence
+
+        with self._evidence_lock:
+            found = self._evidence.get(roots)
+            if found is None:
+                found = self._evidence[roots] = Evidence(roots)
+        return found
+
+    def _unproven(self, entry: Entry, installed: str | None) -> str | None:
+        """Why ``PATCHLANE_REQUIRE_EVIDENCE`` refuses ``entry`` on ``installed``; None when a
+        passing run proved it on this process's stack."""
+        try:
+            evidence = self.evidence()
+            assert evidence is not None  # Controls: no requirement without a runs root
+            answer = evidence.answer(entry.id, entry.target.distribution, installed)
+        except Exception as exc:  # fail closed: records that cannot be read prove nothing
+            return (f"PATCHLANE_REQUIRE_EVIDENCE=1: the evidence could not be read "
+                    f"({type(exc).__name__}: {exc}); fix: check PATCHLANE_EVIDENCE, or unset "
+                    "PATCHLANE_REQUIRE_EVIDENCE")
+        if answer.proven_here:
+            return None
+        return (f"PATCHLANE_REQUIRE_EVIDENCE=1: {answer.text()}; this stack is "
+                f"{answer.here.describe()}. Fix: sweep it on this stack (`patchlane sweep "
+                f"--only {entry.id} --runs-root {self.controls.evidence[0]}`), or unset "
+                "PATCHLANE_REQUIRE_EVIDENCE")
 
     def _wrap(self, entry: Entry, module: ModuleType, fn: OverlayFn) -> None:
         hits = self.audit.hits

@@ -8,14 +8,44 @@ module stays the list of public calls.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TypedDict
 
 from ._version import __version__
-from .audit import DecisionRecord
+from .audit import DecisionRecord, Outcome
 from .errors import PatchlaneError
 from .importer import Decider
 
-__all__ = ["EntryReport", "Report", "build_report"]
+__all__ = ["EntryReport", "EvidenceSummary", "ProofRecord", "Report", "build_report"]
+
+
+class ProofRecord(TypedDict):
+    """Whether a passing run proved an applied entry on this process's own stack
+    (patchlane.evidence.proven says what counts and what a class is)."""
+
+    answer: str
+    """``proven here``, ``proven elsewhere`` or ``never run``."""
+    text: str
+    """The answer in one phrase, with the nearest proof's differences or the rows seen."""
+    here: dict[str, str | None]
+    """This process's class: python, torch, cuda, arch, distribution, release."""
+    proof: dict[str, object] | None
+    """The proof of this class, else the nearest of another (run, receipt, its class)."""
+    differs: list[str]
+    seen: dict[str, int]
+    """The entry's rows read, per verdict."""
+
+
+class EvidenceSummary(TypedDict):
+    """What was read to answer: the runs roots, how many runs, and what was left out."""
+
+    roots: list[str]
+    runs_read: int
+    not_read: int
+    """Older run directories past the cap."""
+    unreadable: list[str]
+    """``where: why`` for each run or receipt left out."""
 
 
 class EntryReport(TypedDict):
@@ -32,6 +62,9 @@ class EntryReport(TypedDict):
     hits: int
     paths: dict[str, int]
     """Calls per branch the overlay recorded with :func:`patchlane.hit_path`."""
+    evidence: ProofRecord | None
+    """For an applied entry when evidence is asked for (``PATCHLANE_EVIDENCE``, ``patchlane
+    status --evidence``): proven here, elsewhere, or never run. None otherwise."""
 
 
 class Report(TypedDict):
@@ -46,24 +79,37 @@ class Report(TypedDict):
     entries: list[EntryReport]
     history: list[DecisionRecord]
     summary: str
+    evidence: EvidenceSummary | None
+    """What was read to answer the entries' ``evidence``; None when not asked for."""
 
 
-def build_report(decider: Decider, startup_error: PatchlaneError | None = None) -> Report:
-    """The report of ``decider``; ``startup_error`` is the registry error it started without."""
+def build_report(decider: Decider, startup_error: PatchlaneError | None = None,
+                 evidence: Sequence[Path] = ()) -> Report:
+    """The report of ``decider``; ``startup_error`` is the registry error it started without.
+    ``evidence``: runs roots to answer "proven here?" from for each applied entry (default:
+    ``PATCHLANE_EVIDENCE``; neither: the evidence is not read)."""
     latest = decider.audit.latest()
     hits, paths = decider.audit.counts()  # other threads may be counting: iterate copies
+    found = decider.evidence(tuple(evidence))
     entries: list[EntryReport] = []
     for entry in decider.registry.entries:
         decision = latest.get(entry.id)
+        applied = decider.is_applied(entry.id)
+        proof = None
+        if found is not None and applied and decision is not None \
+                and decision.outcome is Outcome.APPLIED:
+            proof = found.answer(entry.id, entry.target.distribution,
+                                 decision.installed).as_dict()
         entries.append({
             "id": entry.id,
             "kind": entry.kind.value,
             "status": entry.status.value,
             "target": entry.target.object_path or entry.target.distribution,
             "decision": decision.as_dict() if decision else None,
-            "applied": decider.is_applied(entry.id),
+            "applied": applied,
             "hits": hits.get(entry.id, 0),
             "paths": {p: n for (e, p), n in paths.items() if e == entry.id},
+            "evidence": proof,
         })
     return {
         "patchlane": __version__,
@@ -75,4 +121,5 @@ def build_report(decider: Decider, startup_error: PatchlaneError | None = None) 
         "entries": entries,
         "history": [d.as_dict() for d in decider.audit.history()],
         "summary": decider.summary(),
+        "evidence": found.summary() if found is not None else None,
     }

@@ -20,6 +20,7 @@ from typing import Any
 
 import patchlane
 
+from ..audit import Outcome
 from ..evidence.record import verify_distribution
 from ..evidence.release_match import nearest_release
 from ..exit_codes import ExitCode
@@ -30,7 +31,7 @@ from ..reporting import EntryReport
 from .common import decider, table
 
 EXIT_PROBLEMS = ExitCode.DOCTOR_PROBLEMS
-_BAD = ("refused: drift", "failed: error", "ledger: violation")
+_BAD = tuple(o.value for o in Outcome if o.is_problem)  # one list: strict mode raises these
 
 
 def _outcome_and_reason(item: EntryReport) -> tuple[str, str]:

@@ -54,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--no-import", action="store_true",
                    help="do not import target modules (show gates and pending hooks only)")
+    p.add_argument("--evidence", type=Path, action="append", metavar="RUNS_ROOT",
+                   help="say for each applied entry whether a passing run under RUNS_ROOT (what "
+                   "`patchlane sweep --runs-root` wrote, or one run directory) proved it on "
+                   "this stack: proven here, proven elsewhere (the nearest, and how it "
+                   "differs) or never run (repeatable; default: $PATCHLANE_EVIDENCE)")
 
     p = sub.add_parser("show", help="everything the registry says about one entry")
     p.add_argument("id")
@@ -92,6 +97,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="PATCHLANE_STRICT=1: a refused or failed entry stops the process")
     p.add_argument("--reports", type=Path, metavar="DIR",
                    help="each process writes its patchlane.report() to DIR at exit")
+    p.add_argument("--evidence", type=Path, metavar="RUNS_ROOT",
+                   help="PATCHLANE_EVIDENCE: each rank's exit line says per applied entry "
+                   "whether a passing run under RUNS_ROOT proved it on that rank's stack")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
                    help="the command, after --")
 
@@ -198,7 +206,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         raise error
     if args.command == "status":
         from .status import run_status
-        return run_status(args.json, not args.no_import)
+        return run_status(args.json, not args.no_import, tuple(args.evidence or ()))
     if args.command == "show":
         from .show import run_show
         return run_show(args.id)
@@ -219,7 +227,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if not cmd:
             _parser().error("run: no command; usage: patchlane run [options] -- CMD ARGS...")
         return run_command(cmd, registry=args.registry, strict=args.strict,
-                           reports=args.reports)
+                           reports=args.reports, evidence=args.evidence)
     if args.command == "sweep":
         from .sweep import SweepOptions, run_sweep_command
         return run_sweep_command(SweepOptions.from_args(args))

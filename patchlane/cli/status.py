@@ -1,20 +1,28 @@
-"""``patchlane status``: every entry and the decision taken for it in this process."""
+"""``patchlane status``: every entry and the decision taken for it in this process, and with
+``--evidence RUNS_ROOT`` whether each applied entry was proven on this stack."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
 import json
+from pathlib import Path
 
-import patchlane
-
+from .. import startup
 from ..audit import Outcome
+from ..errors import UsageError
 from ..gates import resolve_version
 from ..registry import Kind
+from ..reporting import build_report
 from .common import decider, table
 
 
-def run_status(as_json: bool, import_targets: bool) -> int:
+def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] = ()) -> int:
+    for root in evidence:
+        if not root.is_dir():
+            raise UsageError(f"status: --evidence {root}: no such directory; fix: give the "
+                             "runs root `patchlane sweep --runs-root` wrote (or one run "
+                             "directory)")
     current = decider()
     if import_targets:
         for entry in current.registry.entries:
@@ -33,10 +41,13 @@ def run_status(as_json: bool, import_targets: bool) -> int:
                 # Floors and pins whose module nothing imported yet: checked eagerly here (and
                 # marked so) rather than importing e.g. triton just to show them.
                 current.decide_ledger(entry, eager=True)
-    report = patchlane.report()
+    # Absolute, as PATCHLANE_EVIDENCE is read: the report names the roots it read
+    report = build_report(current, startup.startup_error(),
+                          tuple(root.absolute() for root in evidence))
     if as_json:
         print(json.dumps(report, indent=2))
         return 0
+    read = report["evidence"]
     rows = []
     for item in report["entries"]:
         decision = item["decision"]
@@ -46,9 +57,21 @@ def run_status(as_json: bool, import_targets: bool) -> int:
             tree = (decision["version_source"] or "metadata") not in ("metadata", "none")
             version = (decision["installed"] or "-") + (" (tree)" if tree else "")
             outcome, reason = decision["outcome"], decision["reason"]
-        rows.append([item["id"], item["kind"], item["target"], version, outcome,
-                     str(item["hits"]), reason])
-    print(table(["ID", "KIND", "TARGET", "INSTALLED", "DECISION", "HITS", "REASON"], rows))
+        row = [item["id"], item["kind"], item["target"], version, outcome, str(item["hits"])]
+        if read is not None:
+            row.append(item["evidence"]["answer"] if item["evidence"] else "-")
+        rows.append([*row, reason])
+    headers = ["ID", "KIND", "TARGET", "INSTALLED", "DECISION", "HITS"]
+    print(table([*headers, *(["EVIDENCE"] if read is not None else []), "REASON"], rows))
     print()
     print(report["summary"])
+    if read is not None:
+        print()
+        print(f"evidence: {read['runs_read']} run(s) read under {', '.join(read['roots'])}"
+              + (f" ({read['not_read']} older not read)" if read["not_read"] else ""))
+        for item in report["entries"]:
+            if item["evidence"] is not None:
+                print(f"  {item['id']}: {item['evidence']['text']}")
+        for why in read["unreadable"]:
+            print(f"  left out: {why}")
     return 0

@@ -261,6 +261,10 @@ def case_env(entry: Entry, mode: Mode, base: Mapping[str, str] | None = None) ->
     registries = [str(p) for p in _extra_registries(entry)]
     env["PATCHLANE_ONLY"] = ",".join([entry.id, *entry.depends_on])
     env["PATCHLANE_STRICT"] = "1"
+    # A case is how evidence is made: requiring it there would refuse the very run that proves
+    # an overlay, and reading it would cost every rank of every case a runs root's reading.
+    env.pop("PATCHLANE_EVIDENCE", None)
+    env.pop("PATCHLANE_REQUIRE_EVIDENCE", None)
     if mode is Mode.WITHOUT:
         env["PATCHLANE_DISABLE"] = entry.id
     else:

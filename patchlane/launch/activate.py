@@ -93,9 +93,18 @@ def _print_summary(me: str, report: Report) -> None:
     for entry in report["entries"]:
         decision = entry["decision"]
         outcome = (decision["outcome"] if decision else None) or "pending"
-        label = entry["id"] + (f" (hits {entry['hits']})" if entry.get("hits") else "")
+        notes = [f"hits {entry['hits']}"] if entry.get("hits") else []
+        proof = entry.get("evidence")
+        if proof is not None:  # PATCHLANE_EVIDENCE (`patchlane run --evidence`): proven here?
+            differs = proof["differs"]
+            notes.append(proof["answer"] + (f": nearest {', '.join(differs)}" if differs else ""))
+        label = entry["id"] + (f" ({'; '.join(notes)})" if notes else "")
         groups.setdefault(outcome, []).append(label)
     parts = " | ".join(f"{k}: {', '.join(v)}" for k, v in sorted(groups.items()))
+    read = report.get("evidence")
+    if read is not None and read["unreadable"]:  # said, so a "never run" is not taken on trust
+        parts += f" | evidence: {len(read['unreadable'])} run(s) or receipt(s) left out " \
+                 f"unread (first: {read['unreadable'][0]})"
     error = report.get("startup_error")
     sys.stderr.write(f"patchlane run: {me} (pid {os.getpid()}, {socket.gethostname()}): "
                      + (f"registry rejected: {error} | " if error else "")

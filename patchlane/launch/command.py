@@ -1,4 +1,5 @@
-"""``patchlane run [--registry FILE] [--strict] [--reports DIR] -- CMD ARGS...``: the
+"""``patchlane run [--registry FILE] [--strict] [--reports DIR] [--evidence RUNS_ROOT] -- CMD
+ARGS...``: the
 environment that activates patchlane in every Python process of CMD, then ``exec`` of CMD (it
 takes this process's place: signals from ``torchrun``, ``srun`` or a scheduler reach it
 directly and its exit status is the job's)."""
@@ -10,13 +11,15 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..errors import PatchlaneError
+from ..errors import PatchlaneError, UsageError
 from ..exit_codes import ExitCode
 from .activate import REPORTS_ENV, hand_over
 from .job import RUN_ID_ENV, new_run_id
 
-__all__ = ["BOOTSTRAP", "CommandNotExecutableError", "CommandNotFoundError", "launch_env",
-           "run_command"]
+EVIDENCE_ENV = "PATCHLANE_EVIDENCE"
+
+__all__ = ["BOOTSTRAP", "EVIDENCE_ENV", "CommandNotExecutableError", "CommandNotFoundError",
+           "launch_env", "run_command"]
 
 
 class CommandNotFoundError(PatchlaneError):
@@ -36,7 +39,7 @@ BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
 
 
 def launch_env(env: Mapping[str, str], *, registry: Path | None = None, strict: bool = False,
-               reports: Path | None = None) -> dict[str, str]:
+               reports: Path | None = None, evidence: Path | None = None) -> dict[str, str]:
     """``env`` with the bootstrap folder first on ``PYTHONPATH`` (once) and the options as the
     lane's own variables, absolute paths so ranks started in other directories agree."""
     out = dict(env)
@@ -50,6 +53,8 @@ def launch_env(env: Mapping[str, str], *, registry: Path | None = None, strict: 
     if reports is not None:
         out[REPORTS_ENV] = str(reports.resolve())
     out[RUN_ID_ENV] = new_run_id()  # one per invocation: the job its reports belong to
+    if evidence is not None:  # each rank's line says whether its overlays were proven there
+        out[EVIDENCE_ENV] = str(evidence.resolve())
     return out
 
 
@@ -69,14 +74,19 @@ def _pythonpath(user: str) -> str:
 
 
 def run_command(command: Sequence[str], *, registry: Path | None = None, strict: bool = False,
-                reports: Path | None = None) -> int:
+                reports: Path | None = None, evidence: Path | None = None) -> int:
     """Exec ``command`` with :func:`launch_env`; returns only if it cannot be started."""
     if not command:
         raise ValueError("patchlane run: no command; usage: patchlane run [options] -- CMD ...")
     if registry is not None and not registry.is_file():
         raise FileNotFoundError(f"patchlane run: --registry {registry}: no such file; fix: "
                                 "give the path of a registry.yaml")
-    env = launch_env(os.environ, registry=registry, strict=strict, reports=reports)
+    if evidence is not None and not evidence.is_dir():
+        # Refused here, once, rather than answered "never run" by every rank
+        raise UsageError(f"run: --evidence {evidence}: no such directory; fix: give the runs "
+                         "root `patchlane sweep --runs-root` wrote (or one run directory)")
+    env = launch_env(os.environ, registry=registry, strict=strict, reports=reports,
+                     evidence=evidence)
     hand_over(env)  # a nested `patchlane run`: the command prints the rank's line, not this
     try:
         os.execvpe(command[0], list(command), env)
