@@ -42,8 +42,9 @@ def _add_git(p: argparse.ArgumentParser) -> None:
     """``--git DIR``: ``upstream`` and ``retire`` answer from a local repository alike."""
     p.add_argument("--git", type=Path, metavar="DIR",
                    help="answer from this local clone or `git clone --mirror` of the upstream "
-                   "repository instead of the GitHub API (no network; --offline and "
-                   "--cache-dir do not apply)")
+                   "repository instead of the GitHub API (no network; --offline does not "
+                   "apply; `upstream` records its answers in the cache directory, where the "
+                   "sweep's page reads them)")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,6 +77,7 @@ def run_upstream(ids: list[str] | None, offline: bool, as_json: bool, cache_dir:
     rows: list[list[str]] = []
     out: list[dict[str, Any]] = []
     failures = 0
+    answered: list[TrackReport] = []
     with _tracker(offline, cache_dir, git) as track_one:
         for entry in entries:
             if not (entry.upstream.pr or entry.upstream.issue):
@@ -88,6 +90,7 @@ def run_upstream(ids: list[str] | None, offline: bool, as_json: bool, cache_dir:
                 rows.append([entry.id, "?", "?", "?", "error", str(exc)])
                 out.append({"entry_id": entry.id, "error": str(exc)})
                 continue
+            answered.append(report)
             verdict = evaluate(entry, report, evidence or [])
             issue = report.issue.state if report.issue is not None else "-"
             pr = report.pr
@@ -100,12 +103,26 @@ def run_upstream(ids: list[str] | None, offline: bool, as_json: bool, cache_dir:
                          retire])
             out.append({"entry_id": entry.id, "tracking": report.as_dict(),
                         "retirement": verdict.as_dict()})
+    if git is not None and answered:
+        _record_git(answered, git, tracker_config(offline, cache_dir).cache_dir)
     if as_json:
         print(json.dumps(out, indent=2, default=str))
     else:
         print(table(["ID", "ISSUE", "PR", "RELEASED IN", "UPSTREAM", "RETIREMENT"], rows,
                     width=80))
     return ExitCode.UPSTREAM_UNREACHABLE if failures else ExitCode.OK
+
+
+def _record_git(reports: list[TrackReport], git: Path, cache_dir: Path) -> None:
+    """Keep the mirror's answers where the sweep's page reads upstream state (the GitHub
+    tracker's cache directory); failing to is said, and does not change the answers."""
+    from ..upstream.gitanswers import record_git_answers
+
+    try:
+        record_git_answers(cache_dir, reports, git)
+    except OSError as exc:
+        print(f"patchlane upstream: could not record the git answers in {cache_dir} "
+              f"({exc.strerror or exc}); the sweep's page will not show them", file=sys.stderr)
 
 
 def run_retire(entry_id: str, evidence: list[Path] | None, offline: bool, skip_upstream: bool,

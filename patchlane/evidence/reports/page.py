@@ -308,8 +308,13 @@ def _upstream(info: Mapping[str, Any], *, compact: bool = False) -> str:
                      + (f" <b>{_e(label)}</b>" if label else ""))
     if info.get("pr"):
         state = tracked.get("pr") or {}
+        from_git = tracked.get("source") == "git"
         if state.get("merged"):
             label = "merged " + str(state.get("merged_at") or "")[:10]
+            if tracked.get("released_in"):
+                label += f", released in {tracked['released_in']}"
+        elif state and from_git:
+            label = "not landed"  # git cannot tell an open PR from one closed unmerged
         elif state.get("state") == "closed":
             label = "closed unmerged"
         else:
@@ -329,13 +334,19 @@ def _upstream(info: Mapping[str, Any], *, compact: bool = False) -> str:
         parts.append(f"applied upstream in {_e(info['applied_upstream'])}")
     if not parts:
         return '<span class="muted">no upstream link</span>'
+    when = _e(str(tracked.get("fetched_at") or "")[:10])
     if compact:
-        if tracked.get("fetched_at"):
-            parts.append(f'<span class="muted">as of {_e(tracked["fetched_at"][:10])}</span>')
+        if when:
+            via = " (git)" if tracked.get("source") == "git" else ""
+            parts.append(f'<span class="muted">as of {when}{via}</span>')
         return "<br>".join(parts)
-    if tracked.get("fetched_at"):
-        parts.append(f'<span class="muted small">state as of {_e(tracked["fetched_at"][:10])}'
-                     " (patchlane upstream cache)</span>")
+    if when and tracked.get("source") == "git":
+        parts.append(f'<span class="muted small">state as of {when} from the git mirror '
+                     f'<code>{_e(tracked.get("mirror"))}</code> '
+                     "(<code>patchlane upstream --git</code>)</span>")
+    elif when:
+        parts.append(f'<span class="muted small">state as of {when} from GitHub '
+                     "(patchlane upstream cache)</span>")
     elif info.get("issue") or info.get("pr"):
         parts.append('<span class="muted small">state not tracked on this machine '
                      "(<code>patchlane upstream</code>)</span>")
