@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..controls import ToolSettings
 from ..exit_codes import ExitCode
-from .common import decider, positive_int, positive_seconds, table
+from .common import decider, positive_int, positive_seconds, release_cache, table
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,7 +84,7 @@ def run_bisect(args: argparse.Namespace) -> int:
         listing = list_candidates(client, dist, pre=args.pre)
     run_dir.mkdir(parents=True, exist_ok=True)  # once there is something to run
     # how one release runs (the evidence side) is given to the search (the maintainers' side)
-    runner = ReleaseRunner(entry, run_dir, _release_cache(args.cache), timeout=args.timeout,
+    runner = ReleaseRunner(entry, run_dir, release_cache(args.cache), timeout=args.timeout,
                            fingerprints=args.write)
     if not args.quiet:
         sdists = sum(c.how == "sdist" for c in listing.candidates)
@@ -126,10 +126,3 @@ def _version_key(text: str) -> tuple[int, object]:
 
     version = parse_version(text)
     return (0, version) if version is not None else (1, text)
-
-
-def _release_cache(given: Path | None) -> Path:
-    """``--cache``, else the one default every side-by-side install shares."""
-    from ..evidence.installs import default_cache
-
-    return (given or default_cache()).resolve()

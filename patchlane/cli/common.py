@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 from .. import startup
 from ..importer import Decider
@@ -68,3 +69,11 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds above 0 "
                                          "(e.g. 600)")
     return value
+
+
+def release_cache(given: Path | None) -> Path:
+    """``--cache`` of ``matrix``, ``bisect`` and ``radar``, else the one default every
+    side-by-side install shares (ledger reproducers' bad sides included)."""
+    from ..evidence.installs import default_cache
+
+    return (given or default_cache()).resolve()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import PatchlaneError
 from ..exit_codes import ExitCode
-from .common import positive_int, positive_seconds
+from .common import positive_int, positive_seconds, release_cache
 
 
 def _shard(text: str) -> str:
@@ -252,7 +252,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_doctor(args.json, args.strict)
     if args.command == "matrix":
         from .matrix import run_matrix_command
-        return run_matrix_command(args.file, args.sets, _release_cache(args.cache), args.runs_root,
+        return run_matrix_command(args.file, args.sets, release_cache(args.cache), args.runs_root,
                                   args.jobs, args.timeout)
     if args.command == "draft":
         from .draft import run_draft
@@ -299,13 +299,6 @@ def _bug(command: str) -> int:
           "patchlane (the traceback above says where); please report it with the command "
           "you ran", file=sys.stderr)
     return int(ExitCode.INTERNAL_ERROR)
-
-
-def _release_cache(given: Path | None) -> Path:
-    """``--cache``, else the one default every side-by-side install shares."""
-    from ..evidence.installs import default_cache
-
-    return (given or default_cache()).resolve()
 
 
 # Last: under `python -m patchlane.cli.main` everything above must exist before main() runs.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..controls import ToolSettings
 from ..exit_codes import sweep_exit_code
-from .common import decider, positive_int, positive_seconds, table
+from .common import decider, positive_int, positive_seconds, release_cache, table
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,7 +73,7 @@ def run_radar(args: argparse.Namespace) -> int:
                           file=sys.stderr, flush=True)
                 index, code = sweep_releases(
                     name, [f"{row.distribution}=={release}"], row.entries,
-                    cache=_release_cache(args.cache), run_dir=run_dir, jobs=args.jobs,
+                    cache=release_cache(args.cache), run_dir=run_dir, jobs=args.jobs,
                     timeout=args.timeout)
                 swept.append(read_sweep(registry, row.distribution, release, index, run_dir,
                                         code))
@@ -100,10 +100,3 @@ def run_radar(args: argparse.Namespace) -> int:
             seen = ", ".join(sorted({v.value for v in verdicts}))
             print(f"  {entry_id}: {seen}: {s.proposals[entry_id]}")
     return status
-
-
-def _release_cache(given: Path | None) -> Path:
-    """``--cache``, else the one default every side-by-side install shares."""
-    from ..evidence.installs import default_cache
-
-    return (given or default_cache()).resolve()
