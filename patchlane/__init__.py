@@ -1,33 +1,36 @@
 """patchlane: declared, gated, proven and tracked local fixes for upstream training-stack bugs.
 
-``import patchlane`` at the top of a training script reads the registry and registers
-post-import hooks; overlays are applied lazily when their target module is imported. It never
-imports torch or megatron itself.
+``import patchlane`` at the top of a training script arms the lane: when a fresh index says which
+top-level modules matter (patchlane.lazy), it installs one import hook for them and nothing
+else; the registry, the gates and the post-import hooks load at the first import of one of
+them, and each overlay is applied when its target module is imported. Without a fresh index
+they load at once. It never imports torch or megatron itself.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from . import startup
 from ._version import __version__
-from .audit import Decision, Outcome
-from .errors import (
-    ControlsError,
-    DriftError,
-    OverlayError,
-    PatchlaneError,
-    RegistryError,
-    ReproducerError,
-    StrictModeError,
-    StrictOverlayError,
-    UnknownEntryError,
-    UsageError,
-)
-from .loading import entry_id
+from .lazy import arm as _lazy
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
+    from .audit import Decision, Outcome
+    from .errors import (
+        ControlsError,
+        DriftError,
+        OverlayError,
+        PatchlaneError,
+        RegistryError,
+        ReproducerError,
+        StrictModeError,
+        StrictOverlayError,
+        UnknownEntryError,
+        UsageError,
+    )
     from .ledger import CompatGateError, LedgerError
+    from .loading import entry_id
     from .reporting import EntryReport, Report
     from .training.ranks import RankMismatchError
 
@@ -61,25 +64,43 @@ __all__ = [
     "verify_ranks",
 ]
 
-# Names whose modules `import patchlane` does not load: errors of public calls (the ledger
-# pulls in json; the rank check hashlib, json and platform) and the report's TypedDicts (only
-# a type checker or report() needs them). Imported on first access instead, so naming them
-# costs nothing at import time.
+# Every public name but the calls below is imported on first access: `import patchlane` in a
+# process that imports no target loads nothing but the lazy lane (patchlane.lazy), and naming
+# an error or a record type costs nothing until it is used.
 _LAZY = {
     "CompatGateError": "ledger",
+    "ControlsError": "errors",
+    "Decision": "audit",
+    "DriftError": "errors",
     "EntryReport": "reporting",
     "LedgerError": "ledger",
+    "Outcome": "audit",
+    "OverlayError": "errors",
+    "PatchlaneError": "errors",
     "RankMismatchError": "training.ranks",
+    "RegistryError": "errors",
     "Report": "reporting",
+    "ReproducerError": "errors",
+    "StrictModeError": "errors",
+    "StrictOverlayError": "errors",
+    "UnknownEntryError": "errors",
+    "UsageError": "errors",
+    "entry_id": "loading",
 }
+_SUBMODULES = frozenset({"startup"})
+"""Submodules code reaches as attributes (``patchlane.startup.current()``) once loaded."""
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
-    if module is None:
+    if module is None and name not in _SUBMODULES:
+        # Also how `from . import x` asks for a submodule not imported yet: answered before
+        # importlib is imported (the lazy lane's modules are imported that way).
         raise AttributeError(f"module 'patchlane' has no attribute {name!r}")
     import importlib
 
+    if module is None:
+        return importlib.import_module(f".{name}", __name__)
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value  # once: later lookups are plain module attributes
     return value
@@ -91,23 +112,31 @@ def __dir__() -> list[str]:
 
 def apply() -> None:
     """Re-walk the registry: idempotent; re-applies overlays lost to a reload or a revert."""
+    from . import startup
+
     startup.current().apply()
 
 
 def revert(entry_id: str) -> Decision:
     """Restore the original target of ``entry_id`` in this process."""
+    from . import startup
+
     return startup.current().revert(entry_id)
 
 
 def hits(entry_id: str, path: str | None = None) -> int:
     """How many times the overlay of ``entry_id`` ran in this process; with ``path``, how many
     of those calls took that branch (as the overlay records with :func:`hit_path`)."""
+    from . import startup
+
     audit = startup.current().audit
     return audit.hits[entry_id] if path is None else audit.paths[(entry_id, path)]
 
 
 def hit_path(entry_id: str, path: str) -> None:
     """Called by an overlay to record which branch a call took (e.g. "fused" vs "routed")."""
+    from . import startup
+
     startup.current().audit.paths[(entry_id, path)] += 1
 
 
@@ -132,6 +161,7 @@ def check_config(config: Any) -> list[Any]:
     TransformerConfig); raises :class:`patchlane.ledger.CompatGateError` naming the upstream
     issue when a known-bad combination is configured. A gate disabled by PATCHLANE_DISABLE /
     PATCHLANE_ONLY is skipped (its result says so). Returns the per-gate results."""
+    from . import startup
     from .ledger import check_config as _check
 
     decider = startup.current()
@@ -141,13 +171,24 @@ def check_config(config: Any) -> list[Any]:
 def report() -> Report:
     """Everything decided in this process, as JSON-ready data (shape:
     :class:`patchlane.reporting.Report`)."""
+    from . import startup
     from .reporting import build_report
 
     return build_report(startup.current(), startup.startup_error())
 
 
-try:
-    startup.start()
-except PatchlaneError as _error:  # strict mode: uncaught, one line and the error's exit code
-    startup.exit_if_uncaught(_error)
-    raise
+def _load_lane() -> None:
+    """The whole lane: registry, gates, hooks (patchlane.startup). At `import patchlane` unless
+    the lazy lane may wait (patchlane.lazy.arm), else at the first import of a target."""
+    from . import startup
+    from .errors import PatchlaneError
+
+    try:
+        startup.start()
+    except PatchlaneError as error:  # strict mode: uncaught, one line and the error's exit code
+        startup.exit_if_uncaught(error)
+        raise
+
+
+if not _lazy.arm(_load_lane):
+    _load_lane()

@@ -70,59 +70,39 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import switch_values
 from .errors import ControlsError
 
 __all__ = ["Controls", "ToolSettings", "describe_unknown"]
 
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-
-
-def _ids(value: str | None) -> frozenset[str]:
-    if not value:
-        return frozenset()
-    return frozenset(part.strip() for part in value.split(",") if part.strip())
+_TRUE = switch_values.TRUE
+_FALSE = switch_values.FALSE
+_ids = switch_values.ids
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    low = raw.strip().lower()
-    if low in _TRUE:
-        return True
-    if low in _FALSE:
-        return False
-    raise ControlsError(f"{name}={raw!r}: expected one of {', '.join(_TRUE + _FALSE)}; fix: "
-                        f"set it to one of them, or unset it (default: "
-                        f"{_TRUE[0] if default else _FALSE[0]})")
+    value = switch_values.flag(raw, default)
+    if value is None:
+        raise ControlsError(f"{name}={raw!r}: expected one of {', '.join(_TRUE + _FALSE)}; fix: "
+                            f"set it to one of them, or unset it (default: "
+                            f"{_TRUE[0] if default else _FALSE[0]})")
+    return value
 
 
 def _cache_dir(env: Mapping[str, str]) -> Path | None:
-    raw = (env.get("PATCHLANE_REGISTRY_CACHE") or "").strip()
-    if raw.lower() in _FALSE:
-        return None
-    if raw and raw.lower() not in _TRUE:
-        path = Path(raw).expanduser()
-        if not path.is_absolute():
-            # Refused rather than resolved: every process would resolve it against its own
-            # working directory (ranks, data-loader workers and tools each start elsewhere),
-            # leaving a cache in each. A cache only saves time, so a job never stops for it:
-            # said at WARNING and turned off, never raised.
-            logging.getLogger("patchlane").warning(
-                "patchlane: PATCHLANE_REGISTRY_CACHE=%r is a relative path, which would put a "
-                "registry cache in every working directory; the cache is off. Fix: give an "
-                "absolute path (e.g. $HOME/.cache/patchlane/registry), or 0 to turn it off",
-                raw)
-            return None
-        return path
-    base = env.get("XDG_CACHE_HOME")
-    if not base or not os.path.isabs(base):  # the XDG spec: a relative value is ignored
-        try:
-            base = str(Path.home() / ".cache")
-        except (RuntimeError, KeyError):  # no HOME and no passwd entry (some containers)
-            return None
-    return Path(base) / "patchlane" / "registry"
+    directory, refused = switch_values.registry_cache_dir(env)
+    if refused:
+        # Refused rather than resolved: every process would resolve it against its own
+        # working directory (ranks, data-loader workers and tools each start elsewhere),
+        # leaving a cache in each. A cache only saves time, so a job never stops for it:
+        # said at WARNING and turned off, never raised.
+        logging.getLogger("patchlane").warning(
+            "patchlane: PATCHLANE_REGISTRY_CACHE=%r is a relative path, which would put a "
+            "registry cache in every working directory; the cache is off. Fix: give an "
+            "absolute path (e.g. $HOME/.cache/patchlane/registry), or 0 to turn it off",
+            (env.get("PATCHLANE_REGISTRY_CACHE") or "").strip())
+    return Path(directory) if directory is not None else None
 
 
 def _evidence_roots(env: Mapping[str, str]) -> tuple[Path, ...]:
@@ -189,11 +169,7 @@ class Controls:
                    default_registry=False, entry_points=False, verify_ranks=False)
 
     def disabled_reason(self, entry_id: str) -> str | None:
-        if entry_id in self.disable:
-            return "listed in PATCHLANE_DISABLE"
-        if self.only is not None and entry_id not in self.only:
-            return "not listed in PATCHLANE_ONLY"
-        return None
+        return switch_values.disabled_reason(entry_id, self.disable, self.only)
 
     def unknown_ids(self, known: Collection[str]) -> dict[str, list[str]]:
         """Ids in PATCHLANE_DISABLE / PATCHLANE_ONLY that name no entry in ``known``, each with

@@ -22,6 +22,7 @@ from .audit import AuditLog, Decision, Outcome
 from .controls import Controls, describe_unknown
 from .errors import DriftError, OverlayError, StrictModeError, StrictOverlayError, drift_reason
 from .gates import GateResult, check_gate
+from .lazy.untouched import at_start
 from .loading import load_file, resolve
 from .protocols import OverlayFn
 from .registry import Entry, FingerprintPolicy, Kind, Registry, StartupRow
@@ -151,12 +152,13 @@ class Decider:
         records: list[Decision] = []
         hooks: list[tuple[str, Callable[[ModuleType], None]]] = []
         for row in index:
-            if not row.active:
-                records.append(Decision(row.id, Outcome.RETIRED,
-                                        "status: retired (reproducer kept as a guard)", at=at))
-                continue
-            reason = self.controls.disabled_reason(row.id)
-            if reason is not None and row.kind != Kind.SOURCE_PATCH.value:
+            # What an entry is before its module is imported: one rule with a process whose
+            # lane never loaded (patchlane.lazy.untouched).
+            outcome, reason = at_start(row.kind, row.active, self.controls.disabled_reason(row.id),
+                                       row.waiting)
+            if outcome == Outcome.RETIRED.value:
+                records.append(Decision(row.id, Outcome.RETIRED, reason, at=at))
+            elif outcome == Outcome.SKIPPED_DISABLED.value:
                 # A disabled floor, pin, gate or setting is never checked or assigned: decided
                 # now, nothing to wait for. (A source patch's walk decides it on import, after
                 # reading the gate, so its audit still names the installed release.) Never a
@@ -164,9 +166,8 @@ class Decider:
                 records.append(Decision(row.id, Outcome.SKIPPED_DISABLED, reason,
                                         distribution=row.distribution or None, at=at))
                 log.info("patchlane: %s %s: %s", row.id, Outcome.SKIPPED_DISABLED.value, reason)
-            elif row.kind == Kind.COMPAT_GATE.value:
-                records.append(Decision(row.id, Outcome.LEDGER,
-                                        "checked by patchlane.check_config(config)", at=at))
+            elif outcome == Outcome.LEDGER.value:
+                records.append(Decision(row.id, Outcome.LEDGER, reason, at=at))
             elif row.kind in _LEDGER_KINDS:
                 # Fired right after the module's import (at once if it is already imported):
                 # the distribution's metadata is read only then, never at `import patchlane`.

@@ -48,19 +48,19 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 import sys
 import threading
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from . import private_files
 from . import registry as _registry
 from ._version import __version__
 from .registry import Entry, Kind, Registry, StartupRow, read_registry_bytes
 
-__all__ = ["load"]
+__all__ = ["LazyKey", "load"]
 
 log = logging.getLogger("patchlane")
 
@@ -170,45 +170,7 @@ def _name(paths: Sequence[Path]) -> str:
     return f"{zlib.crc32(raw):08x}{zlib.adler32(raw):08x}.pickle"
 
 
-# -- who can write the cache -----------------------------------------------------------------
-
-def _private_group(gid: int, uid: int) -> bool:
-    """Whether ``gid`` is ``uid``'s own group: named as the user, the user's primary group,
-    with no other member. Asked only for a directory its group can write."""
-    try:
-        import grp
-        import pwd
-
-        user = pwd.getpwuid(uid)
-        group = grp.getgrgid(gid)
-    except (ImportError, KeyError, OSError):
-        return False
-    return (user.pw_gid == gid and group.gr_name == user.pw_name
-            and set(group.gr_mem) <= {user.pw_name})
-
-
-def _shared(real: str) -> str | None:
-    """Why users other than this one (and root) could change what the directory ``real`` (a
-    path without symlinks) holds, or None when they cannot. Raises OSError when it is
-    missing."""
-    getuid = getattr(os, "getuid", None)
-    if getuid is None:  # pragma: no cover - Windows: ACLs, not mode bits; not checked here
-        return None
-    uid = getuid()
-    path, leaf = real, True
-    while True:
-        info = os.stat(path)
-        if info.st_uid not in (uid, 0):
-            return f"{path} belongs to another user (uid {info.st_uid})"
-        mode = info.st_mode
-        if mode & 0o022 and (leaf or not mode & stat.S_ISVTX) \
-                and (mode & 0o002 or not _private_group(info.st_gid, uid)):
-            return f"{path} can be written by other users (mode {stat.filemode(mode)})"
-        parent = os.path.dirname(path)
-        if parent == path:
-            return None
-        path, leaf = parent, False
-
+# -- who can write the cache (patchlane.private_files) ------------------------------------
 
 def _usable_dir(directory: Path, *, create: bool) -> str | None:
     """The real path of ``directory`` when only this user can change what it holds (made,
@@ -223,7 +185,7 @@ def _usable_dir(directory: Path, *, create: bool) -> str | None:
             for folder in reversed(missing):  # every level private, not only the last
                 folder.mkdir(mode=0o700, exist_ok=True)
         real = os.path.realpath(directory)
-        why = _shared(real)
+        why = private_files.shared(real)
     except (OSError, ValueError) as exc:  # missing (a first start), or cannot be made
         if create:
             log.debug("patchlane: registry cache not written to %s: %s", directory, exc)
@@ -241,26 +203,13 @@ def _usable_dir(directory: Path, *, create: bool) -> str | None:
 
 
 def _read(file: str) -> Any:
-    """The unpickled cache file, or None: missing, a symlink, not a regular file, linked
-    elsewhere, not this user's or writable by others, or not a pickle."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
-        | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(file, flags)  # O_NOFOLLOW: a symlink fails here (ELOOP)
-    except OSError:
+    """The unpickled cache file, or None: not a private regular file of this user
+    (:func:`patchlane.private_files.read`), or not a pickle."""
+    data = private_files.read(file)
+    if data is None:
+        log.debug("patchlane: no usable registry cache at %s (missing, or not a private regular "
+                  "file of this user)", file)
         return None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        getuid = getattr(os, "getuid", None)
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or (
-                getuid is not None and (info.st_uid != getuid() or info.st_mode & 0o022)):
-            log.debug("patchlane: ignoring registry cache %s (not a private regular file of "
-                      "this user)", file)
-            return None
-        try:
-            data = handle.read()
-        except OSError:
-            return None
     try:
         return _loads(data)
     except Exception:  # a corrupt or foreign file is a miss, never an error
@@ -319,10 +268,13 @@ def _index_ok(index: object) -> bool:
     return True
 
 
+_Hit = tuple[bytes, tuple[StartupRow, ...], dict[str, int], tuple[tuple[str, str], ...]]
+
+
 def _fresh(cached: object, validator: tuple[Any, ...], sources: list[Path],
-           contents: tuple[bytes, ...]) -> tuple[bytes, tuple[StartupRow, ...]] | None:
-    """(entries blob, index) when ``cached`` is a well-formed cache of exactly these inputs,
-    still as they were; None for anything else, whatever its shape."""
+           contents: tuple[bytes, ...]) -> _Hit | None:
+    """(entries blob, index, directory stamps, links) when ``cached`` is a well-formed cache of
+    exactly these inputs, still as they were; None for anything else, whatever its shape."""
     if type(cached) is not dict or cached.get("validator") != validator \
             or cached.get("sources") != sources or cached.get("contents") != contents:
         return None
@@ -342,7 +294,7 @@ def _fresh(cached: object, validator: tuple[Any, ...], sources: list[Path],
                 return None
     except (OSError, ValueError, TypeError):  # gone, a NUL in a name, not a pair
         return None
-    return blob, index  # type: ignore[return-value]  # _index_ok checked every row
+    return blob, index, dirs, links  # type: ignore[return-value]  # _index_ok checked rows
 
 
 def _write(directory: str, file: str, payload: dict[str, Any]) -> None:
@@ -369,16 +321,31 @@ def _write(directory: str, file: str, payload: dict[str, Any]) -> None:
         log.debug("patchlane: registry cache not written to %s: %s", directory, exc)
 
 
-def load(paths: Sequence[Path], directory: Path | None) -> Registry:
+class LazyKey(NamedTuple):
+    """What keys the lazy lane's index (patchlane.lazy.index): the registry set the settings
+    name and the ``sys.path`` stamps, taken before entry points were read."""
+
+    settings: tuple[Any, ...]
+    path: tuple[tuple[str, int], ...]
+
+
+def load(paths: Sequence[Path], directory: Path | None, lazy: LazyKey | None = None) -> Registry:
     """:func:`patchlane.registry.load_registries`, answered from the cache in ``directory``
-    when it is still valid and only this user can have written it (None: no cache)."""
+    when it is still valid and only this user can have written it (None: no cache). With
+    ``lazy``, the lazy lane's index for this set is brought up to date beside the cache
+    whenever the set is known valid (a hit, or a validation whose inputs held still)."""
     if directory is None:
         return load_registries(paths)
     resolved: list[Path] = []
+    named: list[str] = []
     for raw in paths:
         path = Path(raw).resolve()
         if path not in resolved:  # as load_registries: one file named twice is one registry
             resolved.append(path)
+            named.append(os.path.abspath(raw))
+    # Stamped before they are read: a file changed meanwhile leaves a stale index, never a
+    # fresh index of what is no longer there.
+    stamps = _source_stamps(named, resolved) if lazy is not None else None
     # Regular files of bounded size only (a FIFO would hang here): RegistryError otherwise.
     contents = tuple(read_registry_bytes(p) for p in resolved)
     name = _name(resolved)
@@ -387,6 +354,8 @@ def load(paths: Sequence[Path], directory: Path | None) -> Registry:
     if real is not None:
         hit = _fresh(_read(os.path.join(real, name)), validator, resolved, contents)
         if hit is not None:
+            if lazy is not None and stamps is not None:
+                _write_lazy_index(real, lazy, stamps, hit[2], hit[3], hit[1])
             return _CachedRegistry(hit[0], hit[1], tuple(resolved), contents, paths)
     registry = load_registries(paths)
     if list(registry.sources) != resolved or registry.contents != contents:
@@ -399,4 +368,26 @@ def load(paths: Sequence[Path], directory: Path | None) -> Registry:
                {"validator": validator, "sources": resolved, "contents": contents,
                 "index": registry.startup_index, "entries": registry.entries,
                 "dirs": inputs[0], "links": inputs[1]})
+        if lazy is not None and stamps is not None:
+            _write_lazy_index(real, lazy, stamps, inputs[0], inputs[1], registry.startup_index)
     return registry
+
+
+def _source_stamps(named: list[str], resolved: list[Path]) -> list[Any] | None:
+    from .lazy.index import stamp
+
+    try:
+        return [(raw, str(real), stamp(str(real))) for raw, real in zip(named, resolved,
+                                                                         strict=True)]
+    except OSError:  # missing: reading it raises the registry error
+        return None
+
+
+def _write_lazy_index(real: str, lazy: LazyKey, stamps: list[Any], dirs: dict[str, int],
+                      links: tuple[tuple[str, str], ...],
+                      rows: tuple[StartupRow, ...]) -> None:
+    from .lazy import index
+
+    if index.write(real, lazy.settings, lazy.path, stamps, tuple(sorted(dirs.items())),
+                   links, rows) is None:
+        log.debug("patchlane: the lazy lane's index was not written to %s", real)

@@ -17,6 +17,8 @@ from .audit import AuditLog
 from .controls import Controls
 from .errors import ControlsError, PatchlaneError, RegistryError
 from .importer import Decider
+from .lazy import index as lazy_index
+from .lazy import watch
 from .registry import Registry
 
 __all__ = ["current", "default_registry_path", "registry_paths", "start"]
@@ -34,11 +36,8 @@ unenforced)."""
 
 
 def default_registry_path() -> Path:
-    here = Path(__file__).resolve().parent
-    bundled = here / "_bundle" / "registry.yaml"
-    if bundled.is_file():  # installed from a wheel
-        return bundled
-    return here.parent / "registry.yaml"  # a source checkout
+    """``_bundle/registry.yaml`` installed from a wheel, ``registry.yaml`` in a checkout."""
+    return Path(lazy_index.default_registry())
 
 
 def _entry_point_registries() -> list[Path]:
@@ -118,8 +117,17 @@ def start(controls: Controls | None = None) -> Decider:
                     raise
                 log.error("patchlane: a setting cannot be read, nothing applied: %s", exc)
         try:
-            registry = Registry(entries=(), sources=()) if unreadable else \
-                registry_cache.load(registry_paths(controls), controls.registry_cache)
+            if unreadable:
+                registry = Registry(entries=(), sources=())
+            else:
+                # The lazy lane's key is taken before entry points are read: an install
+                # meanwhile leaves a stale index, never a wrong fresh one.
+                key = registry_cache.LazyKey(
+                    lazy_index.registry_set(controls.default_registry, controls.registries,
+                                            controls.entry_points),
+                    lazy_index.path_key(controls.entry_points))
+                registry = registry_cache.load(registry_paths(controls),
+                                               controls.registry_cache, key)
         except RegistryError as exc:
             _startup_error = exc
             if controls.strict:  # raised, not logged too: uncaught, it is one line (below)
@@ -140,6 +148,8 @@ def start(controls: Controls | None = None) -> Decider:
         with _lock:
             _strict_failure = exc
         raise
+    finally:
+        watch.disarm()  # every hook is registered (or it raised): the lazy lane's hook is done
     if log.isEnabledFor(logging.INFO):  # the summary walks every entry: only when it is shown
         log.info("%s", decider.summary())
     return decider

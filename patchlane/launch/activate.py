@@ -3,17 +3,18 @@ lane, optionally leave a per-process report, then run the ``sitecustomize`` it s
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import os
-import socket
 import sys
-import time
-from pathlib import Path
 
-from ..files import atomic_write_json
-from ..reporting import Report
-from .job import job_of, stack
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..reporting import Report
+
+# Loaded in every interpreter `patchlane run` starts, before the command: only os and sys here
+# (socket, pathlib and importlib.util each cost more than the whole lazy lane). What a process
+# writes or prints at exit imports what it needs then.
 
 __all__ = ["REPORTS_ENV", "SUMMARY_ENV", "activate", "chain", "hand_over"]
 
@@ -50,7 +51,7 @@ def activate() -> None:
         _claim[:] = [os.environ.get(_ROOT_MARK)]
         os.environ[_ROOT_MARK] = me = identity
     if folder or me:
-        atexit.register(_at_exit, Path(folder) if folder else None, me)
+        atexit.register(_at_exit, folder or None, me)
 
 
 def hand_over(env: dict[str, str]) -> None:
@@ -69,20 +70,35 @@ def hand_over(env: dict[str, str]) -> None:
             env[_ROOT_MARK] = previous
 
 
-def _at_exit(folder: Path | None, me: str | None) -> None:
+def _at_exit(folder: str | None, me: str | None) -> None:
     # At exit, so hits and late decisions are in; one report serves both. Never raises: both
     # are by-products and must not change the command's exit status.
-    import patchlane
-
     try:
-        report = patchlane.report()
+        report = _report(folder)
     except Exception as exc:  # pragma: no cover - a decider that cannot report
         sys.stderr.write(f"patchlane run: no report at exit: {exc}\n")
         return
     if folder is not None:
-        _write_report(folder, report)
+        from pathlib import Path
+
+        _write_report(Path(folder), report)
     if me is not None:
         _print_summary(me, report)
+
+
+def _report(folder: str | None) -> Report:
+    """What this process decided. A process whose lane never loaded (it imported no target)
+    says so from the lazy lane's index, without loading it, when only the line is asked for;
+    a report file or a proof ("proven here?") needs the whole lane, loaded here."""
+    if folder is None and not os.environ.get("PATCHLANE_EVIDENCE"):
+        from ..lazy.arm import untouched_report
+
+        untouched = untouched_report()
+        if untouched is not None:
+            return untouched  # type: ignore[return-value]  # the fields the line reads
+    import patchlane
+
+    return patchlane.report()
 
 
 def _print_summary(me: str, report: Report) -> None:
@@ -106,14 +122,29 @@ def _print_summary(me: str, report: Report) -> None:
         parts += f" | evidence: {len(read['unreadable'])} run(s) or receipt(s) left out " \
                  f"unread (first: {read['unreadable'][0]})"
     error = report.get("startup_error")
-    sys.stderr.write(f"patchlane run: {me} (pid {os.getpid()}, {socket.gethostname()}): "
+    sys.stderr.write(f"patchlane run: {me} (pid {os.getpid()}, {_hostname()}): "
                      + (f"registry rejected: {error} | " if error else "")
                      + (parts or "no entries") + "\n")
     sys.stderr.flush()
 
 
+def _hostname() -> str:
+    # os.uname() is the same gethostname(2) answer, without importing socket (~9 ms)
+    uname = getattr(os, "uname", None)
+    if uname is not None:
+        return str(uname().nodename)
+    import socket  # pragma: no cover - Windows
+
+    return socket.gethostname()
+
+
 def _write_report(folder: Path, report: Report) -> None:
-    process = {"host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid(),
+    import time
+
+    from ..files import atomic_write_json
+    from .job import job_of, stack
+
+    process = {"host": _hostname(), "pid": os.getpid(), "ppid": os.getppid(),
                "argv": sys.argv, "rank": os.environ.get("RANK"),
                "local_rank": os.environ.get("LOCAL_RANK"),
                "world_size": os.environ.get("WORLD_SIZE"), "at": time.time(),
@@ -133,9 +164,13 @@ def chain(here: str) -> None:
     ``sys.path``, exactly as ``site`` would have run it, under the same module name."""
     here = os.path.realpath(here)
     rest = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    # importlib.machinery.PathFinder and importlib.util.module_from_spec are these two, from
+    # the import system's own frozen modules (always loaded): importlib.util alone would cost
+    # ~3 ms in every interpreter, for a sitecustomize that is usually not there.
+    external = sys.modules["_frozen_importlib_external"]
+    spec = external.PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None:
         return
-    module = importlib.util.module_from_spec(spec)
+    module = sys.modules["_frozen_importlib"].module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     spec.loader.exec_module(module)

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import PatchlaneError, UsageError
 from ..exit_codes import ExitCode
-from .activate import REPORTS_ENV, hand_over
-from .job import RUN_ID_ENV, new_run_id
-
-EVIDENCE_ENV = "PATCHLANE_EVIDENCE"
+from . import environment
+from .activate import hand_over
+from .environment import EVIDENCE_ENV, launch_env
 
 __all__ = ["BOOTSTRAP", "EVIDENCE_ENV", "CommandNotExecutableError", "CommandNotFoundError",
            "launch_env", "run_command"]
@@ -35,42 +34,8 @@ class CommandNotExecutableError(PatchlaneError):
 
     exit_code = ExitCode.COMMAND_NOT_EXECUTABLE
 
-BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
-
-
-def launch_env(env: Mapping[str, str], *, registry: Path | None = None, strict: bool = False,
-               reports: Path | None = None, evidence: Path | None = None) -> dict[str, str]:
-    """``env`` with the bootstrap folder first on ``PYTHONPATH`` (once) and the options as the
-    lane's own variables, absolute paths so ranks started in other directories agree."""
-    out = dict(env)
-    out["PYTHONPATH"] = _pythonpath(out.get("PYTHONPATH", ""))
-    if registry is not None:
-        out["PATCHLANE_REGISTRY"] = os.pathsep.join(
-            [str(registry.resolve()), *[p for p in out.get("PATCHLANE_REGISTRY", "").split(
-                os.pathsep) if p and Path(p).resolve() != registry.resolve()]])
-    if strict:
-        out["PATCHLANE_STRICT"] = "1"
-    if reports is not None:
-        out[REPORTS_ENV] = str(reports.resolve())
-    out[RUN_ID_ENV] = new_run_id()  # one per invocation: the job its reports belong to
-    if evidence is not None:  # each rank's line says whether its overlays were proven there
-        out[EVIDENCE_ENV] = str(evidence.resolve())
-    return out
-
-
-def _pythonpath(user: str) -> str:
-    """The bootstrap folder, then the user's ``PYTHONPATH`` exactly as it was.
-
-    An empty element is not noise: Python reads it as the current directory, so a script
-    that imports a module beside where it is started from works only while that element
-    stays. An unset or empty ``PYTHONPATH`` adds nothing (Python ignores an empty one), so
-    none is made up here: ``BOOTSTRAP:`` would put the current directory on ``sys.path``
-    where it was not. An earlier bootstrap folder (a nested ``patchlane run``) is dropped,
-    so it stays first and once."""
-    if not user:
-        return str(BOOTSTRAP)
-    kept = [p for p in user.split(os.pathsep) if not p or Path(p).resolve() != BOOTSTRAP]
-    return os.pathsep.join([str(BOOTSTRAP), *kept]) if kept else str(BOOTSTRAP)
+BOOTSTRAP = Path(environment.BOOTSTRAP)
+"""The folder whose ``sitecustomize.py`` activates the lane (:mod:`.environment`)."""
 
 
 def run_command(command: Sequence[str], *, registry: Path | None = None, strict: bool = False,

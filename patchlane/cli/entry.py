@@ -1,0 +1,93 @@
+"""The ``patchlane`` command's first step: ``patchlane run`` with well-formed options goes
+straight to ``exec``; everything else goes to the full parser (:mod:`patchlane.cli.main`).
+
+``patchlane run`` is in front of every job, so it parses its few options by hand, builds the
+command's environment (:mod:`patchlane.launch.environment`) and ``exec``s it without importing
+argparse, the rest of the command line, or the lane (``import patchlane`` here only arms the
+lazy lane). Anything it does not recognise exactly (``--help``, an abbreviation, ``--opt=value``,
+a missing value or command, a file that is not there, a command that cannot be executed) is
+handed unchanged to the full parser, which answers as it always did: one parser decides every
+message and exit code, this one only decides when it is not needed.
+"""
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["main"]
+
+_VALUED = {"--registry": "registry", "--reports": "reports", "--evidence": "evidence"}
+
+
+def _fast_run(args: "Sequence[str]") -> "tuple[dict[str, object], list[str]] | None":
+    """``(options, command)`` for ``patchlane run ARGS`` when every argument is one this
+    parser reads exactly as argparse would; None otherwise."""
+    options: dict[str, object] = {"registry": None, "strict": False, "reports": None,
+                                  "evidence": None}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            command = list(args[i + 1:])
+            break
+        if arg == "--strict":
+            options["strict"] = True
+            i += 1
+            continue
+        if arg in _VALUED:
+            if i + 1 >= len(args) or args[i + 1].startswith("-"):
+                return None
+            options[_VALUED[arg]] = args[i + 1]
+            i += 2
+            continue
+        if arg.startswith("-"):
+            return None  # --help, --registry=FILE, an abbreviation, a typo: argparse's to say
+        command = list(args[i:])  # argparse.REMAINDER: the command starts at the first word
+        break
+    else:
+        return None
+    if not command:
+        return None
+    registry, evidence = options["registry"], options["evidence"]
+    if registry is not None and not os.path.isfile(str(registry)):
+        return None
+    if evidence is not None and not os.path.isdir(str(evidence)):
+        return None
+    return options, command
+
+
+def _settings_readable() -> bool:
+    """Whether `import patchlane` read every setting: the lazy lane read them all to arm; a
+    lane that loaded at once says whether they could not be read (its startup error)."""
+    from ..lazy import arm
+
+    if arm.why_not() is None:
+        return True
+    from .. import startup
+    from ..errors import ControlsError
+
+    return not isinstance(startup.startup_error(), ControlsError)
+
+
+def main(argv: "Sequence[str] | None" = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["run"]:
+        fast = _fast_run(args[1:])
+        if fast is not None:
+            options, command = fast
+            if _settings_readable():  # else the full parser refuses them, as for every command
+                from ..launch.activate import hand_over
+                from ..launch.environment import launch_env
+
+                env = launch_env(os.environ, **options)  # type: ignore[arg-type]
+                hand_over(env)  # a nested `patchlane run`: the command prints the rank's line
+                try:  # noqa: SIM105 - contextlib costs ~3 ms to import, in front of every job
+                    os.execvpe(command[0], command, env)
+                except OSError:
+                    pass  # the full parser tries again and names what is wrong, with its code
+    from .main import main as full
+
+    return full(args)

@@ -1,0 +1,137 @@
+"""Where ``import patchlane`` decides whether its lane may wait for a target's import.
+
+It may when all of these hold; else the lane loads at once, exactly as before (and the full
+start writes a fresh index for the next process):
+
+- ``PATCHLANE_LAZY`` is not off;
+- every setting the lane reads at start-up reads as :class:`patchlane.controls.Controls` would
+  read it (a setting that cannot be read is the full start's to report, once, as it always
+  did), and the validated-registry cache is on (the index lives beside it);
+- the index for this registry set and ``sys.path`` is fresh and trusted
+  (:mod:`patchlane.lazy.index`);
+- every id in ``PATCHLANE_DISABLE`` / ``PATCHLANE_ONLY`` names an entry of it (an unknown id is
+  the full start's to warn about, at ``import patchlane``, as it always did);
+- logging does not already say INFO for the ``patchlane`` logger (the start-up summary line
+  is logged at ``import patchlane``, as before, for a process that asked to hear it);
+- no watched module is imported yet (then its entries are decided now, as before).
+
+Why it did not is kept for ``patchlane status`` and ``patchlane doctor``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .. import switch_values
+from . import index, watch
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["LAZY_ENV", "arm", "untouched_report", "why_not"]
+
+LAZY_ENV = "PATCHLANE_LAZY"
+RANK_CHECK_MODULE = "torch"
+"""The rank check waits for ``torch.distributed`` (patchlane.training.ranks)."""
+
+_FLAGS = (("PATCHLANE_STRICT", False), ("PATCHLANE_DEFAULT_REGISTRY", True),
+          ("PATCHLANE_ENTRY_POINTS", True), ("PATCHLANE_VERIFY_RANKS", True),
+          ("PATCHLANE_REQUIRE_EVIDENCE", False))
+
+_why_not: list[str] = []
+_index: list[index.Index] = []
+_disabled: list[tuple[frozenset[str], frozenset[str] | None]] = []
+
+
+def arm(load: Callable[[], object]) -> bool:
+    """Install the import hook and return True when the lane may wait (module docstring);
+    False, with the reason kept, when the caller must ``load()`` it now."""
+    reason = _arm(load)
+    _why_not[:] = [reason] if reason else []
+    return reason is None
+
+
+def _arm(load: Callable[[], object]) -> str | None:
+    env = os.environ
+    lazy = switch_values.flag(env.get(LAZY_ENV), True)
+    if lazy is not True:
+        return f"{LAZY_ENV}={env.get(LAZY_ENV)!r}" if lazy is False else \
+            f"{LAZY_ENV}={env.get(LAZY_ENV)!r} cannot be read"
+    flags = {}
+    for name, default in _FLAGS:
+        value = switch_values.flag(env.get(name), default)
+        if value is None:
+            return f"{name}={env.get(name)!r} cannot be read"
+        flags[name] = value
+    evidence = [p for p in (env.get("PATCHLANE_EVIDENCE") or "").split(os.pathsep) if p.strip()]
+    if flags["PATCHLANE_REQUIRE_EVIDENCE"] and not evidence:
+        return "PATCHLANE_REQUIRE_EVIDENCE is set without PATCHLANE_EVIDENCE"
+    directory, refused = switch_values.registry_cache_dir(env)
+    if directory is None:
+        return ("PATCHLANE_REGISTRY_CACHE is a relative path" if refused else
+                "the registry cache is off (PATCHLANE_REGISTRY_CACHE=0, or no home directory)")
+    from .. import private_files
+
+    try:
+        real = os.path.realpath(directory)
+        shared = private_files.shared(real)
+    except (OSError, ValueError):
+        return f"no index yet (the registry cache directory {directory} does not exist)"
+    if shared is not None:
+        return f"the registry cache directory is not private: {shared}"
+    registries = [p for p in (env.get("PATCHLANE_REGISTRY") or "").split(os.pathsep) if p]
+    settings = index.registry_set(flags["PATCHLANE_DEFAULT_REGISTRY"], registries,
+                                  flags["PATCHLANE_ENTRY_POINTS"])
+    found = index.read(real, settings, index.path_key(flags["PATCHLANE_ENTRY_POINTS"]))
+    if found is None:
+        return ("no fresh index for this registry set and sys.path (a registry file, an "
+                "overlay's folder, an installed distribution or patchlane changed, or none was "
+                "written yet)")
+    only_raw = env.get("PATCHLANE_ONLY")
+    disable = switch_values.ids(env.get("PATCHLANE_DISABLE"))
+    only = switch_values.ids(only_raw) if only_raw is not None else None
+    if disable or only:
+        rows = found.rows()
+        if rows is None:
+            return "the index's rows cannot be read"
+        unknown = (disable | (only or frozenset())) - {row[0] for row in rows}
+        if unknown:
+            return f"PATCHLANE_DISABLE / PATCHLANE_ONLY name ids no entry has: " \
+                f"{', '.join(sorted(unknown))}"
+    logging = sys.modules.get("logging")  # never imported here: only read if already there
+    if logging is not None and logging.getLogger("patchlane").isEnabledFor(logging.INFO):
+        # This process asked to hear what the lane decided at start-up (its summary line, at
+        # INFO, at `import patchlane`): it gets it, from the lane loaded now.
+        return "the patchlane logger is enabled at INFO (the start-up summary is logged)"
+    names = set(found.watch)
+    if flags["PATCHLANE_VERIFY_RANKS"]:
+        names.add(RANK_CHECK_MODULE)
+    imported = sorted(name for name in names if name in sys.modules)
+    if imported:
+        return f"{', '.join(imported)} already imported"
+    _index[:] = [found]
+    _disabled[:] = [(disable, only)]
+    watch.install(names, load)
+    return None
+
+
+def why_not() -> str | None:
+    """Why this process's ``import patchlane`` loaded the lane at once (None: it was lazy, or
+    ``import patchlane`` has not run)."""
+    return _why_not[0] if _why_not else None
+
+
+def untouched_report() -> dict[str, object] | None:
+    """For a process that took the lazy path and never loaded its lane: what each entry was
+    decided at start (:func:`patchlane.lazy.untouched.report`); None otherwise."""
+    if not _index or not watch.armed():
+        return None
+    rows = _index[0].rows()
+    if rows is None:
+        return None
+    from .untouched import report
+
+    disable, only = _disabled[0]
+    return report(rows, lambda entry_id: switch_values.disabled_reason(entry_id, disable, only))

@@ -1,0 +1,311 @@
+"""The lazy lane's index: which top-level modules matter to a registry set, and when that is
+still true.
+
+Written by the validated-registry cache (:func:`patchlane.registry_cache.load`) each time it
+loads a registry set, beside its cache files (same directory, same trust rule:
+:mod:`patchlane.private_files`), and read by :mod:`patchlane.lazy.arm` at every
+``import patchlane`` before anything else of patchlane is imported. So it is read with
+``marshal`` (built in, data only) and checked with ``stat`` calls, one per file or directory it
+depends on, never a walk over entries: reading it costs the same for 9 entries or 2,000.
+
+One file per registry set *and* per ``sys.path`` (processes of one job share both; a process
+with another ``PYTHONPATH`` keeps its own file rather than rewriting everybody's). It holds:
+
+- a header: the format, patchlane's version and Python's cache tag; the size and mtime of every
+  module that computes what the index holds (:mod:`patchlane.registry` and
+  :mod:`patchlane.versions`, which the registry cache keys on too, and this package); the
+  settings that choose the registry set (the bundled registry, ``PATCHLANE_REGISTRY``,
+  ``PATCHLANE_ENTRY_POINTS``); the mtime of every ``sys.path`` directory, where a
+  distribution declaring a ``patchlane.registries`` entry point would be installed; every
+  registry file's path, size, mtime, ctime and inode; the mtime of every directory holding a
+  file validation checked (overlays, reproducers: the registry cache's own stamps); and the
+  watched top-level names;
+- the startup rows (what the startup walk records per entry before its module is imported),
+  read only to name the ids ``PATCHLANE_DISABLE`` / ``PATCHLANE_ONLY`` may use and for the
+  line of a process whose lane never loaded.
+
+Anything that differs, or a file that is missing, foreign, corrupt or of another shape, makes
+the index unusable: ``import patchlane`` then takes the full path, which writes a new one. The
+registry itself is still validated by the registry cache when the lane loads; the index only
+decides *when* that happens. The directories where the script itself lives and the current
+directory are left out of the ``sys.path`` key: their mtimes change with the job's own files,
+and a distribution is installed elsewhere (one dropped there is found when the lane loads).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+
+from .._version import __version__
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing and collections cost more to import than this whole lazy path
+    from collections.abc import Iterable, Sequence
+    from typing import Any
+
+    RowTuple = tuple[str, str, bool, str, str | None, tuple[str, ...], str, str | None]
+    """A :class:`patchlane.registry.StartupRow` as plain data."""
+
+__all__ = ["FORMAT", "Index", "default_registry", "file_name", "path_key", "read",
+           "registry_set", "rows_of", "stamp", "watched", "write"]
+
+FORMAT = 1
+MAGIC = b"patchlane lazy index\n"
+SUFFIX = ".lazy"
+KEEP = 32
+"""Index files kept per directory (one per registry set and ``sys.path``)."""
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(_HERE)
+_SUFFIX = os.path.splitext(__file__)[1]
+_BOOTSTRAP = os.path.join(_PACKAGE, "launch", "bootstrap")
+
+
+def default_registry() -> str:
+    """The registry bundled with patchlane: ``_bundle/registry.yaml`` in an installed wheel,
+    ``registry.yaml`` at the root of a source checkout."""
+    here = os.path.dirname(os.path.realpath(os.path.join(_PACKAGE, "__init__" + _SUFFIX)))
+    bundled = os.path.join(here, "_bundle", "registry.yaml")
+    if os.path.isfile(bundled):
+        return bundled
+    return os.path.join(os.path.dirname(here), "registry.yaml")
+
+
+def registry_set(default: bool, registries: Iterable[str | os.PathLike[str]],
+                 entry_points: bool) -> tuple[Any, ...]:
+    """What the settings say the registry set is, as the index is keyed: the bundled registry
+    (or ""), the ``PATCHLANE_REGISTRY`` files made absolute, and whether entry points count."""
+    return (default_registry() if default else "",
+            tuple(os.path.abspath(os.fspath(p)) for p in registries), bool(entry_points))
+
+
+def _invocation_dirs() -> set[str]:
+    """The directories Python puts first on ``sys.path`` for this invocation (the current one
+    for ``-c`` and ``-m``, the script's for a script) and patchlane's bootstrap folder: left
+    out of the ``sys.path`` key (see the module docstring)."""
+    dirs = {"", _BOOTSTRAP}
+    try:
+        cwd = os.getcwd()
+        dirs.add(cwd)
+    except OSError:
+        cwd = ""
+    argv = getattr(sys, "argv", None) or [""]
+    first = argv[0] if argv else ""
+    if first and first not in ("-c", "-m"):
+        dirs.add(os.path.dirname(os.path.realpath(os.path.join(cwd, first))))
+    return dirs
+
+
+def path_key(entry_points: bool) -> tuple[tuple[str, int], ...]:
+    """``(directory, mtime_ns)`` for each ``sys.path`` entry but the invocation's own, in
+    order (-1: missing). Installing or removing a distribution changes its directory's mtime.
+    Empty when entry points are off: then no distribution adds registries."""
+    if not entry_points:
+        return ()
+    skip = _invocation_dirs()
+    key: list[tuple[str, int]] = []
+    for entry in sys.path:
+        if not isinstance(entry, str) or entry in skip:
+            continue
+        try:
+            mtime = os.stat(entry).st_mtime_ns
+        except (OSError, ValueError):
+            mtime = -1
+        key.append((entry, mtime))
+    return tuple(key)
+
+
+def _validator() -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime) of each module that computes what the index holds: the registry
+    package, :mod:`patchlane.versions`, this package and the version file."""
+    found: list[tuple[str, int, int]] = []
+    for folder in (os.path.join(_PACKAGE, "registry"), _HERE):
+        try:
+            with os.scandir(folder) as listing:
+                for item in listing:
+                    if item.name.endswith(_SUFFIX):
+                        info = item.stat()
+                        found.append((os.path.basename(folder) + "/" + item.name,
+                                      info.st_size, info.st_mtime_ns))
+        except OSError:
+            pass
+    for name in ("versions", "_version"):
+        try:
+            info = os.stat(os.path.join(_PACKAGE, name + _SUFFIX))
+            found.append((name + _SUFFIX, info.st_size, info.st_mtime_ns))
+        except OSError:
+            pass
+    found.sort()
+    return tuple(found)
+
+
+def _digest(data: bytes) -> str:
+    # A short stable file name (zlib would cost an extension-module load at every start). A
+    # collision only costs a miss: the header holds, and is checked against, the full key.
+    h = 0xCBF29CE484222325
+    for i in range(0, len(data), 8):
+        h = ((h ^ int.from_bytes(data[i:i + 8], "little")) * 0x100000001B3) & (2**64 - 1)
+    return f"{h:016x}"
+
+
+def file_name(settings: tuple[Any, ...], paths: tuple[tuple[str, int], ...]) -> str:
+    return _digest(marshal.dumps((settings, tuple(p for p, _ in paths)))) + SUFFIX
+
+
+def watched(rows: Iterable[RowTuple]) -> tuple[str, ...]:
+    """The top-level names whose import decides something: each active entry's module (a
+    source patch's target, a floor's or pin's ``when.imported``) and a config entry's
+    settings modules. Retired entries and compat gates wait for nothing."""
+    names: set[str] = set()
+    for _id, kind, active, _dist, module, modules, _waiting, _applies in rows:
+        if not active or kind == "compat_gate":
+            continue
+        for name in ((module,) if module else ()) + tuple(modules):
+            names.add(name.partition(".")[0])
+    return tuple(sorted(names))
+
+
+class Index:
+    """A fresh index: the watched names, and the rows on demand."""
+
+    __slots__ = ("_rows", "file", "watch")
+
+    def __init__(self, file: str, watch: tuple[str, ...], rows: bytes) -> None:
+        self.file = file
+        self.watch = watch
+        self._rows = rows
+
+    def rows(self) -> tuple[RowTuple, ...] | None:
+        """The startup rows, or None when they are not of the expected shape."""
+        return rows_of(self._rows)
+
+
+def rows_of(blob: bytes) -> tuple[RowTuple, ...] | None:
+    try:
+        rows = marshal.loads(blob)
+    except (EOFError, ValueError, TypeError):
+        return None
+    if type(rows) is not tuple:
+        return None
+    for row in rows:
+        if type(row) is not tuple or len(row) != 8:
+            return None
+        entry_id, kind, active, dist, module, modules, waiting, applies = row
+        if not (type(entry_id) is str and type(kind) is str and type(active) is bool
+                and type(dist) is str and type(waiting) is str
+                and (module is None or type(module) is str)
+                and (applies is None or type(applies) is str)
+                and type(modules) is tuple and all(type(m) is str for m in modules)):
+            return None
+    return rows
+
+
+def stamp(path: str) -> tuple[int, int, int, int]:
+    info = os.stat(path)
+    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+
+
+def _header(settings: tuple[Any, ...], paths: tuple[tuple[str, int], ...]) -> dict[str, Any]:
+    return {"format": FORMAT, "patchlane": __version__,
+            "python": sys.implementation.cache_tag, "validator": _validator(),
+            "settings": settings, "path": paths}
+
+
+def read(directory: str, settings: tuple[Any, ...],
+         paths: tuple[tuple[str, int], ...]) -> Index | None:
+    """The index for this registry set and ``sys.path`` in ``directory`` (a real path the
+    caller checked with :func:`patchlane.private_files.shared`), when it is still true; None
+    otherwise, whatever the file holds."""
+    from .. import private_files
+
+    file = os.path.join(directory, file_name(settings, paths))
+    data = private_files.read(file)
+    if data is None or not data.startswith(MAGIC):
+        return None
+    view = memoryview(data)
+    at = len(MAGIC) + 8
+    size = int.from_bytes(view[len(MAGIC):at], "little")
+    try:
+        header = marshal.loads(view[at:at + size])
+    except (EOFError, ValueError, TypeError):
+        return None
+    if type(header) is not dict or header.get("expect") != _header(settings, paths):
+        return None
+    if not _still(header):
+        return None
+    watch = header.get("watch")
+    if type(watch) is not tuple or not all(type(name) is str for name in watch):
+        return None
+    return Index(file, watch, data[at + size:])
+
+
+def _still(header: dict[str, Any]) -> bool:
+    """Whether every file and directory the header stamped is as it was."""
+    sources, dirs, links = header.get("sources"), header.get("dirs"), header.get("links")
+    if type(sources) is not tuple or type(dirs) is not tuple or type(links) is not tuple:
+        return False
+    try:
+        for raw, real, recorded in sources:
+            if os.path.realpath(raw) != real or stamp(real) != recorded:
+                return False
+        for folder, ns in dirs:
+            if os.lstat(folder).st_mtime_ns != ns:
+                return False
+        for written, resolved in links:
+            if os.path.realpath(written) != resolved:
+                return False
+    except (OSError, ValueError, TypeError):  # gone, a NUL in a name, not of that shape
+        return False
+    return True
+
+
+def write(directory: str, settings: tuple[Any, ...], paths: tuple[tuple[str, int], ...],
+          sources: Sequence[tuple[str, str, tuple[int, int, int, int]]],
+          dirs: Sequence[tuple[str, int]], links: Sequence[tuple[str, str]],
+          rows: Sequence[RowTuple]) -> str | None:
+    """Write the index of a registry set the registry cache just loaded (``sources``: each
+    file as named, its real path, and its stamp taken *before* it was read, so a change while
+    loading leaves a stale index, never a wrong fresh one). Kept as it is when the file there
+    already says the same. Returns the file written or kept; None when it could not be."""
+    plain = tuple(tuple(row) for row in rows)  # marshal takes tuples, not named tuples
+    header = {"expect": _header(settings, paths), "sources": tuple(sources),
+              "dirs": tuple(dirs), "links": tuple(links), "watch": watched(rows)}
+    head = marshal.dumps(header)
+    data = MAGIC + len(head).to_bytes(8, "little") + head + marshal.dumps(plain)
+    file = os.path.join(directory, file_name(settings, paths))
+    from .. import private_files
+
+    if private_files.read(file) == data:
+        return file
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=SUFFIX)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, file)  # atomic: a process reads the old index or the new one
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        _prune(directory, file)
+    except OSError:
+        return None
+    return file
+
+
+def _prune(directory: str, keep: str) -> None:
+    found = []
+    with os.scandir(directory) as listing:
+        for item in listing:
+            if item.name.endswith(SUFFIX) and not item.name.startswith(".") \
+                    and item.path != keep:
+                found.append((item.stat().st_mtime_ns, item.path))
+    found.sort()
+    for _, stale in found[: max(0, len(found) + 1 - KEEP)]:
+        try:  # noqa: SIM105 - contextlib costs ~3 ms to import; this module loads everywhere
+            os.unlink(stale)
+        except OSError:
+            pass

@@ -1,0 +1,46 @@
+"""What the startup walk records for an entry before its target module is imported: one rule for
+:meth:`patchlane.importer.Decider.start` and for a process whose lane never loaded, which says
+the same without loading it (the line each rank of ``patchlane run`` prints at exit).
+
+Outcomes are the values of :class:`patchlane.audit.Outcome`, as text: that enum's module is
+not imported here.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from .index import RowTuple
+
+__all__ = ["CHECKED_ON_DEMAND", "RETIRED_REASON", "at_start", "report"]
+
+RETIRED_REASON = "status: retired (reproducer kept as a guard)"
+CHECKED_ON_DEMAND = "checked by patchlane.check_config(config)"
+
+
+def at_start(kind: str, active: bool, disabled: str | None, waiting: str) -> tuple[str, str]:
+    """``(outcome, reason)`` the startup walk records for an entry of ``kind`` while its module
+    is not imported; ``disabled`` is why PATCHLANE_DISABLE / PATCHLANE_ONLY leave it out, if
+    they do. A disabled source patch still waits: its walk reads the gate on import, so its
+    audit names the installed release."""
+    if not active:
+        return "retired", RETIRED_REASON
+    if disabled is not None and kind != "source_patch":
+        return "skipped: disabled", disabled
+    if kind == "compat_gate":
+        return "ledger: on demand", CHECKED_ON_DEMAND
+    return "pending", waiting
+
+
+def report(rows: Iterable[RowTuple], disabled: Callable[[str], str | None]) -> dict[str, object]:
+    """The part of :func:`patchlane.report` a rank's exit line reads, for a process that never
+    loaded its lane: every entry as :func:`at_start` records it, no hits, no evidence."""
+    entries = []
+    for entry_id, kind, active, _dist, _module, _modules, waiting, _applies in rows:
+        outcome, reason = at_start(kind, active, disabled(entry_id), waiting)
+        entries.append({"id": entry_id, "kind": kind,
+                        "decision": {"entry_id": entry_id, "outcome": outcome, "reason": reason},
+                        "applied": False, "hits": 0, "paths": {}, "evidence": None})
+    return {"entries": entries, "startup_error": None, "evidence": None}

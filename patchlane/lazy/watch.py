@@ -1,0 +1,166 @@
+"""The lazy lane's one import hook: a ``sys.meta_path`` finder for the watched top-level names.
+
+It answers nothing itself. For a watched name it asks the finders after it for the module's
+spec, as the import system would next, and wraps the loader it finds, so that:
+
+- ``create_module`` (the module does not exist yet; the import system holds this module's lock
+  and no longer the global import lock, so loading other modules here cannot deadlock against
+  a thread holding that one) loads the whole lane first: registry, gates, wrapt post-import
+  hooks for every target, exactly what ``import patchlane`` did before it was lazy;
+- ``exec_module`` puts the real loader back on the module and its spec, runs the module, then
+  fires the post-import hooks registered for it (:func:`wrapt.importer.notify_module_loaded`,
+  which wrapt's own loader calls the same way): its entries are decided right after it ran,
+  as they were when their hook was registered at ``import patchlane``.
+
+A spec that is only looked up (``importlib.util.find_spec("torch")``, as libraries probe for
+optional dependencies) loads nothing. Once the lane has started, :func:`disarm` takes the hook
+off ``sys.meta_path``; wrapt's finder does the rest, as it always did.
+
+The lane loads once, in one thread: another thread importing a watched module meanwhile waits
+for it, so its hooks are in place before its module runs. The thread loading the lane may
+itself import a watched module (an entry-point registry's code importing torch): that import
+goes ahead unwrapped, and its entries are decided when the lane registers their hooks, at
+once, as for a module imported before ``import patchlane``.
+"""
+
+from __future__ import annotations
+
+import _thread
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
+
+__all__ = ["armed", "disarm", "install", "watched_names"]
+
+
+class _Watch:
+    """The finder: one per process, first on ``sys.meta_path`` until the lane has started."""
+
+    def __init__(self, names: Iterable[str], load: Callable[[], object]) -> None:
+        self.names = frozenset(names)
+        self.load = load
+        self.done = False
+        self._lock = _thread.allocate_lock()
+        self._owner: int | None = None
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        if self.done or name not in self.names or self._owner == _thread.get_ident():
+            return None
+        meta_path = sys.meta_path
+        try:
+            after = meta_path[meta_path.index(self) + 1:]
+        except ValueError:  # taken off meanwhile
+            return None
+        for finder in after:
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is None:
+                continue
+            loader = spec.loader
+            if loader is None or not hasattr(loader, "exec_module"):
+                # Nothing to wrap (a legacy loader): load the lane now, and answer as the
+                # finders would with it loaded (wrapt's first), so the module's hooks fire.
+                self.trigger()
+                return _find_without(self, name, path, target)
+            spec.loader = _FirstTarget(loader, self)
+            return spec  # type: ignore[no-any-return]
+        return None
+
+    def trigger(self) -> None:
+        """Load the lane (once; another thread waits for it). Raises what loading raises:
+        in strict mode, the import that triggered it fails with that error."""
+        if self.done or self._owner == _thread.get_ident():
+            return
+        with self._lock:
+            if self.done:
+                return
+            self._owner = _thread.get_ident()
+            try:
+                self.load()  # patchlane's full start: it calls disarm() once hooks are in
+            finally:
+                self._owner = None
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+def _find_without(watch: _Watch, name: str, path: Any, target: Any) -> ModuleSpec | None:
+    for finder in list(sys.meta_path):
+        find = getattr(finder, "find_spec", None)
+        if finder is watch or find is None:
+            continue
+        spec = find(name, path, target)
+        if spec is not None:
+            return spec  # type: ignore[no-any-return]
+    return None
+
+
+class _FirstTarget:
+    """The loader of the first watched module imported: loads the lane before the module is
+    made, hands the module to its own loader, then fires its post-import hooks."""
+
+    def __init__(self, loader: Any, watch: _Watch) -> None:
+        self.loader = loader
+        self.watch = watch
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        self.watch.trigger()
+        create = getattr(self.loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: ModuleType) -> None:
+        # The module names its own loader from now on (inspect, pkgutil and importlib.resources
+        # read __loader__ and __spec__.loader), as wrapt's loader does.
+        module.__loader__ = self.loader
+        spec = getattr(module, "__spec__", None)
+        if spec is not None and spec.loader is self:
+            spec.loader = self.loader
+        self.loader.exec_module(module)
+        importer = sys.modules.get("wrapt.importer")
+        if importer is not None:  # loaded by the lane: hooks may wait for this module
+            importer.notify_module_loaded(module)
+
+    def __getattr__(self, name: str) -> Any:
+        # Everything else a loader answers (get_source, is_package, get_resource_reader) is
+        # the real loader's.
+        return getattr(self.loader, name)
+
+
+_watch: _Watch | None = None
+
+
+def install(names: Iterable[str], load: Callable[[], object]) -> None:
+    """Put the hook first on ``sys.meta_path`` for ``names``; ``load`` starts the lane."""
+    global _watch
+    watch = _Watch(names, load)
+    sys.meta_path.insert(0, watch)
+    _watch = watch
+
+
+def disarm() -> None:
+    """The lane has started (its hooks are registered): the hook has nothing left to do."""
+    watch = _watch
+    if watch is None or watch.done:
+        return
+    watch.done = True
+    try:  # noqa: SIM105 - contextlib costs ~3 ms to import; this module loads everywhere
+        sys.meta_path.remove(watch)
+    except ValueError:
+        pass
+
+
+def armed() -> bool:
+    """Whether this process took the lazy path and its lane has not loaded yet."""
+    return _watch is not None and not _watch.done
+
+
+def watched_names() -> frozenset[str]:
+    """The names the hook watches (empty when this process did not take the lazy path)."""
+    return _watch.names if _watch is not None else frozenset()

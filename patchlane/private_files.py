@@ -1,0 +1,89 @@
+"""Files only this user (or root) can have written: the trust rule of everything patchlane reads
+back from its own cache at start-up, the validated registry (:mod:`patchlane.registry_cache`)
+and the lazy lane's index (:mod:`patchlane.lazy.index`). Both say which overlay files a
+training job runs, so a file another user could plant is never read
+(:mod:`patchlane.registry_cache` says why a data-only format would not change that).
+
+Only ``os`` and ``stat`` at import: the lazy lane checks its index with this in every
+interpreter a job starts.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+__all__ = ["read", "shared"]
+
+
+def _private_group(gid: int, uid: int) -> bool:
+    """Whether ``gid`` is ``uid``'s own group: named as the user, the user's primary group,
+    with no other member. Asked only for a directory its group can write."""
+    try:
+        import grp
+        import pwd
+
+        user = pwd.getpwuid(uid)
+        group = grp.getgrgid(gid)
+    except (ImportError, KeyError, OSError):
+        return False
+    return (user.pw_gid == gid and group.gr_name == user.pw_name
+            and set(group.gr_mem) <= {user.pw_name})
+
+
+def shared(real: str) -> str | None:
+    """Why users other than this one (and root) could change what the directory ``real`` (a
+    path without symlinks) holds, or None when they cannot. Raises OSError when it is
+    missing.
+
+    The directory and every directory above it must belong to this user or root and be
+    writable by no one else; an ancestor with the sticky bit (``/tmp``) may be writable by all,
+    since nobody can rename what another user owns in it. A directory writable by its group
+    passes only when that group is the user's own private group (the rule Debian's OpenSSH
+    applies to ``~/.ssh``)."""
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:  # pragma: no cover - Windows: ACLs, not mode bits; not checked here
+        return None
+    uid = getuid()
+    path, leaf = real, True
+    while True:
+        info = os.stat(path)
+        if info.st_uid not in (uid, 0):
+            return f"{path} belongs to another user (uid {info.st_uid})"
+        mode = info.st_mode
+        if mode & 0o022 and (leaf or not mode & stat.S_ISVTX) \
+                and (mode & 0o002 or not _private_group(info.st_gid, uid)):
+            return f"{path} can be written by other users (mode {stat.filemode(mode)})"
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path, leaf = parent, False
+
+
+def read(file: str) -> bytes | None:
+    """The bytes of ``file``, or None: missing, a symlink, not a regular file, linked
+    elsewhere, not this user's, or writable by others. Opened without following a symlink
+    (``O_NOFOLLOW``) and checked on the open descriptor, so what is checked is what is read."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
+        | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(file, flags)  # O_NOFOLLOW: a symlink fails here (ELOOP)
+    except (OSError, ValueError):
+        return None
+    try:
+        info = os.fstat(fd)
+        getuid = getattr(os, "getuid", None)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or (
+                getuid is not None and (info.st_uid != getuid() or info.st_mode & 0o022)):
+            return None
+        chunks = []
+        while True:
+            chunk = os.read(fd, max(info.st_size + 1, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

@@ -1,0 +1,73 @@
+"""How a ``PATCHLANE_*`` value is read: one reading for :mod:`patchlane.controls` and for the lazy
+lane (:mod:`patchlane.lazy.arm`), which decides at every interpreter start, before anything else
+of patchlane is imported, whether the settings let it stay lazy.
+
+Only ``os`` here, on purpose: this module is part of what a process that imports no target
+pays for (the lazy lane's import budget is a few milliseconds, less than ``pathlib`` or
+``logging`` alone cost to import). Functions answer ``None`` for a value they cannot read and
+never raise; :mod:`patchlane.controls` turns that into the :class:`ControlsError` naming the
+variable.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # collections.abc would cost more to import than the lazy path itself
+    from collections.abc import Mapping
+
+__all__ = ["FALSE", "TRUE", "disabled_reason", "flag", "ids", "registry_cache_dir"]
+
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off")
+
+
+def flag(raw: str | None, default: bool) -> bool | None:
+    """A yes/no setting: unset or empty is ``default``; None when it is neither."""
+    if raw is None or raw == "":
+        return default
+    low = raw.strip().lower()
+    if low in TRUE:
+        return True
+    if low in FALSE:
+        return False
+    return None
+
+
+def ids(raw: str | None) -> frozenset[str]:
+    """A comma-separated id list (``PATCHLANE_DISABLE``, ``PATCHLANE_ONLY``)."""
+    if not raw:
+        return frozenset()
+    return frozenset(part.strip() for part in raw.split(",") if part.strip())
+
+
+def disabled_reason(entry_id: str, disable: frozenset[str],
+                    only: frozenset[str] | None) -> str | None:
+    """Why ``PATCHLANE_DISABLE`` (``disable``) or ``PATCHLANE_ONLY`` (``only``; None when
+    unset) leave ``entry_id`` out, or None when they do not."""
+    if entry_id in disable:
+        return "listed in PATCHLANE_DISABLE"
+    if only is not None and entry_id not in only:
+        return "not listed in PATCHLANE_ONLY"
+    return None
+
+
+def registry_cache_dir(env: Mapping[str, str]) -> tuple[str | None, bool]:
+    """``(directory, refused)``: where the validated-registry cache (and the lazy lane's index
+    beside it) lives, None when it is off; ``refused`` when it is off because
+    ``PATCHLANE_REGISTRY_CACHE`` is a relative path (:mod:`patchlane.controls` says why, once).
+    The default is ``$XDG_CACHE_HOME/patchlane/registry``, else ``~/.cache/...``."""
+    raw = (env.get("PATCHLANE_REGISTRY_CACHE") or "").strip()
+    if raw.lower() in FALSE:
+        return None, False
+    if raw and raw.lower() not in TRUE:
+        path = os.path.expanduser(raw)
+        return (path, False) if os.path.isabs(path) else (None, True)
+    base = env.get("XDG_CACHE_HOME")
+    if not base or not os.path.isabs(base):  # the XDG spec: a relative value is ignored
+        home = os.path.expanduser("~")
+        if home == "~" or not os.path.isabs(home):  # no HOME and no passwd entry
+            return None, False
+        base = os.path.join(home, ".cache")
+    return os.path.join(base, "patchlane", "registry"), False
