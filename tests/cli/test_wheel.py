@@ -29,8 +29,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_wheel_layout(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
-    assert tops == {"patchlane", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1]
-                    + ".dist-info"}, tops
+    stem = wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1]
+    assert tops == {"patchlane", stem + ".dist-info", stem + ".data"}, tops
+    # The command is a script of ours (pip's console-script wrapper imports `re`), installed
+    # with the installing interpreter on its first line
+    assert [n for n in names if n.startswith(stem + ".data/")] == [
+        stem + ".data/scripts/patchlane"]
+    script = zipfile.ZipFile(wheel).read(stem + ".data/scripts/patchlane").decode()
+    assert script.startswith("#!python\n") and "import re" not in script
     assert "patchlane/_bundle/registry.yaml" in names
     assert "patchlane/_bundle/patches/mcore_rerun_sentinel.py" in names
     assert "patchlane/_bundle/reproducers/mcore_rerun_sentinel.py" in names
@@ -62,3 +68,8 @@ def test_installed_wheel_finds_its_registry_and_overlays(wheel: Path, tmp_path: 
     for key in ("file", "registry", "overlay", "reproducer"):
         assert data[key].startswith(str(target / "patchlane")), (key, data[key])
     assert data["has_overlay"]
+    command = target / "bin" / "patchlane"
+    assert command.read_text().startswith(f"#!{sys.executable}\n")
+    out = subprocess.run([str(command), "show", "mcore_rerun_sentinel"], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0 and "mcore_rerun_sentinel" in out.stdout, out.stderr
