@@ -243,7 +243,8 @@ def _lazy_word(why_not: str | None) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--rounds", type=int, default=15,
                         help="interleaved rounds for the start-up goals 1, 2 and 4")
     parser.add_argument("--budget-s", type=float, default=60.0,
