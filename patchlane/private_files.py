@@ -8,8 +8,6 @@ Only ``os`` and ``stat`` at import: the lazy lane checks its index with this in 
 interpreter a job starts.
 """
 
-from __future__ import annotations
-
 import os
 import stat
 

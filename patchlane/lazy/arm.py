@@ -18,8 +18,6 @@ start writes a fresh index for the next process):
 Why it did not is kept for ``patchlane status`` and ``patchlane doctor``.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -40,13 +38,16 @@ _FLAGS = (("PATCHLANE_STRICT", False), ("PATCHLANE_DEFAULT_REGISTRY", True),
           ("PATCHLANE_ENTRY_POINTS", True), ("PATCHLANE_VERIFY_RANKS", True),
           ("PATCHLANE_REQUIRE_EVIDENCE", False))
 
+_State = tuple[index.Index, frozenset[str], "frozenset[str] | None", set[str]]
+"""A lazy start's index, PATCHLANE_DISABLE and PATCHLANE_ONLY ids, and the names to watch."""
+
 _why_not: list[str] = []
 _start_paths: dict[bool, tuple[tuple[str, int], ...]] = {}
 _index: list[index.Index] = []
 _disabled: list[tuple[frozenset[str], frozenset[str] | None]] = []
 
 
-def arm(load: Callable[[], object]) -> bool:
+def arm(load: "Callable[[], object]") -> bool:
     """Install the import hook and return True when the lane may wait (module docstring);
     False, with the reason kept, when the caller must ``load()`` it now."""
     reason, state = _reason(imported=True)
@@ -71,9 +72,6 @@ def check() -> tuple[str | None, tuple[str, ...]]:
 def _reason(imported: bool) -> tuple[str | None, _State | None]:
     why = _why(imported)
     return (why, None) if isinstance(why, str) else (None, why)
-
-
-_State = tuple[index.Index, frozenset[str], "frozenset[str] | None", set[str]]
 
 
 def _why(imported: bool) -> str | _State:

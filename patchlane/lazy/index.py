@@ -32,8 +32,6 @@ directory are left out of the ``sys.path`` key: their mtimes change with the job
 and a distribution is installed elsewhere (one dropped there is found when the lane loads).
 """
 
-from __future__ import annotations
-
 import marshal
 import os
 import sys
@@ -73,8 +71,8 @@ def default_registry() -> str:
     return os.path.join(os.path.dirname(here), "registry.yaml")
 
 
-def registry_set(default: bool, registries: Iterable[str | os.PathLike[str]],
-                 entry_points: bool) -> tuple[Any, ...]:
+def registry_set(default: bool, registries: "Iterable[str | os.PathLike[str]]",
+                 entry_points: bool) -> "tuple[Any, ...]":
     """What the settings say the registry set is, as the index is keyed: the bundled registry
     (or ""), the ``PATCHLANE_REGISTRY`` files made absolute, and whether entry points count."""
     return (default_registry() if default else "",
@@ -150,11 +148,11 @@ def _digest(data: bytes) -> str:
     return f"{h:016x}"
 
 
-def file_name(settings: tuple[Any, ...], paths: tuple[tuple[str, int], ...]) -> str:
+def file_name(settings: "tuple[Any, ...]", paths: tuple[tuple[str, int], ...]) -> str:
     return _digest(marshal.dumps((settings, tuple(p for p, _ in paths)))) + SUFFIX
 
 
-def watched(rows: Iterable[RowTuple]) -> tuple[str, ...]:
+def watched(rows: "Iterable[RowTuple]") -> tuple[str, ...]:
     """The top-level names whose import decides something: each active entry's module (a
     source patch's target, a floor's or pin's ``when.imported``) and a config entry's
     settings modules. Retired entries and compat gates wait for nothing."""
@@ -177,12 +175,12 @@ class Index:
         self.watch = watch
         self._rows = rows
 
-    def rows(self) -> tuple[RowTuple, ...] | None:
+    def rows(self) -> "tuple[RowTuple, ...] | None":
         """The startup rows, or None when they are not of the expected shape."""
         return rows_of(self._rows)
 
 
-def rows_of(blob: bytes) -> tuple[RowTuple, ...] | None:
+def rows_of(blob: bytes) -> "tuple[RowTuple, ...] | None":
     try:
         rows = marshal.loads(blob)
     except (EOFError, ValueError, TypeError):
@@ -207,13 +205,13 @@ def stamp(path: str) -> tuple[int, int, int, int]:
     return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
 
 
-def _header(settings: tuple[Any, ...], paths: tuple[tuple[str, int], ...]) -> dict[str, Any]:
+def _header(settings: "tuple[Any, ...]", paths: tuple[tuple[str, int], ...]) -> "dict[str, Any]":
     return {"format": FORMAT, "patchlane": __version__,
             "python": sys.implementation.cache_tag, "validator": _validator(),
             "settings": settings, "path": paths}
 
 
-def read(directory: str, settings: tuple[Any, ...],
+def read(directory: str, settings: "tuple[Any, ...]",
          paths: tuple[tuple[str, int], ...]) -> Index | None:
     """The index for this registry set and ``sys.path`` in ``directory`` (a real path the
     caller checked with :func:`patchlane.private_files.shared`), when it is still true; None
@@ -241,7 +239,7 @@ def read(directory: str, settings: tuple[Any, ...],
     return Index(file, watch, data[at + size:])
 
 
-def _still(header: dict[str, Any]) -> bool:
+def _still(header: "dict[str, Any]") -> bool:
     """Whether every file and directory the header stamped is as it was."""
     sources, dirs, links = header.get("sources"), header.get("dirs"), header.get("links")
     if type(sources) is not tuple or type(dirs) is not tuple or type(links) is not tuple:
@@ -261,10 +259,10 @@ def _still(header: dict[str, Any]) -> bool:
     return True
 
 
-def write(directory: str, settings: tuple[Any, ...], paths: tuple[tuple[str, int], ...],
-          sources: Sequence[tuple[str, str, tuple[int, int, int, int]]],
-          dirs: Sequence[tuple[str, int]], links: Sequence[tuple[str, str]],
-          rows: Sequence[RowTuple]) -> str | None:
+def write(directory: str, settings: "tuple[Any, ...]", paths: tuple[tuple[str, int], ...],
+          sources: "Sequence[tuple[str, str, tuple[int, int, int, int]]]",
+          dirs: "Sequence[tuple[str, int]]", links: "Sequence[tuple[str, str]]",
+          rows: "Sequence[RowTuple]") -> str | None:
     """Write the index of a registry set the registry cache just loaded (``sources``: each
     file as named, its real path, and its stamp taken *before* it was read, so a change while
     loading leaves a stale index, never a wrong fresh one). Kept as it is when the file there
