@@ -27,9 +27,12 @@ with another ``PYTHONPATH`` keeps its own file rather than rewriting everybody's
 Anything that differs, or a file that is missing, foreign, corrupt or of another shape, makes
 the index unusable: ``import patchlane`` then takes the full path, which writes a new one. The
 registry itself is still validated by the registry cache when the lane loads; the index only
-decides *when* that happens. The directories where the script itself lives and the current
-directory are left out of the ``sys.path`` key: their mtimes change with the job's own files,
-and a distribution is installed elsewhere (one dropped there is found when the lane loads).
+decides *when* that happens. The entry Python puts first for the invocation itself (the
+script's folder, the current directory for ``-m``, ``''`` for ``-c``) and patchlane's own
+bootstrap folder are left out of the ``sys.path`` key: the first differs from script to script
+and changes with the job's own files, and neither is where a distribution is installed (one
+dropped there is found when the lane loads). ``site`` and ``sitecustomize`` run before Python
+puts that entry there, a script's ``import patchlane`` after: both find the same index.
 """
 
 import marshal
@@ -79,33 +82,38 @@ def registry_set(default: bool, registries: "Iterable[str | os.PathLike[str]]",
             tuple(os.path.abspath(os.fspath(p)) for p in registries), bool(entry_points))
 
 
-def _invocation_dirs() -> set[str]:
-    """The directories Python puts first on ``sys.path`` for this invocation (the current one
-    for ``-c`` and ``-m``, the script's for a script) and patchlane's bootstrap folder: left
-    out of the ``sys.path`` key (see the module docstring)."""
-    dirs = {"", _BOOTSTRAP}
+def _invocation_entry() -> "str | None":
+    """The entry Python put first on ``sys.path`` for this invocation, when it is there: ``''``
+    for ``-c`` or a prompt, the current directory for ``-m``, the script's folder for a
+    script. None before Python has put it there (``site`` and ``sitecustomize`` run first) or
+    when it puts none (``-P``, ``-I``)."""
+    if getattr(sys.flags, "safe_path", False) or not sys.path:
+        return None
+    first = sys.path[0]
+    if first == "":
+        return first
+    candidates = set()
     try:
-        cwd = os.getcwd()
-        dirs.add(cwd)
+        candidates.add(os.getcwd())
     except OSError:
-        cwd = ""
+        pass
     argv = getattr(sys, "argv", None) or [""]
-    first = argv[0] if argv else ""
-    if first and first not in ("-c", "-m"):
-        dirs.add(os.path.dirname(os.path.realpath(os.path.join(cwd, first))))
-    return dirs
+    if argv[0] and argv[0] not in ("-c", "-m") and os.path.isfile(argv[0]):
+        candidates.add(os.path.dirname(os.path.realpath(argv[0])))
+    return first if first in candidates else None
 
 
 def path_key(entry_points: bool) -> tuple[tuple[str, int], ...]:
-    """``(directory, mtime_ns)`` for each ``sys.path`` entry but the invocation's own, in
-    order (-1: missing). Installing or removing a distribution changes its directory's mtime.
+    """``(directory, mtime_ns)`` for each ``sys.path`` entry but the invocation's own (the
+    first, :func:`_invocation_entry`) and patchlane's bootstrap folder, in order (-1:
+    missing). Installing or removing a distribution changes its directory's mtime.
     Empty when entry points are off: then no distribution adds registries."""
     if not entry_points:
         return ()
-    skip = _invocation_dirs()
+    first = _invocation_entry()
     key: list[tuple[str, int]] = []
-    for entry in sys.path:
-        if not isinstance(entry, str) or entry in skip:
+    for at, entry in enumerate(sys.path):
+        if not isinstance(entry, str) or entry == _BOOTSTRAP or (at == 0 and entry == first):
             continue
         try:
             mtime = os.stat(entry).st_mtime_ns
