@@ -55,6 +55,9 @@ __all__ = ["FORMAT", "Index", "default_registry", "file_name", "path_key", "read
 FORMAT = 1
 MAGIC = b"patchlane lazy index\n"
 SUFFIX = ".lazy"
+_FIRST_READ = 1 << 14
+"""Bytes read at a start: the header of a registry's index fits (the rows are read only on
+demand)."""
 KEEP = 32
 """Index files kept per directory (one per registry set and ``sys.path``)."""
 
@@ -176,16 +179,23 @@ def watched(rows: "Iterable[RowTuple]") -> tuple[str, ...]:
 class Index:
     """A fresh index: the watched names, and the rows on demand."""
 
-    __slots__ = ("_rows", "file", "watch")
+    __slots__ = ("_head", "file", "watch")
 
-    def __init__(self, file: str, watch: tuple[str, ...], rows: bytes) -> None:
+    def __init__(self, file: str, watch: tuple[str, ...], head: bytes) -> None:
         self.file = file
         self.watch = watch
-        self._rows = rows
+        self._head = head
 
     def rows(self) -> "tuple[RowTuple, ...] | None":
-        """The startup rows, or None when they are not of the expected shape."""
-        return rows_of(self._rows)
+        """The startup rows, read now (a start reads only the header, so it costs the same
+        with 9 entries or 2,000); None when the file is no longer the one this start read
+        (rewritten meanwhile) or they are not of the expected shape."""
+        from .. import private_files
+
+        data = private_files.read(self.file)
+        if data is None or not data.startswith(self._head):
+            return None
+        return rows_of(data[len(self._head):])
 
 
 def rows_of(blob: bytes) -> "tuple[RowTuple, ...] | None":
@@ -227,14 +237,17 @@ def read(directory: str, settings: "tuple[Any, ...]",
     from .. import private_files
 
     file = os.path.join(directory, file_name(settings, paths))
-    data = private_files.read(file)
-    if data is None or not data.startswith(MAGIC):
-        return None
-    view = memoryview(data)
     at = len(MAGIC) + 8
-    size = int.from_bytes(view[len(MAGIC):at], "little")
+    data = private_files.read(file, _FIRST_READ)
+    if data is None or not data.startswith(MAGIC) or len(data) < at:
+        return None
+    size = int.from_bytes(data[len(MAGIC):at], "little")
+    if len(data) < at + size:  # a header longer than the first read: read it whole
+        data = private_files.read(file, at + size)
+        if data is None or len(data) < at + size:
+            return None
     try:
-        header = marshal.loads(view[at:at + size])
+        header = marshal.loads(memoryview(data)[at:at + size])
     except (EOFError, ValueError, TypeError):
         return None
     if type(header) is not dict or header.get("expect") != _header(settings, paths):
@@ -244,7 +257,7 @@ def read(directory: str, settings: "tuple[Any, ...]",
     watch = header.get("watch")
     if type(watch) is not tuple or not all(type(name) is str for name in watch):
         return None
-    return Index(file, watch, data[at + size:])
+    return Index(file, watch, data[:at + size])
 
 
 def _still(header: "dict[str, Any]") -> bool:
