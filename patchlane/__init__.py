@@ -7,8 +7,6 @@ them, and each overlay is applied when its target module is imported. Without a 
 they load at once. It never imports torch or megatron itself.
 """
 
-from __future__ import annotations
-
 from ._version import __version__
 from .lazy import arm as _lazy
 
@@ -91,7 +89,7 @@ _SUBMODULES = frozenset({"startup"})
 """Submodules code reaches as attributes (``patchlane.startup.current()``) once loaded."""
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     module = _LAZY.get(name)
     if module is None and name not in _SUBMODULES:
         # Also how `from . import x` asks for a submodule not imported yet: answered before
@@ -117,7 +115,7 @@ def apply() -> None:
     startup.current().apply()
 
 
-def revert(entry_id: str) -> Decision:
+def revert(entry_id: str) -> "Decision":
     """Restore the original target of ``entry_id`` in this process."""
     from . import startup
 
@@ -140,7 +138,7 @@ def hit_path(entry_id: str, path: str) -> None:
     startup.current().audit.paths[(entry_id, path)] += 1
 
 
-def verify_ranks(group: Any = None) -> str:
+def verify_ranks(group: "Any" = None) -> str:
     """Compare the patch set across all ranks (a collective); raises on any difference.
     Runs by itself after ``torch.distributed.init_process_group`` unless
     ``PATCHLANE_VERIFY_RANKS=0``."""
@@ -149,14 +147,14 @@ def verify_ranks(group: Any = None) -> str:
     return _verify(group)
 
 
-def run_receipt() -> dict[str, Any]:
+def run_receipt() -> "dict[str, Any]":
     """A JSON-serialisable record of this process's patch set, to store with checkpoints."""
     from .training.ranks import run_receipt as _receipt
 
     return _receipt()
 
 
-def check_config(config: Any) -> list[Any]:
+def check_config(config: "Any") -> "list[Any]":
     """Run every compat gate on a run's configuration (a Megatron args namespace or a
     TransformerConfig); raises :class:`patchlane.ledger.CompatGateError` naming the upstream
     issue when a known-bad combination is configured. A gate disabled by PATCHLANE_DISABLE /
@@ -168,7 +166,7 @@ def check_config(config: Any) -> list[Any]:
     return _check(config, list(decider.registry.entries), decider.controls)
 
 
-def report() -> Report:
+def report() -> "Report":
     """Everything decided in this process, as JSON-ready data (shape:
     :class:`patchlane.reporting.Report`)."""
     from . import startup

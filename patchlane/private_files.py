@@ -8,8 +8,6 @@ Only ``os`` and ``stat`` at import: the lazy lane checks its index with this in 
 interpreter a job starts.
 """
 
-from __future__ import annotations
-
 import os
 import stat
 
@@ -60,10 +58,11 @@ def shared(real: str) -> str | None:
         path, leaf = parent, False
 
 
-def read(file: str) -> bytes | None:
+def read(file: str, limit: int | None = None) -> bytes | None:
     """The bytes of ``file``, or None: missing, a symlink, not a regular file, linked
     elsewhere, not this user's, or writable by others. Opened without following a symlink
-    (``O_NOFOLLOW``) and checked on the open descriptor, so what is checked is what is read."""
+    (``O_NOFOLLOW``) and checked on the open descriptor, so what is checked is what is read.
+    With ``limit``, at most its first ``limit`` bytes."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
         | getattr(os, "O_BINARY", 0)
     try:
@@ -77,11 +76,13 @@ def read(file: str) -> bytes | None:
                 getuid is not None and (info.st_uid != getuid() or info.st_mode & 0o022)):
             return None
         chunks = []
-        while True:
-            chunk = os.read(fd, max(info.st_size + 1, 1 << 16))
+        left = limit if limit is not None else -1
+        while left:
+            chunk = os.read(fd, left if left > 0 else max(info.st_size + 1, 1 << 16))
             if not chunk:
                 break
             chunks.append(chunk)
+            left = max(0, left - len(chunk)) if left > 0 else left
         return b"".join(chunks)
     except OSError:
         return None

@@ -9,8 +9,6 @@ never raise; :mod:`patchlane.controls` turns that into the :class:`ControlsError
 variable.
 """
 
-from __future__ import annotations
-
 import os
 
 TYPE_CHECKING = False
@@ -53,7 +51,7 @@ def disabled_reason(entry_id: str, disable: frozenset[str],
     return None
 
 
-def registry_cache_dir(env: Mapping[str, str]) -> tuple[str | None, bool]:
+def registry_cache_dir(env: "Mapping[str, str]") -> tuple[str | None, bool]:
     """``(directory, refused)``: where the validated-registry cache (and the lazy lane's index
     beside it) lives, None when it is off; ``refused`` when it is off because
     ``PATCHLANE_REGISTRY_CACHE`` is a relative path (:mod:`patchlane.controls` says why, once).

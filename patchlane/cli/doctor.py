@@ -112,13 +112,21 @@ def _run_doctor(as_json: bool, strict: bool, out: Any = None) -> int:
         elif outcome == "skipped: gate":
             warnings.append(f"{item['id']}: {outcome}: {decision['reason']}")
 
+    from .activate import lane_lines, lane_state
+
+    lane = lane_state()
+    for activation in lane["activations"]:  # type: ignore[attr-defined]
+        if not activation["current"]:
+            warnings.append(f"{activation['path']} was written by another patchlane version; "
+                            "fix: `patchlane activate --pth` rewrites it")
     failed = bool(problems) or (strict and bool(warnings))
     if as_json:
         print(json.dumps({"ok": not failed, "problems": problems, "warnings": warnings,
                           "records": [r.as_dict() for r in records],
                           "ledger": [r.as_dict() for r in ledger],
                           "releases": [m.as_dict() for m in matches],
-                          "decisions": report["entries"]}, indent=2, default=str), file=out)
+                          "decisions": report["entries"], "lane": lane}, indent=2,
+                         default=str), file=out)
         return EXIT_PROBLEMS if failed else 0
     print(table(["DISTRIBUTION", "VERSION", "FILES CHECKED", "RECORD"],
                 [[r.distribution, r.version or "-", str(r.checked),
@@ -137,6 +145,9 @@ def _run_doctor(as_json: bool, strict: bool, out: Any = None) -> int:
     print(table(["ENTRY", "KIND", "DECISION", "REASON"],
                 [[i["id"], i["kind"], *_outcome_and_reason(i)] for i in report["entries"]],
                 width=90))
+    print()
+    for line in lane_lines(lane):
+        print(line)
     for label, lines in (("PROBLEM", problems), ("warning", warnings)):
         for line in lines:
             print(f"{label}: {line}")

@@ -193,6 +193,20 @@ def _parser() -> argparse.ArgumentParser:
     add_radar(sub)
     from .usage import add_parser as add_usage
     add_usage(sub)
+
+    p = sub.add_parser(
+        "activate", help="activate patchlane in every interpreter of this environment (.pth)",
+        description="Show, write (--pth) or remove (--remove) a .pth file in site-packages that "
+        "makes every interpreter of this environment `import patchlane` (through the lazy "
+        "lane: a process that imports no target loads one small index), reaching what a "
+        "PYTHONPATH bootstrap cannot: python -E / -I and scrubbed environments. Off by "
+        "default; both are idempotent.")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--pth", action="store_true", help="write the activation file")
+    mode.add_argument("--remove", action="store_true", help="remove the activation file")
+    p.add_argument("--site-dir", type=Path, metavar="DIR",
+                   help="the site-packages directory (default: this interpreter's)")
+    p.add_argument("--json", action="store_true")
     return parser
 
 
@@ -266,6 +280,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "radar":
         from .radar import run_radar
         return run_radar(args)
+    if args.command == "activate":
+        from .activate import run_activate
+        return run_activate(args.pth, args.remove, args.site_dir, args.json)
     if args.command == "usage":
         from .usage import run_usage
         return run_usage(args)

@@ -65,6 +65,10 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
     print(table([*headers, *(["EVIDENCE"] if read is not None else []), "REASON"], rows))
     print()
     print(report["summary"])
+    from .activate import lane_lines, lane_state
+
+    for line in lane_lines(lane_state()):
+        print(line)
     if read is not None:
         print()
         print(f"evidence: {read['runs_read']} run(s) read under {', '.join(read['roots'])}"

@@ -1,8 +1,6 @@
 """What ``patchlane/launch/bootstrap/sitecustomize.py`` does in each process: activate the
 lane, optionally leave a per-process report, then run the ``sitecustomize`` it shadows."""
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -86,7 +84,7 @@ def _at_exit(folder: str | None, me: str | None) -> None:
         _print_summary(me, report)
 
 
-def _report(folder: str | None) -> Report:
+def _report(folder: str | None) -> "Report":
     """What this process decided. A process whose lane never loaded (it imported no target)
     says so from the lazy lane's index, without loading it, when only the line is asked for;
     a report file or a proof ("proven here?") needs the whole lane, loaded here."""
@@ -101,7 +99,7 @@ def _report(folder: str | None) -> Report:
     return patchlane.report()
 
 
-def _print_summary(me: str, report: Report) -> None:
+def _print_summary(me: str, report: "Report") -> None:
     if me == "main" and "torch/distributed/run.py" in (sys.argv[0] if sys.argv else ""):
         return  # torchrun's agent: it trains nothing; its ranks speak for themselves
     # Decider.summary() groups the same way but has no hit counts, which are the point here.
@@ -138,7 +136,7 @@ def _hostname() -> str:
     return socket.gethostname()
 
 
-def _write_report(folder: Path, report: Report) -> None:
+def _write_report(folder: "Path", report: "Report") -> None:
     import time
 
     from ..files import atomic_write_json

@@ -7,8 +7,6 @@ beyond the standard library's already-loaded modules and never imports torch: th
 what the process itself imported, read at exit.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 import time
@@ -33,7 +31,7 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + os.urandom(4).hex()
 
 
-def job_of(environ: Mapping[str, str]) -> str:
+def job_of(environ: "Mapping[str, str]") -> str:
     """The job a process belongs to, from its environment, most deliberate first:
     ``PATCHLANE_RUN_JOB`` (the user named it), then the Slurm job step (``srun patchlane run``
     starts one ``patchlane run`` per task; they share the step), then the ``patchlane run``

@@ -18,8 +18,6 @@ start writes a fresh index for the next process):
 Why it did not is kept for ``patchlane status`` and ``patchlane doctor``.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -40,20 +38,43 @@ _FLAGS = (("PATCHLANE_STRICT", False), ("PATCHLANE_DEFAULT_REGISTRY", True),
           ("PATCHLANE_ENTRY_POINTS", True), ("PATCHLANE_VERIFY_RANKS", True),
           ("PATCHLANE_REQUIRE_EVIDENCE", False))
 
+_State = tuple[index.Index, frozenset[str], "frozenset[str] | None", set[str]]
+"""A lazy start's index, PATCHLANE_DISABLE and PATCHLANE_ONLY ids, and the names to watch."""
+
 _why_not: list[str] = []
+_start_paths: dict[bool, tuple[tuple[str, int], ...]] = {}
 _index: list[index.Index] = []
 _disabled: list[tuple[frozenset[str], frozenset[str] | None]] = []
 
 
-def arm(load: Callable[[], object]) -> bool:
+def arm(load: "Callable[[], object]") -> bool:
     """Install the import hook and return True when the lane may wait (module docstring);
     False, with the reason kept, when the caller must ``load()`` it now."""
-    reason = _arm(load)
+    reason, state = _reason(imported=True)
     _why_not[:] = [reason] if reason else []
-    return reason is None
+    if state is None:
+        return False
+    found, disable, only, names = state
+    _index[:] = [found]
+    _disabled[:] = [(disable, only)]
+    watch.install(names, load)
+    return True
 
 
-def _arm(load: Callable[[], object]) -> str | None:
+def check() -> tuple[str | None, tuple[str, ...]]:
+    """``(why not, watched names)``: whether a process started now with this environment, which
+    imports no target, would take the lazy path (``patchlane status`` and ``doctor`` ask;
+    nothing is installed). What this process imported is not held against it."""
+    reason, state = _reason(imported=False)
+    return reason, tuple(sorted(state[3])) if state is not None else ()
+
+
+def _reason(imported: bool) -> tuple[str | None, _State | None]:
+    why = _why(imported)
+    return (why, None) if isinstance(why, str) else (None, why)
+
+
+def _why(imported: bool) -> str | _State:
     env = os.environ
     lazy = switch_values.flag(env.get(LAZY_ENV), True)
     if lazy is not True:
@@ -84,7 +105,12 @@ def _arm(load: Callable[[], object]) -> str | None:
     registries = [p for p in (env.get("PATCHLANE_REGISTRY") or "").split(os.pathsep) if p]
     settings = index.registry_set(flags["PATCHLANE_DEFAULT_REGISTRY"], registries,
                                   flags["PATCHLANE_ENTRY_POINTS"])
-    found = index.read(real, settings, index.path_key(flags["PATCHLANE_ENTRY_POINTS"]))
+    entry_points = flags["PATCHLANE_ENTRY_POINTS"]
+    if imported or entry_points not in _start_paths:
+        # A later check (status) keys on sys.path as it was at start-up: imports since then
+        # (megatron's own FSDP package adds a folder) are not what a new process starts with.
+        _start_paths[entry_points] = index.path_key(entry_points)
+    found = index.read(real, settings, _start_paths[entry_points])
     if found is None:
         return ("no fresh index for this registry set and sys.path (a registry file, an "
                 "overlay's folder, an installed distribution or patchlane changed, or none was "
@@ -108,13 +134,10 @@ def _arm(load: Callable[[], object]) -> str | None:
     names = set(found.watch)
     if flags["PATCHLANE_VERIFY_RANKS"]:
         names.add(RANK_CHECK_MODULE)
-    imported = sorted(name for name in names if name in sys.modules)
-    if imported:
-        return f"{', '.join(imported)} already imported"
-    _index[:] = [found]
-    _disabled[:] = [(disable, only)]
-    watch.install(names, load)
-    return None
+    already = sorted(name for name in names if name in sys.modules)
+    if imported and already:
+        return f"{', '.join(already)} already imported"
+    return found, disable, only, names
 
 
 def why_not() -> str | None:

@@ -27,12 +27,13 @@ with another ``PYTHONPATH`` keeps its own file rather than rewriting everybody's
 Anything that differs, or a file that is missing, foreign, corrupt or of another shape, makes
 the index unusable: ``import patchlane`` then takes the full path, which writes a new one. The
 registry itself is still validated by the registry cache when the lane loads; the index only
-decides *when* that happens. The directories where the script itself lives and the current
-directory are left out of the ``sys.path`` key: their mtimes change with the job's own files,
-and a distribution is installed elsewhere (one dropped there is found when the lane loads).
+decides *when* that happens. The entry Python puts first for the invocation itself (the
+script's folder, the current directory for ``-m``, ``''`` for ``-c``) and patchlane's own
+bootstrap folder are left out of the ``sys.path`` key: the first differs from script to script
+and changes with the job's own files, and neither is where a distribution is installed (one
+dropped there is found when the lane loads). ``site`` and ``sitecustomize`` run before Python
+puts that entry there, a script's ``import patchlane`` after: both find the same index.
 """
-
-from __future__ import annotations
 
 import marshal
 import os
@@ -54,6 +55,9 @@ __all__ = ["FORMAT", "Index", "default_registry", "file_name", "path_key", "read
 FORMAT = 1
 MAGIC = b"patchlane lazy index\n"
 SUFFIX = ".lazy"
+_FIRST_READ = 1 << 14
+"""Bytes read at a start: the header of a registry's index fits (the rows are read only on
+demand)."""
 KEEP = 32
 """Index files kept per directory (one per registry set and ``sys.path``)."""
 
@@ -73,41 +77,46 @@ def default_registry() -> str:
     return os.path.join(os.path.dirname(here), "registry.yaml")
 
 
-def registry_set(default: bool, registries: Iterable[str | os.PathLike[str]],
-                 entry_points: bool) -> tuple[Any, ...]:
+def registry_set(default: bool, registries: "Iterable[str | os.PathLike[str]]",
+                 entry_points: bool) -> "tuple[Any, ...]":
     """What the settings say the registry set is, as the index is keyed: the bundled registry
     (or ""), the ``PATCHLANE_REGISTRY`` files made absolute, and whether entry points count."""
     return (default_registry() if default else "",
             tuple(os.path.abspath(os.fspath(p)) for p in registries), bool(entry_points))
 
 
-def _invocation_dirs() -> set[str]:
-    """The directories Python puts first on ``sys.path`` for this invocation (the current one
-    for ``-c`` and ``-m``, the script's for a script) and patchlane's bootstrap folder: left
-    out of the ``sys.path`` key (see the module docstring)."""
-    dirs = {"", _BOOTSTRAP}
+def _invocation_entry() -> "str | None":
+    """The entry Python put first on ``sys.path`` for this invocation, when it is there: ``''``
+    for ``-c`` or a prompt, the current directory for ``-m``, the script's folder for a
+    script. None before Python has put it there (``site`` and ``sitecustomize`` run first) or
+    when it puts none (``-P``, ``-I``)."""
+    if getattr(sys.flags, "safe_path", False) or not sys.path:
+        return None
+    first = sys.path[0]
+    if first == "":
+        return first
+    candidates = set()
     try:
-        cwd = os.getcwd()
-        dirs.add(cwd)
+        candidates.add(os.getcwd())
     except OSError:
-        cwd = ""
+        pass
     argv = getattr(sys, "argv", None) or [""]
-    first = argv[0] if argv else ""
-    if first and first not in ("-c", "-m"):
-        dirs.add(os.path.dirname(os.path.realpath(os.path.join(cwd, first))))
-    return dirs
+    if argv[0] and argv[0] not in ("-c", "-m") and os.path.isfile(argv[0]):
+        candidates.add(os.path.dirname(os.path.realpath(argv[0])))
+    return first if first in candidates else None
 
 
 def path_key(entry_points: bool) -> tuple[tuple[str, int], ...]:
-    """``(directory, mtime_ns)`` for each ``sys.path`` entry but the invocation's own, in
-    order (-1: missing). Installing or removing a distribution changes its directory's mtime.
+    """``(directory, mtime_ns)`` for each ``sys.path`` entry but the invocation's own (the
+    first, :func:`_invocation_entry`) and patchlane's bootstrap folder, in order (-1:
+    missing). Installing or removing a distribution changes its directory's mtime.
     Empty when entry points are off: then no distribution adds registries."""
     if not entry_points:
         return ()
-    skip = _invocation_dirs()
+    first = _invocation_entry()
     key: list[tuple[str, int]] = []
-    for entry in sys.path:
-        if not isinstance(entry, str) or entry in skip:
+    for at, entry in enumerate(sys.path):
+        if not isinstance(entry, str) or entry == _BOOTSTRAP or (at == 0 and entry == first):
             continue
         try:
             mtime = os.stat(entry).st_mtime_ns
@@ -150,11 +159,11 @@ def _digest(data: bytes) -> str:
     return f"{h:016x}"
 
 
-def file_name(settings: tuple[Any, ...], paths: tuple[tuple[str, int], ...]) -> str:
+def file_name(settings: "tuple[Any, ...]", paths: tuple[tuple[str, int], ...]) -> str:
     return _digest(marshal.dumps((settings, tuple(p for p, _ in paths)))) + SUFFIX
 
 
-def watched(rows: Iterable[RowTuple]) -> tuple[str, ...]:
+def watched(rows: "Iterable[RowTuple]") -> tuple[str, ...]:
     """The top-level names whose import decides something: each active entry's module (a
     source patch's target, a floor's or pin's ``when.imported``) and a config entry's
     settings modules. Retired entries and compat gates wait for nothing."""
@@ -170,19 +179,26 @@ def watched(rows: Iterable[RowTuple]) -> tuple[str, ...]:
 class Index:
     """A fresh index: the watched names, and the rows on demand."""
 
-    __slots__ = ("_rows", "file", "watch")
+    __slots__ = ("_head", "file", "watch")
 
-    def __init__(self, file: str, watch: tuple[str, ...], rows: bytes) -> None:
+    def __init__(self, file: str, watch: tuple[str, ...], head: bytes) -> None:
         self.file = file
         self.watch = watch
-        self._rows = rows
+        self._head = head
 
-    def rows(self) -> tuple[RowTuple, ...] | None:
-        """The startup rows, or None when they are not of the expected shape."""
-        return rows_of(self._rows)
+    def rows(self) -> "tuple[RowTuple, ...] | None":
+        """The startup rows, read now (a start reads only the header, so it costs the same
+        with 9 entries or 2,000); None when the file is no longer the one this start read
+        (rewritten meanwhile) or they are not of the expected shape."""
+        from .. import private_files
+
+        data = private_files.read(self.file)
+        if data is None or not data.startswith(self._head):
+            return None
+        return rows_of(data[len(self._head):])
 
 
-def rows_of(blob: bytes) -> tuple[RowTuple, ...] | None:
+def rows_of(blob: bytes) -> "tuple[RowTuple, ...] | None":
     try:
         rows = marshal.loads(blob)
     except (EOFError, ValueError, TypeError):
@@ -207,13 +223,13 @@ def stamp(path: str) -> tuple[int, int, int, int]:
     return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
 
 
-def _header(settings: tuple[Any, ...], paths: tuple[tuple[str, int], ...]) -> dict[str, Any]:
+def _header(settings: "tuple[Any, ...]", paths: tuple[tuple[str, int], ...]) -> "dict[str, Any]":
     return {"format": FORMAT, "patchlane": __version__,
             "python": sys.implementation.cache_tag, "validator": _validator(),
             "settings": settings, "path": paths}
 
 
-def read(directory: str, settings: tuple[Any, ...],
+def read(directory: str, settings: "tuple[Any, ...]",
          paths: tuple[tuple[str, int], ...]) -> Index | None:
     """The index for this registry set and ``sys.path`` in ``directory`` (a real path the
     caller checked with :func:`patchlane.private_files.shared`), when it is still true; None
@@ -221,14 +237,17 @@ def read(directory: str, settings: tuple[Any, ...],
     from .. import private_files
 
     file = os.path.join(directory, file_name(settings, paths))
-    data = private_files.read(file)
-    if data is None or not data.startswith(MAGIC):
-        return None
-    view = memoryview(data)
     at = len(MAGIC) + 8
-    size = int.from_bytes(view[len(MAGIC):at], "little")
+    data = private_files.read(file, _FIRST_READ)
+    if data is None or not data.startswith(MAGIC) or len(data) < at:
+        return None
+    size = int.from_bytes(data[len(MAGIC):at], "little")
+    if len(data) < at + size:  # a header longer than the first read: read it whole
+        data = private_files.read(file, at + size)
+        if data is None or len(data) < at + size:
+            return None
     try:
-        header = marshal.loads(view[at:at + size])
+        header = marshal.loads(memoryview(data)[at:at + size])
     except (EOFError, ValueError, TypeError):
         return None
     if type(header) is not dict or header.get("expect") != _header(settings, paths):
@@ -238,10 +257,10 @@ def read(directory: str, settings: tuple[Any, ...],
     watch = header.get("watch")
     if type(watch) is not tuple or not all(type(name) is str for name in watch):
         return None
-    return Index(file, watch, data[at + size:])
+    return Index(file, watch, data[:at + size])
 
 
-def _still(header: dict[str, Any]) -> bool:
+def _still(header: "dict[str, Any]") -> bool:
     """Whether every file and directory the header stamped is as it was."""
     sources, dirs, links = header.get("sources"), header.get("dirs"), header.get("links")
     if type(sources) is not tuple or type(dirs) is not tuple or type(links) is not tuple:
@@ -261,10 +280,10 @@ def _still(header: dict[str, Any]) -> bool:
     return True
 
 
-def write(directory: str, settings: tuple[Any, ...], paths: tuple[tuple[str, int], ...],
-          sources: Sequence[tuple[str, str, tuple[int, int, int, int]]],
-          dirs: Sequence[tuple[str, int]], links: Sequence[tuple[str, str]],
-          rows: Sequence[RowTuple]) -> str | None:
+def write(directory: str, settings: "tuple[Any, ...]", paths: tuple[tuple[str, int], ...],
+          sources: "Sequence[tuple[str, str, tuple[int, int, int, int]]]",
+          dirs: "Sequence[tuple[str, int]]", links: "Sequence[tuple[str, str]]",
+          rows: "Sequence[RowTuple]") -> str | None:
     """Write the index of a registry set the registry cache just loaded (``sources``: each
     file as named, its real path, and its stamp taken *before* it was read, so a change while
     loading leaves a stale index, never a wrong fresh one). Kept as it is when the file there

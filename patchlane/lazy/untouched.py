@@ -6,8 +6,6 @@ Outcomes are the values of :class:`patchlane.audit.Outcome`, as text: that enum'
 not imported here.
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -34,7 +32,8 @@ def at_start(kind: str, active: bool, disabled: str | None, waiting: str) -> tup
     return "pending", waiting
 
 
-def report(rows: Iterable[RowTuple], disabled: Callable[[str], str | None]) -> dict[str, object]:
+def report(rows: "Iterable[RowTuple]",
+           disabled: "Callable[[str], str | None]") -> dict[str, object]:
     """The part of :func:`patchlane.report` a rank's exit line reads, for a process that never
     loaded its lane: every entry as :func:`at_start` records it, no hits, no evidence."""
     entries = []

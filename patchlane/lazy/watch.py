@@ -23,8 +23,6 @@ goes ahead unwrapped, and its entries are decided when the lane registers their 
 once, as for a module imported before ``import patchlane``.
 """
 
-from __future__ import annotations
-
 import _thread
 import sys
 
@@ -41,14 +39,14 @@ __all__ = ["armed", "disarm", "install", "watched_names"]
 class _Watch:
     """The finder: one per process, first on ``sys.meta_path`` until the lane has started."""
 
-    def __init__(self, names: Iterable[str], load: Callable[[], object]) -> None:
+    def __init__(self, names: "Iterable[str]", load: "Callable[[], object]") -> None:
         self.names = frozenset(names)
         self.load = load
         self.done = False
         self._lock = _thread.allocate_lock()
         self._owner: int | None = None
 
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+    def find_spec(self, name: str, path: "Any" = None, target: "Any" = None) -> "ModuleSpec | None":
         if self.done or name not in self.names or self._owner == _thread.get_ident():
             return None
         meta_path = sys.meta_path
@@ -91,7 +89,7 @@ class _Watch:
         pass
 
 
-def _find_without(watch: _Watch, name: str, path: Any, target: Any) -> ModuleSpec | None:
+def _find_without(watch: _Watch, name: str, path: "Any", target: "Any") -> "ModuleSpec | None":
     for finder in list(sys.meta_path):
         find = getattr(finder, "find_spec", None)
         if finder is watch or find is None:
@@ -106,16 +104,16 @@ class _FirstTarget:
     """The loader of the first watched module imported: loads the lane before the module is
     made, hands the module to its own loader, then fires its post-import hooks."""
 
-    def __init__(self, loader: Any, watch: _Watch) -> None:
+    def __init__(self, loader: "Any", watch: _Watch) -> None:
         self.loader = loader
         self.watch = watch
 
-    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+    def create_module(self, spec: "ModuleSpec") -> "ModuleType | None":
         self.watch.trigger()
         create = getattr(self.loader, "create_module", None)
         return create(spec) if create is not None else None
 
-    def exec_module(self, module: ModuleType) -> None:
+    def exec_module(self, module: "ModuleType") -> None:
         # The module names its own loader from now on (inspect, pkgutil and importlib.resources
         # read __loader__ and __spec__.loader), as wrapt's loader does.
         module.__loader__ = self.loader
@@ -127,7 +125,7 @@ class _FirstTarget:
         if importer is not None:  # loaded by the lane: hooks may wait for this module
             importer.notify_module_loaded(module)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> "Any":
         # Everything else a loader answers (get_source, is_package, get_resource_reader) is
         # the real loader's.
         return getattr(self.loader, name)
@@ -136,7 +134,7 @@ class _FirstTarget:
 _watch: _Watch | None = None
 
 
-def install(names: Iterable[str], load: Callable[[], object]) -> None:
+def install(names: "Iterable[str]", load: "Callable[[], object]") -> None:
     """Put the hook first on ``sys.meta_path`` for ``names``; ``load`` starts the lane."""
     global _watch
     watch = _Watch(names, load)

@@ -1,0 +1,399 @@
+"""The lazy lane (patchlane/lazy): a target-free `import patchlane` loads only the lazy lane;
+the first import of a target loads the whole lane and decides as the eager lane
+(``PATCHLANE_LAZY=0``) does; anything the index cannot vouch for falls back to the eager lane.
+
+Each case runs fresh child interpreters. The fake target package tests the mechanics (never
+evidence that a patch works); the real default registry and the installed megatron-core are
+used where the claim is about them (which modules load, the real overlay's decision)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patchlane.launch.environment import BOOTSTRAP
+from tests.conftest import FakeTarget, make_fake
+
+pytestmark = [pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LAZY_LANE = {"patchlane", "patchlane._version", "patchlane.lazy", "patchlane.lazy.arm",
+             "patchlane.lazy.index", "patchlane.lazy.watch", "patchlane.private_files",
+             "patchlane.switch_values"}
+"""Everything a target-free `import patchlane` may load: the lazy lane, nothing else."""
+
+NEVER = ("wrapt", "yaml", "packaging", "importlib.metadata", "email", "asyncio", "typing",
+         "logging", "pathlib", "re", "enum", "json", "socket", "torch", "megatron")
+
+WHY = "from patchlane.lazy import arm; print('WHY', arm.why_not())\n"
+
+
+def child(code: str, env: dict[str, str], *args: str,
+          timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    full.update(env)
+    return subprocess.run([sys.executable, *args, "-c", code], capture_output=True, text=True,
+                          env=full, cwd=env.get("CWD", str(ROOT)), timeout=timeout)
+
+
+def why(out: subprocess.CompletedProcess[str]) -> str:
+    lines = [line[4:] for line in out.stdout.splitlines() if line.startswith("WHY ")]
+    assert lines, out.stdout + out.stderr
+    return lines[-1]
+
+
+def private_cache(tmp_path: Path) -> Path:
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    return cache
+
+
+def fake_env(fake: FakeTarget, cache: Path, **extra: str) -> dict[str, str]:
+    return {"PYTHONPATH": str(fake.root), "PATCHLANE_REGISTRY": str(fake.registry),
+            "PATCHLANE_DEFAULT_REGISTRY": "0", "PATCHLANE_ENTRY_POINTS": "0",
+            "PATCHLANE_REGISTRY_CACHE": str(cache), **extra}
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeTarget:
+    target = make_fake(tmp_path / "site")
+    target.write_registry()
+    return target
+
+
+def warm(env: dict[str, str]) -> None:
+    """One start that writes the index (the eager lane loads when there is none), then one
+    that must find it."""
+    child("import patchlane", env)
+    out = child("import patchlane\n" + WHY, env)
+    assert why(out) == "None", out.stdout + out.stderr
+
+
+REPORT = ("import json, patchlane\n"
+          "r = patchlane.report()\n"
+          "print('REPORT', json.dumps({e['id']: [e['decision']['outcome'], e['applied'], "
+          "e['hits']] for e in r['entries']}))\n")
+
+
+def report_of(out: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    line = next(x for x in out.stdout.splitlines() if x.startswith("REPORT "))
+    return json.loads(line[7:])  # type: ignore[no-any-return]
+
+
+# -- what a target-free process loads --------------------------------------------------------
+
+def test_a_target_free_import_loads_only_the_lazy_lane(tmp_path: Path) -> None:
+    """The default registry and this environment, as a job's helper process sees them."""
+    env = {"PATCHLANE_REGISTRY_CACHE": str(private_cache(tmp_path))}
+    warm(env)
+    code = ("import sys\nbefore = set(sys.modules)\nimport patchlane\n"
+            "print('NEW', sorted(set(sys.modules) - before))\n" + WHY)
+    out = child(code, env)
+    assert why(out) == "None"
+    new = set(eval(next(x for x in out.stdout.splitlines() if x.startswith("NEW "))[4:]))
+    assert new == LAZY_LANE, new ^ LAZY_LANE
+    assert not [m for m in new if m.split(".")[0] in NEVER or m in NEVER]
+
+
+def test_a_bootstrapped_interpreter_loads_only_the_lazy_lane_and_its_exit_line(
+        tmp_path: Path) -> None:
+    """What each process `patchlane run` starts loads, against bare Python's own modules."""
+    env = {"PATCHLANE_REGISTRY_CACHE": str(private_cache(tmp_path))}
+    warm(env)
+    code = "import sys; print('MODS', sorted(sys.modules))"
+    bare, booted = child(code, env), child(code, {**env, "PYTHONPATH": str(BOOTSTRAP)})
+    parse = {k: set(eval(next(x for x in o.stdout.splitlines() if x.startswith("MODS "))[5:]))
+             for k, o in (("bare", bare), ("booted", booted))}
+    added = parse["booted"] - parse["bare"]
+    assert added == (LAZY_LANE | {"patchlane.launch", "patchlane.launch.activate",
+                                  "sitecustomize", "atexit"}) - parse["bare"], added
+    assert "patchlane run: main" in booted.stderr  # the exit line, from the index
+
+
+@pytest.mark.parametrize("controls", [
+    {}, {"PATCHLANE_DISABLE": "torch_floor_a2a_overlap"},
+    {"PATCHLANE_ONLY": "mcore_rerun_sentinel,dynamo_recompile_limit"},
+    {"PATCHLANE_VERIFY_RANKS": "0", "PATCHLANE_STRICT": "1"}])
+def test_the_exit_line_of_an_untouched_process_is_the_eager_lanes(
+        tmp_path: Path, controls: dict[str, str]) -> None:
+    env = {"PATCHLANE_REGISTRY_CACHE": str(private_cache(tmp_path)),
+           "PYTHONPATH": str(BOOTSTRAP), **controls}
+    warm(env)
+    lazy = child("pass", env)
+    eager = child("pass", {**env, "PATCHLANE_LAZY": "0"})
+    assert lazy.returncode == eager.returncode == 0, lazy.stderr + eager.stderr
+
+    def line(out: subprocess.CompletedProcess[str]) -> str:
+        (said,) = [x for x in out.stderr.splitlines() if x.startswith("patchlane run: ")]
+        return said.replace(f"pid {said.split('pid ')[1].split(',')[0]}", "pid N")
+
+    assert line(lazy) == line(eager)
+    assert "pending: " in line(lazy)
+
+
+# -- the first target import -----------------------------------------------------------------
+
+def test_the_first_target_import_loads_the_lane_and_decides_as_the_eager_lane(
+        fake: FakeTarget, tmp_path: Path) -> None:
+    env = fake_env(fake, private_cache(tmp_path))
+    warm(env)
+    code = ("import sys, patchlane\n" + WHY +
+            "print('BEFORE', 'wrapt' in sys.modules, 'patchlane.startup' in sys.modules)\n"
+            f"import {fake.module} as t\n"
+            "print('AFTER', 'wrapt' in sys.modules, type(sys.meta_path[0]).__name__)\n"
+            "print('GREET', t.Greeter().greet('x'))\n"
+            "print('LOADER', type(t.__loader__).__name__, type(t.__spec__.loader).__name__)\n"
+            + REPORT)
+    lazy = child(code, env)
+    eager = child(code, {**env, "PATCHLANE_LAZY": "0"})
+    assert lazy.returncode == eager.returncode == 0, lazy.stderr + eager.stderr
+    assert why(lazy) == "None" and why(eager) == "PATCHLANE_LAZY='0'"
+    assert "BEFORE False False" in lazy.stdout and "BEFORE True True" in eager.stdout
+    assert "AFTER True ImportHookFinder" in lazy.stdout  # our hook is gone, wrapt's took over
+    assert report_of(lazy) == report_of(eager) == {fake.entry_id: ["applied", True, 1]}
+    greet = [x for x in lazy.stdout.splitlines() if x.startswith("GREET ")]
+    assert greet == [x for x in eager.stdout.splitlines() if x.startswith("GREET ")]
+    # the module names its own loader, not the hook's
+    assert "LOADER SourceFileLoader SourceFileLoader" in lazy.stdout
+
+
+def test_looking_a_target_up_loads_nothing(fake: FakeTarget, tmp_path: Path) -> None:
+    """Libraries probe for optional dependencies with find_spec: that is not an import."""
+    env = fake_env(fake, private_cache(tmp_path))
+    warm(env)
+    code = ("import sys, importlib.util, patchlane\n"
+            f"assert importlib.util.find_spec({fake.package!r}) is not None\n"
+            "print('PROBED', 'wrapt' in sys.modules)\n"
+            f"import {fake.module}\n" + REPORT)
+    out = child(code, env)
+    assert "PROBED False" in out.stdout, out.stderr
+    assert report_of(out) == {fake.entry_id: ["applied", True, 0]}
+
+
+def test_report_in_a_process_that_imported_no_target_says_pending(
+        fake: FakeTarget, tmp_path: Path) -> None:
+    env = fake_env(fake, private_cache(tmp_path))
+    warm(env)
+    lazy, eager = child(REPORT, env), child(REPORT, {**env, "PATCHLANE_LAZY": "0"})
+    assert report_of(lazy) == report_of(eager) == {fake.entry_id: ["pending", False, 0]}
+
+
+def test_two_threads_importing_two_targets_at_once_both_decide(tmp_path: Path) -> None:
+    """The lane loads once, in one thread; the other waits for it before its module runs."""
+    one, two = make_fake(tmp_path / "a"), make_fake(tmp_path / "b")
+    registry = tmp_path / "registry.yaml"
+    import yaml
+
+    body = {"schema": 1, "entries": []}
+    for fake in (one, two):  # files named from the registry's folder, as validation wants
+        entry = fake.entry()
+        for key in ("overlay", "reproducer"):
+            entry[key] = f"{fake.root.name}/{entry[key]}"
+        entry["upstream"]["draft"] = f"{fake.root.name}/{entry['upstream']['draft']}"
+        body["entries"].append(entry)
+    registry.write_text(yaml.safe_dump(body, sort_keys=False))
+    env = {"PYTHONPATH": os.pathsep.join([str(one.root), str(two.root)]),
+           "PATCHLANE_REGISTRY": str(registry), "PATCHLANE_DEFAULT_REGISTRY": "0",
+           "PATCHLANE_ENTRY_POINTS": "0", "PATCHLANE_REGISTRY_CACHE": str(private_cache(tmp_path))}
+    warm(env)
+    code = ("import importlib, threading, patchlane\n"
+            "go = threading.Barrier(2)\n"
+            "def load(name):\n    go.wait()\n    importlib.import_module(name)\n"
+            f"ts = [threading.Thread(target=load, args=(n,)) for n in "
+            f"({one.module!r}, {two.module!r})]\n"
+            "[t.start() for t in ts]; [t.join() for t in ts]\n" + REPORT)
+    for _ in range(3):
+        out = child(code, env)
+        assert report_of(out) == {one.entry_id: ["applied", True, 0],
+                                  two.entry_id: ["applied", True, 0]}, out.stderr
+
+
+def test_strict_drift_at_the_first_target_import_stops_as_the_eager_lane_does(
+        fake: FakeTarget, tmp_path: Path) -> None:
+    env = fake_env(fake, private_cache(tmp_path), PATCHLANE_STRICT="1")
+    warm(env)
+    fake.target_file.write_text(fake.target_file.read_text().replace("hello", "howdy"))
+    code = f"import patchlane\n{WHY}import {fake.module}\nprint('RAN ON')\n"
+    lazy, eager = child(code, env), child(code, {**env, "PATCHLANE_LAZY": "0"})
+    assert why(lazy) == "None"
+    # the target's import fails with the DriftError, from its post-import hook, in both
+    assert lazy.returncode == eager.returncode != 0, lazy.stderr
+    assert "RAN ON" not in lazy.stdout + eager.stdout
+    assert lazy.stderr.splitlines()[-1] == eager.stderr.splitlines()[-1]
+    assert lazy.stderr.splitlines()[-1].startswith("patchlane.errors.DriftError: ")
+
+
+# -- what makes it fall back to the eager lane -------------------------------------------------
+
+def test_a_changed_registry_falls_back_once_then_is_lazy_again(
+        fake: FakeTarget, tmp_path: Path) -> None:
+    env = fake_env(fake, private_cache(tmp_path))
+    warm(env)
+    fake.write_registry(fake.entry(summary="the same entry, said otherwise"))
+    assert "no fresh index" in why(child("import patchlane\n" + WHY, env))
+    assert why(child("import patchlane\n" + WHY, env)) == "None"
+
+
+def test_an_overlay_removed_since_the_index_is_the_registry_error_at_import(
+        fake: FakeTarget, tmp_path: Path) -> None:
+    env = fake_env(fake, private_cache(tmp_path), PATCHLANE_STRICT="1")
+    warm(env)
+    (fake.root / "patches" / f"{fake.entry_id}.py").unlink()
+    lazy = child("import patchlane\nprint('RAN ON')", env)
+    eager = child("import patchlane\nprint('RAN ON')", {**env, "PATCHLANE_LAZY": "0"})
+    assert lazy.returncode == eager.returncode == 3, lazy.stderr  # RegistryError, at import
+    assert lazy.stderr == eager.stderr and "RAN ON" not in lazy.stdout
+
+
+def test_a_distribution_installed_since_the_index_falls_back(
+        fake: FakeTarget, tmp_path: Path) -> None:
+    """An entry-point registry may come with any installed distribution."""
+    env = fake_env(fake, private_cache(tmp_path), PATCHLANE_ENTRY_POINTS="1")
+    warm(env)
+    plugin = fake.root / "plplugin-1.0.dist-info"
+    plugin.mkdir()
+    (plugin / "METADATA").write_text("Metadata-Version: 2.1\nName: plplugin\nVersion: 1.0\n")
+    assert "no fresh index" in why(child("import patchlane\n" + WHY, env))
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    ({"PATCHLANE_DISABLE": "no_such_entry"}, "name ids no entry has: no_such_entry"),
+    ({"PATCHLANE_VERIFY_RANKS": "maybe"}, "PATCHLANE_VERIFY_RANKS='maybe' cannot be read"),
+    ({"PATCHLANE_LAZY": "0"}, "PATCHLANE_LAZY='0'"),
+    ({"PATCHLANE_REGISTRY_CACHE": "0"}, "the registry cache is off"),
+])
+def test_what_the_index_cannot_vouch_for_loads_the_lane_at_import_as_before(
+        fake: FakeTarget, tmp_path: Path, extra: dict[str, str], said: str) -> None:
+    env = fake_env(fake, private_cache(tmp_path))
+    warm(env)
+    code = "import patchlane\n" + WHY
+    lazy = child(code, {**env, **extra})
+    assert said in why(lazy)
+    if "PATCHLANE_DISABLE" in extra:  # the eager lane's warning, at import, as before
+        assert "unknown entry id(s) 'no_such_entry'" in lazy.stderr
+
+
+def test_a_watched_module_imported_first_and_info_logging_load_at_once(
+        fake: FakeTarget, tmp_path: Path) -> None:
+    env = fake_env(fake, private_cache(tmp_path))
+    warm(env)
+    out = child(f"import {fake.package}\nimport patchlane\n{WHY}", env)
+    assert why(out) == f"{fake.package} already imported"
+    code = ("import logging; logging.basicConfig(level=logging.INFO, format='%(message)s')\n"
+            "import patchlane\n" + WHY)
+    out = child(code, env)
+    assert "enabled at INFO" in why(out)
+    assert [x for x in out.stderr.splitlines() if x.startswith("patchlane 0")]
+
+
+def test_an_index_others_could_write_or_a_corrupt_one_is_not_read(
+        fake: FakeTarget, tmp_path: Path) -> None:
+    cache = private_cache(tmp_path)
+    env = fake_env(fake, cache)
+    warm(env)
+    cache.chmod(0o777)
+    assert "not private" in why(child("import patchlane\n" + WHY, env))
+    cache.chmod(0o700)
+    (index,) = cache.glob("*.lazy")
+    index.write_bytes(index.read_bytes()[:-20])  # the rows, cut short: read only on demand
+    out = child("import patchlane\n" + WHY, {**env, "PATCHLANE_DISABLE": fake.entry_id})
+    assert why(out) == "the index's rows cannot be read"
+    index.write_bytes(b"patchlane lazy index\n" + b"\xff" * 40)
+    assert "no fresh index" in why(child("import patchlane\n" + WHY, env))
+
+
+# -- the launcher and the .pth activation ----------------------------------------------------
+
+def test_patchlane_run_execs_without_the_full_command_line(tmp_path: Path) -> None:
+    env = {"PATCHLANE_REGISTRY_CACHE": str(private_cache(tmp_path))}
+    warm(env)
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")} | env
+    out = subprocess.run([sys.executable, "-X", "importtime", str(ROOT / "bin" / "patchlane"),
+                          "run", "--", sys.executable, "-c", "print('ran')"],
+                         capture_output=True, text=True, env=full, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0 and out.stdout == "ran\n", out.stderr
+    loaded = {line.split("|")[-1].strip() for line in out.stderr.splitlines()
+              if line.startswith("import time:")}
+    assert "patchlane.cli.entry" in loaded and "patchlane.launch.environment" in loaded
+    assert not loaded & {"argparse", "patchlane.cli.main", "patchlane.startup", "wrapt", "re"}
+
+
+@pytest.mark.parametrize("args", [["--registry", "no/such.yaml", "--", "true"],
+                                  ["--", "no-such-command-here"], ["--bogus", "--", "true"],
+                                  []])
+def test_patchlane_run_answers_bad_input_as_the_full_parser_does(
+        tmp_path: Path, args: list[str]) -> None:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    fast = subprocess.run([sys.executable, str(ROOT / "bin" / "patchlane"), "run", *args],
+                          capture_output=True, text=True, env=full, cwd=tmp_path, timeout=120)
+    slow = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "run", *args],
+                          capture_output=True, text=True, env=full, cwd=tmp_path, timeout=120)
+    assert fast.returncode == slow.returncode != 0
+    assert fast.stderr.replace("patchlane.cli.main", "patchlane") == \
+        slow.stderr.replace("patchlane.cli.main", "patchlane")
+
+
+def test_pth_activation_reaches_isolated_interpreters_and_is_removed(tmp_path: Path) -> None:
+    """A venv whose site-packages reaches patchlane through a .pth of paths (sorted first),
+    then `patchlane activate --pth` there: `python -I` (no PYTHONPATH, no user site) has the
+    lane, lazily."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    python = venv / "bin" / "python"
+    site_dir = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig."
+                                    "get_paths()['purelib'])"], capture_output=True, text=True,
+                                   check=True).stdout.strip())
+    deps = [p for p in sys.path if p.endswith("site-packages")]
+    (site_dir / "a-paths.pth").write_text("\n".join([*deps, str(ROOT)]) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env["PATCHLANE_REGISTRY_CACHE"] = str(private_cache(tmp_path))
+
+    def patchlane(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(python), "-m", "patchlane", *args], capture_output=True,
+                              text=True, env=env, cwd=tmp_path, timeout=300)
+
+    probe = ("import sys; from patchlane.lazy import arm; "
+             "print('ACTIVE', 'patchlane' in sys.modules, arm.why_not())")
+    before = subprocess.run([str(python), "-I", "-c", "import sys; print('patchlane' in "
+                             "sys.modules)"], capture_output=True, text=True, env=env)
+    assert before.stdout.strip() == "False"
+    first, again = patchlane("activate", "--pth"), patchlane("activate", "--pth")
+    assert first.returncode == again.returncode == 0, first.stderr
+    assert first.stdout.startswith("activated: ") and again.stdout.startswith("already activated")
+    status = patchlane("activate")
+    assert f"activated: {site_dir / 'zz-patchlane-activate.pth'} (current)" in status.stdout
+    subprocess.run([str(python), "-c", "pass"], env=env, timeout=300)  # writes the index
+    out = subprocess.run([str(python), "-I", "-c", probe], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.stdout.strip() == "ACTIVE True None", out.stderr
+    strict = subprocess.run([str(python), "-c", "print('ran')"], capture_output=True, text=True,
+                            env={**env, "PATCHLANE_STRICT": "1",
+                                 "PATCHLANE_REGISTRY": str(tmp_path / "missing.yaml")})
+    assert strict.returncode == 3 and "ran" not in strict.stdout
+    assert "(stopped at " in strict.stderr and strict.stderr.count("\n") == 1
+    gone, twice = patchlane("activate", "--remove"), patchlane("activate", "--remove")
+    assert gone.stdout.startswith("removed: ") and twice.stdout.startswith("not activated")
+    assert not (site_dir / "zz-patchlane-activate.pth").exists()
+
+
+# -- the real overlay --------------------------------------------------------------------------
+
+@pytest.mark.upstream
+def test_the_real_overlay_is_decided_the_same_lazily_on_the_installed_megatron(
+        tmp_path: Path) -> None:
+    pytest.importorskip("megatron.core")
+    env = {"PATCHLANE_REGISTRY_CACHE": str(private_cache(tmp_path))}
+    warm(env)
+    code = ("import patchlane\n" + WHY + "import megatron.core.rerun_state_machine\n" + REPORT)
+    lazy, eager = child(code, env), child(code, {**env, "PATCHLANE_LAZY": "0"})
+    assert why(lazy) == "None", lazy.stderr
+    assert report_of(lazy) == report_of(eager)
+    assert report_of(lazy)["mcore_rerun_sentinel"][0] in ("applied", "skipped: gate")
