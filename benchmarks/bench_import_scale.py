@@ -101,8 +101,13 @@ def common(entry_id: str, kind: str) -> dict[str, object]:
             "owner": "bench", "added": "2026-11-22", "status": "active"}
 
 
-def generate(root: Path, count: int) -> Path:
-    """A registry of ``count`` entries (and the files they name) under ``root``."""
+def generate(root: Path, count: int, packages: int | None = None) -> Path:
+    """A registry of ``count`` entries (and the files they name) under ``root``. Each entry
+    targets a top-level module of its own, or, with ``packages``, a module under one of that
+    many top-level packages (as a real registry's entries share torch, megatron, ...)."""
+    def mod(i: int) -> str:
+        return f"plbench_mod_{i}" if packages is None else f"plbench_pkg_{i % packages}.mod_{i}"
+
     for folder in ("patches", "reproducers", "drafts"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     entries: list[dict[str, object]] = []
@@ -114,7 +119,7 @@ def generate(root: Path, count: int) -> Path:
                      "upstream": {"issue": f"https://github.com/example/bench/issues/{i}",
                                   "forwarded": "no", "draft": f"drafts/{entry_id}.md"},
                      "target": {"distribution": f"plbench-dist-{i}",
-                                "object": f"plbench_mod_{i}.core:Thing.method"},
+                                "object": f"{mod(i)}.core:Thing.method"},
                      "applies_to": ">=1.0,<2.0",
                      "retire_when": {"release": ">=2.0", "probe": True},
                      "overlay": f"patches/{entry_id}.py",
@@ -132,7 +137,7 @@ def generate(root: Path, count: int) -> Path:
             entry_id = f"bench_floor_{i:04d}"
             entry = {**common(entry_id, "version_floor"),
                      "target": {"distribution": f"plbench-dist-{i}",
-                                "object": f"plbench_mod_{i}"},
+                                "object": mod(i)},
                      "requires": ">=1.0", "policy": "warn",
                      "retire_when": {"upstream_released": True}}
         elif slot == 7:
@@ -142,14 +147,14 @@ def generate(root: Path, count: int) -> Path:
                      "pin": "<3", "policy": "warn",
                      "retire_when": {"upstream_released": True}}
             if i % 20 == 7:
-                entry["when"] = {"imported": f"plbench_mod_{i}",
+                entry["when"] = {"imported": mod(i),
                                  "env": {"PLBENCH_INTERPRET": "1"}}
         elif slot == 8:
             entry_id = f"bench_config_{i:04d}"
             entry = {**common(entry_id, "config"),
                      "target": {"distribution": f"plbench-dist-{i}"},
                      "applies_to": ">=1.0",
-                     "settings": {f"plbench_mod_{i}.config.limit": 64},
+                     "settings": {f"{mod(i)}.config.limit": 64},
                      "retire_when": {"probe": True}}
         else:
             entry_id = f"bench_gate_{i:04d}"

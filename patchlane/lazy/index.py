@@ -96,7 +96,7 @@ def _invocation_entry() -> "str | None":
     if first == "":
         return first
     candidates = set()
-    try:
+    try:  # noqa: SIM105 - contextlib costs ~3 ms to import; this module loads everywhere
         candidates.add(os.getcwd())
     except OSError:
         pass
