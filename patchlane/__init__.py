@@ -7,13 +7,13 @@ them, and each overlay is applied when its target module is imported. Without a 
 they load at once. It never imports torch or megatron itself.
 """
 
-from ._version import __version__
 from .lazy import arm as _lazy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._version import __version__
     from .audit import Decision, Outcome
     from .errors import (
         ControlsError,
@@ -66,6 +66,7 @@ __all__ = [
 # process that imports no target loads nothing but the lazy lane (patchlane.lazy), and naming
 # an error or a record type costs nothing until it is used.
 _LAZY = {
+    "__version__": "_version",
     "CompatGateError": "ledger",
     "ControlsError": "errors",
     "Decision": "audit",

@@ -84,7 +84,7 @@ def read(file: str, limit: int | None = None) -> bytes | None:
             chunks.append(chunk)
             left = max(0, left - len(chunk)) if left > 0 else left
         return b"".join(chunks)
-    except OSError:
+    except (OSError, OverflowError, MemoryError):  # unreadable, or a limit it cannot honour
         return None
     finally:
         os.close(fd)

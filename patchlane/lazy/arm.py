@@ -50,7 +50,10 @@ _disabled: list[tuple[frozenset[str], frozenset[str] | None]] = []
 def arm(load: "Callable[[], object]") -> bool:
     """Install the import hook and return True when the lane may wait (module docstring);
     False, with the reason kept, when the caller must ``load()`` it now."""
-    reason, state = _reason(imported=True)
+    try:
+        reason, state = _reason(imported=True)
+    except Exception as exc:  # never a reason to fail `import patchlane`: the eager lane decides
+        reason, state = f"the lazy lane could not check ({type(exc).__name__}: {exc})", None
     _why_not[:] = [reason] if reason else []
     if state is None:
         return False
@@ -65,7 +68,10 @@ def check() -> tuple[str | None, tuple[str, ...]]:
     """``(why not, watched names)``: whether a process started now with this environment, which
     imports no target, would take the lazy path (``patchlane status`` and ``doctor`` ask;
     nothing is installed). What this process imported is not held against it."""
-    reason, state = _reason(imported=False)
+    try:
+        reason, state = _reason(imported=False)
+    except Exception as exc:
+        return f"the lazy lane could not check ({type(exc).__name__}: {exc})", ()
     return reason, tuple(sorted(state[3])) if state is not None else ()
 
 

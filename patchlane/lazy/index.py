@@ -39,8 +39,6 @@ import marshal
 import os
 import sys
 
-from .._version import __version__
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing and collections cost more to import than this whole lazy path
     from collections.abc import Iterable, Sequence
@@ -58,6 +56,7 @@ SUFFIX = ".lazy"
 _FIRST_READ = 1 << 14
 """Bytes read at a start: the header of a registry's index fits (the rows are read only on
 demand)."""
+_MAX_HEADER = 1 << 26
 KEEP = 32
 """Index files kept per directory (one per registry set and ``sys.path``)."""
 
@@ -224,7 +223,8 @@ def stamp(path: str) -> tuple[int, int, int, int]:
 
 
 def _header(settings: "tuple[Any, ...]", paths: tuple[tuple[str, int], ...]) -> "dict[str, Any]":
-    return {"format": FORMAT, "patchlane": __version__,
+    # patchlane's version is _version.py's size and mtime, in the validator
+    return {"format": FORMAT,
             "python": sys.implementation.cache_tag, "validator": _validator(),
             "settings": settings, "path": paths}
 
@@ -242,6 +242,8 @@ def read(directory: str, settings: "tuple[Any, ...]",
     if data is None or not data.startswith(MAGIC) or len(data) < at:
         return None
     size = int.from_bytes(data[len(MAGIC):at], "little")
+    if size > _MAX_HEADER:  # not an index this code wrote
+        return None
     if len(data) < at + size:  # a header longer than the first read: read it whole
         data = private_files.read(file, at + size)
         if data is None or len(data) < at + size:

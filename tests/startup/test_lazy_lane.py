@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 
-LAZY_LANE = {"patchlane", "patchlane._version", "patchlane.lazy", "patchlane.lazy.arm",
+LAZY_LANE = {"patchlane", "patchlane.lazy", "patchlane.lazy.arm",
              "patchlane.lazy.index", "patchlane.lazy.watch", "patchlane.private_files",
              "patchlane.switch_values"}
 """Everything a target-free `import patchlane` may load: the lazy lane, nothing else."""
