@@ -255,17 +255,9 @@ def _index_ok(index: object) -> bool:
     """Whether ``index`` is a startup index: the decider trusts every field's type."""
     if type(index) is not tuple:
         return False
-    for row in index:
-        if type(row) is not StartupRow:
-            return False
-        entry_id, kind, active, dist, module, modules, waiting, applies_to = row
-        if not (type(entry_id) is str and kind in _KINDS and type(active) is bool
-                and type(dist) is str and type(waiting) is str
-                and (module is None or type(module) is str)
-                and (applies_to is None or type(applies_to) is str)
-                and type(modules) is tuple and all(type(m) is str for m in modules)):
-            return False
-    return True
+    from .lazy.index import row_ok
+
+    return all(type(row) is StartupRow and row_ok(row) and row.kind in _KINDS for row in index)
 
 
 _Hit = tuple[bytes, tuple[StartupRow, ...], dict[str, int], tuple[tuple[str, str], ...]]

@@ -47,8 +47,20 @@ if TYPE_CHECKING:  # typing and collections cost more to import than this whole 
     RowTuple = tuple[str, str, bool, str, str | None, tuple[str, ...], str, str | None]
     """A :class:`patchlane.registry.StartupRow` as plain data."""
 
-__all__ = ["FORMAT", "Index", "default_registry", "file_name", "path_key", "read",
-           "registry_set", "rows_of", "stamp", "watched", "write"]
+__all__ = [
+    "FORMAT",
+    "Index",
+    "default_registry",
+    "file_name",
+    "path_key",
+    "read",
+    "registry_set",
+    "row_ok",
+    "rows_of",
+    "stamp",
+    "watched",
+    "write",
+]
 
 FORMAT = 1
 MAGIC = b"patchlane lazy index\n"
@@ -202,19 +214,22 @@ def rows_of(blob: bytes) -> "tuple[RowTuple, ...] | None":
         rows = marshal.loads(blob)
     except (EOFError, ValueError, TypeError):
         return None
-    if type(rows) is not tuple:
+    if type(rows) is not tuple or not all(type(row) is tuple and row_ok(row) for row in rows):
         return None
-    for row in rows:
-        if type(row) is not tuple or len(row) != 8:
-            return None
-        entry_id, kind, active, dist, module, modules, waiting, applies = row
-        if not (type(entry_id) is str and type(kind) is str and type(active) is bool
-                and type(dist) is str and type(waiting) is str
-                and (module is None or type(module) is str)
-                and (applies is None or type(applies) is str)
-                and type(modules) is tuple and all(type(m) is str for m in modules)):
-            return None
     return rows
+
+
+def row_ok(row: "tuple[object, ...]") -> bool:
+    """Whether ``row`` has a startup row's fields, each of its type (the decider and the exit
+    line trust them): one check for this index and the registry cache's startup index."""
+    if len(row) != 8:
+        return False
+    entry_id, kind, active, dist, module, modules, waiting, applies = row
+    return (type(entry_id) is str and type(kind) is str and type(active) is bool
+            and type(dist) is str and type(waiting) is str
+            and (module is None or type(module) is str)
+            and (applies is None or type(applies) is str)
+            and type(modules) is tuple and all(type(m) is str for m in modules))
 
 
 def stamp(path: str) -> tuple[int, int, int, int]:
