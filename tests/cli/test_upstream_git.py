@@ -14,7 +14,7 @@ import yaml
 from patchlane.exit_codes import ExitCode
 
 from ..conftest import FakeTarget
-from ..upstream.test_gitrepo import GitBuilder
+from ..upstream.test_gitrepo import fixed_in_pr7
 from .test_cli import cli
 
 pytestmark = pytest.mark.slow
@@ -33,12 +33,7 @@ def _dead_api() -> str:
 def tracked(fake_target: FakeTarget, tmp_path: Path) -> tuple[FakeTarget, Path, dict[str, str]]:
     """The fake target's entry linking PR #7, and its upstream: v1.0.0 without the fix,
     v1.1.0 with it (the tag template of a distribution without its own is 'v{version}')."""
-    g = GitBuilder(tmp_path / "upstream-src")
-    g.commit("Initial import", greet="def greet(name):\n    return name\n")
-    g.git("tag", "v1.0.0")
-    g.commit("Fix greet for empty names (#7)",
-             greet="def greet(name):\n    return name or 'nobody'\n")
-    g.git("tag", "v1.1.0")
+    repo = fixed_in_pr7(tmp_path)
     url = PR_URL.format(7)
     fake_target.write_registry(fake_target.entry(
         upstream={"issue": "https://github.com/acme/fake/issues/6", "pr": url,
@@ -47,7 +42,7 @@ def tracked(fake_target: FakeTarget, tmp_path: Path) -> tuple[FakeTarget, Path, 
     env = {"PATCHLANE_DEFAULT_REGISTRY": "0", "PATCHLANE_REGISTRY": str(fake_target.registry),
            "PYTHONPATH": str(fake_target.root), "PATCHLANE_GITHUB_API": _dead_api(),
            "PATCHLANE_PYPI_URL": _dead_api(), "PATCHLANE_CACHE": str(tmp_path / "cache")}
-    return fake_target, g.path, env
+    return fake_target, repo, env
 
 
 def test_upstream_from_git_reports_released(tracked: tuple[FakeTarget, Path, dict[str, str]]

@@ -25,23 +25,12 @@ from patchlane.upstream.known import known_states
 
 from ..cli.test_cli import cli
 from ..conftest import FakeTarget
-from .test_gitrepo import GitBuilder
+from .test_gitrepo import fixed_in_pr7
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git executable")
 
 PR = "https://github.com/acme/fake/pull/7"
 API_PR = "https://api.github.com/repos/acme/fake/pulls/7"
-
-
-def _mirror(root: Path) -> Path:
-    """v1.0.0 without the fix, v1.1.0 with PR #7 squashed in."""
-    g = GitBuilder(root / "upstream-src")
-    g.commit("Initial import", greet="def greet(name):\n    return name\n")
-    g.git("tag", "v1.0.0")
-    g.commit("Fix greet for empty names (#7)",
-             greet="def greet(name):\n    return name or 'nobody'\n")
-    g.git("tag", "v1.1.0")
-    return g.path
 
 
 def _registry(fake: FakeTarget) -> Registry:
@@ -68,7 +57,7 @@ def _github_open(cache: Path, fetched: dt.datetime) -> None:
 @pytest.mark.slow
 def test_an_upstream_git_answer_reaches_known_states_and_the_page(
         fake_target: FakeTarget, tmp_path: Path) -> None:
-    repo = _mirror(tmp_path)
+    repo = fixed_in_pr7(tmp_path)
     registry = _registry(fake_target)
     cache = tmp_path / "cache"
     env = {"PATCHLANE_DEFAULT_REGISTRY": "0", "PATCHLANE_REGISTRY": str(fake_target.registry),
@@ -116,7 +105,7 @@ def test_a_corrupt_or_foreign_answers_file_is_ignored_then_replaced(
 
     # The next `upstream --git` replaces the corrupt file rather than failing on it.
     (entry,) = registry.entries
-    report = track_git(entry, _mirror(tmp_path), tag_template="v{version}")
+    report = track_git(entry, fixed_in_pr7(tmp_path), tag_template="v{version}")
     record_git_answers(cache, [report], tmp_path / "m", now=fetched + dt.timedelta(days=1))
     assert known_states(registry.entries, cache_dir=cache)[entry.id]["source"] == "git"
 
@@ -126,7 +115,7 @@ def test_the_newer_of_the_github_and_git_answers_wins(fake_target: FakeTarget,
     registry = _registry(fake_target)
     (entry,) = registry.entries
     cache = tmp_path / "cache"
-    repo = _mirror(tmp_path)
+    repo = fixed_in_pr7(tmp_path)
     report = track_git(entry, repo, tag_template="v{version}")
     github_at = dt.datetime(2026, 5, 28, 12, tzinfo=dt.timezone.utc)
     _github_open(cache, github_at)
