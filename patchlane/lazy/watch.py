@@ -54,22 +54,17 @@ class _Watch:
             after = meta_path[meta_path.index(self) + 1:]
         except ValueError:  # taken off meanwhile
             return None
-        for finder in after:
-            find = getattr(finder, "find_spec", None)
-            if find is None:
-                continue
-            spec = find(name, path, target)
-            if spec is None:
-                continue
-            loader = spec.loader
-            if loader is None or not hasattr(loader, "exec_module"):
-                # Nothing to wrap (a legacy loader): load the lane now, and answer as the
-                # finders would with it loaded (wrapt's first), so the module's hooks fire.
-                self.trigger()
-                return _find_without(self, name, path, target)
-            spec.loader = _FirstTarget(loader, self)
-            return spec  # type: ignore[no-any-return]
-        return None
+        spec = _first_spec(after, name, path, target)  # what the import system asks next
+        if spec is None:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            # Nothing to wrap (a legacy loader): load the lane now, and answer as the finders
+            # would with it loaded (wrapt's first), so the module's hooks fire.
+            self.trigger()
+            return _first_spec([f for f in sys.meta_path if f is not self], name, path, target)
+        spec.loader = _FirstTarget(loader, self)  # type: ignore[assignment]  # a loader by shape
+        return spec
 
     def trigger(self) -> None:
         """Load the lane (once; another thread waits for it). Raises what loading raises:
@@ -89,10 +84,12 @@ class _Watch:
         pass
 
 
-def _find_without(watch: _Watch, name: str, path: "Any", target: "Any") -> "ModuleSpec | None":
-    for finder in list(sys.meta_path):
+def _first_spec(finders: "list[Any]", name: str, path: "Any",
+                target: "Any") -> "ModuleSpec | None":
+    """The first spec ``finders`` answer for ``name``, as the import system asks them."""
+    for finder in finders:
         find = getattr(finder, "find_spec", None)
-        if finder is watch or find is None:
+        if find is None:
             continue
         spec = find(name, path, target)
         if spec is not None:
