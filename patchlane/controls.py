@@ -84,8 +84,9 @@ _FALSE = switch_values.FALSE
 _ids = switch_values.ids
 
 
-def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+def _flag(env: Mapping[str, str], name: str) -> bool:
     raw = env.get(name)
+    default = switch_values.FLAGS[name]
     value = switch_values.flag(raw, default)
     if value is None:
         raise ControlsError(f"{name}={raw!r}: expected one of {', '.join(_TRUE + _FALSE)}; fix: "
@@ -139,7 +140,7 @@ class Controls:
         only = env.get("PATCHLANE_ONLY")
         extra = env.get("PATCHLANE_REGISTRY", "")
         evidence = _evidence_roots(env)
-        require = _flag(env, "PATCHLANE_REQUIRE_EVIDENCE", False)
+        require = _flag(env, "PATCHLANE_REQUIRE_EVIDENCE")
         if require and not evidence:
             # Nothing to prove it with: every entry would be refused. Said as a setting that
             # cannot be read (nothing applied, every command refuses it) rather than guessed.
@@ -151,11 +152,11 @@ class Controls:
         return cls(
             disable=_ids(env.get("PATCHLANE_DISABLE")),
             only=_ids(only) if only is not None else None,
-            strict=_flag(env, "PATCHLANE_STRICT", False),
+            strict=_flag(env, "PATCHLANE_STRICT"),
             registries=tuple(Path(p) for p in extra.split(os.pathsep) if p),
-            default_registry=_flag(env, "PATCHLANE_DEFAULT_REGISTRY", True),
-            entry_points=_flag(env, "PATCHLANE_ENTRY_POINTS", True),
-            verify_ranks=_flag(env, "PATCHLANE_VERIFY_RANKS", True),
+            default_registry=_flag(env, "PATCHLANE_DEFAULT_REGISTRY"),
+            entry_points=_flag(env, "PATCHLANE_ENTRY_POINTS"),
+            verify_ranks=_flag(env, "PATCHLANE_VERIFY_RANKS"),
             registry_cache=_cache_dir(env),
             evidence=evidence,
             require_evidence=require,

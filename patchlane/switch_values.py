@@ -15,10 +15,15 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # collections.abc would cost more to import than the lazy path itself
     from collections.abc import Mapping
 
-__all__ = ["FALSE", "TRUE", "disabled_reason", "flag", "ids", "registry_cache_dir"]
+__all__ = ["FALSE", "FLAGS", "TRUE", "disabled_reason", "flag", "ids", "registry_cache_dir"]
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
+
+FLAGS = {"PATCHLANE_STRICT": False, "PATCHLANE_DEFAULT_REGISTRY": True,
+         "PATCHLANE_ENTRY_POINTS": True, "PATCHLANE_VERIFY_RANKS": True,
+         "PATCHLANE_REQUIRE_EVIDENCE": False}
+"""Every yes/no setting the lane reads at start-up, with its default (unset or empty)."""
 
 
 def flag(raw: str | None, default: bool) -> bool | None:

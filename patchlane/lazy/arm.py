@@ -34,10 +34,6 @@ LAZY_ENV = "PATCHLANE_LAZY"
 RANK_CHECK_MODULE = "torch"
 """The rank check waits for ``torch.distributed`` (patchlane.training.ranks)."""
 
-_FLAGS = (("PATCHLANE_STRICT", False), ("PATCHLANE_DEFAULT_REGISTRY", True),
-          ("PATCHLANE_ENTRY_POINTS", True), ("PATCHLANE_VERIFY_RANKS", True),
-          ("PATCHLANE_REQUIRE_EVIDENCE", False))
-
 _State = tuple[index.Index, frozenset[str], "frozenset[str] | None", set[str]]
 """A lazy start's index, PATCHLANE_DISABLE and PATCHLANE_ONLY ids, and the names to watch."""
 
@@ -87,7 +83,7 @@ def _why(imported: bool) -> str | _State:
         return f"{LAZY_ENV}={env.get(LAZY_ENV)!r}" if lazy is False else \
             f"{LAZY_ENV}={env.get(LAZY_ENV)!r} cannot be read"
     flags = {}
-    for name, default in _FLAGS:
+    for name, default in switch_values.FLAGS.items():
         value = switch_values.flag(env.get(name), default)
         if value is None:
             return f"{name}={env.get(name)!r} cannot be read"
