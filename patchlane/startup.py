@@ -120,9 +120,11 @@ def start(controls: Controls | None = None) -> Decider:
             if unreadable:
                 registry = Registry(entries=(), sources=())
             else:
-                # The lazy lane's key is taken before entry points are read: an install
-                # meanwhile leaves a stale index, never a wrong fresh one.
-                key = registry_cache.LazyKey(
+                # The lazy lane's index is brought up to date by a start that could not use
+                # it; one loading the lane at a target's first import read it fresh just now.
+                # Its key is taken before entry points are read: an install meanwhile leaves
+                # a stale index, never a wrong fresh one.
+                key = None if watch.armed() else registry_cache.LazyKey(
                     lazy_index.registry_set(controls.default_registry, controls.registries,
                                             controls.entry_points),
                     lazy_index.path_key(controls.entry_points))
