@@ -11,7 +11,7 @@ interpreter a job starts.
 import os
 import stat
 
-__all__ = ["read", "shared"]
+__all__ = ["prune", "read", "shared", "write"]
 
 
 def _private_group(gid: int, uid: int) -> bool:
@@ -88,3 +88,45 @@ def read(file: str, limit: int | None = None) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def write(file: str, data: bytes) -> None:
+    """Replace ``file`` with ``data`` atomically (a reader gets the old file or the new one),
+    as a file only this user can write: ``0600`` whatever was there before, so a file others
+    could write is never kept, nor re-read (:func:`read` refuses it). Not fsynced: a cache
+    lost to a crash is only a miss."""
+    import tempfile
+
+    folder, name = os.path.split(file)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")  # 0600
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, file)
+    except BaseException:
+        try:  # noqa: SIM105 - contextlib costs ~3 ms to import; this module loads everywhere
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def prune(directory: str, suffix: str, keep: int, spare: str) -> None:
+    """Remove the oldest files named ``*suffix`` in ``directory`` beyond ``keep`` (``spare``,
+    the file just written, counts as kept and is never removed); another writer's temp file
+    (a dot file) is left alone. What is already gone, or cannot be removed, is left be."""
+    found = []
+    with os.scandir(directory) as listing:
+        for item in listing:
+            if item.name.endswith(suffix) and not item.name.startswith(".") \
+                    and item.path != spare:
+                try:
+                    found.append((item.stat(follow_symlinks=False).st_mtime_ns, item.path))
+                except OSError:
+                    continue
+    found.sort()
+    for _, stale in found[: max(0, len(found) + 1 - keep)]:
+        try:  # noqa: SIM105 - contextlib costs ~3 ms to import; this module loads everywhere
+            os.unlink(stale)
+        except OSError:
+            pass

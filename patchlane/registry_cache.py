@@ -56,7 +56,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from . import private_files
-from . import registry as _registry
 from ._version import __version__
 from .registry import Entry, Kind, Registry, StartupRow, read_registry_bytes
 
@@ -80,27 +79,12 @@ def _validator() -> tuple[Any, ...]:
 
 
 def _validator_modules() -> tuple[tuple[str, int, int], ...]:
-    """(name, size, mtime) of every module of :mod:`patchlane.registry` and of
-    :mod:`patchlane.versions`: a change to any of them (the schema, the reader, the records
-    whose classes the pickle names, the rules for version ranges) is a new validator. The
-    package is listed from its folder rather than named here, so a module added to it is keyed
-    without anyone remembering to; the suffix is the package's own (``.pyc`` in a sourceless
-    install)."""
-    folder, init = os.path.split(_registry.__file__)
-    suffix = os.path.splitext(init)[1]
-    modules = []
-    with os.scandir(folder) as listing:
-        for item in listing:
-            if item.name.endswith(suffix) and item.is_file():
-                info = item.stat()
-                modules.append((item.name, info.st_size, info.st_mtime_ns))
-    versions = os.path.join(os.path.dirname(folder), "versions" + suffix)
-    try:
-        info = os.stat(versions)
-        modules.append(("../versions" + suffix, info.st_size, info.st_mtime_ns))
-    except OSError:  # pragma: no cover - a broken install: key on the package alone
-        pass
-    return tuple(sorted(modules))
+    """Every module of :mod:`patchlane.registry` and :mod:`patchlane.versions`: a change to
+    any of them (the schema, the reader, the records whose classes the pickle names, the rules
+    for version ranges) is a new validator."""
+    from .lazy.index import module_stamps
+
+    return module_stamps(("registry",), ("versions",))
 
 
 def load_registries(paths: Sequence[Path]) -> Registry:
@@ -291,24 +275,14 @@ def _fresh(cached: object, validator: tuple[Any, ...], sources: list[Path],
 
 def _write(directory: str, file: str, payload: dict[str, Any]) -> None:
     import pickle
-    import tempfile
 
     try:
         # entries as a nested pickle: a start that hits the cache unpickles only the rest
         payload = {**payload, "entries": pickle.dumps(payload["entries"],
                                                       protocol=pickle.HIGHEST_PROTOCOL)}
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".pickle")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, file)  # atomic: concurrent ranks read the old file or the new one
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        old = sorted((p for p in Path(directory).glob("*.pickle") if str(p) != file),
-                     key=lambda p: p.stat().st_mtime_ns)
-        for stale in old[: max(0, len(old) + 1 - KEEP)]:
-            stale.unlink(missing_ok=True)
+        # concurrent ranks read the old file or the new one
+        private_files.write(file, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+        private_files.prune(directory, ".pickle", KEEP, file)
     except (OSError, pickle.PicklingError) as exc:
         log.debug("patchlane: registry cache not written to %s: %s", directory, exc)
 

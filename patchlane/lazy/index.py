@@ -52,6 +52,7 @@ __all__ = [
     "Index",
     "default_registry",
     "file_name",
+    "module_stamps",
     "path_key",
     "read",
     "registry_set",
@@ -137,28 +138,37 @@ def path_key(entry_points: bool) -> tuple[tuple[str, int], ...]:
     return tuple(key)
 
 
-def _validator() -> tuple[tuple[str, int, int], ...]:
-    """(name, size, mtime) of each module that computes what the index holds: the registry
-    package, :mod:`patchlane.versions`, this package and the version file."""
+def module_stamps(packages: "tuple[str, ...]",
+                  modules: "tuple[str, ...]") -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime) of every module of patchlane's subpackages ``packages`` (listed from
+    their folders, so a module added to one is keyed without anyone remembering to) and of its
+    modules ``modules``, in the package's own suffix (``.pyc`` in a sourceless install): what
+    keys a cache on the code that computed it (this index, the validated registry)."""
     found: list[tuple[str, int, int]] = []
-    for folder in (os.path.join(_PACKAGE, "registry"), _HERE):
+    for package in packages:
         try:
-            with os.scandir(folder) as listing:
+            with os.scandir(os.path.join(_PACKAGE, package)) as listing:
                 for item in listing:
-                    if item.name.endswith(_SUFFIX):
+                    if item.name.endswith(_SUFFIX) and item.is_file():
                         info = item.stat()
-                        found.append((os.path.basename(folder) + "/" + item.name,
-                                      info.st_size, info.st_mtime_ns))
-        except OSError:
+                        found.append((f"{package}/{item.name}", info.st_size,
+                                      info.st_mtime_ns))
+        except OSError:  # pragma: no cover - a broken install: key on what is there
             pass
-    for name in ("versions", "_version"):
+    for name in modules:
         try:
             info = os.stat(os.path.join(_PACKAGE, name + _SUFFIX))
             found.append((name + _SUFFIX, info.st_size, info.st_mtime_ns))
-        except OSError:
+        except OSError:  # pragma: no cover - a broken install
             pass
     found.sort()
     return tuple(found)
+
+
+def _validator() -> tuple[tuple[str, int, int], ...]:
+    """The modules that compute what the index holds: the registry package,
+    :mod:`patchlane.versions`, this package and the version file."""
+    return module_stamps(("registry", "lazy"), ("versions", "_version"))
 
 
 def _digest(data: bytes) -> str:
@@ -315,33 +325,9 @@ def write(directory: str, settings: "tuple[Any, ...]", paths: tuple[tuple[str, i
 
     if private_files.read(file) == data:
         return file
-    import tempfile
-
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=SUFFIX)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, file)  # atomic: a process reads the old index or the new one
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        _prune(directory, file)
+        private_files.write(file, data)
+        private_files.prune(directory, SUFFIX, KEEP, file)
     except OSError:
         return None
     return file
-
-
-def _prune(directory: str, keep: str) -> None:
-    found = []
-    with os.scandir(directory) as listing:
-        for item in listing:
-            if item.name.endswith(SUFFIX) and not item.name.startswith(".") \
-                    and item.path != keep:
-                found.append((item.stat().st_mtime_ns, item.path))
-    found.sort()
-    for _, stale in found[: max(0, len(found) + 1 - KEEP)]:
-        try:  # noqa: SIM105 - contextlib costs ~3 ms to import; this module loads everywhere
-            os.unlink(stale)
-        except OSError:
-            pass
