@@ -79,17 +79,6 @@ class GitBuilder:
         self.git("checkout", "-q", "-b", name, start)
 
 
-def fixed_in_pr7(root: Path) -> Path:
-    """An upstream repository under ``root``: v1.0.0 without the fix, v1.1.0 with PR #7
-    squashed in (``greet`` of an empty name)."""
-    g = GitBuilder(root / "upstream-src")
-    g.commit("Initial import", greet="def greet(name):\n    return name\n")
-    g.git("tag", "v1.0.0")
-    g.commit("Fix greet for empty names (#7)",
-             greet="def greet(name):\n    return name or 'nobody'\n")
-    g.git("tag", "v1.1.0")
-    return g.path
-
     def checkout(self, name: str) -> None:
         self.git("checkout", "-q", name)
 
@@ -105,6 +94,18 @@ def fixed_in_pr7(root: Path) -> Path:
         self.git("cherry-pick", "--no-commit", commit)
         self.git("commit", "-q", "-m", subject)
         return self.git("rev-parse", "HEAD")
+
+
+def fixed_in_pr7(root: Path) -> Path:
+    """An upstream repository under ``root``: v1.0.0 without the fix, v1.1.0 with PR #7
+    squashed in (``greet`` of an empty name)."""
+    g = GitBuilder(root / "upstream-src")
+    g.commit("Initial import", greet="def greet(name):\n    return name\n")
+    g.git("tag", "v1.0.0")
+    g.commit("Fix greet for empty names (#7)",
+             greet="def greet(name):\n    return name or 'nobody'\n")
+    g.git("tag", "v1.1.0")
+    return g.path
 
 
 def lines(*changed: str, n: int = 8) -> str:
