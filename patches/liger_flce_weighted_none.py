@@ -9,9 +9,12 @@ by PR #1298, first released in 0.8.2).
 
 The overlay wraps ``LigerFusedLinearCrossEntropyFunction.apply`` (which the nn.Module loss and
 the functional form both call): ``mean`` and ``sum`` keep the fused kernels; ``'none'`` is routed
-to :class:`ChunkedLinearCrossEntropy` below, a memory-efficient linear cross-entropy whose
-backward multiplies each token's logit gradient by that token's upstream gradient before the
-projections. Arguments the routed path does not implement raise, naming the argument.
+to :class:`ChunkedLinearCrossEntropy` below, a linear cross-entropy that never holds fp32
+logits for all tokens and whose backward scales each token's logit gradient by that token's
+upstream gradient. Chunks are sized for the device (a CPU's cache; a share of a GPU's memory,
+a few thousand rows), and on a GPU forward keeps ``softmax - onehot`` in the inputs' dtype
+when it fits a budget, so forward+backward costs three tensor-core products, as plain PyTorch
+does, at a fraction of its memory. Arguments the routed path does not implement raise, naming the argument.
 """
 
 from __future__ import annotations
@@ -24,8 +27,16 @@ import patchlane
 from patchlane.loading import entry_id
 
 ENTRY_ID = entry_id(__name__)  # the decider loads this file under its entry id
-DEFAULT_CHUNK_ELEMENTS = 1 << 23
-"""Logit elements per chunk (fp32: 32 MiB): bounds the routed path's working memory."""
+CPU_CHUNK_ELEMENTS = 1 << 23
+"""Logit elements per chunk on a CPU (fp32: 32 MiB): its caches, not its memory, set the size."""
+GPU_CHUNK_FRACTION = 1 / 64
+"""fp32 logit elements per chunk on a GPU, as a share of its memory: 1.2 GiB on an 80 GB card,
+about 2,500 rows of a 128k vocabulary: a few large products, not hundreds of skinny ones."""
+GPU_SAVE_FRACTION = 1 / 16
+"""On a GPU, forward keeps ``softmax - onehot`` in the inputs' dtype for backward while it takes
+at most this share of the device's memory (5 GiB on an 80 GB card: 20k tokens of a 128k
+vocabulary in bf16), so backward is two products instead of three. Above it, and on a CPU,
+backward recomputes the logits chunk by chunk: memory stays a chunk, whatever the tokens."""
 
 # argument -> the only value the routed path supports (liger's defaults)
 _UNSUPPORTED = {
@@ -40,86 +51,154 @@ _UNSUPPORTED = {
 }
 
 
-def _chunk_rows(vocab: int, chunk_elements: int) -> int:
-    return max(1, chunk_elements // max(1, vocab))
+def chunk_elements_for(device: Any) -> int:
+    """fp32 logit elements per chunk on ``device``: a CPU's cache, a GPU's budget."""
+    if device.type != "cuda":
+        return CPU_CHUNK_ELEMENTS
+    import torch
+
+    total = torch.cuda.get_device_properties(device).total_memory
+    return max(CPU_CHUNK_ELEMENTS, int(total * GPU_CHUNK_FRACTION) // 4)
+
+
+def save_limit_for(device: Any) -> int:
+    """Bytes of ``softmax - onehot`` forward may keep for backward on ``device`` (0: none)."""
+    if device.type != "cuda":
+        return 0
+    import torch
+
+    return int(torch.cuda.get_device_properties(device).total_memory * GPU_SAVE_FRACTION)
+
+
+_MM_OUT_DTYPE: list[bool] = []  # [supported?] once known: torch.mm(..., out_dtype=) (CUDA)
+
+
+def _operand_dtype(x: Any) -> Any:
+    """The products' operand dtype: the inputs' own on a GPU (tensor cores), fp32 on a CPU
+    (exact, as before: a CPU has no fast half-precision products to win)."""
+    import torch
+
+    return x.dtype if x.is_cuda else torch.float32
+
+
+def _mm32(a: Any, b: Any) -> Any:
+    """``a @ b`` as fp32: on fp32 operands as is; on half-precision CUDA operands with an fp32
+    result where torch offers it (``out_dtype``), else the product in their dtype, widened."""
+    import torch
+
+    if a.dtype == torch.float32:
+        return a @ b
+    if _MM_OUT_DTYPE != [False]:
+        try:
+            out = torch.mm(a, b, out_dtype=torch.float32)
+        except (TypeError, RuntimeError, NotImplementedError):
+            _MM_OUT_DTYPE[:] = [False]
+        else:
+            _MM_OUT_DTYPE[:] = [True]
+            return out
+    return (a @ b).float()
 
 
 def _make_function() -> Any:
     import torch
 
     class ChunkedLinearCrossEntropy(torch.autograd.Function):
-        """Cross-entropy of ``x @ W.T + b`` per token, never holding ``[tokens, vocab]`` logits.
+        """Cross-entropy of ``x @ W.T + b`` per token, never holding fp32 ``[tokens, vocab]``
+        logits.
 
-        Forward keeps only the per-token log-sum-exp; backward recomputes each chunk's logits,
-        forms ``softmax - onehot`` scaled by *that token's* upstream gradient, and accumulates
-        the input, weight and bias gradients in fp32.
+        Forward computes the logits a chunk of tokens at a time (tensor-core products with
+        fp32 results), keeps each token's log-sum-exp, and, when it fits the save limit,
+        ``softmax - onehot`` in the inputs' dtype. Backward scales by *each token's* upstream
+        gradient through the cheap side of each product: ``grad_x = s * (G @ W)`` and
+        ``grad_W = G.T @ (s * x)``, a chunk of the vocabulary at a time, recomputing that
+        chunk's logits when ``G`` was not kept.
         """
 
         @staticmethod
         def forward(ctx: Any, x: Any, weight: Any, target: Any, bias: Any, ignore_index: int,
-                    chunk_elements: int) -> Any:
-            tokens = x.shape[0]
-            rows = _chunk_rows(weight.shape[0], chunk_elements)
-            w32 = weight.float()
+                    chunk_elements: int, save_limit: int) -> Any:
+            tokens, vocab = x.shape[0], weight.shape[0]
+            rows = max(1, chunk_elements // max(1, vocab))
+            dtype = _operand_dtype(x)
+            wt = weight.to(dtype).T
             b32 = bias.float() if bias is not None else None
-            loss = torch.zeros(tokens, dtype=torch.float32, device=x.device)
-            lse = torch.zeros(tokens, dtype=torch.float32, device=x.device)
+            loss = torch.empty(tokens, dtype=torch.float32, device=x.device)
+            lse = torch.empty(tokens, dtype=torch.float32, device=x.device)
             valid = target != ignore_index
             safe = torch.where(valid, target, torch.zeros_like(target))
+            keep = tokens * vocab * wt.element_size() <= save_limit
+            grad_logits = torch.empty(tokens, vocab, dtype=dtype, device=x.device) \
+                if keep else None
             for start in range(0, tokens, rows):
                 stop = min(tokens, start + rows)
-                logits = x[start:stop].float() @ w32.T
+                logits = _mm32(x[start:stop].to(dtype), wt)
                 if b32 is not None:
                     logits += b32
                 chunk_lse = torch.logsumexp(logits, dim=1)
                 picked = logits.gather(1, safe[start:stop, None]).squeeze(1)
                 lse[start:stop] = chunk_lse
                 loss[start:stop] = torch.where(valid[start:stop], chunk_lse - picked, 0.0)
+                if grad_logits is not None:
+                    # softmax - onehot, in place in the fp32 chunk, kept in the inputs' dtype
+                    logits.sub_(chunk_lse[:, None]).exp_()
+                    logits[torch.arange(stop - start, device=x.device),
+                           safe[start:stop]] -= 1.0
+                    grad_logits[start:stop] = logits
                 del logits
-            ctx.save_for_backward(x, weight, target, bias, lse)
+            ctx.save_for_backward(x, weight, target, bias, lse, grad_logits)
             ctx.ignore_index = ignore_index
-            ctx.rows = rows
+            ctx.chunk_elements = chunk_elements
             return loss
 
         @staticmethod
         def backward(ctx: Any, grad_loss: Any) -> Any:
-            x, weight, target, bias, lse = ctx.saved_tensors
+            x, weight, target, bias, lse, kept = ctx.saved_tensors
+            tokens, vocab = x.shape[0], weight.shape[0]
             valid = target != ctx.ignore_index
             safe = torch.where(valid, target, torch.zeros_like(target))
             scale = torch.where(valid, grad_loss.float(), 0.0)
-            w32 = weight.float()
-            b32 = bias.float() if bias is not None else None
             need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
             need_b = bias is not None and ctx.needs_input_grad[3]
+            dtype = _operand_dtype(x)
+            x_op, w_op = x.to(dtype), weight.to(dtype)
+            # d loss_t / d W = s_t * G_t^T x_t: scaling x (small) scales each token's share
+            x_scaled = (x.float() * scale[:, None]).to(dtype) if need_w else None
+            s_row = scale[None, :].to(dtype) if need_b else None
             grad_x = torch.zeros(x.shape, dtype=torch.float32, device=x.device) if need_x \
                 else None
-            grad_w = torch.zeros(w32.shape, dtype=torch.float32, device=x.device) if need_w \
+            grad_w = torch.empty_like(weight) if need_w else None
+            grad_b = torch.empty(vocab, dtype=torch.float32, device=x.device) if need_b \
                 else None
-            grad_b = torch.zeros(w32.shape[0], dtype=torch.float32, device=x.device) \
-                if need_b else None
-            for start in range(0, x.shape[0], ctx.rows):
-                stop = min(x.shape[0], start + ctx.rows)
-                x32 = x[start:stop].float()
-                logits = x32 @ w32.T
-                if b32 is not None:
-                    logits += b32
-                # softmax - onehot, in place, then each row times its own upstream gradient
-                grad_logits = logits.sub_(lse[start:stop, None]).exp_()
-                rows = torch.arange(stop - start, device=x.device)
-                grad_logits[rows, safe[start:stop]] -= 1.0
-                grad_logits.mul_(scale[start:stop, None])
+            cols = vocab if kept is not None else max(1, ctx.chunk_elements // max(1, tokens))
+            token_index = torch.arange(tokens, device=x.device)
+            for start in range(0, vocab, cols):
+                stop = min(vocab, start + cols)
+                if kept is not None:
+                    g = kept[:, start:stop]
+                else:  # recompute this vocabulary chunk's softmax - onehot for every token
+                    logits = _mm32(x_op, w_op[start:stop].T)
+                    if bias is not None:
+                        logits += bias[start:stop].float()
+                    logits.sub_(lse[:, None]).exp_()
+                    hit = (safe >= start) & (safe < stop)
+                    logits[token_index[hit], safe[hit] - start] -= 1.0
+                    g = logits.to(dtype)
+                    del logits
                 if grad_x is not None:
-                    grad_x[start:stop] = grad_logits @ w32
+                    grad_x += _mm32(g, w_op[start:stop])
                 if grad_w is not None:
-                    grad_w.addmm_(grad_logits.T, x32)
+                    grad_w[start:stop] = g.T @ x_scaled
                 if grad_b is not None:
-                    grad_b += grad_logits.sum(dim=0)
-                del grad_logits, logits
+                    grad_b[start:stop] = _mm32(s_row, g)[0]
+                del g
+            if grad_x is not None:
+                grad_x.mul_(scale[:, None])
             return (
                 grad_x.to(x.dtype) if grad_x is not None else None,
-                grad_w.to(weight.dtype) if grad_w is not None else None,
+                grad_w,
                 None,
                 grad_b.to(bias.dtype) if grad_b is not None else None,
+                None,
                 None,
                 None,
             )
@@ -131,13 +210,21 @@ _FUNCTION: Any = None
 
 
 def linear_cross_entropy(x: Any, weight: Any, target: Any, bias: Any = None,
-                         ignore_index: int = -100,
-                         chunk_elements: int = DEFAULT_CHUNK_ELEMENTS) -> Any:
-    """Per-token fp32 cross-entropy losses of ``x @ weight.T + bias`` (0 where ignored)."""
+                         ignore_index: int = -100, chunk_elements: int | None = None,
+                         save_limit: int | None = None) -> Any:
+    """Per-token fp32 cross-entropy losses of ``x @ weight.T + bias`` (0 where ignored).
+
+    ``chunk_elements``: logit elements per chunk (default :func:`chunk_elements_for` the
+    device); ``save_limit``: bytes of ``softmax - onehot`` forward may keep for backward
+    (default :func:`save_limit_for` the device; 0 recomputes)."""
     global _FUNCTION
     if _FUNCTION is None:
         _FUNCTION = _make_function()
-    return _FUNCTION.apply(x, weight, target, bias, ignore_index, chunk_elements)
+    if chunk_elements is None:
+        chunk_elements = chunk_elements_for(x.device)
+    if save_limit is None:
+        save_limit = save_limit_for(x.device)
+    return _FUNCTION.apply(x, weight, target, bias, ignore_index, chunk_elements, save_limit)
 
 
 def _forward_parameters(cls: Any) -> list[inspect.Parameter]:

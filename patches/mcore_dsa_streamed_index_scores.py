@@ -24,17 +24,18 @@ from patchlane.loading import entry_id
 from patchlane.overlaylib import dsa_index_scores
 
 ENTRY_ID = entry_id(__name__)  # the decider loads this file under its entry id
-BLOCK_ELEMENTS = 1 << 20
-"""fp32 elements of one tile's ``[rows, b, heads, sk]`` scores (4 MiB); at least one row of one
-head."""
+BLOCK_ELEMENTS: int | None = None
+"""None: the Triton kernel where it runs, else the torch path with tiles sized for the device
+(``dsa_index_scores.tile_elements``). A number: the torch path with tiles of that many fp32
+scores (tests set it to force several tiles)."""
 
 
 def streamed_index_scores(q: Any, weights: Any, k: Any, use_relu: bool = True,
                           block_elements: int | None = None) -> Any:
     """Upstream's ``_compute_index_scores`` without the ``[sq, b, h, sk]`` intermediate."""
     if block_elements is None:
-        block_elements = BLOCK_ELEMENTS  # read per call: tests set it to force several blocks
-    scores, path = dsa_index_scores.streamed(q, weights, k, use_relu, block_elements)
+        block_elements = BLOCK_ELEMENTS  # read per call: tests set it to force several tiles
+    scores, path = dsa_index_scores.scores(q, weights, k, use_relu, block_elements)
     patchlane.hit_path(ENTRY_ID, path)
     return scores
 

@@ -12,8 +12,16 @@ upstream's (1e-5 relative to its largest value), with upstream's dtype, shape an
 gradients of q, weights and k upstream's within one bf16 rounding step, in the same dtypes and
 layouts.
 
+ReLU's kink: where a score is within fp32 rounding of 0, the order of its sum decides whether
+that score counts in the gradient, and any implementation summing in another order (a GPU
+kernel, another cuBLAS algorithm) may decide the other way there; upstream's own choice is no
+more right. Each gradient element may differ, besides rounding, by the sum of its terms whose
+score lies within fp32 summation error of 0 (from an fp64 recomputation): exactly what the kink
+allows, nothing elsewhere. The grad of weights needs none (the score is 0 there).
+
 Peak memory: the PyTorch profiler's raw memory records on CPU, ``max_memory_allocated`` on
-CUDA (``patchlane.testing.memprofile``), each after one warm-up call.
+CUDA (``patchlane.testing.memprofile``), of a warm call: one-time library allocations (cuBLAS's
+workspace on the first product) stay out.
 """
 
 from __future__ import annotations
@@ -39,7 +47,8 @@ def _layout(t: Any) -> tuple[tuple[int, int], ...]:
     return tuple((n, s) for n, s in zip(t.shape, t.stride(), strict=True) if n != 1)
 
 
-def _assert_same(got: Any, want: Any, what: str, rtol: float) -> None:
+def _assert_same(got: Any, want: Any, what: str, rtol: float, slack: Any = None) -> None:
+    """``slack``: what ReLU's kink lets each element differ by, besides rounding."""
     import torch
 
     assert got.dtype == want.dtype and got.shape == want.shape, (what, got.dtype, got.shape,
@@ -48,8 +57,30 @@ def _assert_same(got: Any, want: Any, what: str, rtol: float) -> None:
     diff = (got.float() - want.float()).abs()
     scale = want.float().abs()
     # relative to each value, plus 1e-5 of the largest: sums over heads cancel
-    ok = diff <= rtol * scale + 1e-5 * scale.max()
-    assert bool(torch.all(ok)), f"{what}: max difference {float(diff.max()):.3g}"
+    allowed = rtol * scale + 1e-5 * scale.max()
+    if slack is not None:
+        allowed = allowed + slack
+    ok = diff <= allowed
+    assert bool(torch.all(ok)), (
+        f"{what}: max difference {float(diff.max()):.3g}, {int((~ok).sum())} elements "
+        "outside one rounding step")
+
+
+def _kink_slack(q: Any, w: Any, k: Any, grad: Any) -> tuple[Any, Any]:
+    """(for grad q ``[sq, b, h, d]``, for grad k ``[sk, b, d]``): the sum of the terms whose
+    score is within fp32 summation error of 0 (``|s| <= 2 d u sum|q_i k_i|``, from fp64), the
+    most two correct implementations can differ by at ReLU's kink."""
+    import torch
+
+    q64, k64 = q.double(), k.double()
+    exact = torch.einsum("sbhd,tbd->sbht", q64, k64)
+    bound = torch.einsum("sbhd,tbd->sbht", q64.abs(), k64.abs()) * (2 * q.shape[-1] * 2.0**-24)
+    # |d loss / d s| of each near-zero score: |g| |w|
+    terms = (exact.abs() <= bound) * grad.double().abs().transpose(0, 1).unsqueeze(2) \
+        * w.double().abs().unsqueeze(-1)
+    slack_q = torch.einsum("sbht,tbd->sbhd", terms, k64.abs())
+    slack_k = torch.einsum("sbht,sbhd->tbd", terms, q64.abs())
+    return slack_q.float(), slack_k.float()
 
 
 def run(ctx: ReproContext) -> None:
@@ -74,16 +105,16 @@ def run(ctx: ReproContext) -> None:
         out.backward(grad)
         return out.detach(), [t.grad for t in leaves]
 
-    forward(), forward_backward()  # warm-up: one-time workspaces are not the bug
     peak, scores = peak_bytes(forward, ctx.device)
     peak_bwd, (scores_bwd, grads) = peak_bytes(forward_backward, ctx.device)
     want, want_grads = forward_backward(upstream)
 
     _assert_same(scores, want, "scores", 1e-5)
     _assert_same(scores_bwd, want, "scores (with grad)", 1e-5)
-    for name, got, ref in zip(("grad q", "grad weights", "grad k"), grads, want_grads,
-                              strict=True):
-        _assert_same(got, ref, name, BF16_STEP)
+    slack_q, slack_k = _kink_slack(q, w, k, grad)
+    for name, got, ref, slack in zip(("grad q", "grad weights", "grad k"), grads, want_grads,
+                                     (slack_q, None, slack_k), strict=True):
+        _assert_same(got, ref, name, BF16_STEP, slack)
     output = scores.numel() * scores.element_size()
     problems = []
     if peak > BOUND_FORWARD * output:

@@ -1,19 +1,148 @@
-"""DSA's indexer scores streamed over heads: ``relu(q @ k^T) * weights`` summed over heads,
-``[b, sq, sk]``, without upstream's ``[sq, b, h, sk]`` fp32 intermediate, forward and backward.
+"""DSA's indexer scores without upstream's ``[sq, b, h, sk]`` fp32 intermediate:
+``relu(q @ k^T) * weights`` summed over heads, ``[b, sq, sk]``, forward and backward.
 
 Shared by ``mcore_dsa_streamed_index_scores`` (megatron-core 0.16, the ``DSAIndexer`` method)
 and ``mcore_dsa_streamed_index_scores_fn`` (0.17-0.19, the module function): the same
-arithmetic behind two targets. Each tile's scores are recomputed in backward, so the backward
-is bounded the same way; sums run in another order than upstream's (fp32 rounding, not
-bitwise).
+arithmetic behind two targets; each entry still retires alone.
+
+Two paths compute the same function; every call records which one ran (the overlays pass it to
+``patchlane.hit_path``), and the first time a CUDA call cannot take the kernel, why is logged:
+
+- ``kernel`` (``kernel-autograd`` under autograd): the Triton kernels of
+  :mod:`.dsa_index_scores_kernel`, on CUDA tensors when Triton imports. The per-head scores live
+  in registers; nothing of size ``h * sq * sk`` is ever written, forward or backward, and the
+  work is one pass of tensor-core products (see that module for the arithmetic).
+- ``streamed`` (``streamed-autograd``): torch ops over tiles of (query rows, heads), each
+  tile's weighted head sum added into one ``[sq, b, sk]`` buffer. Tiles are sized for the
+  device: about 4 MiB of scores on a CPU (its cache), :func:`tile_elements` of the device's
+  memory on a GPU, so a GPU launches a few large products, not thousands of small ones. Runs
+  where the kernel cannot: CPU tensors, no Triton, fp64 weights, a head dim over 256, or
+  ``PATCHLANE_DSA_KERNEL=0``.
+
+Both return upstream's dtype, shape and strides (the ``[b, sq, sk]`` transpose view of a
+``[sq, b, sk]`` buffer); sums run in another order than upstream's (fp32 rounding, not
+bitwise). Under autograd both save only q, weights and k and recompute the scores in backward.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
+import os
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["autograd_function", "forward_scores", "streamed", "tiles"]
+__all__ = ["KernelConfig", "autograd_function", "forward_scores", "kernel_config",
+           "kernel_refusal", "scores", "streamed", "tile_elements", "tiles"]
+
+_LOG = logging.getLogger("patchlane")
+CPU_TILE_ELEMENTS = 1 << 20
+"""fp32 scores per tile on a CPU (4 MiB): what its cache holds."""
+GPU_TILE_FRACTION = 1 / 512
+"""fp32 scores per tile on a GPU, as a share of its memory: 160 MiB on an 80 GB card (40M
+elements: 10 heads of sq=sk=2048, or one head of 6,300 rows at sk=6,300), few launches."""
+MAX_KERNEL_DIM = 256
+"""The largest head dim the kernel takes: its tiles hold ``[block, d]`` operands in registers."""
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Block sizes and launch options of the three kernels. The defaults are the fastest of
+    those ``benchmarks/tune_gpu_kernels.py`` timed on an H100 (sm_90, Triton 3.6) at h=64,
+    d=128, sq=sk=4096 and 8192 (``gpu-runs/`` holds the figures)."""
+
+    fwd_m: int = 64
+    fwd_n: int = 128
+    fwd_launch: dict[str, int] = field(default_factory=lambda: {"num_warps": 4,
+                                                                "num_stages": 3})
+    bwd_q_m: int = 64
+    bwd_q_n: int = 64
+    bwd_q_launch: dict[str, int] = field(default_factory=lambda: {"num_warps": 4,
+                                                                  "num_stages": 3})
+    bwd_k_m: int = 64
+    bwd_k_n: int = 64
+    bwd_k_launch: dict[str, int] = field(default_factory=lambda: {"num_warps": 4,
+                                                                  "num_stages": 3})
+    bwd_k_programs: int = 528
+    """Programs the ``dk`` kernel aims for (4 per SM on a 132-SM Hopper): key blocks times
+    head groups; more groups cost one more fp32 partial of grad k each."""
+
+
+INTERPRETER_CONFIG = KernelConfig(fwd_m=16, fwd_n=16, fwd_launch={}, bwd_q_m=16, bwd_q_n=16,
+                                  bwd_q_launch={}, bwd_k_m=16, bwd_k_n=16, bwd_k_launch={},
+                                  bwd_k_programs=4)
+"""Small blocks for Triton's CPU interpreter (tests): odd sizes cross several blocks."""
+
+
+def kernel_config(device: Any) -> KernelConfig:
+    """The kernel's configuration for ``device`` (a ``torch.device``); CPU tensors get the
+    interpreter's."""
+    if device.type != "cuda":
+        return INTERPRETER_CONFIG
+    return KernelConfig()
+
+
+def tile_elements(device: Any, out_elements: int | None = None) -> int:
+    """fp32 scores per tile of the torch path on ``device``: a CPU's cache; on a GPU a share
+    of its memory, but no more than the result's own size (``out_elements``), so the peak
+    stays a small multiple of the result."""
+    if device.type != "cuda":
+        return CPU_TILE_ELEMENTS
+    import torch
+
+    total = torch.cuda.get_device_properties(device).total_memory
+    budget = int(total * GPU_TILE_FRACTION) // 4
+    if out_elements is not None:
+        budget = min(budget, out_elements)
+    return max(CPU_TILE_ELEMENTS, budget)
+
+
+def kernel_refusal(q: Any, weights: Any, k: Any) -> str | None:
+    """Why the kernel cannot compute these inputs (None: it can)."""
+    import torch
+
+    if os.environ.get("PATCHLANE_DSA_KERNEL", "1") == "0":
+        return "PATCHLANE_DSA_KERNEL=0"
+    if q.device.type != "cuda":
+        return f"tensors on {q.device.type}, not CUDA"
+    if not (q.device == weights.device == k.device):
+        return "inputs on different devices"
+    if q.dtype not in (torch.bfloat16, torch.float16, torch.float32) or k.dtype != q.dtype:
+        return f"q {q.dtype}, k {k.dtype}: the kernel takes one of bf16, fp16, fp32 for both"
+    if not weights.dtype.is_floating_point or weights.dtype == torch.float64:
+        return f"weights {weights.dtype}: upstream's result would not be fp32"
+    if q.shape[-1] > MAX_KERNEL_DIM:
+        return f"head dim {q.shape[-1]} > {MAX_KERNEL_DIM}"
+    if q.dim() != 4 or k.dim() != 3 or weights.dim() != 3:
+        return "not the [sq, b, h, d] / [sq, b, h] / [sk, b, d] layout"
+    if _triton_missing() is not None:
+        return _triton_missing()
+    return None
+
+
+@functools.cache
+def _triton_missing() -> str | None:
+    try:
+        import triton  # noqa: F401
+    except ImportError as exc:
+        return f"Triton is not importable ({exc})"
+    return None
+
+
+def _kernel_module() -> Any:
+    from . import dsa_index_scores_kernel
+
+    return dsa_index_scores_kernel
+
+
+_REFUSALS_LOGGED: set[str] = set()
+
+
+def _note_refusal(reason: str) -> None:
+    if reason not in _REFUSALS_LOGGED:  # once per reason and process: a step runs thousands
+        _REFUSALS_LOGGED.add(reason)
+        _LOG.info("patchlane: DSA index scores on the torch path, not the Triton kernel: %s",
+                  reason)
 
 
 def tiles(q: Any, k: Any, block_elements: int) -> list[tuple[slice, slice]]:
@@ -51,65 +180,118 @@ def forward_scores(q: Any, weights: Any, k: Any, use_relu: bool, block_elements:
     return out.transpose(0, 1)
 
 
-@functools.cache
-def autograd_function() -> Any:
-    """The autograd.Function, built on first use (torch is imported by the target by then)."""
+def _streamed_backward(q: Any, weights: Any, k: Any, grad_out: Any, use_relu: bool,
+                       block_elements: int, needs: tuple[bool, bool, bool]) -> tuple[Any, ...]:
     import torch
 
-    class StreamedIndexScores(torch.autograd.Function):
+    need_q, need_w, need_k = needs
+    grad_q = torch.empty_like(q) if need_q else None
+    grad_w = torch.empty_like(weights) if need_w else None
+    grad_k = torch.zeros(k.shape, dtype=torch.float32, device=k.device) if need_k else None
+    g = grad_out.transpose(0, 1).float()  # [sq, b, sk], a view when already fp32
+    k32 = k.float()
+    for rows, heads in tiles(q, k, block_elements):
+        q32 = q[rows, :, heads].float()
+        g_rows = g[rows]
+        scores = torch.einsum("sbhd,tbd->sbht", q32, k32)
+        positive = scores > 0 if use_relu else None
+        if grad_w is not None:
+            if positive is not None:
+                scores.relu_()
+            grad_w[rows, :, heads] = torch.einsum("sbt,sbht->sbh", g_rows, scores)
+        del scores
+        if grad_q is None and grad_k is None:
+            continue
+        # d(scores): the head-sum's gradient times each head's weight (then ReLU's)
+        grad_s = g_rows.unsqueeze(2) * weights[rows, :, heads, None].float()
+        if positive is not None:
+            grad_s.mul_(positive)
+        del positive
+        if grad_q is not None:
+            grad_q[rows, :, heads] = torch.einsum("sbht,tbd->sbhd", grad_s, k32)
+        if grad_k is not None:
+            grad_k += torch.einsum("sbht,sbhd->tbd", grad_s, q32)
+        del grad_s
+    if grad_k is not None:
+        grad_k = grad_k.to(k.dtype)
+    return grad_q, grad_w, grad_k
+
+
+def _kernel_forward(q: Any, weights: Any, k: Any, use_relu: bool, config: KernelConfig) -> Any:
+    return _kernel_module().forward(q, weights, k, use_relu, config).transpose(0, 1)
+
+
+@functools.cache
+def autograd_function() -> Any:
+    """The autograd.Function, built on first use (torch is imported by the target by then).
+
+    ``apply(q, weights, k, use_relu, block_elements, config)``: ``config`` a
+    :class:`KernelConfig` runs the kernel, None the torch path with ``block_elements`` tiles.
+    """
+    import torch
+
+    class IndexScores(torch.autograd.Function):
         @staticmethod
         def forward(ctx: Any, q: Any, weights: Any, k: Any, use_relu: bool,
-                    block_elements: int) -> Any:
+                    block_elements: int, config: KernelConfig | None) -> Any:
             ctx.save_for_backward(q, weights, k)
-            ctx.use_relu, ctx.block_elements = use_relu, block_elements
+            ctx.use_relu, ctx.block_elements, ctx.config = use_relu, block_elements, config
+            if config is not None:
+                return _kernel_forward(q, weights, k, use_relu, config)
             return forward_scores(q, weights, k, use_relu, block_elements)
 
         @staticmethod
         def backward(ctx: Any, grad_out: Any) -> Any:
             q, weights, k = ctx.saved_tensors
-            need_q, need_w, need_k = ctx.needs_input_grad[:3]
-            grad_q = torch.empty_like(q) if need_q else None
-            grad_w = torch.empty_like(weights) if need_w else None
-            grad_k = torch.zeros(k.shape, dtype=torch.float32, device=k.device) if need_k else None
-            g = grad_out.transpose(0, 1).float()  # [sq, b, sk], a view when already fp32
-            k32 = k.float()
-            for rows, heads in tiles(q, k, ctx.block_elements):
-                q32 = q[rows, :, heads].float()
-                g_rows = g[rows]
-                scores = torch.einsum("sbhd,tbd->sbht", q32, k32)
-                positive = scores > 0 if ctx.use_relu else None
-                if grad_w is not None:
-                    if positive is not None:
-                        scores.relu_()
-                    grad_w[rows, :, heads] = torch.einsum("sbt,sbht->sbh", g_rows, scores)
-                del scores
-                if grad_q is None and grad_k is None:
-                    continue
-                # d(scores): the head-sum's gradient times each head's weight (then ReLU's)
-                grad_s = g_rows.unsqueeze(2) * weights[rows, :, heads, None].float()
-                if positive is not None:
-                    grad_s.mul_(positive)
-                del positive
-                if grad_q is not None:
-                    grad_q[rows, :, heads] = torch.einsum("sbht,tbd->sbhd", grad_s, k32)
-                if grad_k is not None:
-                    grad_k += torch.einsum("sbht,sbhd->tbd", grad_s, q32)
-                del grad_s
-            if grad_k is not None:
-                grad_k = grad_k.to(k.dtype)
-            return grad_q, grad_w, grad_k, None, None
+            needs = tuple(ctx.needs_input_grad[:3])
+            if ctx.config is not None:
+                grads = _kernel_module().backward(q, weights, k, grad_out, ctx.use_relu, needs,
+                                                  ctx.config)
+            else:
+                grads = _streamed_backward(q, weights, k, grad_out, ctx.use_relu,
+                                           ctx.block_elements, needs)
+            return (*grads, None, None, None)
 
-    return StreamedIndexScores
+    return IndexScores
+
+
+def scores(q: Any, weights: Any, k: Any, use_relu: bool = True,
+           block_elements: int | None = None, *, kernel: bool | None = None,
+           config: KernelConfig | None = None) -> tuple[Any, str]:
+    """(the scores, the path taken: ``kernel``, ``streamed``, each ``-autograd`` when an input
+    requires grad under grad mode).
+
+    ``kernel``: None picks it where it can run (:func:`kernel_refusal`), True insists (tests on
+    Triton's interpreter), False takes the torch path. ``block_elements``: the torch path's
+    tile (default :func:`tile_elements` of the device); giving one also means the torch path
+    unless ``kernel=True``. ``config``: the kernel's blocks (default :func:`kernel_config`).
+    """
+    import torch
+
+    if kernel is None:
+        if block_elements is not None:
+            kernel = False
+        else:
+            reason = kernel_refusal(q, weights, k)
+            if reason is not None and q.device.type == "cuda":
+                _note_refusal(reason)
+            kernel = reason is None
+    if kernel and config is None:
+        config = kernel_config(q.device)
+    if not kernel:
+        config = None
+    if block_elements is None:
+        block_elements = tile_elements(q.device, q.shape[0] * q.shape[1] * k.shape[0])
+    path = "kernel" if config is not None else "streamed"
+    if torch.is_grad_enabled() and (q.requires_grad or weights.requires_grad
+                                    or k.requires_grad):
+        return (autograd_function().apply(q, weights, k, use_relu, block_elements, config),
+                f"{path}-autograd")
+    if config is not None:
+        return _kernel_forward(q, weights, k, use_relu, config), path
+    return forward_scores(q, weights, k, use_relu, block_elements), path
 
 
 def streamed(q: Any, weights: Any, k: Any, use_relu: bool, block_elements: int) -> tuple[Any, str]:
-    """(the scores, the path taken): ``streamed-autograd`` when an input requires grad under
-    grad mode (the loop inside an ``autograd.Function``: an in-place loop under autograd would
-    fail in backward), else ``streamed``."""
-    import torch
-
-    if torch.is_grad_enabled() and (q.requires_grad or weights.requires_grad
-                                    or k.requires_grad):
-        return autograd_function().apply(q, weights, k, use_relu, block_elements), \
-            "streamed-autograd"
-    return forward_scores(q, weights, k, use_relu, block_elements), "streamed"
+    """The torch path with ``block_elements`` tiles: ``scores(..., kernel=False)``."""
+    return scores(q, weights, k, use_relu, block_elements, kernel=False)

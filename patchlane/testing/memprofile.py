@@ -1,4 +1,11 @@
-"""Peak memory of a callable, as a reproducer or benchmark measures it.
+"""Peak memory of a callable, as a reproducer or benchmark measures it: a warm region.
+
+The call runs once unmeasured first (``warmup=1``), so what a library allocates once per process
+stays out of the figure: cuBLAS's workspace (32 MiB per handle and stream on Hopper, taken from
+the caching allocator at the first matrix product), cuDNN and Triton's first-call state, the
+autotuner's buffers. A memory bug is what every call costs, and a reproducer that measured a
+cold call on a GPU called an overlay that allocates nothing of its own "40 MiB for a 4 MiB
+result". ``warmup=0`` measures the first call (what that first call itself costs).
 
 CPU: the PyTorch profiler's memory accounting. Every allocation and every free is one raw
 ``[memory]`` record (signed bytes, with its own timestamp); the running sum of the CPU ones in
@@ -17,10 +24,14 @@ from typing import Any
 __all__ = ["peak_bytes"]
 
 
-def peak_bytes(fn: Callable[[], Any], device: str = "cpu") -> tuple[int, Any]:
-    """Run ``fn`` once; return (peak bytes allocated above the starting point, its result)."""
+def peak_bytes(fn: Callable[[], Any], device: str = "cpu", *,
+               warmup: int = 1) -> tuple[int, Any]:
+    """Run ``fn`` ``warmup`` times, then once measured; return (peak bytes allocated above
+    the measured call's starting point, that call's result)."""
     import torch
 
+    for _ in range(warmup):
+        fn()
     if device.startswith("cuda"):
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
