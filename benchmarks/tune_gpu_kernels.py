@@ -235,10 +235,14 @@ def flce(report: dict[str, Any]) -> None:
         "torch": lambda a, b: F.cross_entropy(F.linear(a, b), t, ignore_index=-100,
                                               reduction="none"),
         "ours-default": lambda a, b: o.linear_cross_entropy(a, b, t, None, -100),
+        "ours-keep-1.0W": lambda a, b: o.linear_cross_entropy(
+            a, b, t, None, -100, save_limit=b.numel() * b.element_size()),
+        "ours-keep-all": lambda a, b: o.linear_cross_entropy(a, b, t, None, -100,
+                                                             save_limit=1 << 40),
         "ours-recompute": lambda a, b: o.linear_cross_entropy(a, b, t, None, -100,
                                                               save_limit=0),
-        "ours-small-chunks": lambda a, b: o.linear_cross_entropy(a, b, t, None, -100,
-                                                                 chunk_elements=1 << 28),
+        "ours-chunks-x4": lambda a, b: o.linear_cross_entropy(
+            a, b, t, None, -100, chunk_elements=4 * o.chunk_elements_for(a.device)),
     }
     try:
         from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy

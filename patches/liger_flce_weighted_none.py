@@ -12,9 +12,10 @@ the functional form both call): ``mean`` and ``sum`` keep the fused kernels; ``'
 to :class:`ChunkedLinearCrossEntropy` below, a linear cross-entropy that never holds fp32
 logits for all tokens and whose backward scales each token's logit gradient by that token's
 upstream gradient. Chunks are sized for the device (a CPU's cache; a share of a GPU's memory,
-a few thousand rows), and on a GPU forward keeps ``softmax - onehot`` in the inputs' dtype
-when it fits a budget, so forward+backward costs three tensor-core products, as plain PyTorch
-does, at a fraction of its memory. Arguments the routed path does not implement raise, naming the argument.
+a few thousand rows), and on a GPU forward keeps ``softmax - onehot`` in the inputs' dtype for
+as much of the vocabulary as a budget allows, so forward+backward costs about three
+tensor-core products, as plain PyTorch does, at a fraction of its memory. Arguments the routed
+path does not implement raise, naming the argument.
 """
 
 from __future__ import annotations
@@ -29,14 +30,17 @@ from patchlane.loading import entry_id
 ENTRY_ID = entry_id(__name__)  # the decider loads this file under its entry id
 CPU_CHUNK_ELEMENTS = 1 << 23
 """Logit elements per chunk on a CPU (fp32: 32 MiB): its caches, not its memory, set the size."""
-GPU_CHUNK_FRACTION = 1 / 64
-"""fp32 logit elements per chunk on a GPU, as a share of its memory: 1.2 GiB on an 80 GB card,
-about 2,500 rows of a 128k vocabulary: a few large products, not hundreds of skinny ones."""
-GPU_SAVE_FRACTION = 1 / 16
-"""On a GPU, forward keeps ``softmax - onehot`` in the inputs' dtype for backward while it takes
-at most this share of the device's memory (5 GiB on an 80 GB card: 20k tokens of a 128k
-vocabulary in bf16), so backward is two products instead of three. Above it, and on a CPU,
-backward recomputes the logits chunk by chunk: memory stays a chunk, whatever the tokens."""
+GPU_CHUNK_FRACTION = 1 / 256
+"""fp32 logit elements per chunk on a GPU, as a share of its memory: 320 MiB on an 80 GB card,
+650 rows of a 128k vocabulary in forward (10k columns of 8k tokens in backward): a dozen large
+products, not hundreds of skinny ones."""
+GPU_SAVE_WEIGHTS = 1.5
+"""On a GPU, forward keeps ``softmax - onehot`` in the inputs' dtype for backward, for as many
+vocabulary columns as fit in this many times the weight's own size (the weight gradient costs
+one weight already): at 8k tokens of a 128k vocabulary, three quarters of it. Backward then
+needs two products for those columns instead of three. The rest, and everything on a CPU,
+backward recomputes a chunk at a time: memory stays bounded by the weight, whatever the
+number of tokens."""
 
 # argument -> the only value the routed path supports (liger's defaults)
 _UNSUPPORTED = {
@@ -61,13 +65,22 @@ def chunk_elements_for(device: Any) -> int:
     return max(CPU_CHUNK_ELEMENTS, int(total * GPU_CHUNK_FRACTION) // 4)
 
 
-def save_limit_for(device: Any) -> int:
+def save_limit_for(device: Any, weight: Any) -> int:
     """Bytes of ``softmax - onehot`` forward may keep for backward on ``device`` (0: none)."""
     if device.type != "cuda":
         return 0
-    import torch
+    return int(weight.numel() * weight.element_size() * GPU_SAVE_WEIGHTS)
 
-    return int(torch.cuda.get_device_properties(device).total_memory * GPU_SAVE_FRACTION)
+
+def _rows_kernel(x: Any) -> Any:
+    """The Triton rows kernel for CUDA tensors when Triton imports, else None (torch ops)."""
+    if not x.is_cuda:
+        return None
+    try:
+        from patchlane.overlaylib import cross_entropy_rows_kernel
+    except ImportError:
+        return None
+    return cross_entropy_rows_kernel
 
 
 _MM_OUT_DTYPE: list[bool] = []  # [supported?] once known: torch.mm(..., out_dtype=) (CUDA)
@@ -99,6 +112,22 @@ def _mm32(a: Any, b: Any) -> Any:
     return (a @ b).float()
 
 
+def _rows_torch(logits: Any, target: Any, valid: Any, safe: Any, lse: Any, loss: Any,
+               grad_logits: Any | None) -> None:
+    """The rows kernel's work in torch ops (CPU; no Triton): ``logits`` is overwritten."""
+    import torch
+
+    lse.copy_(torch.logsumexp(logits, dim=1))
+    picked = logits.gather(1, safe[:, None]).squeeze(1)
+    loss.copy_(torch.where(valid, lse - picked, 0.0))
+    if grad_logits is not None and grad_logits.shape[1] > 0:
+        saved = grad_logits.shape[1]
+        part = logits[:, :saved].sub_(lse[:, None]).exp_()
+        hit = safe < saved
+        part[torch.arange(logits.shape[0], device=logits.device)[hit], safe[hit]] -= 1.0
+        grad_logits.copy_(part)
+
+
 def _make_function() -> Any:
     import torch
 
@@ -107,11 +136,12 @@ def _make_function() -> Any:
         logits.
 
         Forward computes the logits a chunk of tokens at a time (tensor-core products with
-        fp32 results), keeps each token's log-sum-exp, and, when it fits the save limit,
-        ``softmax - onehot`` in the inputs' dtype. Backward scales by *each token's* upstream
+        fp32 results on a GPU), then each row's log-sum-exp and loss, and ``softmax - onehot``
+        in the inputs' dtype for the first ``saved`` vocabulary columns (a Triton kernel on a
+        GPU: two reads of the chunk, no temporary). Backward scales by *each token's* upstream
         gradient through the cheap side of each product: ``grad_x = s * (G @ W)`` and
-        ``grad_W = G.T @ (s * x)``, a chunk of the vocabulary at a time, recomputing that
-        chunk's logits when ``G`` was not kept.
+        ``grad_W = G.T @ (s * x)``, over the kept columns at once and the rest a chunk of the
+        vocabulary at a time, recomputing those logits.
         """
 
         @staticmethod
@@ -126,26 +156,23 @@ def _make_function() -> Any:
             lse = torch.empty(tokens, dtype=torch.float32, device=x.device)
             valid = target != ignore_index
             safe = torch.where(valid, target, torch.zeros_like(target))
-            keep = tokens * vocab * wt.element_size() <= save_limit
-            grad_logits = torch.empty(tokens, vocab, dtype=dtype, device=x.device) \
-                if keep else None
+            saved = min(vocab, save_limit // max(1, tokens * wt.element_size()))
+            kept = torch.empty(tokens, saved, dtype=dtype, device=x.device)
+            kernel = _rows_kernel(x)
             for start in range(0, tokens, rows):
                 stop = min(tokens, start + rows)
                 logits = _mm32(x[start:stop].to(dtype), wt)
                 if b32 is not None:
                     logits += b32
-                chunk_lse = torch.logsumexp(logits, dim=1)
-                picked = logits.gather(1, safe[start:stop, None]).squeeze(1)
-                lse[start:stop] = chunk_lse
-                loss[start:stop] = torch.where(valid[start:stop], chunk_lse - picked, 0.0)
-                if grad_logits is not None:
-                    # softmax - onehot, in place in the fp32 chunk, kept in the inputs' dtype
-                    logits.sub_(chunk_lse[:, None]).exp_()
-                    logits[torch.arange(stop - start, device=x.device),
-                           safe[start:stop]] -= 1.0
-                    grad_logits[start:stop] = logits
+                if kernel is not None:
+                    kernel.rows(logits, target[start:stop], ignore_index, lse[start:stop],
+                                loss[start:stop], kept[start:stop])
+                else:
+                    _rows_torch(logits, target[start:stop], valid[start:stop],
+                                safe[start:stop], lse[start:stop], loss[start:stop],
+                                kept[start:stop])
                 del logits
-            ctx.save_for_backward(x, weight, target, bias, lse, grad_logits)
+            ctx.save_for_backward(x, weight, target, bias, lse, kept)
             ctx.ignore_index = ignore_index
             ctx.chunk_elements = chunk_elements
             return loss
@@ -169,12 +196,14 @@ def _make_function() -> Any:
             grad_w = torch.empty_like(weight) if need_w else None
             grad_b = torch.empty(vocab, dtype=torch.float32, device=x.device) if need_b \
                 else None
-            cols = vocab if kept is not None else max(1, ctx.chunk_elements // max(1, tokens))
+            saved = kept.shape[1]
+            cols = max(1, ctx.chunk_elements // max(1, tokens))
+            spans = ([(0, saved)] if saved else []) + [
+                (start, min(vocab, start + cols)) for start in range(saved, vocab, cols)]
             token_index = torch.arange(tokens, device=x.device)
-            for start in range(0, vocab, cols):
-                stop = min(vocab, start + cols)
-                if kept is not None:
-                    g = kept[:, start:stop]
+            for start, stop in spans:
+                if stop <= saved:
+                    g = kept
                 else:  # recompute this vocabulary chunk's softmax - onehot for every token
                     logits = _mm32(x_op, w_op[start:stop].T)
                     if bias is not None:
@@ -216,14 +245,14 @@ def linear_cross_entropy(x: Any, weight: Any, target: Any, bias: Any = None,
 
     ``chunk_elements``: logit elements per chunk (default :func:`chunk_elements_for` the
     device); ``save_limit``: bytes of ``softmax - onehot`` forward may keep for backward
-    (default :func:`save_limit_for` the device; 0 recomputes)."""
+    (default :func:`save_limit_for` the device and weight; 0 recomputes all)."""
     global _FUNCTION
     if _FUNCTION is None:
         _FUNCTION = _make_function()
     if chunk_elements is None:
         chunk_elements = chunk_elements_for(x.device)
     if save_limit is None:
-        save_limit = save_limit_for(x.device)
+        save_limit = save_limit_for(x.device, weight)
     return _FUNCTION.apply(x, weight, target, bias, ignore_index, chunk_elements, save_limit)
 
 

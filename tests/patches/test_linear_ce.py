@@ -50,11 +50,14 @@ def reference(x: Any, w: Any, t: Any, b: Any) -> Any:
 
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("chunk_elements", [1, 64 * 5, 1 << 23])  # 1 row, uneven, all rows
-def test_matches_pytorch_in_fp32(overlay: Any, bias: bool, chunk_elements: int) -> None:
+@pytest.mark.parametrize("save_limit", [0, 37 * 25 * 4, 1 << 30],
+                         ids=["recompute", "keep-25-columns", "keep-all"])
+def test_matches_pytorch_in_fp32(overlay: Any, bias: bool, chunk_elements: int,
+                                 save_limit: int) -> None:
     x, w, b, t, weights = inputs(37, 16, 64, bias)
 
     def ours(x_: Any, w_: Any, t_: Any, b_: Any) -> Any:
-        return overlay.linear_cross_entropy(x_, w_, t_, b_, -100, chunk_elements)
+        return overlay.linear_cross_entropy(x_, w_, t_, b_, -100, chunk_elements, save_limit)
 
     loss, got = grads(ours, x, w, b, t, weights)
     ref_loss, want = grads(reference, x, w, b, t, weights)
@@ -160,3 +163,47 @@ def test_return_arity_follows_the_release_signature(overlay: Any) -> None:
     out = overlay.overlay(lambda *a, **k: None, Release063, (x, w, t), {"reduction": "none"})
     assert len(out) == 2
     assert "return_token_accuracy" not in inspect.signature(Release063.forward).parameters
+
+
+def test_device_budgets(overlay: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Props:
+        total_memory = 80 * 2**30
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Props())
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    weight = torch.empty(1000, 64, dtype=torch.bfloat16)
+    assert overlay.chunk_elements_for(cpu) == overlay.CPU_CHUNK_ELEMENTS
+    assert overlay.chunk_elements_for(cuda) == int(80 * 2**30 * overlay.GPU_CHUNK_FRACTION) // 4
+    assert overlay.save_limit_for(cpu, weight) == 0  # a CPU recomputes: its memory is the limit
+    assert overlay.save_limit_for(cuda, weight) == int(1000 * 64 * 2 * overlay.GPU_SAVE_WEIGHTS)
+
+
+def test_rows_kernel_on_the_interpreter() -> None:
+    """The Triton rows kernel (log-sum-exp, loss, softmax - onehot of the first columns) on
+    Triton's CPU interpreter, against torch, in a child started with TRITON_INTERPRET=1 (Triton
+    decorates its own library at import)."""
+    pytest.importorskip("triton")
+    code = """
+import torch
+from patchlane.overlaylib import cross_entropy_rows_kernel as k
+g = torch.Generator().manual_seed(0)
+for n, vocab, saved in ((5, 3000, 2500), (3, 17, 0), (4, 4096, 4096)):
+    logits = torch.randn(n, vocab, generator=g) * 4
+    target = torch.randint(0, vocab, (n,), generator=g); target[1] = -100
+    lse, loss = torch.empty(n), torch.empty(n)
+    kept = torch.empty(n, saved)
+    k.rows(logits, target, -100, lse, loss, kept)
+    want_lse = torch.logsumexp(logits, 1)
+    safe = target.clamp_min(0)
+    want_loss = torch.where(target != -100, want_lse - logits[torch.arange(n), safe], 0.0)
+    want_g = torch.softmax(logits, 1)
+    want_g[torch.arange(n), safe] -= 1
+    assert torch.allclose(lse, want_lse, rtol=1e-5, atol=1e-5), (lse, want_lse)
+    assert torch.allclose(loss, want_loss, rtol=1e-5, atol=1e-5)
+    assert torch.allclose(kept, want_g[:, :saved], atol=1e-6)
+print("ok")
+"""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
