@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 LANES = ("cpu", "cuda")
 WORLD_SIZES = (1,)
+REQUIRES = ("triton",)  # liger's kernels: compiled on a GPU, interpreted on the CPU lane
 
 ID = "liger_flce_weighted_none"
 TOKENS, HIDDEN, VOCAB, IGNORE = 16, 32, 64, -100

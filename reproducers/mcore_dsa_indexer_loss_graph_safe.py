@@ -2,16 +2,16 @@
 backward through all of it) must be legal inside a CUDA graph capture.
 
 Real megatron-core 0.16-0.19 functions: ``unfused_dsa_fn``, ``compute_dsa_indexer_loss``,
-``DSAIndexerLossAutoScaler``. The step is first run eagerly (capture needs a warm-up), then the
-auto-scaler's class state is reset to what a fresh process has and the step runs inside
-``patchlane.testing.capture.capture_check``. That is the case the entry guards: nothing in
-0.16-0.18 sets a loss scale, and from 0.19.0 only Megatron's pipeline schedules do (every
-forward step, PRs #4070 and #5244), so a step run directly, as a training loop of its own
-runs it, reaches the lazy branch. The capture is a real
-``torch.cuda.graph``
-capture on the ``cuda`` lane, the same rules emulated with a dispatch mode on ``cpu``. Upstream
-creates ``torch.tensor(1.0)`` inside ``DSAIndexerLossAutoScaler.backward`` there: host data
-entering the graph, and the check names that backward.
+``DSAIndexerLossAutoScaler``. ``patchlane.testing.capture.check_step`` runs the step eagerly
+(capture needs a warm-up), resets the gradients and the auto-scaler's class state to what a
+fresh process has, runs it again checked, and gives both runs' gradients; on the ``cuda`` lane
+the checked step is a real capture, replayed before its gradients are read. That is the case
+the entry guards: nothing in 0.16-0.18 sets a loss scale, and from 0.19.0 only Megatron's
+pipeline schedules do (every forward step, PRs #4070 and #5244), so a step run directly, as a
+training loop of its own runs it, reaches the lazy branch. The capture is a real
+``torch.cuda.graph`` capture on the ``cuda`` lane, the same rules emulated with a dispatch mode
+on ``cpu``. Upstream creates ``torch.tensor(1.0)`` inside ``DSAIndexerLossAutoScaler.backward``
+there: host data entering the graph, and the check names that backward.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def run(ctx: ReproContext) -> None:
     import torch
     from megatron.core.transformer.experimental_attention_variant import dsa
 
-    from patchlane.testing.capture import capture_check
+    from patchlane.testing.capture import check_step
 
     with ctx.process_group() as world:
         pg = SimpleNamespace(tp=world)  # what compute_dsa_indexer_loss reads
@@ -48,7 +48,9 @@ def run(ctx: ReproContext) -> None:
         # as DSAIndexer does: causal mask before top-k, so every row keeps a visible key
         causal = torch.triu(torch.full((SQ, SK), float("-inf"), device=ctx.device), diagonal=1)
 
-        def step() -> Any:
+        leaves = (query, key, value, index_scores)
+
+        def step() -> list[Any]:
             topk = torch.topk(index_scores.detach() + causal, TOPK, dim=-1).indices
             out = dsa.unfused_dsa_fn(query, key, value, topk, DIM ** -0.5)
             # A non-leaf copy, as in a model: 0.19 masks the scores in place
@@ -57,19 +59,20 @@ def run(ctx: ReproContext) -> None:
                                                 key.detach(), DIM ** -0.5, 0.1, False, pg)
             out = dsa.DSAIndexerLossAutoScaler.apply(out, loss)
             out.sum().backward()
-            return loss
+            return [t.grad for t in leaves]
 
-        step()  # eager warm-up, as a real capture needs
-        grads = [t.grad.clone() for t in (query, key, value, index_scores)]
-        for t in (query, key, value, index_scores):
-            t.grad = None
-        dsa.DSAIndexerLossAutoScaler.main_loss_backward_scale = None  # a fresh process's state
-        with capture_check(lane=ctx.lane) as report:
-            step()
+        def fresh_step() -> None:
+            for t in leaves:
+                t.grad = None
+            dsa.DSAIndexerLossAutoScaler.main_loss_backward_scale = None  # a fresh process's
+
+        result = check_step(step, lane=ctx.lane, reset=fresh_step)
+        report = result.report
         assert report.ok, "not capture-legal: " + "; ".join(
             f"{v.op} ({v.rule}) at {v.frame}" for v in report.violations)
-        for before, t in zip(grads, (query, key, value, index_scores), strict=True):
-            assert torch.isfinite(before).all(), "the step itself is ill-posed (NaN gradients)"
-            assert torch.equal(before, t.grad), "gradients changed between eager and checked step"
+        assert all(torch.isfinite(g).all() for g in result.eager), \
+            "the step itself is ill-posed (NaN gradients)"
+        changed = result.mismatches()
+        assert not changed, f"gradients changed between eager and checked step: {changed}"
         assert dsa.DSAIndexerLossAutoScaler.main_loss_backward_scale is None or \
             ctx.mode.value == "without", "the backward mutated class state"

@@ -16,6 +16,11 @@ CPU lane (gloo): ``patchlane.testing.cpu`` stands in for the GPU-only calls of t
 path's one-element bookkeeping tensors on the CPU (``read_metadata`` makes them on
 ``device='cuda'``). Nothing in what is saved, requested or validated changes. Needs
 ``megatron.training`` (in megatron-core wheels from 0.18, or a Megatron-LM tree).
+
+CUDA lane: the model's weights are initialised on the GPU, under megatron's CUDA RNG tracker
+(``_initialize_affine_weight_gpu`` forks its ``model-parallel-rng`` state), which a job seeds
+with ``model_parallel_cuda_manual_seed`` as ``initialize_megatron`` does; each job here seeds
+it before building its model. The CPU lane initialises on the CPU and never needs it.
 """
 
 from __future__ import annotations
@@ -66,6 +71,18 @@ def _model(ctx: ReproContext) -> Any:
     return model.to(ctx.device)
 
 
+def _seed(ctx: ReproContext, seed: int) -> None:
+    """Seed the job as megatron's initialisation does: the CPU generator, and on the GPU the
+    CUDA RNG tracker's model-parallel states (GPU weight initialisation forks them)."""
+    import torch
+
+    torch.manual_seed(seed)
+    if ctx.lane == "cuda":
+        from megatron.core import tensor_parallel
+
+        tensor_parallel.model_parallel_cuda_manual_seed(seed)
+
+
 def run(ctx: ReproContext) -> None:
     with ctx.process_group():
         _run(ctx)
@@ -90,7 +107,7 @@ def _run(ctx: ReproContext) -> None:
             args.data_parallel_size)
         rsm.destroy_rerun_state_machine()
         rsm.initialize_rerun_state_machine(mode=rsm.RerunMode.VALIDATE_RESULTS)
-        torch.manual_seed(1234)
+        _seed(ctx, 1234)
         saved_model = _model(ctx)
         with cpu_stand_ins():
             checkpointing.save_checkpoint(1, [saved_model], None, None, 0)
@@ -100,7 +117,7 @@ def _run(ctx: ReproContext) -> None:
         # A fresh job: a new machine (idle, its own mode) and differently initialised weights.
         rsm.destroy_rerun_state_machine()
         rsm.initialize_rerun_state_machine(mode=rsm.RerunMode.VALIDATE_RESULTS)
-        torch.manual_seed(99)
+        _seed(ctx, 99)
         loaded_model = _model(ctx)
         on_cpu = cuda_requests_on_cpu() if ctx.lane == "cpu" else contextlib.nullcontext()
         try:

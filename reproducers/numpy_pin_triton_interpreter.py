@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 LANES = ("cpu",)  # the interpreter is the CPU lane's; a GPU compiles the kernels instead
 WORLD_SIZES = (1,)
+REQUIRES = ("triton", "liger_kernel")  # a megatron-only stack has neither: skipped there
 BAD_SIDE = ("numpy==2.4.1",)
 
 SCALAR_ERROR = "only 0-dimensional arrays can be converted to Python scalars"

@@ -7,7 +7,12 @@ plain Python file that defines::
 
     LANES = ("cpu", "cuda")        # lanes it supports, as literals
     WORLD_SIZES = (1, 2)           # world sizes it supports, as literals
+    REQUIRES = ("triton",)         # optional: modules it imports beyond its target
     def run(ctx: ReproContext) -> None: ...
+
+A module in ``REQUIRES`` that the environment lacks makes the case ``skipped``, with that
+reason, never an ``error``: a stack without liger-kernel cannot run a reproducer that uses it,
+and nobody has to act on that.
 
 ``run`` raises ``AssertionError`` when the upstream bug shows (that is a *fail*); any other
 exception is an *error* of the harness or the environment, never a verdict. The assertion must
@@ -140,6 +145,23 @@ class ReproducerSpec:
     bad_side_deps: tuple[str, ...] = ()
     """Those of ``bad_side`` installed with their dependencies (``BAD_SIDE_DEPS``): a torch
     build imports only beside the CUDA libraries it was built with."""
+    requires: tuple[str, ...] = ()
+    """Modules the reproducer imports beyond its target (``REQUIRES = ("triton",)``): where
+    one is not installed the case is skipped, naming it."""
+
+    def missing(self) -> list[str]:
+        """The modules of ``requires`` this interpreter cannot find (found, not imported)."""
+        import importlib.util
+
+        absent = []
+        for name in self.requires:
+            try:
+                found = importlib.util.find_spec(name) is not None
+            except (ImportError, ValueError):  # a parent package missing or broken
+                found = False
+            if not found:
+                absent.append(name)
+        return absent
 
 
 @dataclass
@@ -217,10 +239,19 @@ def read_spec(entry: Entry) -> ReproducerSpec:
                                         f"not in BAD_SIDE {list(bad_side)!r}; expected the "
                                         "releases of BAD_SIDE to install with their "
                                         "dependencies; fix: list each in BAD_SIDE too")
-    return ReproducerSpec(lanes=lanes, world_sizes=sizes, bad_side=bad_side, bad_side_deps=deps)
+    requires = values.get("REQUIRES", ())
+    bad_name = [name for name in requires
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", name)]
+    if bad_name:
+        raise ReproducerError(entry.id, f"{entry.reproducer}: REQUIRES: found {bad_name!r}; "
+                                        "expected importable module names such as \"triton\"; "
+                                        "fix: name the modules, not distributions")
+    return ReproducerSpec(lanes=lanes, world_sizes=sizes, bad_side=bad_side, bad_side_deps=deps,
+                          requires=requires)
 
 
-_SPEC_NAMES = {"LANES": str, "WORLD_SIZES": int, "BAD_SIDE": str, "BAD_SIDE_DEPS": str}
+_SPEC_NAMES = {"LANES": str, "WORLD_SIZES": int, "BAD_SIDE": str, "BAD_SIDE_DEPS": str,
+               "REQUIRES": str}
 """What each name the sweep reads from a reproducer must hold: a literal tuple of these."""
 
 

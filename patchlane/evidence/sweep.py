@@ -295,6 +295,9 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
             skip = f"gate: {gate.reason}"
         elif missing:
             skip = missing
+        elif spec.missing():
+            skip = (f"needs {', '.join(spec.missing())}, not installed here (the reproducer's "
+                    "REQUIRES): nothing to act on")
         if skip is not None:
             kind, beyond_why, covered = RowKind.SKIPPED, None, None
         elif not entry.active:

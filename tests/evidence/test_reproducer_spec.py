@@ -81,3 +81,16 @@ def test_reproduce_reports_it_as_a_message_not_a_traceback(fake_target: FakeTarg
     assert out.returncode == ExitCode.REPRODUCER_ERROR, out.stderr
     assert "Traceback" not in out.stderr
     assert "LANES: found `SUPPORTED`, not a literal" in out.stderr
+
+
+def test_requires_names_modules_and_finds_the_missing(fake_target: FakeTarget) -> None:
+    entry = entry_with(fake_target, "REQUIRES = ('os', 'no_such_module_xyz.sub')\n")
+    spec = read_spec(entry)
+    assert spec.requires == ("os", "no_such_module_xyz.sub")
+    assert spec.missing() == ["no_such_module_xyz.sub"]
+
+
+def test_requires_refuses_what_is_not_a_module_name(fake_target: FakeTarget) -> None:
+    entry = entry_with(fake_target, "REQUIRES = ('liger-kernel',)\n")
+    with pytest.raises(ReproducerError, match="REQUIRES: found \\['liger-kernel'\\]"):
+        read_spec(entry)

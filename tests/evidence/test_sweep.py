@@ -89,6 +89,19 @@ def test_skipped_when_the_gate_excludes_the_release(fake_target: FakeTarget,
     assert "1.2.0 is outside" in reason
 
 
+def test_skipped_not_error_when_a_required_module_is_missing(
+        fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a megatron-only stack running a reproducer that also needs liger-kernel: nothing to act
+    # on, so the row is skipped (never `error`, which turns a nightly red)
+    write_repro(fake_target, REPRO_GUARDING.replace(
+        'WORLD_SIZES = (1,)', 'WORLD_SIZES = (1,)\nREQUIRES = ("no_such_module_xyz", "os")')
+        .replace("def run(ctx):", "def run(ctx):\n    import no_such_module_xyz"))
+    verdict, reason = verdict_for(fake_target, monkeypatch)
+    assert verdict is Verdict.SKIPPED
+    assert reason.startswith("needs no_such_module_xyz, not installed here"), reason
+    assert exit_code([]) == ExitCode.OK
+
+
 def test_past_the_gate_still_affected_runs_without_only(
         fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # 1.2.0 is above <1.2: the reproducer runs without the overlay only, and the bug shows.

@@ -1,5 +1,11 @@
 """The entry points: :func:`capture_check` (a ``with`` region), :func:`check_call` (one call,
-warmed up first) and :func:`is_capturing`; :class:`CaptureCheck` is the context manager.
+warmed up first), :func:`check_step` (one training step run eagerly and checked, its results
+side by side) and :func:`is_capturing`; :class:`CaptureCheck` is the context manager.
+
+On both lanes the region runs once: the ``cpu`` lane runs it eagerly under the rule modes, the
+``cuda`` lane captures it and, when the capture completed with no violation, replays the graph
+once before the ``with`` ends. A result read after the region is therefore the region's result
+on either lane; a comparison with an eager run belongs after it (or in :func:`check_step`).
 
 A check puts together its collaborators: a :class:`~.placement.Placement` (which tensors are
 device tensors), a :class:`~.recorder.Recorder` (violations into the report), the two rule
@@ -22,7 +28,8 @@ from .placement import Placement
 from .recorder import Recorder
 from .violations import CaptureError, CaptureReport
 
-__all__ = ["LANES", "CaptureCheck", "capture_check", "check_call", "is_capturing"]
+__all__ = ["LANES", "CaptureCheck", "StepCheck", "capture_check", "check_call", "check_step",
+           "is_capturing"]
 
 LANES = ("cpu", "cuda")
 _STATE = threading.local()  # .depth: capture_check regions open on this thread
@@ -138,6 +145,13 @@ class CaptureCheck:
             self.report.completed = False
             if self.raise_on_first:
                 raise CaptureError(violation) from end_error
+        if (self._capture is not None and exc is None and end_error is None
+                and self.report.ok and self.report.completed):
+            # Nothing ran during the capture: run it once, so the region's tensors hold its
+            # result, as on the cpu lane (a comparison right after the `with` is then true).
+            self.report.graph = self._capture.graph
+            self._capture.replay()
+            self.report.replayed = True
         return False
 
 
@@ -171,6 +185,79 @@ def check_call(fn: Callable[..., Any], args: Sequence[Any] = (),
     with check as report:
         fn(*args, **kwargs)
     return report
+
+
+class StepCheck:
+    """What :func:`check_step` found: the ``report`` of the checked run, and the step's
+    results from the eager run and from the checked one (on the ``cuda`` lane, after the
+    replay)."""
+
+    def __init__(self, report: CaptureReport, eager: Any, checked: Any) -> None:
+        self.report = report
+        self.eager = eager
+        self.checked = checked
+
+    def mismatches(self) -> list[str]:
+        """The results (by position or key) that differ bitwise between the two runs."""
+        return [name for name, a, b in _pairs("", self.eager, self.checked)
+                if not _same(a, b)]
+
+
+def _pairs(name: str, a: Any, b: Any) -> list[tuple[str, Any, Any]]:
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        return [pair for key in a for pair in _pairs(f"{name}[{key!r}]", a[key], b[key])]
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        return [pair for i, (x, y) in enumerate(zip(a, b, strict=True))
+                for pair in _pairs(f"{name}[{i}]", x, y)]
+    return [(name or "result", a, b)]
+
+
+def _same(a: Any, b: Any) -> bool:
+    import torch
+
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a.cpu(), b.cpu()))
+    return bool(a == b)
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of the step's results that later runs cannot overwrite."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, dict):
+        return {k: _snapshot(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_snapshot(v) for v in value)
+    return value
+
+
+def check_step(step: Callable[[], Any], *, lane: str | None = None,
+               reset: Callable[[], None] | None = None) -> StepCheck:
+    """Run ``step()`` once eagerly (the warm-up a real capture needs; on a side stream on the
+    ``cuda`` lane), then ``reset()`` (put back what a fresh step starts from: gradients,
+    class state), then once under :func:`capture_check`, and return both runs' results.
+
+    The ``cuda`` lane compares after the replay, never the captured run's untouched memory:
+    ``result.mismatches()`` is empty when the checked step computed bitwise what the eager
+    one did. ``step`` returns what to compare (tensors, or lists, tuples and dicts of them).
+    """
+    check = capture_check(lane=lane)
+    if check.lane == "cuda":
+        import torch
+
+        box: list[Any] = []
+        warm_up_on_side_stream(lambda: box.append(step()), (), {})
+        torch.cuda.synchronize()
+        eager = _snapshot(box[0])
+    else:
+        eager = _snapshot(step())
+    if reset is not None:
+        reset()
+    with check as report:
+        checked = step()
+    return StepCheck(report, eager, _snapshot(checked) if report.ok else checked)
 
 
 if "torch" in sys.modules:  # see _emulate_capturing_flag: before any eager warm-up

@@ -1,15 +1,19 @@
-"""The ``cuda`` lane: a real CUDA graph capture, and what its errors mean.
+"""The ``cuda`` lane: a real CUDA graph capture, replayed once, and what its errors mean.
 
 The region runs under a real ``torch.cuda.graph(torch.cuda.CUDAGraph())`` capture on a side
 stream with ``torch.cuda.set_sync_debug_mode("error")`` (restored afterwards), with the rule
-modes (:mod:`.modes`) on top to name the op. A capture error (``operation not permitted when
-stream is capturing``, ``called a synchronizing CUDA operation``, an invalidated capture)
-becomes a violation, attributed to the op the modes were running (else to the innermost
-non-torch frame of its traceback); with ``raise_on_first=False`` it ends the region early
-(``report.completed`` is False) and is not re-raised. Only tensors on a GPU count as device
-tensors there. Real capture needs a warm-up: run the region once eagerly before checking it,
-or use :func:`check_call` with ``warmup=True``. The outermost ``cuda`` check owns the capture;
-a nested one only adds its rules.
+modes (:mod:`.modes`) on top to name the op. A capture runs no kernel: it records them. So a
+capture that completed cleanly is replayed once before the region's ``with`` ends, and the
+tensors the region wrote then hold what one run of it computes, as on the ``cpu`` lane; reading
+them before that replay reads whatever the allocator left there.
+
+A capture error (``operation not permitted when stream is capturing``, ``called a synchronizing
+CUDA operation``, an invalidated capture) becomes a violation, attributed to the op the modes
+were running (else to the innermost non-torch frame of its traceback); with
+``raise_on_first=False`` it ends the region early (``report.completed`` is False) and is not
+re-raised. Only tensors on a GPU count as device tensors there. Real capture needs a warm-up:
+run the region once eagerly before checking it, or use :func:`check_call` with ``warmup=True``.
+The outermost ``cuda`` check owns the capture; a nested one only adds its rules.
 """
 
 from __future__ import annotations
@@ -64,13 +68,15 @@ def first_line(exc: BaseException) -> str:
 
 
 class RealCapture:
-    """A real CUDA graph capture on a side stream, with sync debug mode "error"."""
+    """A real CUDA graph capture on a side stream, with sync debug mode "error"; the graph
+    is kept (its memory pool holds the region's tensors) until the owner lets it go."""
 
     stream: Any
     stream_ctx: Any
     graph: Any
     graph_ctx: Any
     sync_mode: int
+    calls: list[str]
 
     def begin(self) -> None:
         import torch
@@ -103,8 +109,14 @@ class RealCapture:
         finally:
             self.stream_ctx.__exit__(None, None, None)
             torch.cuda.current_stream().wait_stream(self.stream)
-            del self.graph  # nothing replays it: this was a check
         return error
+
+    def replay(self) -> None:
+        """Run what was captured once, and wait for it: the region's results exist now."""
+        import torch
+
+        self.graph.replay()
+        torch.cuda.synchronize()
 
 
 def warm_up_on_side_stream(fn: Callable[..., Any], args: Sequence[Any],

@@ -39,6 +39,12 @@ class CaptureReport:
     violations: list[CaptureViolation] = field(default_factory=list)
     completed: bool = True
     """False when a real capture error ended the region early (``cuda`` lane only)."""
+    replayed: bool = False
+    """``cuda`` lane: the captured graph ran once at the end of the region (it does whenever
+    the capture completed with no violation), so what the region wrote is its result."""
+    graph: Any = field(default=None, repr=False, compare=False)
+    """``cuda`` lane: the captured ``torch.cuda.CUDAGraph``, kept alive with the report (its
+    private memory pool holds the tensors the region made); ``replay()`` runs it again."""
 
     @property
     def ok(self) -> bool:
@@ -49,6 +55,7 @@ class CaptureReport:
             "lane": self.lane,
             "ok": self.ok,
             "completed": self.completed,
+            "replayed": self.replayed,
             "violations": [v.as_dict() for v in self.violations],
         }
 

@@ -141,7 +141,7 @@ def test_the_package_exports_the_public_api() -> None:
 
     assert sorted(capture.__all__) == sorted([
         "RULES", "CaptureCheck", "CaptureError", "CaptureReport", "CaptureViolation", "Rule",
-        "capture_check", "check_call", "is_capturing"])
+        "StepCheck", "capture_check", "check_call", "check_step", "is_capturing"])
     for name in capture.__all__:
         assert getattr(capture, name) is not None, name
     assert isinstance(capture_check(lane="cpu"), capture.CaptureCheck)
