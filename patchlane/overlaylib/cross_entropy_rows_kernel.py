@@ -70,8 +70,8 @@ def rows(logits: Any, target: Any, ignore_index: int, lse: Any, loss: Any,
     n, vocab = logits.shape
     if n == 0:
         return
-    save = grad_logits is not None and grad_logits.shape[1] > 0
-    g = grad_logits if save else lse  # a stand-in pointer the kernel never writes
+    saved = grad_logits.shape[1] if grad_logits is not None else 0
+    g = grad_logits if grad_logits is not None and saved else lse  # lse: never written then
     _rows[(n,)](logits, logits.stride(0), vocab, target, ignore_index, lse, loss,
-                g, g.stride(0) if save else 0, grad_logits.shape[1] if save else 0,
-                SAVE=save, BLOCK=BLOCK, num_warps=4)
+                g, g.stride(0) if saved else 0, saved,
+                SAVE=saved > 0, BLOCK=BLOCK, num_warps=4)

@@ -190,7 +190,7 @@ def _scores_bwd_k(q_ptr, w_ptr, k_ptr, g_ptr, part_ptr,
 
 
 def _block_d(d: int) -> int:
-    return max(16, triton.next_power_of_2(d))
+    return max(16, int(triton.next_power_of_2(d)))
 
 
 def _modes(q: Any) -> dict[str, bool]:
