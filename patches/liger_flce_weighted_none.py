@@ -112,6 +112,16 @@ def _mm32(a: Any, b: Any) -> Any:
     return (a @ b).float()
 
 
+def _mm_into(out: Any, a: Any, b: Any) -> None:
+    """``out[...] = a @ b``, written in place when the dtypes agree (no temporary)."""
+    import torch
+
+    if out.dtype == a.dtype:
+        torch.mm(a, b, out=out)
+    else:
+        out.copy_(a @ b)
+
+
 def _rows_torch(logits: Any, target: Any, valid: Any, safe: Any, lse: Any, loss: Any,
                grad_logits: Any | None) -> None:
     """The rows kernel's work in torch ops (CPU; no Triton): ``logits`` is overwritten."""
@@ -139,9 +149,9 @@ def _make_function() -> Any:
         fp32 results on a GPU), then each row's log-sum-exp and loss, and ``softmax - onehot``
         in the inputs' dtype for the first ``saved`` vocabulary columns (a Triton kernel on a
         GPU: two reads of the chunk, no temporary). Backward scales by *each token's* upstream
-        gradient through the cheap side of each product: ``grad_x = s * (G @ W)`` and
-        ``grad_W = G.T @ (s * x)``, over the kept columns at once and the rest a chunk of the
-        vocabulary at a time, recomputing those logits.
+        gradient: over the kept columns at once, through the cheap side of each product
+        (``grad_x = s * (G @ W)``, ``grad_W = G.T @ (s * x)``), and over the rest a chunk of
+        the vocabulary at a time, recomputing those logits and scaling them in place.
         """
 
         @staticmethod
@@ -188,40 +198,49 @@ def _make_function() -> Any:
             need_b = bias is not None and ctx.needs_input_grad[3]
             dtype = _operand_dtype(x)
             x_op, w_op = x.to(dtype), weight.to(dtype)
-            # d loss_t / d W = s_t * G_t^T x_t: scaling x (small) scales each token's share
-            x_scaled = (x.float() * scale[:, None]).to(dtype) if need_w else None
-            s_row = scale[None, :].to(dtype) if need_b else None
+            saved = kept.shape[1]
+            # The kept columns are shared with autograd (a second backward reads them again):
+            # scaled through the cheap side of each product, d loss_t / d W = G_t^T (s_t x_t)
+            # and grad_x = s * (G @ W). Recomputed columns are this call's own: scaled in place.
+            x_scaled = (x.float() * scale[:, None]).to(dtype) if need_w and saved else None
+            s_row = scale[None, :].to(dtype) if need_b and saved else None
             grad_x = torch.zeros(x.shape, dtype=torch.float32, device=x.device) if need_x \
                 else None
             grad_w = torch.empty_like(weight) if need_w else None
             grad_b = torch.empty(vocab, dtype=torch.float32, device=x.device) if need_b \
                 else None
-            saved = kept.shape[1]
-            cols = max(1, ctx.chunk_elements // max(1, tokens))
-            spans = ([(0, saved)] if saved else []) + [
-                (start, min(vocab, start + cols)) for start in range(saved, vocab, cols)]
-            token_index = torch.arange(tokens, device=x.device)
-            for start, stop in spans:
-                if stop <= saved:
-                    g = kept
-                else:  # recompute this vocabulary chunk's softmax - onehot for every token
-                    logits = _mm32(x_op, w_op[start:stop].T)
-                    if bias is not None:
-                        logits += bias[start:stop].float()
-                    logits.sub_(lse[:, None]).exp_()
-                    hit = (safe >= start) & (safe < stop)
-                    logits[token_index[hit], safe[hit] - start] -= 1.0
-                    g = logits.to(dtype)
-                    del logits
+            if saved:
                 if grad_x is not None:
-                    grad_x += _mm32(g, w_op[start:stop])
+                    grad_x += _mm32(kept, w_op[:saved])
+                    grad_x.mul_(scale[:, None])
                 if grad_w is not None:
-                    grad_w[start:stop] = g.T @ x_scaled
+                    _mm_into(grad_w[:saved], kept.T, x_scaled)
                 if grad_b is not None:
-                    grad_b[start:stop] = _mm32(s_row, g)[0]
+                    grad_b[:saved] = _mm32(s_row, kept)[0]
+            cols = max(1, ctx.chunk_elements // max(1, tokens))
+            token_index = torch.arange(tokens, device=x.device)
+            for start in range(saved, vocab, cols):
+                # recompute this vocabulary chunk's softmax - onehot for every token, scaled
+                stop = min(vocab, start + cols)
+                logits = _mm32(x_op, w_op[start:stop].T)
+                if bias is not None:
+                    logits += bias[start:stop].float()
+                logits.sub_(lse[:, None]).exp_()
+                hit = (safe >= start) & (safe < stop)
+                logits[token_index[hit], safe[hit] - start] -= 1.0
+                logits.mul_(scale[:, None])
+                if grad_b is not None:
+                    grad_b[start:stop] = logits.sum(dim=0)
+                g = logits.to(dtype)
+                del logits
+                if grad_x is not None:
+                    if g.dtype == torch.float32:
+                        grad_x.addmm_(g, w_op[start:stop])
+                    else:
+                        grad_x += _mm32(g, w_op[start:stop])
+                if grad_w is not None:
+                    _mm_into(grad_w[start:stop], g.T, x_op)
                 del g
-            if grad_x is not None:
-                grad_x.mul_(scale[:, None])
             return (
                 grad_x.to(x.dtype) if grad_x is not None else None,
                 grad_w,
