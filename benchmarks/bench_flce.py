@@ -99,6 +99,8 @@ def _cuda(args: argparse.Namespace) -> int:
         "patchlane": lambda a, b: o.linear_cross_entropy(a, b, t, None, -100),
         "patchlane, recompute all": lambda a, b: o.linear_cross_entropy(a, b, t, None, -100,
                                                                         save_limit=0),
+        "patchlane, keep all": lambda a, b: o.linear_cross_entropy(a, b, t, None, -100,
+                                                                   save_limit=1 << 62),
     }
     try:
         liger_version = metadata.version("liger-kernel")
@@ -188,6 +190,11 @@ def main() -> int:
         if getattr(args, name) is None:
             setattr(args, name, gpu if cuda else cpu)
     if cuda:
+        import torch
+
+        if not torch.cuda.is_available():
+            print("--device cuda: no CUDA device here", file=sys.stderr)
+            return 2
         return _cuda(args)
     import torch
 

@@ -173,6 +173,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-root", type=Path, default=Path("runs/matrix"))
     p.add_argument("--jobs", "-j", type=positive_int, default=1)
     p.add_argument("--timeout", type=positive_seconds, default=600.0)
+    p.add_argument("--lane", choices=["cpu", "cuda"], default="cpu",
+                   help="the lane to sweep; runs the sets whose `lanes` hold it (default cpu)")
+    p.add_argument("--wheelhouse", type=Path, metavar="DIR",
+                   help="install every release from DIR alone (no index: an air-gapped box); "
+                   "its sets and its matrix.yaml, unless --set / --file say otherwise")
+
+    p = sub.add_parser("wheelhouse", help="download what an air-gapped GPU box needs to run "
+                                          "the release matrix and the GPU benchmarks")
+    p.add_argument("dir", type=Path, help="the folder to fill (created if missing)")
+    p.add_argument("--file", type=Path, default=Path("matrix.yaml"))
+    p.add_argument("--set", action="append", dest="sets", metavar="NAME",
+                   help="repeatable; default: every set whose lanes hold --lane")
+    p.add_argument("--lane", choices=["cpu", "cuda"], default="cuda")
+    p.add_argument("--python", default="3.12", metavar="X.Y",
+                   help="the GPU box's interpreter (default 3.12, as NGC and the H100/H200 "
+                   "images)")
+    p.add_argument("--platform", action="append", dest="platforms", metavar="TAG",
+                   help="repeatable; default: manylinux x86_64, glibc 2.17 and newer")
 
     p = sub.add_parser("draft", help="write a public-ready upstream draft for an entry not "
                                      "yet forwarded, from sweep evidence")
@@ -267,7 +285,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "matrix":
         from .matrix import run_matrix_command
         return run_matrix_command(args.file, args.sets, release_cache(args.cache), args.runs_root,
-                                  args.jobs, args.timeout)
+                                  args.jobs, args.timeout, lane=args.lane,
+                                  wheelhouse=args.wheelhouse)
+    if args.command == "wheelhouse":
+        from .matrix import run_wheelhouse_command
+        return run_wheelhouse_command(args.dir, args.file, args.sets, args.lane, args.python,
+                                      args.platforms)
     if args.command == "draft":
         from .draft import run_draft
         return run_draft(args.id, args.evidence or [], args.output, args.verify)

@@ -1,4 +1,5 @@
-"""``patchlane matrix``: the sweep on each release set, checked against the expected verdicts."""
+"""``patchlane matrix``: the sweep on each release set, checked against the expected verdicts;
+``patchlane wheelhouse``: what an air-gapped GPU box needs to run it."""
 
 from __future__ import annotations
 
@@ -6,14 +7,15 @@ import time
 from pathlib import Path
 
 from ..errors import MatrixError
-from ..evidence.matrix import interpreter, load_matrix, run_set
+from ..evidence.matrix import MatrixSet, interpreter, load_matrix, run_set
+from ..evidence.reproduce import Lane
 from ..evidence.verdicts import ACTION, Verdict
 from ..exit_codes import ExitCode
 from .common import table
 
 
-def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_root: Path,
-                       jobs: int, timeout: float) -> ExitCode:
+def _chosen(file: Path, names: list[str] | None, lane: Lane) -> list[MatrixSet]:
+    """The sets ``--set`` names (each must exist), else those whose lanes hold ``lane``."""
     sets = load_matrix(file)
     if names:
         unknown = set(names) - {s.name for s in sets}
@@ -21,9 +23,57 @@ def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_ro
             raise MatrixError(f"{file}: no set named {sorted(unknown)}; "
                               f"known: {[s.name for s in sets]}; fix: --set NAME with one of "
                               "those, or add the set to the file")
-        sets = [s for s in sets if s.name in names]
+        return [s for s in sets if s.name in names]
+    return [s for s in sets if lane in s.lanes]
+
+
+def run_wheelhouse_command(out: Path, file: Path, names: list[str] | None, lane: Lane,
+                           python: str, platforms: list[str] | None) -> ExitCode:
+    from ..evidence import wheelhouse
+
+    sets = _chosen(file, names, lane)
+    root = Path(__file__).resolve().parents[2]
+    project = root if (root / "pyproject.toml").is_file() else None
+    constraints = root / "constraints" / ("ci.txt" if python == "3.11" else "py312.txt")
+    house = wheelhouse.prepare(out, sets, python=python,
+                               platforms=platforms or wheelhouse.PLATFORMS,
+                               project_root=project,
+                               constraints=constraints if constraints.is_file() else None,
+                               matrix_file=file)
+    rows = [[name, " ".join(specs), "in"] for name, specs in house.sets.items()]
+    rows += [[name, "-", f"left out: {why}"] for name, why in house.skipped.items()]
+    print(table(["SET", "RELEASES", "WHEELHOUSE"], rows, width=70))
+    print(f"{out}: {len(list(out.glob('*.whl')))} wheels for cp{python.replace('.', '')} "
+          f"({house.project}, {len(house.support)} support); on the GPU box, with no network:\n"
+          f"  {out}/gpu-check {out}")
+    return ExitCode.OK
+
+
+def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_root: Path,
+                       jobs: int, timeout: float, *, lane: Lane = "cpu",
+                       wheelhouse: Path | None = None) -> ExitCode:
+    if wheelhouse is not None:
+        from ..evidence.wheelhouse import load as load_wheelhouse
+
+        house = load_wheelhouse(wheelhouse)
+        if house.python != interpreter():
+            raise MatrixError(f"{wheelhouse}: its wheels are for Python {house.python}, this is "
+                              f"{interpreter()}; fix: run it with python{house.python}, or "
+                              f"prepare one with `patchlane wheelhouse DIR --python "
+                              f"{interpreter()}`")
+        if file == Path("matrix.yaml") and not file.is_file():
+            file = wheelhouse / "matrix.yaml"
+        names = names or list(house.sets)
+        missing = set(names) - set(house.sets)
+        if missing:
+            raise MatrixError(f"{wheelhouse}: holds no releases for sets {sorted(missing)} "
+                              f"(it has {sorted(house.sets)}); fix: prepare it with "
+                              "`patchlane wheelhouse DIR --set NAME`")
+    sets = _chosen(file, names, lane)
     rows, failed = [], 0
     asks: list[tuple[str, Verdict, str]] = []
+    not_run: list[str] = []
+    unverified = 0  # sets whose every row the lane kept out: nothing was compared
     for matrix_set in sets:
         if not matrix_set.runs_here():
             rows.append([matrix_set.name, "skipped", "-",
@@ -33,16 +83,27 @@ def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_ro
             continue
         started = time.monotonic()
         result = run_set(matrix_set, cache=cache, runs_root=runs_root, jobs=jobs,
-                         timeout=timeout)
+                         timeout=timeout, lanes=[lane], wheelhouse=wheelhouse)
         failed += not result.ok
         asks += [(matrix_set.name, v, entry_id) for entry_id, got in result.verdicts.items()
                  for v in sorted(set(got) & {Verdict.STILL_AFFECTED, Verdict.UPSTREAM_FIXED})]
         got = "; ".join(f"{k}: {','.join(sorted({verdict.value for verdict in v}))}"
                         for k, v in result.verdicts.items())
-        rows.append([matrix_set.name, "ok" if result.ok else "MISMATCH", got,
+        nothing = result.ok and not result.verdicts and bool(result.not_run)
+        unverified += nothing
+        rows.append([matrix_set.name, "NOT RUN" if nothing else "ok" if result.ok else
+                     "MISMATCH", got,
                      "; ".join(result.mismatches) or "-", f"{time.monotonic() - started:.0f}s",
                      str(result.run_dir)])
+        not_run += [f"{matrix_set.name}: {line}" for line in result.not_run]
     print(table(["SET", "RESULT", "VERDICTS", "MISMATCHES", "TIME", "RUN DIR"], rows, width=70))
+    for line in not_run:
+        print(f"not run on this {lane} lane (no verdict to compare): {line}")
     for name, verdict, entry_id in asks:
         print(f"{verdict.value}: {entry_id} in {name}: {ACTION[verdict]}")
-    return ExitCode.MATRIX_MISMATCH if failed else ExitCode.OK
+    if failed:
+        return ExitCode.MATRIX_MISMATCH
+    if unverified:
+        print(f"{unverified} set(s) not run at all on this {lane} lane: nothing was compared")
+        return ExitCode.REPRODUCER_ERROR
+    return ExitCode.OK

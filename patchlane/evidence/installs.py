@@ -31,11 +31,13 @@ def default_cache() -> Path:
     return Path(base) / "patchlane" / "releases"
 
 
-def install_dir(spec: str, cache: Path, deps: bool = False, *, log: Path | None = None) -> Path:
+def install_dir(spec: str, cache: Path, deps: bool = False, *, log: Path | None = None,
+                wheelhouse: Path | None = None) -> Path:
     """The directory holding ``spec`` (``NAME==VERSION``) installed for this interpreter,
     installed once. ``log``: pip's output goes to this file instead of this process's stdout
-    and stderr (a caller printing JSON on stdout must not get pip's lines in it). A failed
-    install raises ``subprocess.CalledProcessError``."""
+    and stderr (a caller printing JSON on stdout must not get pip's lines in it).
+    ``wheelhouse``: install from that folder only (``--no-index``), as an air-gapped box must.
+    A failed install raises ``subprocess.CalledProcessError``."""
     # One directory per interpreter: a wheel installed for cp311 is not the cp312 one.
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     target = cache / tag / (spec.replace("==", "-") + ("+deps" if deps else ""))
@@ -43,8 +45,9 @@ def install_dir(spec: str, cache: Path, deps: bool = False, *, log: Path | None 
         # What an interrupted or failed install left is no release: pip --target would keep
         # those files rather than replace them.
         shutil.rmtree(target, ignore_errors=True)
+        offline = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
         cmd = [sys.executable, "-m", "pip", "install", "--quiet", *([] if deps else ["--no-deps"]),
-               "--disable-pip-version-check", "--target", str(target), spec]
+               "--disable-pip-version-check", *offline, "--target", str(target), spec]
         if log is None:
             subprocess.run(cmd, check=True)
         else:

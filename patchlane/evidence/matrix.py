@@ -15,7 +15,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -24,7 +24,7 @@ from ..errors import MatrixError, MatrixRunError
 from ..exit_codes import SWEEP_BASE
 from .index import RunIndex
 from .installs import RELEASE_SPEC, install_dir
-from .reproduce import Lane
+from .reproduce import LANES, Lane
 from .verdicts import Verdict
 
 __all__ = ["MatrixResult", "MatrixSet", "install_dir", "interpreter", "load_matrix", "run_set",
@@ -49,6 +49,9 @@ class MatrixSet:
     deps: tuple[str, ...] = ()
     """Specs of ``install`` installed with their dependencies: a torch release brings its own
     CUDA libraries and triton, which the venv's torch does not match."""
+    lanes: tuple[Lane, ...] = ("cpu",)
+    """The lanes the set is swept on (``lanes: [cuda]``: the prepared GPU check's sets, which
+    the CPU test suite leaves to a GPU)."""
 
     def runs_here(self) -> bool:
         return not self.python or interpreter() in self.python
@@ -62,6 +65,8 @@ class MatrixResult:
     verdicts: dict[str, list[Verdict]]
     run_dir: Path
     exit_code: int
+    not_run: list[str] = field(default_factory=list)
+    """Rows the lane kept out (see :data:`NOT_ON_THIS_LANE`)."""
 
 
 def load_matrix(path: Path) -> list[MatrixSet]:
@@ -76,9 +81,10 @@ def load_matrix(path: Path) -> list[MatrixSet]:
     for i, raw in enumerate(data["sets"]):
         where = f"{path}: sets[{i}]"
         if not isinstance(raw, dict) or set(raw) - {"name", "install", "expect", "python",
-                                                    "deps"}:
+                                                    "deps", "lanes"}:
             raise MatrixError(f"{where}: expected keys name, install, expect and optionally "
-                              f"python (found {sorted(raw) if isinstance(raw, dict) else raw})")
+                              f"python, deps, lanes (found "
+                              f"{sorted(raw) if isinstance(raw, dict) else raw})")
         python = raw.get("python") or []
         if isinstance(python, str):
             python = [python]
@@ -107,8 +113,12 @@ def load_matrix(path: Path) -> list[MatrixSet]:
         if not isinstance(deps, list) or any(d not in install for d in deps):
             raise MatrixError(f"{where}: deps {deps!r}: expected a list of specs that are "
                               "also in install")
+        lanes = raw.get("lanes") or ["cpu"]
+        if not isinstance(lanes, list) or not lanes or any(lane not in LANES for lane in lanes):
+            raise MatrixError(f"{where}: lanes {lanes!r}: expected a list of lanes from "
+                              f"{list(LANES)}")
         sets.append(MatrixSet(str(raw["name"]), tuple(install), parsed, tuple(python),
-                              tuple(deps)))
+                              tuple(deps), tuple(lanes)))
     return sets
 
 
@@ -122,11 +132,14 @@ def _verdict(value: object) -> Verdict | None:
 def sweep_releases(name: str, install: Sequence[str], only: Sequence[str], *, cache: Path,
                    run_dir: Path, jobs: int = 1, timeout: float = 600.0,
                    lanes: Sequence[Lane] | None = None,
-                   deps: Sequence[str] = ()) -> tuple[RunIndex, int]:
+                   deps: Sequence[str] = (),
+                   wheelhouse: Path | None = None) -> tuple[RunIndex, int]:
     """The sweep of ``only`` in a child interpreter that sees the releases ``install`` first
-    on ``PYTHONPATH`` (each installed side by side; ``deps`` with their dependencies), into
-    ``run_dir``: its index and exit status. What a release-matrix set and the radar run."""
-    paths = [str(install_dir(spec, cache, spec in deps)) for spec in install]
+    on ``PYTHONPATH`` (each installed side by side; ``deps`` with their dependencies; from
+    ``wheelhouse`` alone when given), into ``run_dir``: its index and exit status. What a
+    release-matrix set and the radar run."""
+    paths = [str(install_dir(spec, cache, spec in deps, wheelhouse=wheelhouse))
+             for spec in install]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("PYTHONWARNINGS", "ignore")
@@ -148,24 +161,39 @@ def sweep_releases(name: str, install: Sequence[str], only: Sequence[str], *, ca
                              f"{out.returncode}):\n{(out.stderr or out.stdout)[-3000:]}") from None
 
 
+NOT_ON_THIS_LANE = ("lane unavailable", "reproducer declares lanes")
+"""Reasons of a skipped row that say the lane, not the release, kept the case out: one GPU
+cannot run world size 2, and a CPU-only reproducer has no cuda case. Such a row is no verdict
+to compare with the set's expectation; it is listed as not run."""
+
+
 def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 1,
-            timeout: float = 600.0, lanes: list[Lane] | None = None) -> MatrixResult:
+            timeout: float = 600.0, lanes: list[Lane] | None = None,
+            wheelhouse: Path | None = None) -> MatrixResult:
     run_dir = runs_root / f"{matrix_set.name}-py{interpreter()}"
     index, returncode = sweep_releases(
         f"matrix set {matrix_set.name}", matrix_set.install, list(matrix_set.expect),
         cache=cache, run_dir=run_dir, jobs=jobs, timeout=timeout, lanes=lanes,
-        deps=matrix_set.deps)
+        deps=matrix_set.deps, wheelhouse=wheelhouse)
     verdicts: dict[str, list[Verdict]] = {}
+    not_run: list[str] = []
     for row in index.rows:
+        if (row.verdict is Verdict.SKIPPED and row.reason.startswith(NOT_ON_THIS_LANE)
+                and matrix_set.expect.get(row.entry_id) is not Verdict.SKIPPED):
+            not_run.append(f"{row.entry_id} ({row.lane}, world size {row.world_size}): "
+                           f"{row.reason}")
+            continue
         verdicts.setdefault(row.entry_id, []).append(row.verdict)
     mismatches = []
     for entry_id, want in matrix_set.expect.items():
         got = verdicts.get(entry_id)
         if not got:
+            if any(line.startswith(f"{entry_id} (") for line in not_run):
+                continue
             mismatches.append(f"{entry_id}: expected {want.value}, but the sweep had no row "
                               "for it")
         elif any(v is not want for v in got):
             mismatches.append(f"{entry_id}: expected {want.value}, got "
                               f"{[v.value for v in got]}")
     return MatrixResult(matrix_set.name, not mismatches, mismatches, verdicts, run_dir,
-                        returncode)
+                        returncode, not_run)
