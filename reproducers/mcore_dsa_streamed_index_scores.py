@@ -6,11 +6,14 @@ reproducer then calls, so a sweep past the gate says whether the bug is still th
 sq=sk=1024, b=1, h=16,
 d=64: the result is ``[b, sq, sk]`` fp32 (4 MiB); the peak allocated while computing it must
 stay within 4x that. Upstream materialises ``[sq, b, h, sk]`` fp32 (64 MiB) and a ReLU copy of
-it, so it fails the bound; the streamed overlay passes it. The output must equal upstream's
-(1e-5 relative), with upstream's dtype, shape and strides.
+it, so it fails the bound; the streamed overlay passes it. The output must equal upstream's to
+fp32 rounding: within 1e-5 of each value plus 1e-5 of the largest (the head sum cancels, so an
+element near 0 carries the rounding of its large terms), with upstream's dtype, shape and
+strides.
 
 Peak memory: the PyTorch profiler's memory accounting on CPU, ``max_memory_allocated`` on CUDA
-(``patchlane.testing.memprofile``).
+(``patchlane.testing.memprofile``), of a warm call: one-time library allocations (cuBLAS's
+workspace at the first product) stay out.
 """
 
 from __future__ import annotations
@@ -58,7 +61,9 @@ def run(ctx: ReproContext) -> None:
     assert scores.dtype == want.dtype and scores.shape == want.shape, (scores.dtype,
                                                                        scores.shape)
     assert scores.stride() == want.stride(), (scores.stride(), want.stride())
-    assert torch.allclose(scores, want, rtol=1e-5, atol=1e-5), (scores - want).abs().max()
+    diff = (scores - want).abs()
+    assert bool((diff <= 1e-5 * want.abs() + 1e-5 * want.abs().max()).all()), \
+        f"scores differ from upstream's by up to {float(diff.max()):.3g}"
     output = scores.numel() * scores.element_size()
     assert peak <= BOUND * output, (
         f"_compute_index_scores peaked at {peak / 2**20:.0f} MiB for a {output / 2**20:.0f} MiB "
