@@ -190,7 +190,7 @@ def check_call(fn: Callable[..., Any], args: Sequence[Any] = (),
 class StepCheck:
     """What :func:`check_step` found: the ``report`` of the checked run, and the step's
     results from the eager run and from the checked one (on the ``cuda`` lane, after the
-    replay)."""
+    replay; None where the capture was refused before the step returned)."""
 
     def __init__(self, report: CaptureReport, eager: Any, checked: Any) -> None:
         self.report = report
@@ -255,6 +255,7 @@ def check_step(step: Callable[[], Any], *, lane: str | None = None,
         eager = _snapshot(step())
     if reset is not None:
         reset()
+    checked: Any = None  # a capture CUDA refused ends the region before step() returns
     with check as report:
         checked = step()
     return StepCheck(report, eager, _snapshot(checked) if report.ok else checked)

@@ -136,6 +136,20 @@ def test_a_refused_capture_is_not_replayed(fake: FakeCuda) -> None:
     assert "replay" not in fake.calls and float(out.sum()) == 0.0
 
 
+def test_a_step_whose_capture_is_refused_reports_it(fake: FakeCuda) -> None:
+    # the first version of check_step raised UnboundLocalError here on a real H100: CUDA
+    # refused the unpatched upstream step, the region ended before step() returned
+    out = torch.zeros(2)
+
+    def step() -> Any:
+        fake.launch(lambda: out.fill_(3.0))
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    result = check_step(lambda: out if not fake.graph else step(), lane="cuda")
+    assert not result.report.ok and not result.report.replayed
+    assert result.checked is None and result.mismatches() == ["result"]
+
+
 def test_the_cpu_lane_runs_the_step_twice_eagerly() -> None:
     out = torch.zeros(3)
 
