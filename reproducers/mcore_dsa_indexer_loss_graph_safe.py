@@ -72,7 +72,11 @@ def run(ctx: ReproContext) -> None:
             f"{v.op} ({v.rule}) at {v.frame}" for v in report.violations)
         assert all(torch.isfinite(g).all() for g in result.eager), \
             "the step itself is ill-posed (NaN gradients)"
-        changed = result.mismatches()
+        # Bitwise on the cpu lane. On CUDA the gradients of key and value come from the sparse
+        # gather's backward, whose kernel accumulates with atomics in an order that differs
+        # from run to run (eager against eager too; seen on an H100 with 0.19.2): compared
+        # there to fp32 rounding, 1e-5 of each gradient's largest value.
+        changed = result.mismatches(rtol=0.0 if ctx.lane == "cpu" else 1e-5)
         assert not changed, f"gradients changed between eager and checked step: {changed}"
         assert dsa.DSAIndexerLossAutoScaler.main_loss_backward_scale is None or \
             ctx.mode.value == "without", "the backward mutated class state"

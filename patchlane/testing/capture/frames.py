@@ -67,3 +67,15 @@ def traceback_frame(tb: TracebackType | None) -> str:
             found = _describe(code.co_filename, tb.tb_lineno, code.co_name)
         tb = tb.tb_next
     return found
+
+
+def through_autograd(tb: TracebackType | None) -> bool:
+    """Did the exception come up through torch's autograd (``loss.backward()``)? On CUDA the
+    engine runs a backward on its device thread, where the rule modes of the calling thread
+    do not follow it: such an error is named at the ``backward()`` call."""
+    autograd = _torch_dir() + "autograd" + os.sep
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(autograd):
+            return True
+        tb = tb.tb_next
+    return False

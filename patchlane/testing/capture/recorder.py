@@ -12,7 +12,7 @@ import sys
 from types import TracebackType
 
 from .cuda import first_line, is_capture_error, rule_from_error
-from .frames import caller_frame, traceback_frame
+from .frames import caller_frame, through_autograd, traceback_frame
 from .rules import RULES, Rule
 from .violations import CaptureError, CaptureReport, CaptureViolation
 
@@ -45,10 +45,16 @@ class Recorder:
         had not), so that the region's exit does not report it a second time."""
         if self.report.lane != "cuda" or not is_capture_error(exc) or self.attribution(exc):
             return
+        frame = caller_frame(sys._getframe(1))
+        if violation is None and self.report.violations \
+                and self.report.violations[-1].frame == frame:
+            # The same line's call was flagged by a Python-level rule (``x.cpu()``) and its
+            # aten op then refused by CUDA: one call, one violation (seen on an H100).
+            violation = self.report.violations[-1]
         if violation is None:
             violation = self.record(op, rule or rule_from_error(exc),
                                     f"raised a CUDA capture error ({first_line(exc)})",
-                                    frame=caller_frame(sys._getframe(1)), raise_now=False)
+                                    frame=frame, raise_now=False)
         self._attributed.append((exc, violation))
 
     def attribution(self, exc: BaseException) -> CaptureViolation | None:
@@ -63,8 +69,13 @@ class Recorder:
         else one blamed on the innermost non-torch frame of its traceback."""
         violation = self.attribution(exc)
         if violation is None:
+            where = ""
+            if through_autograd(tb):
+                where = (": raised inside an autograd backward, which CUDA runs on the "
+                         "engine's own thread, beyond the rules' reach; the cpu lane names "
+                         "the line in the backward")
             violation = self.record("<CUDA capture error>", rule_from_error(exc),
-                                    f"raised a CUDA capture error ({first_line(exc)})",
+                                    f"raised a CUDA capture error ({first_line(exc)}){where}",
                                     frame=traceback_frame(tb), raise_now=False)
         return violation
 

@@ -91,9 +91,38 @@ def test_cuda_lane_catches_host_data_in_backward() -> None:
     HostScaledIdentity.apply(a).sum().backward()  # warm-up
     a.grad = None
     with capture_check(lane="cuda") as report:
+        line = here() + 1
         HostScaledIdentity.apply(a).sum().backward()
     v = single(report)
-    # named by the rules if the op reaches the dispatcher before CUDA refuses it, else the
-    # capture error itself (the copy runs below the dispatcher's Python key): same frame
     assert v.rule in ("host-data", "host-sync"), report.format()
-    assert_frame(v, BACKWARD_LINE["tensor"], "backward")
+    # On an H100 (torch 2.11) CUDA ran this backward on the autograd engine's device thread,
+    # beyond the calling thread's rule modes: the capture error is named at the backward()
+    # call, saying so; the cpu lane names the line inside the backward (the test above).
+    if v.frame.endswith(" in backward"):
+        assert_frame(v, BACKWARD_LINE["tensor"], "backward")
+    else:
+        assert_frame(v, line, "test_cuda_lane_catches_host_data_in_backward")
+        assert "inside an autograd backward" in v.message, v.message
+
+
+def test_an_error_through_autograd_says_where_the_rules_could_not_follow() -> None:
+    # the message of a capture error that came up through loss.backward(), without a GPU:
+    # the recorder is given the real traceback of an error raised in a backward
+    from patchlane.testing.capture.recorder import Recorder
+    from patchlane.testing.capture.violations import CaptureReport
+
+    class Refused(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    x = torch.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError) as caught:
+        Refused.apply(x).sum().backward()
+    recorder = Recorder(CaptureReport(lane="cuda"), raise_on_first=False)
+    v = recorder.region_error(caught.value, caught.value.__traceback__)
+    assert "inside an autograd backward" in v.message and v.rule == "host-sync"

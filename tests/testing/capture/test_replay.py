@@ -163,3 +163,14 @@ def test_the_cpu_lane_runs_the_step_twice_eagerly() -> None:
     out.zero_()
     drift = check_step(step, lane="cpu")  # no reset: the second run starts from 2
     assert drift.mismatches() == ["[0]", "[1]['twice']"]
+
+
+def test_a_tolerance_compares_to_the_largest_value_else_bitwise() -> None:
+    from patchlane.testing.capture.check import StepCheck
+    from patchlane.testing.capture.violations import CaptureReport
+
+    eager = [torch.tensor([100.0, 1.0]), torch.tensor([1.0])]
+    result = StepCheck(CaptureReport(lane="cuda"), eager,
+                       [torch.tensor([100.0, 1.0005]), torch.tensor([1.0])])
+    assert result.mismatches() == ["[0]"]
+    assert result.mismatches(rtol=1e-5) == [] and result.mismatches(rtol=1e-6) == ["[0]"]
