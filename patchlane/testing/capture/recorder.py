@@ -19,6 +19,16 @@ from .violations import CaptureError, CaptureReport, CaptureViolation
 __all__ = ["Recorder"]
 
 
+def _autograd_note(op: str, tb: TracebackType | None) -> str:
+    """What to add when the error came up through ``backward()``: on an H100 CUDA ran the
+    backward on the autograd engine's device thread, where the calling thread's rule modes do
+    not follow, and the error was named at the ``backward()`` call."""
+    if op in ("Tensor.backward", "torch.autograd.backward") or through_autograd(tb):
+        return (": raised inside an autograd backward, which CUDA runs on the engine's own "
+                "thread, beyond the rules' reach; the cpu lane names the line in the backward")
+    return ""
+
+
 class Recorder:
     """Appends violations to one report; remembers which capture errors they explain."""
 
@@ -53,7 +63,8 @@ class Recorder:
             violation = self.report.violations[-1]
         if violation is None:
             violation = self.record(op, rule or rule_from_error(exc),
-                                    f"raised a CUDA capture error ({first_line(exc)})",
+                                    f"raised a CUDA capture error ({first_line(exc)})"
+                                    + _autograd_note(op, exc.__traceback__),
                                     frame=frame, raise_now=False)
         self._attributed.append((exc, violation))
 
@@ -69,13 +80,9 @@ class Recorder:
         else one blamed on the innermost non-torch frame of its traceback."""
         violation = self.attribution(exc)
         if violation is None:
-            where = ""
-            if through_autograd(tb):
-                where = (": raised inside an autograd backward, which CUDA runs on the "
-                         "engine's own thread, beyond the rules' reach; the cpu lane names "
-                         "the line in the backward")
             violation = self.record("<CUDA capture error>", rule_from_error(exc),
-                                    f"raised a CUDA capture error ({first_line(exc)}){where}",
+                                    f"raised a CUDA capture error ({first_line(exc)})"
+                                    + _autograd_note("", tb),
                                     frame=traceback_frame(tb), raise_now=False)
         return violation
 

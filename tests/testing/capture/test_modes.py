@@ -126,3 +126,9 @@ def test_an_error_through_autograd_says_where_the_rules_could_not_follow() -> No
     recorder = Recorder(CaptureReport(lane="cuda"), raise_on_first=False)
     v = recorder.region_error(caught.value, caught.value.__traceback__)
     assert "inside an autograd backward" in v.message and v.rule == "host-sync"
+    # as seen on an H100: the Python-level rule for Tensor.backward ties the error to its call
+    recorder = Recorder(CaptureReport(lane="cuda"), raise_on_first=False)
+    recorder.attribute(RuntimeError("Cannot copy between CPU and CUDA tensors during CUDA "
+                                    "graph capture"), "Tensor.backward", None)
+    (v,) = recorder.report.violations
+    assert v.op == "Tensor.backward" and "inside an autograd backward" in v.message
