@@ -18,8 +18,12 @@ PRODUCT_TEXT = [ROOT / "README.md", *DOCS, ROOT / "registry.yaml", ROOT / "bench
 
 
 def entries_table() -> dict[str, str]:
+    """The rows of the "## Entries" table (the GPU section's rows name entries too)."""
+    text = (ROOT / "docs" / "entries.md").read_text()
+    text = text[text.index("## Entries"):]
+    text = text[:text.index("\n## ", 1)]
     rows = {}
-    for line in (ROOT / "docs" / "entries.md").read_text().splitlines():
+    for line in text.splitlines():
         match = re.match(r"\| `([a-z0-9_]+)` \|", line)
         if match:
             rows[match.group(1)] = line

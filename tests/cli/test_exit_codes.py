@@ -294,7 +294,8 @@ _ERROR_MODULES = ("patchlane.errors", "patchlane.ledger", "patchlane.training.ra
                   "patchlane.training.checkpoint", "patchlane.upstream.errors",
                   "patchlane.upstream.retire", "patchlane.upstream.draft",
                   "patchlane.upstream.bisect", "patchlane.launch.command",
-                  "patchlane.evidence.receipts", "patchlane.testing.capture.violations")
+                  "patchlane.evidence.receipts", "patchlane.testing.capture.violations",
+                  "patchlane.evidence.wheelhouse")
 
 
 def _error_classes() -> dict[str, type[PatchlaneError]]:

@@ -23,6 +23,7 @@ from ...registry import Registry
 from .. import runs as runs_mod
 from ..index import RunIndex
 from ..manifest import RunDir
+from ..recorded import RecordedRun, recorded_runs
 from ..sweep import VerdictRow
 from .build import index_data
 from .comparison import Change, compare
@@ -112,5 +113,13 @@ def publish(index: RunIndex, out: Path, *, previous: RunIndex | None = None,
                                                runs_mod.class_differences(index, data))
     for r in same[-runs_mod.HISTORY_RUNS:]:
         shown.setdefault(r.path.resolve(), HistoryRun(r.index, href(r.path), []))
-    atomic_write(out / "report.html", page(index, list(shown.values())))
+    atomic_write(out / "report.html", page(index, list(shown.values()), _recorded()))
     return index
+
+
+def _recorded() -> list[RecordedRun]:
+    """The GPU runs kept beside the default registry (a checkout's ``gpu-runs/``; a wheel
+    ships none)."""
+    from ...lazy.index import default_registry
+
+    return recorded_runs(Path(default_registry()).parent / "gpu-runs")

@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from ..index import IndexRow, RunIndex, by_severity, printable
+from ..recorded import RecordedRun
 from ..verdicts import ASKS, SEVERITY, Verdict, action
 
 __all__ = ["COLOURS", "HistoryRun", "page"]
@@ -553,8 +554,41 @@ def _legend(index: RunIndex) -> str:
             if items else "")
 
 
-def page(index: RunIndex, history: Sequence[HistoryRun | RunIndex] = ()) -> str:
-    """The page for ``index`` (this run's index) with ``history`` (earlier runs)."""
+def _recorded(index: RunIndex, recorded: Sequence[RecordedRun]) -> str:
+    """This run's rows beside the cuda rows recorded on a GPU (``gpu-runs/``): one column per
+    recorded run, its machine from the receipts, each cell its world-size-1 verdict and the
+    release it ran on."""
+    entries = sorted({r.entry_id for r in index.rows})
+    runs = [run for run in recorded if any(row.entry_id in entries for row in run.rows)]
+    if not runs:
+        return ""
+    mine = {(r.entry_id, r.lane, r.world_size): r for r in index.rows}
+    head = "".join(f'<th title="{_e(run.machine)}">{_e(run.folder)}<br>'
+                   f'<span class="muted small">{_e(run.run)}</span></th>' for run in runs)
+    body = []
+    for entry in entries:
+        here = " ".join(f"{_chip(r.verdict)} <span class=\"small\">{_e(lane)} ws={_e(ws)}"
+                        "</span>" for (e, lane, ws), r in sorted(mine.items()) if e == entry)
+        cells = []
+        for run in runs:
+            row = next((r for r in run.rows if r.entry_id == entry and r.world_size == 1),
+                       None)
+            cells.append("<td></td>" if row is None else
+                         f"<td>{_chip(row.verdict)} <span class=\"small\">"
+                         f"{_e(row.installed or '-')}</span></td>")
+        body.append(f"<tr><th>{_e(entry)}</th><td>{here}</td>{''.join(cells)}</tr>")
+    machines = sorted({run.machine for run in runs})
+    return (f'<section id="gpu"><h2>Beside a GPU</h2><p class="small">This run\'s rows beside '
+            f"the cuda rows recorded on {_e('; '.join(machines))} (gpu-runs/ in the "
+            "repository: past runs kept as evidence, world size 1).</p><div class=\"wide\">"
+            f"<table><tr><th>entry</th><th>this run</th>{head}</tr>{''.join(body)}</table>"
+            "</div></section>")
+
+
+def page(index: RunIndex, history: Sequence[HistoryRun | RunIndex] = (),
+         recorded: Sequence[RecordedRun] = ()) -> str:
+    """The page for ``index`` (this run's index) with ``history`` (earlier runs) and the
+    ``recorded`` GPU runs (see :mod:`patchlane.evidence.recorded`)."""
     runs = [h if isinstance(h, HistoryRun) else HistoryRun(h) for h in history]
     version = index.provenance.get("patchlane") or ""
     return printable(
@@ -563,7 +597,8 @@ def page(index: RunIndex, history: Sequence[HistoryRun | RunIndex] = ()) -> str:
         f"<title>patchlane sweep {_e(index.run_id)}</title><style>{_CSS}</style></head>"
         f"<body>{_header(index)}{_changes(index)}{_shards(index)}{_provenance(index)}"
         f"{_attention(index)}"
-        f"{_rows(index)}{_grid(index)}{_history(index, runs)}{_legend(index)}"
+        f"{_rows(index)}{_grid(index)}{_recorded(index, recorded)}{_history(index, runs)}"
+        f"{_legend(index)}"
         f'<p class="muted small">patchlane {_e(version)}'
         " · a static page: no script, nothing fetched; links to receipts and logs are relative "
         "to this run directory.</p></body></html>\n"

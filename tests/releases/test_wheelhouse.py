@@ -1,0 +1,60 @@
+"""The prepared GPU check end to end on the CPU: a wheelhouse is built from the package index,
+then installed with no index (an unreachable one stands in for an air gap), then the release
+matrix runs from it on the cpu lane. What the GPU box does, minus the GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+pytestmark = [pytest.mark.upstream, pytest.mark.slow]
+
+SET = "liger-kernel-0.8.2"  # small (pure Python), and its verdict is known: upstream-fixed
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def test_wheelhouse_then_an_offline_check(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    prepared = subprocess.run(
+        [sys.executable, "-m", "patchlane.cli.main", "wheelhouse", str(wh), "--file",
+         str(ROOT / "matrix.yaml"), "--set", SET, "--python", PY],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert prepared.returncode == 0, prepared.stderr[-3000:]
+    house = json.loads((wh / "wheelhouse.json").read_text())
+    assert house["python"] == PY and house["sets"] == {SET: ["liger-kernel==0.8.2"]}
+    assert house["project"].startswith("patchlane-") and (wh / house["project"]).is_file()
+    assert {"wrapt", "packaging", "pyyaml", "requests", "filelock"} <= {
+        name.split("-")[0].lower() for name in house["support"]}
+    assert not any(name.split("-")[0].lower() in ("torch", "triton", "numpy")
+                   for name in house["support"])  # the box's own
+    assert house["benchmarks"] == [{"script": "bench_flce.py",
+                                    "install": ["liger-kernel==0.8.2"]}]
+    assert (wh / "gpu-check").is_file() and (wh / "benchmarks" / "bench_flce.py").is_file()
+    assert (wh / "matrix.yaml").is_file()
+
+    out = tmp_path / "out"
+    offline = {**env, "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_RETRIES": "0",
+               "PIP_TIMEOUT": "2", "PATCHLANE_RELEASE_CACHE": str(tmp_path / "not-used")}
+    check = subprocess.run([sys.executable, str(wh / "gpu-check"), str(wh), str(out),
+                            "--lane", "cpu", "--jobs", "2"],
+                           capture_output=True, text=True, env=offline, cwd=tmp_path,
+                           timeout=900)
+    assert check.returncode == 0, (check.stdout[-4000:], check.stderr[-2000:])
+    log = (out / "gpu-check.log").read_text()
+    assert log.count("--no-index") >= 1 and "matrix --wheelhouse" in log
+    # patchlane ran from the wheel installed out of the wheelhouse, not from this checkout
+    assert (out / "site" / "patchlane" / "_bundle" / "registry.yaml").is_file()
+    index = json.loads((out / "runs" / f"{SET}-py{PY}" / "index.json").read_text())
+    verdicts = {row["entry_id"]: row["verdict"] for row in index["rows"]}
+    assert verdicts == {"liger_flce_weighted_none": "upstream-fixed"}
+    receipt = next((out / "runs" / f"{SET}-py{PY}" / "receipts").glob("*.json")).read_text()
+    assert '"0.8.2"' in receipt
+    assert (out / "summary.md").read_text().count("## Matrix (cpu lane)") == 1
