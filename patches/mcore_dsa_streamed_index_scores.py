@@ -1,18 +1,16 @@
-"""Overlay: DSA indexer scores streamed over heads instead of materialised per head.
+"""Overlay: DSA indexer scores without the ``[sq, b, h, sk]`` intermediate (megatron-core 0.16).
 
 ``DSAIndexer._compute_index_scores`` (megatron-core 0.16.x) evaluates
 ``einsum('sbhd,tbd->sbht')`` in fp32, i.e. a ``[sq, b, h, sk]`` tensor (plus a ReLU copy and a
 weighted copy) before summing the heads: at h=64, sq=sk=32k that alone is hundreds of GiB. The
-sum over heads is all the caller needs, so this overlay computes the scores a tile (heads, or
-one head and query rows) at a time within a fixed budget, adds each tile's weighted head sum into
-one ``[sq, b, sk]`` fp32 buffer, and returns it in upstream's dtype and layout (the
-``[b, sq, sk]`` transpose view of that buffer). The sum runs over heads in another order,
-so results agree to fp32 rounding (1e-5 relative), not bitwise. When an input requires grad
-(training: the indexer's projections do) the loop runs inside an ``autograd.Function`` that
-recomputes each tile in backward; an in-place loop under autograd would fail in backward
-("modified by an inplace operation"). The arithmetic is mcore_dsa_streamed_index_scores_fn's
-(0.17+) too: one copy in ``patchlane/overlaylib/dsa_index_scores.py``, each entry still retires
-alone. Upstream still materialises on main (no PR): recorded as ``forwarded: no``.
+sum over heads is all the caller needs, so this overlay computes it without the intermediate:
+a Triton kernel on CUDA (each head's scores kept in registers; a backward that recomputes
+them), torch ops over tiles sized for the device elsewhere. It returns upstream's dtype and
+layout (the ``[b, sq, sk]`` transpose view of a ``[sq, b, sk]`` fp32 buffer). The sum runs in
+another order, so results agree to fp32 rounding (1e-5 relative), not bitwise. The arithmetic
+is mcore_dsa_streamed_index_scores_fn's (0.17+) too: one copy in
+``patchlane/overlaylib/dsa_index_scores.py``, each entry still retires alone. Upstream still
+materialises on main (no PR): recorded as ``forwarded: no``.
 """
 
 from __future__ import annotations
@@ -43,4 +41,4 @@ def streamed_index_scores(q: Any, weights: Any, k: Any, use_relu: bool = True,
 def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if instance is None:  # called through the class with an explicit `self` (never read)
         args = args[1:]
-    return streamed_index_scores(*args, **kwargs)  # records its path: streamed(-autograd)
+    return streamed_index_scores(*args, **kwargs)  # records its path: kernel or streamed
