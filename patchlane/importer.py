@@ -556,7 +556,7 @@ class Decider:
         try:
             evidence = self.evidence()
             assert evidence is not None  # Controls: no requirement without a runs root
-            answer = evidence.answer(entry.id, entry.target.distribution, installed)
+            answer = evidence.answer(entry, installed)
         except Exception as exc:  # fail closed: records that cannot be read prove nothing
             return (f"PATCHLANE_REQUIRE_EVIDENCE=1: the evidence could not be read "
                     f"({type(exc).__name__}: {exc}); fix: check PATCHLANE_EVIDENCE, or unset "

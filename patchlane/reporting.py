@@ -25,7 +25,7 @@ class ProofRecord(TypedDict):
     (patchlane.evidence.proven says what counts and what a class is)."""
 
     answer: str
-    """``proven here``, ``proven elsewhere`` or ``never run``."""
+    """``proven here``, ``stale``, ``proven elsewhere`` or ``never run``."""
     text: str
     """The answer in one phrase, with the nearest proof's differences or the rows seen."""
     here: dict[str, str | None]
@@ -35,6 +35,11 @@ class ProofRecord(TypedDict):
     differs: list[str]
     seen: dict[str, int]
     """The entry's rows read, per verdict."""
+    changed: list[str]
+    """The content parts changed since the proof ran (``stale``): overlay, reproducer, check,
+    entry."""
+    refused: list[str]
+    """Runs that claimed a pass and were not verified, each with why."""
 
 
 class EvidenceSummary(TypedDict):
@@ -98,8 +103,7 @@ def build_report(decider: Decider, startup_error: PatchlaneError | None = None,
         proof = None
         if found is not None and applied and decision is not None \
                 and decision.outcome is Outcome.APPLIED:
-            proof = found.answer(entry.id, entry.target.distribution,
-                                 decision.installed).as_dict()
+            proof = found.answer(entry, decision.installed).as_dict()
         entries.append({
             "id": entry.id,
             "kind": entry.kind.value,

@@ -39,7 +39,8 @@ def run_draft(entry_id: str, evidence: list[Path], output: Path | None, verify: 
             verified = run_with_changed_file(entry, site=applied.site,
                                              relative=applied.relative, text=applied.changed,
                                              workdir=Path(tmp))
-    text = render_draft(entry, affected_rows(entry, evidence), applied,
+    rows = affected_rows(entry, evidence)
+    text = render_draft(entry, rows, applied,
                         today=_dt.date.today(), overlay_doc=overlay_docstring(entry),
                         verified=verified)
     target = output or md
@@ -48,6 +49,11 @@ def run_draft(entry_id: str, evidence: list[Path], output: Path | None, verify: 
     print(f"{entry_id}: wrote {target} ({len(text.splitlines())} lines"
           + (f"; change against {applied.against}" if applied else
              "; no change file: " + str(change)) + ")")
+    for row in rows:
+        if row.stale:
+            print(f"  stale: run {row.run} ({row.release}, {row.lane} ws{row.world_size}) ran "
+                  f"another {', '.join(row.stale)} than today's; sweep again for evidence of "
+                  "this one")
     if verified is not None:
         for size, outcome, message in verified:
             print(f"  with the change, no overlay, world size {size}: {outcome}"

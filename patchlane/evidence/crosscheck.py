@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..files import NotARegularFile, read_regular
 from .index import MAX_INDEX_BYTES, IndexRow, RunIndex, read_index, row_key
 from .manifest import case_id, receipt_digest
 from .reproduce import Mode, parse_lane
@@ -54,11 +55,13 @@ class CheckedRow:
     """Mode (``without`` / ``with``) -> the receipt, as read and checked."""
 
 
-def checked_rows(run_dir: Path, entry_id: str,
-                 error: Callable[[str], Exception]) -> tuple[RunIndex, list[CheckedRow]]:
+def checked_rows(run_dir: Path, entry_id: str, error: Callable[[str], Exception], *,
+                 require_digests: bool = False) -> tuple[RunIndex, list[CheckedRow]]:
     """``run_dir``'s index and ``entry_id``'s rows in it, each checked against the manifest and
     its receipts (see the module docstring); ``error(message)`` builds the calling command's
-    error for a row its sources do not bear out. An unreadable file raises its OSError."""
+    error for a row its sources do not bear out. ``require_digests``: a case whose receipt the
+    manifest recorded no SHA-256 for is refused too (what "proven here" asks; ``retire`` also
+    reads runs made before the field). An unreadable file raises its OSError."""
     index = read_index(run_dir, error)
     index_path = run_dir / "index.json"
     if index.merged:
@@ -94,7 +97,7 @@ def checked_rows(run_dir: Path, entry_id: str,
         if found is None:
             raise error(f"{index_path}: row {row.key} is not one the sweep planned (no such row "
                         f"in {manifest_path}); expected the rows of that sweep only. {_FIX}")
-        check = _Check(run_dir, index, row, found, cases, error)
+        check = _Check(run_dir, index, row, found, cases, error, require_digests)
         verdict, installed, receipts = check.derive()
         if verdict is not row.verdict:
             raise error(f"{index_path}: row {row.key} says {row.verdict.value}, but its "
@@ -118,6 +121,7 @@ class _Check:
     plan: PlannedRow
     cases: Mapping[str, Any]
     error: Callable[[str], Exception]
+    require_digests: bool = False
 
     def named(self, receipts: Mapping[str, Any]) -> str:
         return ", ".join(str(self.run_dir / self.row.receipts.get(m, "?")) for m in receipts) \
@@ -153,13 +157,20 @@ class _Check:
             raise self.error(f"{manifest}: case {cid}'s receipt {recorded!r} is outside the run "
                              f"directory {self.run_dir}; expected receipts/{cid}.json. {_FIX}")
         try:
-            with open(path, "rb") as fh:
-                data = fh.read(_MAX_RECEIPT_BYTES + 1)
+            data = read_regular(path, _MAX_RECEIPT_BYTES)  # a FIFO in its place never blocks
         except FileNotFoundError:
             raise self.error(f"{path}: missing; row {key} of {self.run_dir / 'index.json'} "
                              f"rests on it (its receipt {mode.value} the overlay). "
                              f"{_FIX}") from None
+        except NotARegularFile as exc:
+            raise self.error(f"{path}: {exc}; expected the receipt file a sweep writes. "
+                             f"{_FIX}") from None
         digest = case.get("receipt_sha256")
+        if digest is None and self.require_digests:
+            raise self.error(f"{manifest}: case {cid} records no SHA-256 of its receipt; "
+                             "expected the digest a sweep records when a case finishes (a run "
+                             "made before it, or not by a sweep, proves nothing here). "
+                             f"{_FIX}")
         if digest is not None and digest != receipt_digest(data):
             raise self.error(f"{path}: changed since the sweep wrote it (SHA-256 "
                              f"{receipt_digest(data)[:16]}..., the manifest recorded "
@@ -202,11 +213,12 @@ class _Check:
 
 def _load(path: Path, error: Callable[[str], Exception], *, what: str) -> Any:
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_INDEX_BYTES + 1)
+        data = read_regular(path, MAX_INDEX_BYTES)
     except FileNotFoundError:
         raise error(f"{path}: missing; a run directory's verdicts are checked against "
                     f"{what}. {_FIX}") from None
+    except NotARegularFile as exc:
+        raise error(f"{path}: {exc}; expected {what}. {_FIX}") from None
     try:
         if len(data) > MAX_INDEX_BYTES:
             raise ValueError(f"larger than {MAX_INDEX_BYTES} bytes")

@@ -4,11 +4,29 @@ A job on torch 2.11+cu130 and megatron-core 0.19.2 on an H200 applies overlays w
 reproducers may only ever have run on a CPU with another torch. For each applied entry the
 answer is one of:
 
-``proven here``       a passing run of this entry exists for the job's own comparison class;
-``proven elsewhere``  passing runs exist, none of this class: the nearest is named, with how its
-                      class differs (``python 3.12 (here 3.11)``);
-``never run``         no passing run of the entry under the runs roots (it may have been swept
-                      and failed: the answer says which verdicts its rows had).
+``proven here``       a verified passing run of this entry, of the content the job runs now,
+                      exists for the job's own comparison class;
+``stale``             verified passing runs of this class exist, but of other content: the
+                      overlay, the reproducer, the check or the registry block changed since
+                      (the answer names which); sweep again;
+``proven elsewhere``  verified passing runs exist, none of this class: the nearest is named,
+                      with how its class differs (``python 3.12 (here 3.11)``);
+``never run``         no verified passing run of the entry under the runs roots (it may have
+                      been swept and failed: the answer says which verdicts its rows had, and
+                      why any run that claimed a pass was not believed).
+
+**Verified, not trusted.** A row's claim is read back from what it was written from, as
+``patchlane retire`` reads it (:func:`patchlane.evidence.crosscheck.checked_rows`): the
+sweep's manifest planned the row, each receipt its kind needs (without *and* with the overlay
+for ``guarding``) is the one the manifest recorded, still has the SHA-256 the manifest recorded
+when the case finished, is about that entry, lane, world size, mode and run, and the verdict
+the row's rule gives on them is ``guarding``. An index alone, a hand-written receipt, a run
+whose cases did not finish: each is named as not verified and proves nothing. A merged night
+(``patchlane merge``) proves what its shards proved: each merged row is verified in the shard
+run directory it came from, beside it in the same runs root.
+
+**Content.** Every receipt records the content hashes of the entry it ran
+(:mod:`patchlane.evidence.content`); a proof counts for the content it recorded only.
 
 **A receipt of a passing run** (what every answer rests on) is the ``with`` receipt of a row
 whose verdict is ``guarding``, that says the case passed (``outcome: pass``) and that the
@@ -35,7 +53,6 @@ out with the reason, never a crash.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -44,30 +61,35 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..files import read_regular
+from .content import changed_parts, entry_content
+from .crosscheck import checked_rows
 from .runs import FoundRun, discover, load
 from .verdicts import Verdict
 
 if TYPE_CHECKING:
+    from ..registry import Entry
     from ..reporting import EvidenceSummary, ProofRecord
 
-__all__ = ["ANSWERS", "NEVER_RUN", "PROOF_RUNS", "PROVEN_ELSEWHERE", "PROVEN_HERE", "Answer",
-           "Evidence", "Proof", "Stack", "receipt_stack", "stack_here"]
+
+class _NotVerified(Exception):
+    """A run that claimed a pass whose sources do not bear it out (why, in its message)."""
+
+__all__ = ["ANSWERS", "NEVER_RUN", "PROOF_RUNS", "PROVEN_ELSEWHERE", "PROVEN_HERE", "STALE",
+           "Answer", "Evidence", "Proof", "Stack", "receipt_stack", "stack_here"]
 
 PROVEN_HERE = "proven here"
+STALE = "stale"
 PROVEN_ELSEWHERE = "proven elsewhere"
 NEVER_RUN = "never run"
-ANSWERS = (PROVEN_HERE, PROVEN_ELSEWHERE, NEVER_RUN)
+ANSWERS = (PROVEN_HERE, STALE, PROVEN_ELSEWHERE, NEVER_RUN)
 
 PROOF_RUNS = 50
 """Run directories read at most per runs root, the newest first. Every rank of a job reads them
 (once per process): fifty nights of a nightly are plenty to find this stack's last proof, and
 keep a thousand ranks from reading a year of indexes from a shared filesystem."""
-MAX_RECEIPT_BYTES = 4 * 2**20
-"""A receipt larger than this is not read (a sweep's are a few KiB: their texts are capped)."""
 
 _FIELDS = (("python", "python"), ("torch", "torch"), ("cuda", "cuda"), ("arch", "arch"),
            ("release", "release"))
@@ -142,12 +164,15 @@ class Proof:
     world_size: int
     created: str
     stack: Stack
+    content: Mapping[str, Any] | None = None
+    """The content hashes its receipt recorded (None: a run from before them)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "run_dir": str(self.run_dir),
                 "receipt": str(self.receipt), "lane": self.lane,
                 "world_size": self.world_size, "created": self.created,
-                "class": self.stack.as_dict()}
+                "class": self.stack.as_dict(),
+                "content": dict(self.content) if self.content is not None else None}
 
 
 @dataclass(frozen=True)
@@ -164,6 +189,10 @@ class Answer:
     seen: Mapping[str, int]
     """Verdicts of the entry's rows read, per verdict: why it is ``never run`` when swept."""
     roots: tuple[Path, ...]
+    changed: tuple[str, ...] = ()
+    """The content parts that differ from the proof's (``stale``; ``overlay``, ``entry``...)."""
+    refused: tuple[str, ...] = ()
+    """``run row: why`` for each run that claimed a pass and was not verified."""
 
     @property
     def proven_here(self) -> bool:
@@ -171,21 +200,31 @@ class Answer:
 
     def text(self) -> str:
         """One phrase, e.g. ``proven elsewhere: nearest python 3.12 (here 3.11) (run …)``."""
+        refused = f"; {len(self.refused)} claimed pass(es) not verified: {self.refused[0]}" \
+            if self.refused else ""
         if self.proof is not None and self.answer == PROVEN_HERE:
             return f"{PROVEN_HERE} (run {self.proof.run_id}, {self.proof.lane} " \
                    f"ws{self.proof.world_size})"
+        if self.proof is not None and self.answer == STALE:
+            what = ", ".join(self.changed)
+            recorded = "recorded no content hashes (a run from before them)" \
+                if self.proof.content is None else f"{what} changed since"
+            return (f"{STALE}: run {self.proof.run_id} passed on this stack, but {recorded}: "
+                    f"it proves other content; sweep again{refused}")
         if self.proof is not None:
+            content = f"; its {', '.join(self.changed)} changed since" if self.changed else ""
             return f"{PROVEN_ELSEWHERE}: nearest {', '.join(self.differs)} " \
-                   f"(run {self.proof.run_id})"
+                   f"(run {self.proof.run_id}){content}{refused}"
         where = os.pathsep.join(str(r) for r in self.roots) or "(no runs root)"
         rows = ", ".join(f"{v} {n}" for v, n in sorted(self.seen.items()))
-        return f"{NEVER_RUN}: no passing run under {where}" + \
-            (f" (its rows there: {rows})" if rows else "")
+        return f"{NEVER_RUN}: no verified passing run under {where}" + \
+            (f" (its rows there: {rows})" if rows else "") + refused
 
     def as_dict(self) -> ProofRecord:
         return {"answer": self.answer, "text": self.text(), "here": self.here.as_dict(),
                 "proof": self.proof.as_dict() if self.proof is not None else None,
-                "differs": list(self.differs), "seen": dict(self.seen)}
+                "differs": list(self.differs), "seen": dict(self.seen),
+                "changed": list(self.changed), "refused": list(self.refused)}
 
 
 def _minor(version: object) -> str | None:
@@ -286,7 +325,8 @@ class Evidence:
             self.runs.extend(self._read_root(root))
         self.runs.sort(key=lambda r: (r.created, r.path.name), reverse=True)
         self._lock = threading.Lock()
-        self._proofs: dict[str, tuple[list[Proof], Counter[str]]] = {}
+        self._proofs: dict[str, tuple[list[Proof], Counter[str], list[str]]] = {}
+        self._verified: dict[tuple[str, str], dict[str, Any]] = {}
 
     def _read_root(self, root: Path) -> list[FoundRun]:
         if not root.is_dir():
@@ -305,17 +345,19 @@ class Evidence:
         self.not_read += found.not_read
         return found.runs
 
-    def proofs(self, entry_id: str) -> tuple[list[Proof], Counter[str]]:
-        """The entry's proofs (newest first) and the verdicts of its rows read."""
+    def proofs(self, entry_id: str) -> tuple[list[Proof], Counter[str], list[str]]:
+        """The entry's verified proofs (newest first), the verdicts of its rows read, and why
+        each row that claimed a pass was not verified."""
         with self._lock:
             cached = self._proofs.get(entry_id)
             if cached is None:
                 cached = self._proofs[entry_id] = self._collect(entry_id)
             return cached
 
-    def _collect(self, entry_id: str) -> tuple[list[Proof], Counter[str]]:
+    def _collect(self, entry_id: str) -> tuple[list[Proof], Counter[str], list[str]]:
         proofs: list[Proof] = []
         seen: Counter[str] = Counter()
+        refused: list[str] = []
         for run in self.runs:
             for row in run.index.rows:
                 if row.entry_id != entry_id:
@@ -324,55 +366,93 @@ class Evidence:
                 if row.verdict is not Verdict.GUARDING:
                     continue
                 try:
-                    proofs.append(self._proof(run, entry_id, row.receipts.get("with"),
-                                              row.lane, row.world_size))
+                    proofs.append(self._proof(run, entry_id, row))
                 except (OSError, ValueError, KeyError, TypeError, AttributeError,
-                        IndexError, RecursionError) as exc:
+                        IndexError, RecursionError, _NotVerified) as exc:
                     # Another run's bad record is that run's problem: left out with why.
-                    self.unreadable.append(f"{run.path.name} {row.key}: "
-                                           f"{type(exc).__name__}: {exc}"[:300])
-        return proofs, seen
+                    why = str(exc) if isinstance(exc, _NotVerified) else \
+                        f"{type(exc).__name__}: {exc}"
+                    refused.append(f"{run.path.name} {row.key}: {why}"[:400])
+        self.unreadable.extend(refused)
+        return proofs, seen, refused
 
-    def _proof(self, run: FoundRun, entry_id: str, relative: object, lane: str,
-               world_size: int) -> Proof:
+    def _evidence_dir(self, run: FoundRun, row: Any) -> Path:
+        """Where ``row``'s manifest and receipts are: a merged row's shard, beside the merged
+        run in its runs root (never elsewhere), else the run itself."""
+        if not run.index.merged:
+            return run.path
+        relative = (row.origin or {}).get("run_dir")
         if not isinstance(relative, str) or not relative:
-            raise KeyError("the row names no receipt with the overlay")
-        parts = PurePosixPath(relative)
-        if parts.is_absolute() or ".." in parts.parts:
-            raise ValueError(f"receipt path {relative!r} leaves the run directory")
-        path = run.path / parts
-        raw = read_regular(path, MAX_RECEIPT_BYTES)  # never blocks on a FIFO in its place
-        if len(raw) > MAX_RECEIPT_BYTES:
-            raise ValueError(f"{relative}: larger than {MAX_RECEIPT_BYTES} bytes")
-        receipt = json.loads(raw)
-        if not isinstance(receipt, dict):
-            raise TypeError(f"{relative}: a JSON {type(receipt).__name__}, not a receipt")
+            raise _NotVerified("a merged row that names no shard run directory")
+        shard = (run.path / relative).resolve()
+        if shard.parent != run.path.resolve().parent:
+            raise _NotVerified(f"its shard {relative!r} is not beside the merged run in its "
+                               "runs root")
+        return shard
+
+    def _checked(self, run_dir: Path, entry_id: str) -> dict[str, Any]:
+        key = (str(run_dir), entry_id)
+        found = self._verified.get(key)
+        if found is None:
+            try:
+                _, rows = checked_rows(run_dir, entry_id, _NotVerified, require_digests=True)
+            except FileNotFoundError as exc:
+                raise _NotVerified(f"{exc.filename}: missing") from None
+            found = self._verified[key] = {c.row.key: c for c in rows}
+        return found
+
+    def _proof(self, run: FoundRun, entry_id: str, row: Any) -> Proof:
+        run_dir = self._evidence_dir(run, row)
+        checked = self._checked(run_dir, entry_id).get(row.key)
+        if checked is None:
+            raise _NotVerified(f"{run_dir.name} has no such row to verify it by")
+        if checked.row.verdict is not Verdict.GUARDING:
+            raise _NotVerified(f"its receipts in {run_dir.name} say "
+                               f"{checked.row.verdict.value}, not guarding")
+        receipt = checked.receipts.get("with")
+        if receipt is None:
+            raise _NotVerified("no receipt with the overlay")
         audit = receipt.get("audit") or {}
         if (receipt.get("entry_id"), receipt.get("mode"), receipt.get("outcome")) != \
                 (entry_id, "with", "pass") or audit.get("applied") is not True:
-            raise ValueError(f"{relative}: not a passing run with the overlay applied (entry "
-                             f"{receipt.get('entry_id')!r}, mode {receipt.get('mode')!r}, "
-                             f"outcome {receipt.get('outcome')!r}, applied "
-                             f"{audit.get('applied')!r})")
-        return Proof(entry_id, run.index.run_id, run.path, path, lane, world_size,
-                     run.created, receipt_stack(receipt))
+            raise _NotVerified(
+                f"not a passing run with the overlay applied (entry "
+                f"{receipt.get('entry_id')!r}, mode {receipt.get('mode')!r}, outcome "
+                f"{receipt.get('outcome')!r}, applied {audit.get('applied')!r})")
+        content = receipt.get("content")
+        return Proof(entry_id, run.index.run_id, run.path,
+                     run_dir / str(checked.row.receipts.get("with")), row.lane, row.world_size,
+                     run.created, receipt_stack(receipt),
+                     content if isinstance(content, dict) else None)
 
-    def answer(self, entry_id: str, distribution: str | None, release: str | None) -> Answer:
-        """The answer for ``entry_id`` applied in this process on ``release``."""
-        here = stack_here(distribution, release)
-        return self.answer_for(entry_id, here)
+    def answer(self, entry: Entry, release: str | None) -> Answer:
+        """The answer for ``entry`` applied in this process on ``release``."""
+        here = stack_here(entry.target.distribution, release)
+        return self.answer_for(entry.id, here, entry_content(entry))
 
-    def answer_for(self, entry_id: str, here: Stack) -> Answer:
-        proofs, seen = self.proofs(entry_id)
+    def answer_for(self, entry_id: str, here: Stack,
+                   content: Mapping[str, str] | None = None) -> Answer:
+        """``content``: the entry's content now (:func:`entry_content`); None: not compared."""
+        proofs, seen, refused = self.proofs(entry_id)
+
+        def changed(proof: Proof) -> tuple[str, ...]:
+            return () if content is None else tuple(changed_parts(proof.content, content))
+
         same = [p for p in proofs if not p.stack.differences(here)]
-        if same:  # newest first: the latest proof of this class
-            return Answer(entry_id, PROVEN_HERE, here, same[0], (), dict(seen), self.roots)
+        common = (dict(seen), self.roots)
+        current = [p for p in same if not changed(p)]
+        if current:  # newest first: the latest proof of this class and content
+            return Answer(entry_id, PROVEN_HERE, here, current[0], (), *common)
+        if same:
+            return Answer(entry_id, STALE, here, same[0], (), *common, changed(same[0]),
+                          tuple(refused))
         if proofs:
             # min() keeps the first of equals: proofs are newest first
             nearest = min(proofs, key=lambda p: p.stack.distance(here))
             return Answer(entry_id, PROVEN_ELSEWHERE, here, nearest,
-                          tuple(nearest.stack.differences(here)), dict(seen), self.roots)
-        return Answer(entry_id, NEVER_RUN, here, None, (), dict(seen), self.roots)
+                          tuple(nearest.stack.differences(here)), *common, changed(nearest),
+                          tuple(refused))
+        return Answer(entry_id, NEVER_RUN, here, None, (), *common, (), tuple(refused))
 
     def summary(self) -> EvidenceSummary:
         return {"roots": [str(r) for r in self.roots], "runs_read": len(self.runs),

@@ -280,6 +280,9 @@ class AffectedRow:
     verdict: Verdict
     without: str
     """The reproducer's message without the overlay (the failing output)."""
+    stale: tuple[str, ...] = ()
+    """Content parts (reproducer, overlay, entry) that changed since this run: its output is
+    another version's (:mod:`patchlane.evidence.content`)."""
 
 
 def _not_a_run(text: str) -> DraftError:
@@ -289,6 +292,9 @@ def _not_a_run(text: str) -> DraftError:
 def affected_rows(entry: Entry, run_dirs: list[Path]) -> list[AffectedRow]:
     """``entry``'s rows in each run directory's ``index.json``, with the interpreter and the
     without-overlay message from the receipt. A directory that is not a sweep's is named."""
+    from ..evidence.content import changed_parts, entry_content
+
+    now = entry_content(entry)
     rows: list[AffectedRow] = []
     for run_dir in run_dirs:
         try:
@@ -310,7 +316,8 @@ def affected_rows(entry: Entry, run_dirs: list[Path]) -> list[AffectedRow]:
             rows.append(AffectedRow(
                 run=index.run_id, release=row.installed, python=runtime.get("python"),
                 lane=row.lane, world_size=row.world_size, verdict=row.verdict,
-                without=str(receipt.get("message", ""))))
+                without=str(receipt.get("message", "")),
+                stale=tuple(changed_parts(receipt.get("content"), now))))
     return rows
 
 
@@ -360,13 +367,19 @@ def render_draft(entry: Entry, rows: list[AffectedRow], change: AppliedChange | 
                 "bug shows"
                 + ("; its helpers come from `pip install patchlane`" if "patchlane" in source
                    else "") + "):", "", "```python", source.rstrip(), "```", ""]
-        failing = next((r for r in affected if r.without), None)
+        # the output of this reproducer, never an earlier version's when a current one exists
+        failing = next((r for r in affected if r.without and "reproducer" not in r.stale),
+                       None) or next((r for r in affected if r.without), None)
         if failing is not None:
             top = (entry.target.module or "").partition(".")[0]
             out += [f"Output without the fix ({entry.target.distribution} {failing.release}, "
                     f"Python {failing.python}, {failing.lane}, world size "
                     f"{failing.world_size}):", "", "```text",
                     f"AssertionError: {_site_relative(failing.without, top)}", "```", ""]
+            if "reproducer" in failing.stale:
+                out += ["**Stale:** this output came from an earlier version of the reproducer "
+                        f"(run {failing.run} recorded other content); sweep again before "
+                        "sending.", ""]
     out += ["## Proposed change", ""]
     if change is not None:
         out += [f"Against {change.against}:", "", "```diff", change.diff.rstrip(), "```", ""]

@@ -26,10 +26,12 @@ import pytest
 
 from patchlane.controls import Controls
 from patchlane.errors import ControlsError
+from patchlane.evidence.manifest import receipt_digest
 from patchlane.evidence.proven import (
     NEVER_RUN,
     PROVEN_ELSEWHERE,
     PROVEN_HERE,
+    STALE,
     Evidence,
     receipt_stack,
 )
@@ -170,7 +172,7 @@ def test_status_evidence_answers_proven_here_elsewhere_and_never_run(swept: Swep
     assert f"{PROVEN_ELSEWHERE}: nearest python {other_minor} (here {MINOR})" in detail
     assert f"(run {other_run.name})" in detail
     assert f"evidence: 1 run(s) read under {other}" in text.stdout
-    assert f"{NEVER_RUN}: no passing run under {other}" in text.stdout
+    assert f"{NEVER_RUN}: no verified passing run under {other}" in text.stdout
 
 
 def test_status_evidence_of_no_directory_is_a_usage_error(tmp_path: Path) -> None:
@@ -339,11 +341,28 @@ def edit_json(path: Path, **changes: Any) -> None:
     path.write_text(json.dumps(data))
 
 
-def copy_run(source: Path, root: Path, name: str, created: str, mtime: float | None = None
-             ) -> Path:
+def reseal(run: Path) -> None:
+    """After edits, make the copy what a sweep of that stack would have written: its receipts
+    name the run they are in and the manifest records their SHA-256 (mechanics of classes, not
+    a forgery test: those leave the seal broken)."""
+    run_id = json.loads((run / "index.json").read_text())["run_id"]
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["run_id"] = run_id
+    for case in manifest["cases"].values():
+        receipt = run / case["receipt"]
+        edit_json(receipt, run_id=run_id)
+        case["receipt_sha256"] = receipt_digest(receipt.read_bytes())
+    (run / "manifest.json").write_text(json.dumps(manifest))
+
+
+def copy_run(source: Path, root: Path, name: str, created: str, mtime: float | None = None,
+             **receipt_edits: Any) -> Path:
     run = root / name
     shutil.copytree(source, run)
     edit_json(run / "index.json", run_id=name, created=created)
+    if receipt_edits:
+        edit_json(run / WITH, **receipt_edits)
+    reseal(run)
     if mtime is not None:
         os.utime(run / "index.json", (mtime, mtime))
     return run
@@ -355,15 +374,15 @@ def test_mechanics_the_nearest_class_is_named_with_how_it_differs(swept: Swept,
     """Mechanics (edited copies of a real run): which proof elsewhere is nearest."""
     here = receipt_stack(json.loads((swept.here_run / WITH).read_text()))
     root = tmp_path / "runs"
-    far = copy_run(swept.here_run, root, "far", "2026-01-03T00:00:00Z")
-    edit_json(far / WITH, provenance__runtime__python="3.99.0",
-              audit__decision__installed="0.0.1")  # two fields differ
-    near_old = copy_run(swept.here_run, root, "near-old", "2026-01-01T00:00:00Z")
-    edit_json(near_old / WITH, provenance__runtime__python="3.98.1")
-    near_new = copy_run(swept.here_run, root, "near-new", "2026-01-02T00:00:00Z")
-    edit_json(near_new / WITH, provenance__runtime__python="3.98.2")
-    torch_only = copy_run(swept.here_run, root, "torch", "2026-01-04T00:00:00Z")
-    edit_json(torch_only / WITH, provenance__runtime__torch__version="9.9.9+cpu")
+    copy_run(swept.here_run, root, "far", "2026-01-03T00:00:00Z",
+             provenance__runtime__python="3.99.0",
+             audit__decision__installed="0.0.1")  # two fields differ
+    copy_run(swept.here_run, root, "near-old", "2026-01-01T00:00:00Z",
+             provenance__runtime__python="3.98.1")
+    copy_run(swept.here_run, root, "near-new", "2026-01-02T00:00:00Z",
+             provenance__runtime__python="3.98.2")
+    copy_run(swept.here_run, root, "torch", "2026-01-04T00:00:00Z",
+             provenance__runtime__torch__version="9.9.9+cpu")
 
     answer = Evidence([root]).answer_for(ENTRY, here)
     # one field each: python weighs least, so python-only beats torch-only; of the two
@@ -394,20 +413,23 @@ def test_mechanics_only_a_passing_guarding_run_with_the_overlay_applied_counts(
     index = json.loads((fixed / "index.json").read_text())
     index["rows"][0]["verdict"] = "upstream-fixed"
     (fixed / "index.json").write_text(json.dumps(index))
-    failed = copy_run(swept.here_run, root, "failed", "2026-01-02T00:00:00Z")
-    edit_json(failed / WITH, outcome="fail")
-    stayed_out = copy_run(swept.here_run, root, "stayed-out", "2026-01-03T00:00:00Z")
-    edit_json(stayed_out / WITH, audit__applied=False)
+    copy_run(swept.here_run, root, "failed", "2026-01-02T00:00:00Z", outcome="fail")
+    copy_run(swept.here_run, root, "stayed-out", "2026-01-03T00:00:00Z",
+             audit__applied=False)
 
     evidence = Evidence([root])
     answer = evidence.answer_for(ENTRY, here)
     assert answer.answer == NEVER_RUN and answer.proof is None
     assert dict(answer.seen) == {"guarding": 2, "upstream-fixed": 1}
-    assert answer.text() == f"{NEVER_RUN}: no passing run under {root} (its rows there: " \
-                            "guarding 2, upstream-fixed 1)"
+    assert answer.text().startswith(f"{NEVER_RUN}: no verified passing run under {root} (its "
+                                    "rows there: guarding 2, upstream-fixed 1); 2 claimed "
+                                    "pass(es) not verified: ")
     left_out = "\n".join(evidence.unreadable)
-    assert f"failed {ENTRY}[cpu-ws1]: ValueError: " in left_out
-    assert "outcome 'fail'" in left_out and "applied False" in left_out
+    # its receipt with the overlay failed, where the manifest recorded a pass
+    assert f"failed {ENTRY}[cpu-ws1]: " in left_out
+    assert "says outcome 'fail'; expected outcome 'pass'" in left_out
+    assert f"stayed-out {ENTRY}[cpu-ws1]: not a passing run with the overlay applied" \
+        in left_out and "applied False" in left_out
 
 
 @pytest.mark.upstream
@@ -444,7 +466,7 @@ def test_mechanics_reading_is_bounded_newest_first_and_skips_unreadable_runs(
     assert summary["runs_read"] == 4 and summary["not_read"] == 3
     reasons = "\n".join(summary["unreadable"])
     assert f"{root}/garbage: JSONDecodeError" in reasons
-    assert "escape " in reasons and "leaves the run directory" in reasons
+    assert "escape " in reasons and "names '../../../etc/passwd'" in reasons
     assert "fifo " in reasons and "not a regular file" in reasons.lower()
     assert f"{tmp_path / 'missing'}: no such directory" in reasons
 
@@ -509,3 +531,102 @@ def test_mechanics_the_gpu_architecture_never_creates_a_cuda_context(
     assert proven.stack_here("megatron-core", "0.19.2").describe() == \
         f"python {MINOR}, torch not imported, cuda none, unknown device, megatron-core 0.19.2"
     proven._smi_arch.cache_clear()
+
+
+# -- proof you can trust: forged, stale, merged ------------------------------------------------
+
+@pytest.mark.upstream
+def test_a_forged_run_proves_nothing(swept: Swept, tmp_path: Path) -> None:
+    """An index saying guarding and a hand-written passing receipt, with no manifest: what the
+    third reliability pass planted. Not verified: never run, and it says why."""
+    here = receipt_stack(json.loads((swept.here_run / WITH).read_text()))
+    forged = tmp_path / "runs" / "forged"
+    (forged / "receipts").mkdir(parents=True)
+    shutil.copy(swept.here_run / "index.json", forged / "index.json")
+    shutil.copy(swept.here_run / WITH, forged / WITH)
+    answer = Evidence([forged.parent]).answer_for(ENTRY, here)
+    assert answer.answer == NEVER_RUN and answer.proof is None
+    assert len(answer.refused) == 1 and "manifest.json: missing" in answer.refused[0]
+    assert "1 claimed pass(es) not verified: forged " in answer.text()
+    # a real run's receipt edited by hand (its manifest's digest no longer matches)
+    edited = copy_run(swept.here_run, tmp_path / "edited", "edited", "2026-01-01T00:00:00Z")
+    edit_json(edited / WITH, message="hand-written")
+    answer = Evidence([edited.parent]).answer_for(ENTRY, here)
+    assert answer.answer == NEVER_RUN and "changed since the sweep wrote it" in answer.text()
+    # a run without the receipt digests (before they existed, or not a sweep's) proves nothing
+    old = copy_run(swept.here_run, tmp_path / "old", "old", "2026-01-01T00:00:00Z")
+    manifest = json.loads((old / "manifest.json").read_text())
+    for case in manifest["cases"].values():
+        del case["receipt_sha256"]
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    answer = Evidence([old.parent]).answer_for(ENTRY, here)
+    assert answer.answer == NEVER_RUN and "records no SHA-256 of its receipt" in answer.text()
+
+
+@pytest.mark.upstream
+def test_a_changed_overlay_makes_the_proof_stale(swept: Swept, tmp_path: Path) -> None:
+    from patchlane import startup
+    from patchlane.evidence.content import entry_content
+
+    here = receipt_stack(json.loads((swept.here_run / WITH).read_text()))
+    entry = startup.current().registry.get(ENTRY)
+    now = entry_content(entry)
+    assert json.loads((swept.here_run / WITH).read_text())["content"] == now
+    assert Evidence([swept.here]).answer_for(ENTRY, here, now).answer == PROVEN_HERE
+    for part in ("overlay", "reproducer", "entry"):
+        answer = Evidence([swept.here]).answer_for(ENTRY, here, {**now, part: "sha256:0"})
+        assert answer.answer == STALE and answer.changed == (part,), answer
+        assert answer.text() == (f"{STALE}: run {swept.here_run.name} passed on this stack, "
+                                 f"but {part} changed since: it proves other content; sweep "
+                                 "again")
+    # end to end: the same registry with the overlay edited after the sweep, in a job that
+    # insists on evidence: refused as stale, naming the overlay, the target left unpatched
+    reg = tmp_path / "reg"
+    shutil.copytree(ROOT / "patches", reg / "patches")
+    shutil.copytree(ROOT / "reproducers", reg / "reproducers")
+    shutil.copytree(ROOT / "drafts", reg / "drafts")
+    shutil.copytree(ROOT / "checks", reg / "checks")
+    shutil.copy(ROOT / "registry.yaml", reg / "registry.yaml")
+    overlay = reg / "patches" / f"{ENTRY}.py"
+    overlay.write_text(overlay.read_text() + "\n# edited after the sweep\n")
+    out = subprocess.run([sys.executable, "-c", REQUIRE], capture_output=True, text=True,
+                         timeout=300, env=env(PATCHLANE_EVIDENCE=str(swept.here),
+                                              PATCHLANE_REQUIRE_EVIDENCE="1",
+                                              PATCHLANE_ONLY=ENTRY,
+                                              PATCHLANE_DEFAULT_REGISTRY="0",
+                                              PATCHLANE_REGISTRY=str(reg / "registry.yaml")))
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen["outcome"] == "refused: evidence" and seen["wrapped"] is False, seen
+    assert seen["reason"].startswith(f"PATCHLANE_REQUIRE_EVIDENCE=1: {STALE}: run "
+                                     f"{swept.here_run.name} passed on this stack, but overlay "
+                                     "changed since"), seen
+
+
+@pytest.mark.upstream
+def test_a_merged_night_proves_what_its_shards_proved(tmp_path: Path) -> None:
+    """The documented nightly, then a job that insists on evidence: sweep in shards, `patchlane
+    merge` the night, start the job. The merged rows are verified in their shards."""
+    if LIGER is None:
+        pytest.skip("liger-kernel is not installed")
+    root = tmp_path / "runs"
+    for i in (1, 2):
+        out = cli("sweep", "--only", ENTRY, "--only", "dynamo_recompile_limit", "--lane",
+                  "cpu", "--shard", f"{i}/2", "--group", "night", "--runs-root", str(root),
+                  "--quiet")
+        assert out.returncode == 0, out.stdout + out.stderr
+    merged = cli("merge", "--group", "night", "--runs-root", str(root), "--json")
+    assert merged.returncode == 0, merged.stderr
+    out = subprocess.run([sys.executable, "-c", REQUIRE], capture_output=True, text=True,
+                         timeout=300, env=env(PATCHLANE_EVIDENCE=str(root),
+                                              PATCHLANE_REQUIRE_EVIDENCE="1",
+                                              PATCHLANE_ONLY=ENTRY))
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen["outcome"] == "applied" and seen["wrapped"] is True, seen
+    status = cli("status", "--json", "--evidence", str(root))
+    report = json.loads(status.stdout[status.stdout.index("{\n"):])
+    proof = entries(report)[ENTRY]["evidence"]
+    assert proof["answer"] == PROVEN_HERE and proof["refused"] == [], proof
+    shard = Path(proof["proof"]["receipt"]).parents[1]
+    assert shard.parent == root and shard.name != proof["proof"]["run_id"]  # read in the shard

@@ -96,6 +96,21 @@ def test_the_draft_says_what_ran_and_names_no_local_path(fake_target: FakeTarget
     assert text.endswith("\n") and not text.endswith("\n\n")
 
 
+def test_the_draft_pairs_the_reproducer_with_its_own_output(fake_target: FakeTarget) -> None:
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+    old = AffectedRow("run-old", "1.2.0", "3.12.1", "cpu", 1, Verdict.GUARDING,
+                      "what the earlier reproducer printed", ("reproducer",))
+    new = AffectedRow("run-new", "1.2.0", "3.12.1", "cpu", 1, Verdict.GUARDING,
+                      "what this reproducer printed")
+    text = render_draft(entry, [old, new], None, today=dt.date(2026, 11, 22), overlay_doc="")
+    assert "what this reproducer printed" in text and "earlier reproducer" not in text
+    assert "**Stale:**" not in text
+    text = render_draft(entry, [old], None, today=dt.date(2026, 11, 22), overlay_doc="")
+    assert "what the earlier reproducer printed" in text
+    assert "**Stale:** this output came from an earlier version of the reproducer (run " \
+           "run-old recorded other content); sweep again before sending." in text
+
+
 def test_evidence_that_is_not_a_run_directory_is_named(fake_target: FakeTarget,
                                                        tmp_path: Path) -> None:
     entry = load_registries([fake_target.write_registry()]).entries[0]
