@@ -2,10 +2,19 @@
 directory per interpreter, put first on ``PYTHONPATH`` for the processes that must see that
 release instead of the environment's own (a release-matrix set, a ledger reproducer's bad side,
 a bisection step). No virtual environment per release: a release costs a download.
+
+The cache holds code that ``radar``, ``bisect`` and ``matrix`` import, so it is trusted only as
+the registry cache is (:mod:`patchlane.private_files`): the cache directory and every directory
+above it must belong to this user (or root) and be writable by no one else, or nothing is
+installed there nor reused from there. Each install records its content (``.complete``: the
+SHA-256 of every file pip wrote, bytecode caches aside), and a reuse re-reads it: an install
+changed since, or a folder with a bare marker from elsewhere, is installed afresh, never run.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -14,7 +23,57 @@ import sys
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["RELEASE_SPEC", "default_cache", "install_dir", "with_releases"]
+from ..errors import UsageError
+
+__all__ = ["RELEASE_SPEC", "ReleaseCacheError", "default_cache", "install_dir",
+           "installed_content", "with_releases"]
+
+
+class ReleaseCacheError(UsageError):
+    """A release cache directory other users could write: its code would run as whoever runs
+    ``radar``, ``bisect`` or ``matrix``."""
+
+
+MARKER = ".complete"
+_MARKER_SCHEMA = 1
+
+
+def installed_content(target: Path) -> dict[str, str]:
+    """``relative path -> sha256`` of every file under ``target`` but the marker and bytecode
+    caches (Python writes those beside what it imports)."""
+    out: dict[str, str] = {}
+    for path in sorted(target.rglob("*")):
+        relative = path.relative_to(target)
+        if relative.parts[0] == MARKER or "__pycache__" in relative.parts:
+            continue
+        if path.is_symlink():
+            out[relative.as_posix()] = "symlink:" + os.readlink(path)
+        elif path.is_file():
+            out[relative.as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def _recorded(target: Path, spec: str) -> bool:
+    """Whether ``target`` holds ``spec`` exactly as its marker recorded it."""
+    try:
+        data = json.loads((target / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (isinstance(data, dict) and data.get("schema") == _MARKER_SCHEMA
+            and data.get("spec") == spec and data.get("files") == installed_content(target))
+
+
+def _private(cache: Path) -> None:
+    from ..private_files import shared
+
+    cache.mkdir(parents=True, exist_ok=True, mode=0o700)
+    real = os.path.realpath(cache)
+    why = shared(real)
+    if why is not None:
+        raise ReleaseCacheError(
+            f"release cache {cache}: {why}; its releases are imported by radar, bisect and "
+            "matrix, so a cache others can write is not used; fix: point "
+            "PATCHLANE_RELEASE_CACHE (or --cache) at a directory only you can write")
 
 RELEASE_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!-]+$")
 """One exact release: ``NAME==VERSION``."""
@@ -40,10 +99,21 @@ def install_dir(spec: str, cache: Path, deps: bool = False, *, log: Path | None 
     A failed install raises ``subprocess.CalledProcessError``."""
     # One directory per interpreter: a wheel installed for cp311 is not the cp312 one.
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    _private(cache / tag)
     target = cache / tag / (spec.replace("==", "-") + ("+deps" if deps else ""))
-    if not (target / ".complete").exists():
-        # What an interrupted or failed install left is no release: pip --target would keep
-        # those files rather than replace them.
+    if target.exists():
+        from ..private_files import shared
+
+        why = shared(os.path.realpath(target))
+        if why is not None:
+            raise ReleaseCacheError(
+                f"release {target}: {why}; an install others could have written is neither "
+                "reused nor replaced; fix: remove it, or point PATCHLANE_RELEASE_CACHE (or "
+                "--cache) at a directory only you can write")
+    if not _recorded(target, spec):
+        # What an interrupted or failed install left, or an install changed since (or planted
+        # with a marker of its own), is no release: pip --target would keep those files
+        # rather than replace them.
         shutil.rmtree(target, ignore_errors=True)
         offline = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
         cmd = [sys.executable, "-m", "pip", "install", "--quiet", *([] if deps else ["--no-deps"]),
@@ -54,7 +124,8 @@ def install_dir(spec: str, cache: Path, deps: bool = False, *, log: Path | None 
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("wb") as out:
                 subprocess.run(cmd, check=True, stdout=out, stderr=subprocess.STDOUT)
-        (target / ".complete").write_text("ok\n")
+        marker = {"schema": _MARKER_SCHEMA, "spec": spec, "files": installed_content(target)}
+        (target / MARKER).write_text(json.dumps(marker, sort_keys=True), encoding="utf-8")
     return target
 
 

@@ -295,7 +295,7 @@ _ERROR_MODULES = ("patchlane.errors", "patchlane.ledger", "patchlane.training.ra
                   "patchlane.upstream.retire", "patchlane.upstream.draft",
                   "patchlane.upstream.bisect", "patchlane.launch.command",
                   "patchlane.evidence.receipts", "patchlane.testing.capture.violations",
-                  "patchlane.evidence.wheelhouse")
+                  "patchlane.evidence.wheelhouse", "patchlane.evidence.installs")
 
 
 def _error_classes() -> dict[str, type[PatchlaneError]]:

@@ -1,0 +1,72 @@
+"""The release cache: trusted only where the registry cache would be, and what it holds is
+what was installed.
+
+The cache holds code that radar, bisect and matrix import: a cache other users can write is
+refused, and an install changed since (or a folder planted with a bare marker) is installed
+afresh, never run. Real installs of a small real release from the package index."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchlane.evidence.installs import MARKER, ReleaseCacheError, install_dir
+
+SPEC = "six==1.16.0"  # one pure-Python file: a real release, installed in a second
+
+
+def _module(target: Path) -> Path:
+    return target / "six.py"
+
+
+@pytest.mark.slow
+def test_an_install_records_its_content_and_a_changed_one_is_replaced(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    target = install_dir(SPEC, cache)
+    marker = json.loads((target / MARKER).read_text())
+    assert marker["spec"] == SPEC and "six.py" in marker["files"]
+    original = _module(target).read_text()
+    assert install_dir(SPEC, cache) == target  # reused as it is
+    _module(target).write_text(original + "\nimport os; os.system('echo planted')\n")
+    assert install_dir(SPEC, cache) == target
+    assert _module(target).read_text() == original  # changed: installed afresh
+
+
+@pytest.mark.slow
+def test_a_planted_folder_with_a_bare_marker_is_not_reused(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    planted = cache / f"cp{sys.version_info.major}{sys.version_info.minor}" / "six-1.16.0"
+    planted.mkdir(parents=True)
+    (planted / "six.py").write_text("raise SystemExit('planted code ran')\n")
+    (planted / MARKER).write_text("ok\n")  # what the cache's marker used to be
+    target = install_dir(SPEC, cache)
+    assert target == planted and "planted" not in _module(target).read_text()
+
+
+def test_a_cache_others_can_write_is_refused(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # writable by everyone, no sticky bit
+    with pytest.raises(ReleaseCacheError) as refused:
+        install_dir(SPEC, shared / "cache")
+    text = str(refused.value)
+    assert text.startswith(f"release cache {shared / 'cache'}/cp")
+    assert "can be written by other users" in text
+    assert "fix: point PATCHLANE_RELEASE_CACHE (or --cache) at a directory only you can " \
+           "write" in text
+    assert not list((shared / "cache").rglob("six.py"))  # nothing installed there
+
+
+def test_an_install_others_can_write_is_neither_reused_nor_replaced(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    foreign = cache / tag / "six-1.16.0"
+    foreign.mkdir(parents=True)
+    (cache / tag).chmod(0o700)
+    foreign.chmod(foreign.stat().st_mode | stat.S_IWOTH)
+    with pytest.raises(ReleaseCacheError, match="neither reused nor replaced"):
+        install_dir(SPEC, cache)
