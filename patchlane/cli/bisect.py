@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import json
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ..controls import ToolSettings
 from ..exit_codes import ExitCode
 from .common import decider, positive_int, positive_seconds, release_cache, table
+
+T = TypeVar("T")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -96,9 +102,10 @@ def run_bisect(args: argparse.Namespace) -> int:
             print(f"  [{phase}] {run.release}: {run.finding.value} ({run.seconds:.0f} s)",
                   file=sys.stderr, flush=True)
 
-    result = bisect_entry(entry, listing, runner, jobs=args.jobs,
-                          installed=resolve_version(dist)[0], pivot=args.pivot,
-                          progress=progress)
+    result = _stoppable(lambda: bisect_entry(entry, listing, runner, jobs=args.jobs,
+                                             installed=resolve_version(dist)[0],
+                                             pivot=args.pivot, progress=progress),
+                        runner, run_dir)
     result.run_dir = run_dir
     atomic_write_json(run_dir / "bisect.json", result.as_dict())
     if args.write:
@@ -119,6 +126,39 @@ def run_bisect(args: argparse.Namespace) -> int:
     for note in result.notes:
         print(f"note: {note}")
     return ExitCode.OK
+
+
+def _stoppable(search: Callable[[], T], runner: Any, run_dir: Path) -> T:
+    """Run ``search`` in a worker thread while this one watches for Ctrl-C and SIGTERM: on
+    either the running case's ranks are killed at once (not after --timeout), nothing more
+    starts, the interruption is recorded in ``run_dir/interrupted.json``, and the command
+    exits 130 or 143 (the releases that ran keep their records)."""
+    import concurrent.futures as cf
+
+    from ..evidence.reproduce import CaseInterrupted
+    from ..evidence.stopping import SIGNAL_POLL_SECONDS, signal_name, stopped, stopping_signals
+    from ..files import atomic_write_json
+
+    with stopping_signals() as caught, cf.ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(search)
+        while True:
+            try:
+                return future.result(timeout=SIGNAL_POLL_SECONDS)
+            except cf.TimeoutError:
+                pass
+            except CaseInterrupted:
+                break  # the signal stopped a case: said below
+            if caught.signum is not None:
+                runner.stop.set()
+                with contextlib.suppress(CaseInterrupted):
+                    future.result()  # the search ends at its running case
+                break
+    signum = caught.signum or signal.SIGINT
+    ran = sorted(p.stem for p in (run_dir / "runs").glob("*.json"))
+    atomic_write_json(run_dir / "interrupted.json", {"signal": signal_name(signum),
+                                                     "releases_run": ran})
+    raise stopped(signum, f"{len(ran)} release(s) ran (their records are in {run_dir}); run "
+                  "bisect again to finish", "bisect")
 
 
 def _version_key(text: str) -> tuple[int, object]:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import PatchlaneError
+from ..errors import PatchlaneError, SweepTerminated
 from ..exit_codes import ExitCode
 from .common import positive_int, positive_seconds, release_cache
 
@@ -312,8 +314,23 @@ def _dispatch(args: argparse.Namespace) -> int:
     raise AssertionError(f"unhandled command {args.command!r}")
 
 
+def _stop_on_sigterm(command: str) -> None:
+    """SIGTERM (a scheduler's cancel) ends a command as Ctrl-C does, with exit 143 and one
+    line, instead of -15 mid-write; the long commands handle it themselves, in order
+    (:mod:`patchlane.evidence.stopping`). ``run`` leaves it to the command it starts."""
+    if command == "run" or threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise SweepTerminated(f"`patchlane {command}` stopped by SIGTERM")
+
+    signal.signal(signal.SIGTERM, terminate)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _stop_on_sigterm(args.command)
     try:
         return int(_dispatch(args))
     except PatchlaneError as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +15,15 @@ from ..exit_codes import sweep_exit_code
 from .common import decider, positive_int, positive_seconds, release_cache, table
 
 _ROOT = Path(__file__).resolve().parents[2]
+
+
+def matrix_file(given: Path | None) -> Path:
+    """``--matrix``, else the working folder's ``matrix.yaml``, else the checkout's (an
+    installed patchlane has none beside it: the working folder is where a user keeps one)."""
+    if given is not None:
+        return given
+    here = Path("matrix.yaml")
+    return here if here.is_file() else _ROOT / "matrix.yaml"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,8 +37,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--only", action="append", metavar="DIST",
                    help="only this target distribution (repeatable)")
     p.add_argument("--pre", action="store_true", help="include prereleases")
-    p.add_argument("--matrix", type=Path, default=_ROOT / "matrix.yaml",
-                   help="release sets whose releases count as run (default: matrix.yaml)")
+    p.add_argument("--matrix", type=Path, default=None,
+                   help="release sets whose releases count as run (default: ./matrix.yaml, "
+                   "else the checkout's)")
     p.add_argument("--jobs", "-j", type=positive_int, default=1,
                    help="cases at a time in each sweep")
     p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per case")
@@ -45,15 +56,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run_radar(args: argparse.Namespace) -> int:
+    from ..errors import MatrixRunError
     from ..evidence.matrix import interpreter, load_matrix, sweep_releases
     from ..evidence.verdicts import exit_bits
     from ..upstream.bisect import list_candidates
     from ..upstream.http import Client
-    from ..upstream.radar import RadarRow, radar, read_sweep
+    from ..upstream.radar import RadarRow, failed_sweep, radar, read_sweep
     from .upstream import tracker_config
 
     registry = decider().registry
-    sets = load_matrix(args.matrix) if args.matrix.is_file() else []
+    matrix = matrix_file(args.matrix)
+    sets = load_matrix(matrix) if matrix.is_file() else []
     with Client(tracker_config(args.offline, args.cache_dir)) as client:
         wanted = {d.lower() for d in args.only or []}
         rows: list[RadarRow] = [
@@ -71,10 +84,20 @@ def run_radar(args: argparse.Namespace) -> int:
                 if not args.json:
                     print(f"sweeping {row.distribution} {release} for {', '.join(row.entries)}",
                           file=sys.stderr, flush=True)
-                index, code = sweep_releases(
-                    name, [f"{row.distribution}=={release}"], row.entries,
-                    cache=release_cache(args.cache), run_dir=run_dir, jobs=args.jobs,
-                    timeout=args.timeout)
+                try:
+                    index, code = sweep_releases(
+                        name, [f"{row.distribution}=={release}"], row.entries,
+                        cache=release_cache(args.cache), run_dir=run_dir, jobs=args.jobs,
+                        timeout=args.timeout, command="radar")
+                except (subprocess.CalledProcessError, MatrixRunError, OSError) as exc:
+                    # One release pip cannot install (or whose sweep gave nothing) is one bad
+                    # row: the night goes on to the next release.
+                    why = (f"pip could not install {row.distribution}=={release} (exit "
+                           f"{exc.returncode})" if isinstance(exc, subprocess.CalledProcessError)
+                           else str(exc).splitlines()[0])
+                    swept.append(failed_sweep(row.distribution, release, run_dir, row.entries,
+                                              why))
+                    continue
                 swept.append(read_sweep(registry, row.distribution, release, index, run_dir,
                                         code))
     # A new release that needs someone (broken, error, still affected) makes the radar's own

@@ -14,6 +14,8 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ from ..exit_codes import SWEEP_BASE
 from .index import RunIndex
 from .installs import RELEASE_SPEC, install_dir
 from .reproduce import LANES, Lane
+from .stopping import SIGNAL_POLL_SECONDS, stopped, stopping_signals
 from .verdicts import Verdict
 
 __all__ = ["MatrixResult", "MatrixSet", "install_dir", "interpreter", "load_matrix", "run_set",
@@ -133,7 +136,8 @@ def sweep_releases(name: str, install: Sequence[str], only: Sequence[str], *, ca
                    run_dir: Path, jobs: int = 1, timeout: float = 600.0,
                    lanes: Sequence[Lane] | None = None,
                    deps: Sequence[str] = (),
-                   wheelhouse: Path | None = None) -> tuple[RunIndex, int]:
+                   wheelhouse: Path | None = None,
+                   command: str = "matrix") -> tuple[RunIndex, int]:
     """The sweep of ``only`` in a child interpreter that sees the releases ``install`` first
     on ``PYTHONPATH`` (each installed side by side; ``deps`` with their dependencies; from
     ``wheelhouse`` alone when given), into ``run_dir``: its index and exit status. What a
@@ -149,16 +153,40 @@ def sweep_releases(name: str, install: Sequence[str], only: Sequence[str], *, ca
         cmd += ["--lane", lane]
     for entry_id in only:
         cmd += ["--only", entry_id]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    returncode, output = _run_child_sweep(cmd, env, name, command)
     # The sweep's own index on disk, read through the one model (not its stdout); only a
     # sweep that finished (0, or 32 | bits) wrote one for this run.
     try:
-        if out.returncode != 0 and not out.returncode & SWEEP_BASE:
-            raise ValueError(out.returncode)
-        return RunIndex.load(run_dir), out.returncode
+        if returncode != 0 and not returncode & SWEEP_BASE:
+            raise ValueError(returncode)
+        return RunIndex.load(run_dir), returncode
     except (OSError, ValueError, KeyError, TypeError):
         raise MatrixRunError(f"{name}: the sweep wrote no readable index in {run_dir} (exit "
-                             f"{out.returncode}):\n{(out.stderr or out.stdout)[-3000:]}") from None
+                             f"{returncode}):\n{output[-3000:]}") from None
+
+
+def _run_child_sweep(cmd: list[str], env: Mapping[str, str], name: str,
+                     command: str) -> tuple[int, str]:
+    """Run the child sweep; on Ctrl-C or SIGTERM pass the same signal on (the child stops its
+    cases, writes the report of what finished and exits), then stop this command too."""
+    with tempfile.TemporaryFile("w+") as out, stopping_signals() as caught:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        try:
+            while proc.poll() is None:
+                if caught.signum is not None:
+                    proc.send_signal(caught.signum)
+                    proc.wait()
+                    out.seek(0)
+                    raise stopped(caught.signum, f"{name}'s sweep stopped with it (exit "
+                                  f"{proc.returncode}); what ran is in its run directory",
+                                  command)
+                time.sleep(SIGNAL_POLL_SECONDS)
+        finally:
+            if proc.poll() is None:  # an error of ours: never leave the child sweep running
+                proc.kill()
+                proc.wait()
+        out.seek(0)
+        return proc.returncode, out.read()
 
 
 NOT_ON_THIS_LANE = ("lane unavailable", "reproducer declares lanes")

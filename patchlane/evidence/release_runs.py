@@ -25,19 +25,29 @@ import platform
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ReproducerError
+from ..errors import PatchlaneError, ReproducerError
+from ..exit_codes import ExitCode
 from ..files import atomic_write_json
 from ..fingerprint import compute_from_source
 from ..registry import Entry
 from ..versions import parse_version
 from .installs import install_dir
-from .reproduce import CaseResult, Mode, RunOutcome, case_env, read_spec, run_case
+from .reproduce import (
+    CaseInterrupted,
+    CaseResult,
+    Mode,
+    RunOutcome,
+    case_env,
+    read_spec,
+    run_case,
+)
 from .verdicts import Finding
 
 if TYPE_CHECKING:
@@ -132,6 +142,17 @@ def _defines(source: str, qualname: str) -> bool:
     return True
 
 
+MAX_INSTALL_FAILURES = 3
+"""Installs failing in a row that stop a bisection: past this the index itself is the problem
+(unreachable, refusing), and every further release would cost one more failed pip run."""
+
+
+class ReleaseInstallError(PatchlaneError):
+    """The package index refused or could not serve releases, several in a row."""
+
+    exit_code = ExitCode.UPSTREAM_UNREACHABLE
+
+
 def classify(target: Target, result: CaseResult, roots: Sequence[Path] = ()) -> tuple[Finding, str]:
     """What the run ``result`` (without the overlay) says of its release, and why.
 
@@ -223,6 +244,11 @@ class ReleaseRunner:
         self.base_env = dict(os.environ if env is None else env)
         self._install = install or self._pip
         self._run = run
+        self.stop = threading.Event()
+        """Set by the command on Ctrl-C or SIGTERM: the running case's ranks are killed and
+        :class:`~patchlane.evidence.reproduce.CaseInterrupted` raised, nothing more starts."""
+        self.install_failures = 0
+        """Installs that failed in a row: past :data:`MAX_INSTALL_FAILURES` the search stops."""
 
     def _pip(self, version: str, log: Path) -> Path:
         return install_dir(f"{self.distribution}=={version}", self.cache, log=log)
@@ -252,14 +278,27 @@ class ReleaseRunner:
         else:
             log = case_dir / "install.log"
             record["install_log"] = str(log)
+            if self.stop.is_set():
+                raise CaseInterrupted(f"{self.distribution} {version}: not started (stopped)")
             try:
                 where = self._install(version, log)
             except subprocess.CalledProcessError as exc:
                 why = _tail(log) or str(exc)
-                return self._finish(record, started, Finding.ERROR,
-                                    f"install: pip could not install {self.distribution}=="
-                                    f"{version} from its {how} (exit "
-                                    f"{exc.returncode}):\n{why}")
+                self.install_failures += 1
+                message = (f"install: pip could not install {self.distribution}=={version} "
+                           f"from its {how} (exit {exc.returncode}):\n{why}")
+                if self.install_failures >= MAX_INSTALL_FAILURES:
+                    self._finish(record, started, Finding.ERROR, message)
+                    raise ReleaseInstallError(
+                        f"{self.entry.id}: stopped after {self.install_failures} installs in "
+                        f"a row failed (the last: {self.distribution}=={version}, pip exit "
+                        f"{exc.returncode}; its log: {log}); the package index is unreachable "
+                        "or refuses them, and no run would say anything about the bug; fix: "
+                        "check the index (PIP_INDEX_URL, the network), then run bisect again "
+                        "(the releases that ran are kept in "
+                        f"{self.run_dir / 'runs'})") from None
+                return self._finish(record, started, Finding.ERROR, message)
+            self.install_failures = 0
             record["installed_at"] = str(where)
             record["install_seconds"] = round(time.monotonic() - started, 1)
             roots = [where]
@@ -269,7 +308,7 @@ class ReleaseRunner:
         # The release under test is the side: a ledger reproducer's BAD_SIDE stays out.
         result = self._run(self.entry, Mode.WITHOUT, lane="cpu", world_size=self.world_size,
                            timeout=self.timeout, workdir=case_dir, env=env, flat=True,
-                           bad_side=False)
+                           bad_side=False, stop=self.stop)
         record["case"] = result.as_dict()
         record["logs"] = [rank.get("log") for rank in result.ranks if rank.get("log")]
         finding, message = classify(self.entry.target, result, roots)

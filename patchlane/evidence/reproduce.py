@@ -382,6 +382,8 @@ def run_case(
     # sessions (setsid): at the end of the case, whatever carries it is killed (_reap).
     token = uuid.uuid4().hex
     child_env[CASE_TOKEN] = token
+    child_env[CASE_DEADLINE] = f"{time.time() + timeout + DEADLINE_GRACE_SECONDS:.0f}:" \
+        f"{os.getpid()}"
     child_env["MASTER_ADDR"] = "127.0.0.1"
     child_env["MASTER_PORT"] = str(_free_port())
     procs: list[subprocess.Popen[bytes]] = []
@@ -552,6 +554,12 @@ def _write(out: Any, data: bytes) -> Any:
 
 
 CASE_TOKEN = "PATCHLANE_CASE_TOKEN"
+CASE_DEADLINE = "PATCHLANE_CASE_DEADLINE"
+"""A rank's own deadline (seconds since the epoch) and its parent's pid (``deadline:pid``):
+the rank ends itself past the deadline, or once the process that started it is gone (a
+killed sweep, bisect or radar), so a case never outlives what judges it, holding a GPU."""
+DEADLINE_GRACE_SECONDS = 30.0
+"""How long past the case's timeout a rank waits for its parent to kill it before it goes."""
 
 
 def _reap(token: str) -> list[int]:

@@ -13,9 +13,13 @@ import, setup, run, verify), timings, peak memory, provenance and the audit of w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import resource
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Mapping
@@ -28,6 +32,7 @@ from patchlane.audit import Outcome
 from patchlane.evidence.provenance import environment_overlay, runtime
 from patchlane.evidence.record import verify_distribution
 from patchlane.evidence.reproduce import (
+    CASE_DEADLINE,
     LANES,
     MESSAGE_HEAD_CHARS,
     MESSAGE_TAIL_CHARS,
@@ -117,7 +122,28 @@ def _traceback() -> str:
     return clip(traceback.format_exc(), TRACEBACK_HEAD_CHARS, TRACEBACK_TAIL_CHARS)
 
 
+def _watch_deadline(value: str | None) -> None:
+    """End this rank (its whole session) past ``deadline`` or once its parent is gone
+    (``PATCHLANE_CASE_DEADLINE``, :data:`patchlane.evidence.reproduce.CASE_DEADLINE`)."""
+    try:
+        deadline_text, _, parent_text = (value or "").partition(":")
+        deadline, parent = float(deadline_text), int(parent_text)
+    except ValueError:
+        return
+
+    def watch() -> None:
+        while True:
+            if time.time() > deadline or os.getppid() != parent:
+                with contextlib.suppress(OSError):
+                    os.killpg(os.getpgrp(), signal.SIGKILL)
+                os._exit(137)
+            time.sleep(1.0)
+
+    threading.Thread(target=watch, name="patchlane-case-deadline", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
+    _watch_deadline(os.environ.get(CASE_DEADLINE))
     parser = argparse.ArgumentParser(prog="patchlane.evidence.runner")
     parser.add_argument("--entry", required=True)
     parser.add_argument("--mode", choices=[m.value for m in Mode], required=True)

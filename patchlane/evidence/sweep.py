@@ -22,11 +22,9 @@ verdict in the same run.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import contextlib
 import hashlib
 import json
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -35,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import SweepInterrupted, SweepTerminated
 from ..exit_codes import ExitCode, sweep_exit_code
 from ..gates import GateResult, check_gate, gate_side, locate_source, resolve_version
 from ..ledger import installed_outside
@@ -56,6 +53,7 @@ from .reproduce import (
 )
 from .rows import CaseView, PlannedRow, RowKind, verdict_of
 from .schedule import DEFAULT_POLICY, dispatch_order, plan_schedule
+from .stopping import SIGNAL_POLL_SECONDS, signal_name, stopped, stopping_signals
 from .verdicts import Verdict, exit_bits
 
 __all__ = [
@@ -383,11 +381,11 @@ def run_sweep(
         if on_event:
             on_event(SweepEvent(cid, state, finished, total, result.outcome))
 
-    with _stopping_signals() as caught, cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with stopping_signals() as caught, cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         pending = {pool.submit(one, cid) for cid in queued}
         try:
             while pending and caught.signum is None:
-                finished, pending = cf.wait(pending, timeout=_SIGNAL_POLL_SECONDS,
+                finished, pending = cf.wait(pending, timeout=SIGNAL_POLL_SECONDS,
                                             return_when=cf.FIRST_EXCEPTION)
                 for future in finished:
                     future.result()  # a case's own exception (a full disk) ends the sweep
@@ -396,53 +394,12 @@ def run_sweep(
                 stop.set()
                 pool.shutdown(wait=True, cancel_futures=True)
     if caught.signum is not None:
-        name = signal.Signals(caught.signum).name
-        run.mark_interrupted(name)
-        error = SweepTerminated if caught.signum == signal.SIGTERM else SweepInterrupted
+        run.mark_interrupted(signal_name(caught.signum))
         unfinished = run.manifest["interrupted"]["unfinished"]
-        raise error(f"sweep stopped by {name}: {total - unfinished} of {total} case(s) "
-                    f"finished, {unfinished} left; finish it with `patchlane sweep --resume "
-                    f"{run.path}`")
+        raise stopped(caught.signum, f"{total - unfinished} of {total} case(s) finished, "
+                      f"{unfinished} left; finish it with `patchlane sweep --resume "
+                      f"{run.path}`", "sweep")
     return verdicts(run)
-
-
-_SIGNAL_POLL_SECONDS = 0.2
-"""How often the sweep's main thread looks for a signal while cases run."""
-
-
-@dataclass
-class _Caught:
-    signum: int | None = None
-
-
-@contextlib.contextmanager
-def _stopping_signals() -> Iterator[_Caught]:
-    """While a sweep runs, SIGINT and SIGTERM are recorded instead of acted on where they
-    land: the main thread sees the record within :data:`_SIGNAL_POLL_SECONDS` and stops the
-    sweep in order. The handler only assigns an attribute: a handler that set an Event or shut
-    the pool down would take locks the interrupted main thread may be holding (a deadlock),
-    and a KeyboardInterrupt raised inside ``Executor.__exit__`` waits for every queued case.
-    Only the main thread can set handlers (the pytest plugin may run a sweep elsewhere: the
-    process's own handling stands there), and a signal the process ignores (SIGINT in a
-    script's background job) stays ignored."""
-    caught = _Caught()
-    if threading.current_thread() is not threading.main_thread():
-        yield caught
-        return
-
-    def record(signum: int, frame: object) -> None:
-        if caught.signum is None:  # the first one says why the sweep stopped
-            caught.signum = signum
-
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(sig) is not signal.SIG_IGN:
-            previous[sig] = signal.signal(sig, record)
-    try:
-        yield caught
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 UNFINISHED = "case did not finish (resume the run)"

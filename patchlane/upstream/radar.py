@@ -25,6 +25,7 @@ from packaging.version import Version
 
 from ..evidence.index import RunIndex
 from ..evidence.verdicts import SEVERITY, Verdict
+from ..exit_codes import ExitCode
 from ..registry import Entry, Registry
 from ..versions import parse_version
 from .bisect import Listing, next_minor
@@ -148,6 +149,16 @@ class ReleaseSweep:
                 "run_dir": str(self.run_dir), "exit_code": self.exit_code,
                 "verdicts": {e: [v.value for v in vs] for e, vs in self.verdicts.items()},
                 "proposals": self.proposals}
+
+
+def failed_sweep(distribution: str, release: str, run_dir: Path, entries: Sequence[str],
+                 why: str) -> ReleaseSweep:
+    """A release that could not be swept: an ``error`` for each of its entries, saying why."""
+    out = ReleaseSweep(distribution, release, run_dir, ExitCode.SWEEP_ERROR)
+    for entry_id in entries:
+        out.verdicts[entry_id] = [Verdict.ERROR]
+        out.proposals[entry_id] = f"not swept: {why}; nothing to record (try again later)"
+    return out
 
 
 def read_sweep(registry: Registry, distribution: str, release: str, index: RunIndex,

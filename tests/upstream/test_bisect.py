@@ -603,3 +603,53 @@ def test_the_command_bisects_pip_installed_releases_and_writes_the_gate(
          "--offline"], env=env | {"PATCHLANE_CACHE": str(tmp_path / "empty")},
         capture_output=True, text=True, timeout=120, cwd=work)
     assert offline.returncode == 14, offline.stderr
+
+
+def test_installs_failing_in_a_row_stop_the_search_with_a_cap(
+        fake_target: FakeTarget, base_env: dict[str, str], tmp_path: Path) -> None:
+    from patchlane.evidence.release_runs import MAX_INSTALL_FAILURES, ReleaseInstallError
+
+    entry = load_registries([fake_target.registry]).get(fake_target.entry_id)
+    pivot = _release_tree(tmp_path / "releases", fake_target, "0.4.0", fixed=False)
+    tried: list[str] = []
+
+    def install(version: str, log: Path) -> Path:
+        if version == "0.4.0":  # the pivot installs and shows the bug; then the index fails
+            return pivot
+        tried.append(version)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("ERROR: Could not connect to the index\n")
+        raise subprocess.CalledProcessError(1, ["pip"])
+
+    runner = ReleaseRunner(entry, tmp_path / "run", tmp_path / "cache", install=install,
+                           env=base_env, timeout=120)
+    releases = [Candidate(f"0.{i}.0", "wheel") for i in range(1, 10)]
+    with pytest.raises(ReleaseInstallError) as stopped:
+        bisect_entry(entry, Listing(tuple(releases)), runner)
+    assert len(tried) == MAX_INSTALL_FAILURES  # not one pip attempt per release
+    text = str(stopped.value)
+    assert f"stopped after {MAX_INSTALL_FAILURES} installs in a row failed" in text
+    assert "fix: check the index (PIP_INDEX_URL, the network)" in text
+    assert int(stopped.value.exit_code) == 14
+
+
+def test_a_stopped_runner_kills_its_running_case_at_once(
+        fake_target: FakeTarget, base_env: dict[str, str], tmp_path: Path) -> None:
+    """Ctrl-C or SIGTERM to bisect sets the runner's stop: the case running then is killed
+    at once, not after its --timeout (600 s by default)."""
+    import threading
+    import time
+
+    from patchlane.evidence.reproduce import CaseInterrupted
+
+    (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
+        "import time\n\ndef run(ctx):\n    time.sleep(300)\n")
+    trees = {"0.4.0": _release_tree(tmp_path / "releases", fake_target, "0.4.0", fixed=False)}
+    entry = load_registries([fake_target.registry]).get(fake_target.entry_id)
+    runner = ReleaseRunner(entry, tmp_path / "run", tmp_path / "cache",
+                           install=lambda v, log: trees[v], env=base_env, timeout=600)
+    threading.Timer(3.0, runner.stop.set).start()
+    started = time.monotonic()
+    with pytest.raises(CaseInterrupted):
+        runner("0.4.0", "wheel")
+    assert time.monotonic() - started < 30

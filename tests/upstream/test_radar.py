@@ -88,3 +88,53 @@ def test_the_command_sweeps_each_new_release_and_proposes_the_edit(
     assert all(Path(s["run_dir"], "index.json").is_file() for s in data["swept"])
     # a release that needs someone (still affected) makes the radar say so: 32 | 4
     assert out.returncode == 36, out.stderr
+
+
+def test_one_release_pip_cannot_install_is_one_bad_row(
+        fake_target: FakeTarget, base_env: dict[str, str], h: Harness,  # noqa: F811
+        index: tuple[str, Path], tmp_path: Path) -> None:  # noqa: F811
+    """A night goes on past a release pip cannot install: that release is an error row, the
+    next one is swept (it used to traceback, exit 70, and sweep nothing more)."""
+    url, root = index
+    files = root / "files"
+    files.mkdir()
+    wheels = {v: _wheel(files, fake_target, v, fixed=fixed)
+              for v, fixed in (("0.4.0", False), ("0.5.0", False), ("0.6.0", True))}
+    wheels["0.5.0"].write_bytes(b"not a zip file")  # pip refuses it
+    simple = root / "simple" / fake_target.distribution
+    simple.mkdir(parents=True)
+    (simple / "index.html").write_text("<html><body>" + "".join(
+        f'<a href="../../files/{w.name}">{w.name}</a>' for w in wheels.values())
+        + "</body></html>")
+    h.upstream.route(f"/pypi/pypi/{fake_target.distribution}/json", Reply(body={"releases": {
+        v: [_file(w.name)] for v, w in wheels.items()}}))
+    env = {k: v for k, v in base_env.items() if not k.startswith("PIP_")} | {
+        "PATCHLANE_PYPI_URL": h.upstream.pypi, "PATCHLANE_CACHE": str(tmp_path / "http"),
+        "PIP_INDEX_URL": f"{url}/simple", "PIP_CONFIG_FILE": os.devnull,
+        "PIP_NO_CACHE_DIR": "1"}
+    work = tmp_path / "work"
+    work.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "patchlane.cli.main", "radar", "--json", "--sweep",
+         "--matrix", str(tmp_path / "no-matrix.yaml"), "--runs-root", str(tmp_path / "runs"),
+         "--cache", str(tmp_path / "releases")], env=env, capture_output=True, text=True,
+        timeout=600, cwd=work)
+    data = json.loads(out.stdout)
+    swept = {s["release"]: s for s in data["swept"]}
+    entry = fake_target.entry_id
+    assert swept["0.5.0"]["verdicts"][entry] == ["error"]
+    assert swept["0.5.0"]["proposals"][entry].startswith(
+        f"not swept: pip could not install {fake_target.distribution}==0.5.0 (exit ")
+    assert swept["0.6.0"]["verdicts"][entry] == ["upstream-fixed"]  # the night went on
+    assert out.returncode == 34, out.stderr  # 32 | error
+
+
+def test_the_working_folders_matrix_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                           ) -> None:
+    from patchlane.cli.radar import matrix_file
+
+    monkeypatch.chdir(tmp_path)
+    assert matrix_file(None).parent.name != tmp_path.name  # none here: the checkout's
+    (tmp_path / "matrix.yaml").write_text("schema: 1\nsets: []\n")
+    assert matrix_file(None) == Path("matrix.yaml")  # an installed radar reads this one
+    assert matrix_file(tmp_path / "other.yaml") == tmp_path / "other.yaml"
