@@ -180,12 +180,12 @@ def _load_lane() -> None:
     """The whole lane: registry, gates, hooks (patchlane.startup). At `import patchlane` unless
     the lazy lane may wait (patchlane.lazy.arm), else at the first import of a target."""
     from . import startup
-    from .errors import PatchlaneError
+    from .errors import PatchlaneError, exit_if_uncaught
 
     try:
         startup.start()
     except PatchlaneError as error:  # strict mode: uncaught, one line and the error's exit code
-        startup.exit_if_uncaught(error)
+        exit_if_uncaught(error)
         raise
 
 

@@ -133,6 +133,8 @@ class Controls:
     """Runs roots to answer "proven here?" from (absolute); empty: not asked."""
     require_evidence: bool = False
     """Refuse an entry no passing run proved on this stack (needs :attr:`evidence`)."""
+    only_ignored: bool = False
+    """``PATCHLANE_ONLY`` was set to nothing (no id): ignored, and said so."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Controls:
@@ -151,7 +153,8 @@ class Controls:
                 "wrote), or unset PATCHLANE_REQUIRE_EVIDENCE")
         return cls(
             disable=_ids(env.get("PATCHLANE_DISABLE")),
-            only=_ids(only) if only is not None else None,
+            only=switch_values.only_ids(only),
+            only_ignored=only is not None and not switch_values.only_ids(only),
             strict=_flag(env, "PATCHLANE_STRICT"),
             registries=tuple(Path(p) for p in extra.split(os.pathsep) if p),
             default_registry=_flag(env, "PATCHLANE_DEFAULT_REGISTRY"),
@@ -188,9 +191,12 @@ class Controls:
         return unknown
 
 
-def describe_unknown(unknown: Mapping[str, list[str]], known: Collection[str]) -> str:
+def describe_unknown(unknown: Mapping[str, list[str]], known: Collection[str],
+                     only: frozenset[str] | None = None) -> str:
     """One WARNING line for :meth:`Controls.unknown_ids`: each id, where it is listed, the
-    closest known id, and every known id."""
+    closest known id, what the ids do here, and every known id. ``only``: the
+    ``PATCHLANE_ONLY`` ids: when none of them is known, every entry is left out, and the
+    line says so (it used to say they changed nothing)."""
     import difflib  # only when an id is unknown: not on the common path of `import patchlane`
 
     parts = []
@@ -199,8 +205,16 @@ def describe_unknown(unknown: Mapping[str, list[str]], known: Collection[str]) -
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         parts.append(f"{entry_id!r} in {' and '.join(where)}{hint}")
     listing = ", ".join(sorted(known)) or "(none)"
+    if only and not (only & set(known)):
+        effect = ("PATCHLANE_ONLY names no loaded entry, so every entry is left out (skipped: "
+                  "disabled)")
+    elif any("PATCHLANE_ONLY" in where for where in unknown.values()):
+        effect = ("PATCHLANE_ONLY's other ids still apply, and every entry it does not name "
+                  "is left out")
+    else:
+        effect = "PATCHLANE_DISABLE's unknown ids change nothing here"
     return (f"patchlane: unknown entry id(s) {'; '.join(parts)}: no loaded registry declares "
-            f"them, so they change nothing here. Known ids: {listing}")
+            f"them; {effect}. Known ids: {listing}")
 
 
 SCHEDULE_POLICIES = ("longest-first", "registry")

@@ -20,7 +20,14 @@ import wrapt
 
 from .audit import AuditLog, Decision, Outcome
 from .controls import Controls, describe_unknown
-from .errors import DriftError, OverlayError, StrictModeError, StrictOverlayError, drift_reason
+from .errors import (
+    DriftError,
+    OverlayError,
+    StrictModeError,
+    StrictOverlayError,
+    drift_reason,
+    exit_if_uncaught,
+)
 from .gates import GateResult, check_gate
 from .lazy.untouched import at_start
 from .loading import load_file, resolve
@@ -193,7 +200,11 @@ class Decider:
         if self.unknown_control_ids:
             # A warning, not an error: the id may belong to a registry this process does not
             # load (one PATCHLANE_DISABLE exported for several jobs).
-            log.warning("%s", describe_unknown(self.unknown_control_ids, known))
+            log.warning("%s", describe_unknown(self.unknown_control_ids, known,
+                                               self.controls.only))
+        if self.controls.only_ignored:
+            log.warning("patchlane: PATCHLANE_ONLY is set but names no id: ignored (no entry "
+                        "is left out by it); unset it, or list the ids to keep")
 
     # -- ledger kinds ----------------------------------------------------------------------
 
@@ -595,7 +606,11 @@ class Decider:
             # The line to grep for in a training log: every entry decided, and why.
             log.info("%s", self.summary(settled=True))
         if self.controls.strict and decision.outcome.is_problem:
-            raise strict_error(decision, overlay_failed)
+            error = strict_error(decision, overlay_failed)
+            # At a target's import in a script: one line and the error's own code if nothing
+            # catches it (drift: 4), as at `import patchlane`, not a traceback and exit 1.
+            exit_if_uncaught(error, f"the import of {entry.target.module or entry.id}")
+            raise error
         return decision
 
     # -- revert ----------------------------------------------------------------------------

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 from importlib import metadata
 from pathlib import Path
-from types import TracebackType
 
 import wrapt
 
@@ -155,37 +153,6 @@ def start(controls: Controls | None = None) -> Decider:
     if log.isEnabledFor(logging.INFO):  # the summary walks every entry: only when it is shown
         log.info("%s", decider.summary())
     return decider
-
-
-def exit_if_uncaught(error: PatchlaneError) -> None:
-    """Make ``error``, raised by `import patchlane` (strict mode, or a control that cannot be
-    read), end the process as the command line does if nothing catches it: one line on stderr
-    and the error's own exit code (docs/cli.md), not a traceback and exit 1. Code that catches
-    it still gets the exception.
-
-    Done with ``sys.excepthook``, chained to the one already there, because the import is the
-    script's own first line: there is no caller of ours to return a code to. The interpreter
-    ends with a ``SystemExit`` raised by the hook as with one raised by the script. An
-    interactive session keeps the traceback and goes on."""
-    previous = sys.excepthook
-    if getattr(previous, "patchlane_error", None) is error:
-        return  # the sticky failure raised again by a second import: already in place
-
-    def hook(kind: type[BaseException], value: BaseException,
-             tb: TracebackType | None) -> None:
-        if value is not error or hasattr(sys, "ps1") or sys.flags.interactive:
-            previous(kind, value, tb)
-            return
-        sys.excepthook = previous
-        code = int(error.exit_code)
-        message = str(error).replace("\n", " ")
-        sys.stderr.write(f"patchlane: {type(error).__name__}: {message} (stopped at "
-                         f"`import patchlane`, exit {code})\n")
-        sys.stderr.flush()
-        raise SystemExit(code)
-
-    hook.patchlane_error = error  # type: ignore[attr-defined]
-    sys.excepthook = hook
 
 
 def current() -> Decider:

@@ -45,6 +45,14 @@ def ids(raw: str | None) -> frozenset[str]:
     return frozenset(part.strip() for part in raw.split(",") if part.strip())
 
 
+def only_ids(raw: str | None) -> frozenset[str] | None:
+    """``PATCHLANE_ONLY``: None (no restriction) when unset, or set to nothing but spaces and
+    commas: ``PATCHLANE_ONLY=$IDS`` with ``IDS`` empty must not leave out every entry in
+    silence (the controls warn that it was ignored)."""
+    found = ids(raw)
+    return found or None
+
+
 def disabled_reason(entry_id: str, disable: frozenset[str],
                     only: frozenset[str] | None) -> str | None:
     """Why ``PATCHLANE_DISABLE`` (``disable``) or ``PATCHLANE_ONLY`` (``only``; None when

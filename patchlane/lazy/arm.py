@@ -117,9 +117,8 @@ def _why(imported: bool) -> str | _State:
         return ("no fresh index for this registry set and sys.path (a registry file, an "
                 "overlay's folder, an installed distribution or patchlane changed, or none was "
                 "written yet)")
-    only_raw = env.get("PATCHLANE_ONLY")
     disable = switch_values.ids(env.get("PATCHLANE_DISABLE"))
-    only = switch_values.ids(only_raw) if only_raw is not None else None
+    only = switch_values.only_ids(env.get("PATCHLANE_ONLY"))
     if disable or only:
         rows = found.rows()
         if rows is None:

@@ -106,9 +106,31 @@ def test_unknown_control_ids_warn_with_the_closest_known_id(
     assert "'nothing_like_it' in PATCHLANE_ONLY" in message
     assert f"Known ids: {CONFIG}, {FLOOR}, {GATE}, {PIN}" in message
     assert "unknown control ids: ctl_flor, nothing_like_it" in lane.summary()
+    assert "PATCHLANE_ONLY's other ids still apply" in message
     # known ids still work as asked; the unknown ones change nothing and raise nothing
     assert lane.audit.latest()[PIN].outcome is Outcome.SKIPPED_DISABLED
     assert lane.audit.latest()[FLOOR].outcome is Outcome.SKIPPED_DISABLED  # not in ONLY
+
+
+@pytest.mark.parametrize(("only", "left_out"), [("nothing_like_it", True), ("", False),
+                                                 (" , ", False)],
+                         ids=["unknown-id", "empty", "only-commas"])
+def test_an_only_that_names_no_entry_says_what_it_does(
+        fake_target: FakeTarget, caplog: pytest.LogCaptureFixture, only: str,
+        left_out: bool) -> None:
+    """PATCHLANE_ONLY naming no loaded entry leaves every entry out, and the warning says so
+    (it used to say the ids changed nothing); set to nothing, it is ignored, and said so."""
+    with caplog.at_level(logging.WARNING, logger="patchlane"):
+        lane = lane_for(fake_target, {"PATCHLANE_ONLY": only})
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    outcomes = {lane.audit.latest()[e].outcome for e in (PIN, FLOOR, GATE, CONFIG)}
+    if left_out:
+        assert outcomes == {Outcome.SKIPPED_DISABLED}
+        assert "PATCHLANE_ONLY names no loaded entry, so every entry is left out" in messages
+        assert "change nothing" not in messages
+    else:
+        assert Outcome.SKIPPED_DISABLED not in outcomes
+        assert "PATCHLANE_ONLY is set but names no id: ignored" in messages
 
 
 def test_known_ids_do_not_warn(fake_target: FakeTarget,

@@ -223,11 +223,15 @@ def test_strict_drift_at_the_first_target_import_stops_as_the_eager_lane_does(
     code = f"import patchlane\n{WHY}import {fake.module}\nprint('RAN ON')\n"
     lazy, eager = child(code, env), child(code, {**env, "PATCHLANE_LAZY": "0"})
     assert why(lazy) == "None"
-    # the target's import fails with the DriftError, from its post-import hook, in both
-    assert lazy.returncode == eager.returncode != 0, lazy.stderr
+    # the target's import fails with the DriftError, from its post-import hook, in both: one
+    # line and drift's own exit code (4), not a traceback and exit 1
+    assert lazy.returncode == eager.returncode == 4, lazy.stderr
     assert "RAN ON" not in lazy.stdout + eager.stdout
+    assert "Traceback" not in lazy.stderr + eager.stderr
     assert lazy.stderr.splitlines()[-1] == eager.stderr.splitlines()[-1]
-    assert lazy.stderr.splitlines()[-1].startswith("patchlane.errors.DriftError: ")
+    line = lazy.stderr.splitlines()[-1]
+    assert line.startswith("patchlane: DriftError: ")
+    assert line.endswith(f"(stopped at the import of {fake.module}, exit 4)")
 
 
 # -- what makes it fall back to the eager lane -------------------------------------------------
