@@ -59,9 +59,12 @@ def _fast_run(args: "Sequence[str]") -> "tuple[dict[str, object], list[str]] | N
     return options, command
 
 
-def _settings_readable() -> bool:
+def _settings_readable(evidence: object = None) -> bool:
     """Whether `import patchlane` read every setting: the lazy lane read them all to arm; a
-    lane that loaded at once says whether they could not be read (its startup error)."""
+    lane that loaded at once says whether they could not be read (its startup error).
+    ``evidence``: ``run --evidence``'s runs root, which the command's processes get as
+    ``PATCHLANE_EVIDENCE``: settings that need it (``PATCHLANE_REQUIRE_EVIDENCE``) are read
+    with it."""
     from ..lazy import arm
 
     if arm.why_not() is None:
@@ -69,7 +72,22 @@ def _settings_readable() -> bool:
     from .. import startup
     from ..errors import ControlsError
 
-    return not isinstance(startup.startup_error(), ControlsError)
+    if not isinstance(startup.startup_error(), ControlsError):
+        return True
+    return evidence is not None and settings_with_evidence(str(evidence))
+
+
+def settings_with_evidence(root: str) -> bool:
+    """Whether the settings read as the command will read them, ``PATCHLANE_EVIDENCE`` set to
+    ``root`` by ``run --evidence``."""
+    from ..controls import Controls
+    from ..errors import ControlsError
+
+    try:
+        Controls.from_env({**os.environ, "PATCHLANE_EVIDENCE": os.path.abspath(root)})
+    except ControlsError:
+        return False
+    return True
 
 
 def main(argv: "Sequence[str] | None" = None) -> int:
@@ -78,7 +96,8 @@ def main(argv: "Sequence[str] | None" = None) -> int:
         fast = _fast_run(args[1:])
         if fast is not None:
             options, command = fast
-            if _settings_readable():  # else the full parser refuses them, as for every command
+            # else the full parser refuses them, as for every command
+            if _settings_readable(options["evidence"]):
                 from ..launch.activate import hand_over
                 from ..launch.environment import launch_env
 

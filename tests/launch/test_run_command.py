@@ -232,3 +232,25 @@ def test_a_nested_run_prints_one_summary_line_from_the_innermost_command(
         who = "rank 2" if env else "main"
         assert len(lines) == 1 and lines[0].startswith(f"patchlane run: {who} (pid "), \
             out.stderr
+
+
+@pytest.mark.parametrize("how", ["full-parser", "bin/patchlane"])
+def test_run_evidence_satisfies_require_evidence_for_the_command(tmp_path: Path,
+                                                                 how: str) -> None:
+    """`run --evidence DIR` gives its processes PATCHLANE_EVIDENCE=DIR, so a job that also
+    sets PATCHLANE_REQUIRE_EVIDENCE starts (it was refused: the command never ran)."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    marker = tmp_path / "ran"
+    args = ["--evidence", str(runs), "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env["PATCHLANE_REQUIRE_EVIDENCE"] = "1"
+    if how == "full-parser":
+        out = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "run", *args],
+                             capture_output=True, text=True, env=env, timeout=120)
+    else:
+        out = subprocess.run([sys.executable, str(ROOT / "bin" / "patchlane"), "run", *args],
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert "cannot be read" not in out.stderr, out.stderr
+    assert out.returncode == 0, out.stderr
+    assert marker.exists()
