@@ -136,6 +136,14 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
                                   f"({run.manifest.get('registry_digest')} -> "
                                   f"{registry.digest}); start a new run instead of resuming "
                                   "(the run directory was left as it was)")
+            known = {e.id for e in registry.entries}
+            gone = sorted({str(c.get("entry_id")) for c in run.manifest["cases"].values()
+                           if c.get("entry_id") not in known})
+            if gone:
+                raise RunDirError(f"{resume / 'manifest.json'}: names entries the registry no "
+                                  f"longer has: {', '.join(gone)}; expected every case's entry "
+                                  "in the registry it started with; fix: start a new run (the "
+                                  "run directory was left as it was)")
             requeued = run.requeue_unfinished()
             if not quiet:
                 print(f"resuming {resume}: {len(requeued)} case(s) to run", file=sys.stderr)

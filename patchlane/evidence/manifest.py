@@ -161,9 +161,12 @@ class RunDir:
         except FileNotFoundError:
             raise RunDirError(f"{file}: no manifest; is {path} a patchlane run directory?") \
                 from None
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RunDirError(f"{file}: not valid JSON ({exc}); the manifest is written "
                               "atomically, so this file was edited by hand") from None
+        if not isinstance(manifest, dict):
+            raise RunDirError(f"{file}: a JSON {type(manifest).__name__}, expected the object "
+                              "a sweep writes; fix: start a new run, or restore the file")
         if manifest.get("schema_version") != MANIFEST_SCHEMA:
             raise RunDirError(f"{file}: schema_version {manifest.get('schema_version')!r}, "
                               f"expected {MANIFEST_SCHEMA}")

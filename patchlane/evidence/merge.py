@@ -96,7 +96,16 @@ def read_shard(path: Path) -> ShardRun:
         raise RunDirError(f"{path}: not a sweep's run directory ({what}); expected a run "
                           "directory `patchlane sweep` wrote; fix: give the shards' run "
                           "directories, or --group NAME to find them under the runs root")
-    run = RunDir.open(path)
+    run = RunDir.open(path)  # a manifest that is no JSON object: RunDirError, naming the file
+    try:
+        return _read_shard(path, file, run)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise RunDirError(f"{file}: damaged ({type(exc).__name__}: {exc}); expected the "
+                          "manifest a sweep writes; fix: sweep that shard again, or leave it "
+                          "out of the merge") from None
+
+
+def _read_shard(path: Path, file: Path, run: RunDir) -> ShardRun:
     m = run.manifest
     plan = m.get("plan")
     if not _is_plan(plan):

@@ -222,6 +222,24 @@ def test_another_shard_count_or_an_old_manifest_is_refused(tmp_path: Path) -> No
         merge([one, root / "typo"])
 
 
+@pytest.mark.parametrize("damage", [b"[]", b"\xff\xfe not text", "plan-count-text"])
+def test_a_damaged_shard_manifest_is_one_line_naming_it(
+        tmp_path: Path, damage: object, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "runs"
+    one, two = shard(root, 1, 2), shard(root, 2, 2)
+    file = two / "manifest.json"
+    if isinstance(damage, bytes):
+        file.write_bytes(damage)
+    else:
+        manifest = json.loads(file.read_text())
+        manifest["plan"]["count"] = "two"
+        file.write_text(json.dumps(manifest))
+    assert cli(one, two) == ExitCode.USAGE  # was a traceback, exit 70
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert str(file) in err
+
+
 def test_a_requeued_shard_supersedes_its_stopped_attempt(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     one = shard(root, 1, 2)

@@ -319,3 +319,24 @@ def test_a_rank_that_dies_before_reporting_says_why_without_secrets(
     assert "RuntimeError: registry plugin exploded: distinctive-marker-4711" in cli.stdout
     for secret in secrets:
         assert secret not in cli.stdout + cli.stderr
+
+
+def test_resume_of_a_run_naming_an_entry_no_longer_there_is_refused(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    multi_registry(fake_target, {"a": GUARDING})
+    run_dir = tmp_path / "run"
+    env = env_for(fake_target)
+    cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep"]
+    assert subprocess.run([*cmd, "--run-dir", str(run_dir)], env=env, capture_output=True,
+                          timeout=120).returncode == 0
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    case = next(iter(manifest["cases"].values()))
+    case["entry_id"], case["state"] = "gone_entry", "queued"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    before = (run_dir / "manifest.json").read_bytes()
+    out = subprocess.run([*cmd, "--resume", str(run_dir)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2, out.stderr  # was a KeyError, exit 70
+    assert "names entries the registry no longer has: gone_entry" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert (run_dir / "manifest.json").read_bytes() == before
