@@ -156,6 +156,11 @@ def _parse(path: Path, data: Any) -> ProcessReport:
     at = _expect("process.at", process.get("at"), (int, float), "seconds since the epoch")
     if not math.isfinite(at) or at < 0:
         raise _Bad(f"process.at: found {at!r}, expected seconds since the epoch")
+    try:
+        _iso(at)  # a time no calendar holds (year 10000 and later) is no report's time
+    except (OverflowError, ValueError, OSError):
+        raise _Bad(f"process.at: found {at!r}, expected seconds since the epoch (a date "
+                   "before the year 10000)") from None
     rank = process.get("rank")
     if rank is not None:
         rank = str(_expect("process.rank", rank, (str, int), "a rank or null"))

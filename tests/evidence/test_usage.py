@@ -200,6 +200,9 @@ BAD: list[tuple[str, Any, str]] = [
     ("negative.json", "NEG", "entries[0].hits: found -2, expected a whole number >= 0"),
     ("boolhits.json", "BOOL", "entries[0].hits: found True, expected a whole number >= 0"),
     ("noat.json", "NOAT", "process.at: found None, expected seconds since the epoch"),
+    # far in the future: once the good reports' dates were printed, this one crashed them all
+    ("future.json", "FUTURE", "process.at: found 1e+18, expected seconds since the epoch (a "
+                              "date before the year 10000)"),
     ("nested.json", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
 ]
 
@@ -213,6 +216,8 @@ def _bad_body(marker: Any, good: dict[str, Any]) -> Any:
         good["entries"][0]["hits"] = True
     elif marker == "NOAT":
         good["process"]["at"] = None
+    elif marker == "FUTURE":
+        good["process"]["at"] = 1e18
     else:
         return marker
     return json.dumps(good)
