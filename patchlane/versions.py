@@ -47,6 +47,10 @@ def why_not_version(text: object) -> str | None:
     (``is not PEP 440``), or None when it is one."""
     if not isinstance(text, str):
         return f"is a {type(text).__name__}, not a version string"
+    if text != text.strip():
+        # packaging strips it and reads " 1.3.0\n" as 1.3.0; kept as a release it would put
+        # a newline into a file name and a pip spec
+        return "has spaces or line breaks around it, which no release name has"
     if _too_long(text):
         return (f"has a number longer than {MAX_DIGITS} digits, which no real release has "
                 "(Python refuses to convert such numbers)")

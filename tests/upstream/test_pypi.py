@@ -31,3 +31,13 @@ def test_a_release_key_with_a_5000_digit_number_is_skipped_with_its_reason(
         assert [r.version for r in pypi_releases(h.client(), "demo")] == ["0.9.0"]
     (said,) = [r.getMessage() for r in caplog.records if "skipping release" in r.getMessage()]
     assert "has a number longer than 640 digits" in said and len(said) < 300
+
+
+def test_a_release_key_with_spaces_or_a_line_break_is_skipped(h: Harness, caplog) -> None:
+    files = [{"upload_time_iso_8601": "2026-01-03T00:00:00Z", "yanked": False}]
+    h.upstream.route("/pypi/pypi/demo/json", Reply(body={"releases": {" 1.3.0\n": files,
+                                                                     "1.2.0": files}}))
+    with caplog.at_level("DEBUG", logger="patchlane.upstream.pypi"):
+        assert [r.version for r in pypi_releases(h.client(), "demo")] == ["1.2.0"]
+    (said,) = [r.getMessage() for r in caplog.records if "skipping release" in r.getMessage()]
+    assert "has spaces or line breaks around it" in said
