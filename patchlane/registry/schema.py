@@ -129,12 +129,17 @@ def _check_keys(ctx: _Ctx, data: Mapping[str, Any], required: Iterable[str],
             )
     for key in required:
         if key not in data or data[key] is None:
+            # present with no value (`entries:` and nothing under it) is not "missing": say so
+            present = key in data
+            holder = "the registry" if where == "the registry" else "the entry"
             raise ctx.fail(
-                f"missing required key in {where}",
+                f"{'empty' if present else 'missing required'} key in {where}",
                 key=f"{prefix}{key}",
                 found=None,
                 expected="a value",
-                fix=f"add `{key}:` to the entry",
+                fix=(f"give `{key}:` a value" + (" (list the entries under it, or write "
+                                                   "`entries: []`)" if key == "entries" else "")
+                     if present else f"add `{key}:` to {holder}"),
             )
 
 

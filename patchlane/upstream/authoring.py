@@ -44,7 +44,7 @@ from packaging.version import InvalidVersion
 
 from .. import fingerprint
 from ..errors import PatchlaneError, RegistryError, StrictModeError, UsageError
-from ..files import atomic_write
+from ..files import NotARegularFile, atomic_write, read_regular
 from ..gates import installed_version, resolve_version
 from ..loading import resolve
 from ..registry import Entry, Kind, parse_registry
@@ -677,7 +677,22 @@ def _read_registry(request: Request) -> str:
                                 found=str(path.parent), expected="an existing folder",
                                 fix="create it, or correct --registry")
         return ""
-    raw = path.read_bytes().decode("utf-8")  # as stored: CRLF stays CRLF
+    try:
+        data = read_regular(path)  # a FIFO put in its place never blocks this
+    except NotARegularFile as exc:
+        raise NewEntryError(request.entry_id, "the registry is not a file",
+                            found=str(exc).partition(";")[0],
+                            expected="a registry file (or no file: new creates it)",
+                            fix="correct --registry") from None
+    try:
+        raw = data.decode("utf-8")  # as stored: CRLF stays CRLF
+    except UnicodeDecodeError as exc:
+        raise NewEntryError(request.entry_id, "the registry is not UTF-8 text",
+                            found=f"{path}: byte {exc.start}: {exc.reason}",
+                            expected="a YAML file in UTF-8",
+                            fix="convert it to UTF-8, or correct --registry") from None
+    if _no_entries_yet(raw):
+        return raw  # the header `new` writes, its entries list still empty: append to it
     existing = parse_registry(path, raw)  # a registry already rejected is fixed first
     if any(entry.id == request.entry_id for entry in existing):
         raise NewEntryError(request.entry_id, "the id is taken",
@@ -693,6 +708,16 @@ def _read_registry(request: Request) -> str:
             "(`  - id: ...`)",
             fix="move the entries list to the end of the file, written as a block list")
     return raw
+
+
+def _no_entries_yet(raw: str) -> bool:
+    """Whether ``raw`` is a registry whose ``entries:`` holds nothing yet (the header ``new``
+    writes, or a registry whose last entry was deleted): ``schema: 1`` and an empty
+    ``entries:`` as the last top-level line, comments aside."""
+    tops = [line for line in raw.splitlines() if re.match(r"[A-Za-z_]", line)]
+    items = [line for line in raw.splitlines() if re.match(r"\s+-", line)]
+    return (not items and bool(tops) and re.fullmatch(r"entries:\s*(#.*)?", tops[-1]) is not None
+            and any(re.fullmatch(r"schema:\s*1\s*(#.*)?", line) for line in tops))
 
 
 def _compose(raw: str, block: list[str]) -> str:

@@ -156,6 +156,47 @@ def test_refusals_are_usage_errors_and_write_nothing(fake_target: FakeTarget) ->
         == [p for p in listing if "__pycache__" not in p.parts]
 
 
+def test_a_fifo_or_a_non_utf8_registry_is_one_line_and_no_hang(fake_target: FakeTarget,
+                                                                tmp_path: Path) -> None:
+    fake_target.write_registry()
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    binary = tmp_path / "latin1.yaml"
+    binary.write_bytes("schema: 1\nentries:\n  - id: caf\xe9\n".encode("latin-1"))
+    for path, says in ((fifo, "the registry is not a file"),
+                       (binary, "the registry is not UTF-8 text")):
+        out = cli(fake_target, "new", ENTRY, "--target", f"{fake_target.module}:shout",
+                  "--registry", str(path))  # a FIFO used to block here for ever
+        assert out.returncode == ExitCode.USAGE, out.stderr
+        assert says in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_the_header_new_writes_takes_an_entry_later(fake_target: FakeTarget) -> None:
+    """A registry `new` started, whose entries were all deleted since: `entries:` empty. It
+    used to say "add `entries:` to the entry" (it is there); now the entry is appended."""
+    from patchlane.upstream.authoring import NEW_REGISTRY_HEADER
+
+    fake_target.registry.write_text(NEW_REGISTRY_HEADER)
+    out = new(fake_target)
+    assert out.returncode == 0, out.stderr
+    text = fake_target.registry.read_text()
+    assert text.startswith(NEW_REGISTRY_HEADER) and f"  - id: {ENTRY}" in text
+
+
+def test_a_registry_with_an_empty_entries_key_says_how_to_fill_it(tmp_path: Path) -> None:
+    from patchlane.errors import RegistryError
+    from patchlane.registry import load_registries
+
+    path = tmp_path / "registry.yaml"
+    path.write_text("schema: 1\nentries:\n")
+    with pytest.raises(RegistryError) as refused:
+        load_registries([path])
+    text = str(refused.value)
+    assert "empty key in the registry" in text and "add `entries:` to the entry" not in text
+    assert "list the entries under it, or write `entries: []`" in text
+
+
 def test_a_ledger_entry_from_the_command_line(fake_target: FakeTarget) -> None:
     fake_target.write_registry()
     out = cli(fake_target, "new", "greeter_floor", "--kind", "version_floor",
