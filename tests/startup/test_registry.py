@@ -343,8 +343,8 @@ BAD: dict[str, Bad] = {
     "missing-owner": Bad(
         entry_with("owner"), "missing required key in a source_patch entry", key="owner",
         found=None, expected="a value"),
-    "null-owner": Bad(
-        entry_with("owner", None), "missing required key", key="owner", found=None,
+    "null-owner": Bad(  # there, with no value: "empty", and the fix says to give it one
+        entry_with("owner", None), "empty key", key="owner", found=None,
         expected="a value"),
     "missing-fingerprint": Bad(
         entry_with("fingerprint"), "missing required key in a source_patch entry",
