@@ -191,6 +191,16 @@ class Controls:
         return unknown
 
 
+def readable_with_evidence(env: Mapping[str, str], root: str) -> bool:
+    """Whether the settings read as ``patchlane run --evidence ROOT``'s command will read them,
+    with ``PATCHLANE_EVIDENCE`` set to ``root`` (``PATCHLANE_REQUIRE_EVIDENCE`` needs it)."""
+    try:
+        Controls.from_env({**env, "PATCHLANE_EVIDENCE": os.path.abspath(root)})
+    except ControlsError:
+        return False
+    return True
+
+
 def describe_unknown(unknown: Mapping[str, list[str]], known: Collection[str],
                      only: frozenset[str] | None = None) -> str:
     """One WARNING line for :meth:`Controls.unknown_ids`: each id, where it is listed, the

@@ -74,20 +74,9 @@ def _settings_readable(evidence: object = None) -> bool:
 
     if not isinstance(startup.startup_error(), ControlsError):
         return True
-    return evidence is not None and settings_with_evidence(str(evidence))
+    from ..controls import readable_with_evidence
 
-
-def settings_with_evidence(root: str) -> bool:
-    """Whether the settings read as the command will read them, ``PATCHLANE_EVIDENCE`` set to
-    ``root`` by ``run --evidence``."""
-    from ..controls import Controls
-    from ..errors import ControlsError
-
-    try:
-        Controls.from_env({**os.environ, "PATCHLANE_EVIDENCE": os.path.abspath(root)})
-    except ControlsError:
-        return False
-    return True
+    return evidence is not None and readable_with_evidence(os.environ, str(evidence))
 
 
 def main(argv: "Sequence[str] | None" = None) -> int:

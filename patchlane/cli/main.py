@@ -232,13 +232,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _dispatch(args: argparse.Namespace) -> int:
     from .. import startup
+    from ..controls import readable_with_evidence
     from ..errors import ControlsError
-    from .entry import settings_with_evidence
 
     error = startup.startup_error()
     if isinstance(error, ControlsError) and not (
             args.command == "run" and args.evidence is not None
-            and settings_with_evidence(str(args.evidence))):
+            and readable_with_evidence(os.environ, str(args.evidence))):
         # `import patchlane` kept going without its settings; no command does (nor `run`: its
         # processes would each start with nothing applied). `run --evidence` gives its
         # processes PATCHLANE_EVIDENCE: settings that need it are read with it.

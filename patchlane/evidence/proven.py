@@ -26,7 +26,7 @@ whose cases did not finish: each is named as not verified and proves nothing. A 
 run directory it came from, beside it in the same runs root.
 
 **Content.** Every receipt records the content hashes of the entry it ran
-(:mod:`patchlane.evidence.content`); a proof counts for the content it recorded only.
+(:mod:`patchlane.registry.content`); a proof counts for the content it recorded only.
 
 **A receipt of a passing run** (what every answer rests on) is the ``with`` receipt of a row
 whose verdict is ``guarding``, that says the case passed (``outcome: pass``) and that the
@@ -64,7 +64,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .content import changed_parts, entry_content
+from ..registry.content import changed_parts, entry_content
 from .crosscheck import checked_rows
 from .runs import FoundRun, discover, load
 from .verdicts import Verdict

@@ -17,7 +17,7 @@ from .._version import __version__
 from ..errors import PatchlaneError
 from ..exit_codes import ExitCode
 from ..registry import Entry
-from .content import entry_content
+from ..registry.content import entry_content
 from .provenance import comparison_key, environment_overlay, runtime
 from .reproduce import CaseResult
 
@@ -50,7 +50,7 @@ def build_receipt(*, run_id: str, case_id: str, entry: Entry, result: CaseResult
         "outcome": result.outcome.value,
         "stage": result.stage or None,
         "message": result.message,
-        # What ran: "proven here" later needs the same content (patchlane.evidence.content)
+        # What ran: "proven here" later needs the same content (patchlane.registry.content)
         "content": entry_content(entry),
         # Why an error happened, in the failing rank's own words (redacted when the case ran).
         "stderr_tail": result.stderr_tail,

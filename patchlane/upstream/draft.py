@@ -282,7 +282,7 @@ class AffectedRow:
     """The reproducer's message without the overlay (the failing output)."""
     stale: tuple[str, ...] = ()
     """Content parts (reproducer, overlay, entry) that changed since this run: its output is
-    another version's (:mod:`patchlane.evidence.content`)."""
+    another version's (:mod:`patchlane.registry.content`)."""
 
 
 def _not_a_run(text: str) -> DraftError:
@@ -292,7 +292,7 @@ def _not_a_run(text: str) -> DraftError:
 def affected_rows(entry: Entry, run_dirs: list[Path]) -> list[AffectedRow]:
     """``entry``'s rows in each run directory's ``index.json``, with the interpreter and the
     without-overlay message from the receipt. A directory that is not a sweep's is named."""
-    from ..evidence.content import changed_parts, entry_content
+    from ..registry.content import changed_parts, entry_content
 
     now = entry_content(entry)
     rows: list[AffectedRow] = []

@@ -566,7 +566,7 @@ def test_a_forged_run_proves_nothing(swept: Swept, tmp_path: Path) -> None:
 @pytest.mark.upstream
 def test_a_changed_overlay_makes_the_proof_stale(swept: Swept, tmp_path: Path) -> None:
     from patchlane import startup
-    from patchlane.evidence.content import entry_content
+    from patchlane.registry.content import entry_content
 
     here = receipt_stack(json.loads((swept.here_run / WITH).read_text()))
     entry = startup.current().registry.get(ENTRY)

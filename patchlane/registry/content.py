@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..registry import Entry
+from .records import Entry
 
 __all__ = ["PARTS", "changed_parts", "entry_content"]
 
