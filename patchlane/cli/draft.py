@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -57,8 +58,16 @@ def run_draft(entry_id: str, evidence: list[Path], output: Path | None, verify: 
     if verified is not None:
         for size, outcome, message in verified:
             print(f"  with the change, no overlay, world size {size}: {outcome}"
-                  + (f" ({message})" if outcome != "pass" else ""))
-        if any(outcome != "pass" for _, outcome, _ in verified):
+                  + (f" ({message or 'no message: the rank log says why'})"
+                     if outcome != "pass" else ""))
+        failing = [size for size, outcome, _ in verified if outcome != "pass"]
+        if failing or not verified:
+            # the exit status is said in words, never only a code
+            print(f"{entry_id}: not verified: "
+                  + (f"the reproducer does not pass with the proposed change applied and no "
+                     f"overlay (world size {', '.join(map(str, failing))}); the draft says so"
+                     if failing else "no case ran with the change")
+                  + f"; fix: correct {change}", file=sys.stderr)
             return ExitCode.REPRODUCER_FAILED
     if entry.upstream.draft is None:
         print(f"  add `draft: {os.path.relpath(target, entry.source.parent)}` under the entry's "

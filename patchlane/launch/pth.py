@@ -38,15 +38,19 @@ FILE_NAME = "zz-patchlane-activate.pth"
 """Last in name order among a site directory's ``.pth`` files (see the module docstring)."""
 
 _CODE = (
-    "try:\n"
+    # Once per interpreter: `site` reads a site directory reached by two paths (lib64 -> lib,
+    # a symlinked prefix) twice, and the notice below would print twice.
+    "if not getattr(sys, '_patchlane_pth_done', False):\n"
+    "  sys._patchlane_pth_done = True\n"
+    "  try:\n"
     "    import patchlane\n"
-    "except ModuleNotFoundError as e:\n"
+    "  except ModuleNotFoundError as e:\n"
     "    if e.name != 'patchlane':\n"
     "        raise\n"
     "    sys.stderr.write('patchlane: ' + {where!r} + ' activates patchlane, which this '\n"
     "                     'interpreter cannot import: remove that file (patchlane activate '\n"
     "                     '--remove), or install patchlane\\n')\n"
-    "except Exception as e:\n"
+    "  except Exception as e:\n"
     "    code = getattr(e, 'exit_code', None)\n"
     "    if code is None:\n"
     "        raise\n"

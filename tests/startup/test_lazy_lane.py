@@ -388,6 +388,25 @@ def test_pth_activation_reaches_isolated_interpreters_and_is_removed(tmp_path: P
     assert not (site_dir / "zz-patchlane-activate.pth").exists()
 
 
+def test_a_leftover_pth_says_so_once_per_interpreter(tmp_path: Path) -> None:
+    """A .pth that outlived patchlane says so on stderr, once, also where `site` reads its
+    directory twice (a lib64 -> lib symlink, a symlinked prefix): it said it twice."""
+    from patchlane.launch.pth import FILE_NAME, content
+
+    site_dir = tmp_path / "lib" / "site-packages"
+    site_dir.mkdir(parents=True)
+    (site_dir / FILE_NAME).write_text(content(site_dir / FILE_NAME))
+    (tmp_path / "lib64").symlink_to(tmp_path / "lib")
+    code = ("import site, sys\nsys.path[:] = [p for p in sys.path if 'patchlane' not in p and "
+            "'site-packages' not in p and p]\n"
+            f"site.addsitedir({str(site_dir)!r})\n"
+            f"site.addsitedir({str(tmp_path / 'lib64' / 'site-packages')!r})\n")
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("activates patchlane, which this interpreter cannot import") == 1
+
+
 # -- the real overlay --------------------------------------------------------------------------
 
 @pytest.mark.upstream

@@ -245,3 +245,14 @@ def test_verify_on_a_single_file_module_runs_the_reproducer(fake_target: FakeTar
     assert out.returncode == 0, out.stdout + out.stderr
     assert "with the change, no overlay, world size 1: pass" in out.stdout
     assert f"change against {fake_target.distribution} 1.2.0, {single}.py" in out.stdout
+    # a change that does not fix it: exit 1, and said in words (it used to be the code alone)
+    (fake_target.root / "drafts" / f"{fake_target.entry_id}.change.yaml").write_text(
+        f"object: {single}:Greeter.greet\nedits:\n"
+        "  - replace: 'return f\"hello {name}\"'\n    with: 'return f\"hi {name}\"'\n")
+    out = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "draft",
+                          fake_target.entry_id, "--verify"], capture_output=True, text=True,
+                         env=env, cwd=elsewhere, timeout=300)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "world size 1: fail" in out.stdout
+    assert f"{fake_target.entry_id}: not verified: the reproducer does not pass with the " \
+           "proposed change applied" in out.stderr
