@@ -7,6 +7,8 @@ them, and each overlay is applied when its target module is imported. Without a 
 they load at once. It never imports torch or megatron itself.
 """
 
+import os as _os  # loaded by the interpreter before any script: free here
+
 from .lazy import arm as _lazy
 
 TYPE_CHECKING = False
@@ -176,6 +178,12 @@ def report() -> "Report":
     return build_report(startup.current(), startup.startup_error())
 
 
+_SETTINGS = dict(_os.environ)
+"""The environment as it was at `import patchlane`: what the lane reads its settings from, also
+when it loads later, at a target's first import (a script that changes PATCHLANE_DISABLE after
+its first line changes nothing, lazily or not)."""
+
+
 def _load_lane() -> None:
     """The whole lane: registry, gates, hooks (patchlane.startup). At `import patchlane` unless
     the lazy lane may wait (patchlane.lazy.arm), else at the first import of a target."""
@@ -183,7 +191,7 @@ def _load_lane() -> None:
     from .errors import PatchlaneError, exit_if_uncaught
 
     try:
-        startup.start()
+        startup.start(env=_SETTINGS)
     except PatchlaneError as error:  # strict mode: uncaught, one line and the error's exit code
         exit_if_uncaught(error)
         raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
@@ -90,10 +91,12 @@ def registry_paths(controls: Controls) -> list[Path]:
     return paths
 
 
-def start(controls: Controls | None = None) -> Decider:
+def start(controls: Controls | None = None, env: Mapping[str, str] | None = None) -> Decider:
     """Build the process-wide decider (once). A registry error, or a setting that cannot be
     read, applies nothing: in strict mode it raises, otherwise it is logged at ERROR and kept
-    for :func:`patchlane.report`."""
+    for :func:`patchlane.report`. ``env``: the settings to read (default ``os.environ``); the
+    lazy lane passes those of ``import patchlane``, so a script that changes a setting after
+    that line changes nothing, as with the eager lane."""
     global _decider, _startup_error, _strict_failure
     with _lock:
         if _strict_failure is not None:
@@ -103,13 +106,13 @@ def start(controls: Controls | None = None) -> Decider:
         unreadable = False
         if controls is None:
             try:
-                controls = Controls.from_env()
+                controls = Controls.from_env(env)
             except ControlsError as exc:
                 # A bad setting is a startup error like a rejected registry: `import patchlane`
                 # does not raise by default (a training job runs with nothing applied, and
                 # says why), and every command refuses it in one line.
                 _startup_error, unreadable = exc, True
-                controls = Controls.unreadable()
+                controls = Controls.unreadable(env)
                 if controls.strict:  # raised, not logged too: uncaught, it is one line
                     _strict_failure = exc
                     raise

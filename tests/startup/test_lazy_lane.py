@@ -215,6 +215,20 @@ def test_two_threads_importing_two_targets_at_once_both_decide(tmp_path: Path) -
                                   two.entry_id: ["applied", True, 0]}, out.stderr
 
 
+def test_a_setting_changed_after_import_patchlane_changes_nothing_lazily_or_not(
+        fake: FakeTarget, tmp_path: Path) -> None:
+    """The lane reads its settings as they were at `import patchlane`: the lazy lane, which
+    loads at the target's first import, used to read the ones the script set in between."""
+    env = fake_env(fake, private_cache(tmp_path))
+    warm(env)
+    code = (f"import os, patchlane\n{WHY}os.environ['PATCHLANE_DISABLE'] = {fake.entry_id!r}\n"
+            f"import {fake.module}\n" + REPORT)
+    lazy, eager = child(code, env), child(code, {**env, "PATCHLANE_LAZY": "0"})
+    assert why(lazy) == "None", lazy.stderr
+    assert report_of(lazy)[fake.entry_id][:2] == ["applied", True], lazy.stderr
+    assert report_of(lazy) == report_of(eager)
+
+
 def test_strict_drift_at_the_first_target_import_stops_as_the_eager_lane_does(
         fake: FakeTarget, tmp_path: Path) -> None:
     env = fake_env(fake, private_cache(tmp_path), PATCHLANE_STRICT="1")
