@@ -68,11 +68,16 @@ class SweepRow:
     """The decision in the with-overlay receipt (``upstream-fixed`` when the probe kept the
     overlay out); for a row that ran without the overlay only (past the gate), ``upstream-fixed``
     when the probe, asked there, said so; None otherwise."""
+    stale: tuple[str, ...] = ()
+    """``("reproducer",)`` when the reproducer changed since this run
+    (:mod:`patchlane.registry.content`): a run of another version of it is not evidence about
+    today's."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"run": self.run, "lane": self.lane, "world_size": self.world_size,
                 "verdict": self.verdict.value, "installed": self.installed,
-                "probe": None if self.probe is None else self.probe.value}
+                "probe": None if self.probe is None else self.probe.value,
+                "stale": list(self.stale)}
 
 
 @dataclass
@@ -102,7 +107,10 @@ def read_sweep_rows(entry: Entry, run_dir: Path) -> list[SweepRow]:
     ``patchlane sweep`` writes raises :class:`RetireError` naming it."""
     # Design choice: retirement rests on the receipts, not on index.json, a report anyone can
     # edit: one field changed there (guarding -> upstream-fixed) must not retire a fix.
+    from ..registry.content import changed_parts, entry_content
+
     index, checked = checked_rows(run_dir, entry.id, RetireError)
+    now = entry_content(entry)
     rows = []
     for item in checked:
         row, receipts = item.row, item.receipts
@@ -111,8 +119,13 @@ def read_sweep_rows(entry: Entry, run_dir: Path) -> list[SweepRow]:
         probe = (_probe_outcome(run_dir / row.receipts["with"], receipts["with"])
                  if "with" in receipts
                  else _probe_asked(receipts["without"]) if "without" in receipts else None)
+        ran = receipts.get("without") or receipts.get("with") or {}
+        # The reproducer is what a retirement rests on (it passes without the overlay on the
+        # fixed release): a run of another version of it says nothing about today's.
+        stale = tuple(p for p in changed_parts(ran.get("content"), now) if p == "reproducer")
         rows.append(SweepRow(run=index.run_id, lane=row.lane, world_size=row.world_size,
-                             verdict=row.verdict, installed=row.installed, probe=probe))
+                             verdict=row.verdict, installed=row.installed, probe=probe,
+                             stale=stale))
     return rows
 
 
@@ -157,10 +170,16 @@ def evaluate(entry: Entry, upstream: TrackReport | None,
     if entry.reproducer is not None:
         for run_dir in run_dirs:
             evidence.sweep.extend(read_sweep_rows(entry, run_dir))
-        fixed = [r for r in evidence.sweep if r.verdict is Verdict.UPSTREAM_FIXED
-                 and (when.release is None or (r.installed and
-                                               in_range(when.release, r.installed)))]
-        if not fixed:
+        claimed = [r for r in evidence.sweep if r.verdict is Verdict.UPSTREAM_FIXED
+                   and (when.release is None or (r.installed and
+                                                 in_range(when.release, r.installed)))]
+        fixed = [r for r in claimed if not r.stale]
+        if claimed and not fixed:
+            runs = ", ".join(sorted({f"{r.run} ({', '.join(r.stale)})" for r in claimed}))
+            evidence.missing.append(
+                f"sweep: the runs showing upstream-fixed are stale: the entry changed since "
+                f"them ({runs}); sweep again for evidence of today's reproducer")
+        elif not fixed:
             seen = sorted({f"{r.verdict.value}@{r.installed}" for r in evidence.sweep})
             evidence.missing.append(
                 "sweep: no run shows the reproducer passing without the overlay on a fixed "

@@ -22,10 +22,23 @@ OUTCOMES = {"upstream-fixed": ("pass", "pass"), "guarding": ("fail", "pass"),
             "broken": ("fail", "fail"), "error": ("error", "pass")}
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _content(entry_id: str) -> dict[str, str]:
+    """What a sweep records of the reproducer it ran (this checkout's, where there is one)."""
+    import hashlib
+
+    path = REPO / "reproducers" / f"{entry_id}.py"
+    return {"reproducer": "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()} \
+        if path.is_file() else {}
+
+
 def receipt(run_id: str, entry_id: str, world_size: int, mode: Mode, outcome: str,
             installed: str, probe: str | None) -> dict[str, Any]:
     """The fields of a receipt (receipts.build_receipt) that verdicts and retirement read."""
     return {
+        "content": _content(entry_id),
         "schema_version": 1, "kind": "patchlane.receipt", "run_id": run_id,
         "case_id": case_id(entry_id, "cpu", world_size, mode), "entry_id": entry_id,
         "entry_kind": "source_patch", "mode": mode.value, "lane": "cpu",

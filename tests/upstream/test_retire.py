@@ -65,7 +65,18 @@ def test_sweep_rows_are_read_as_enums(sourced: Entry, tmp_path: Path) -> None:
     # JSON (`patchlane upstream --json`) carries the values, as before the enums.
     assert json.loads(json.dumps(rows[0].as_dict())) == {
         "run": "run-1", "lane": "cpu", "world_size": 1, "verdict": "upstream-fixed",
-        "installed": "0.18.0", "probe": "upstream-fixed"}
+        "installed": "0.18.0", "probe": "upstream-fixed", "stale": []}
+
+
+def test_a_run_of_another_version_of_the_reproducer_does_not_retire(sourced: Entry,
+                                                                    tmp_path: Path) -> None:
+    run = run_dir(tmp_path, ("upstream-fixed", "0.18.0", "upstream-fixed"))
+    stale = dataclasses.replace(sourced, reproducer=tmp_path / "rewritten.py")
+    (tmp_path / "rewritten.py").write_text("def run(ctx):\n    assert True\n")
+    evidence = evaluate(stale, report(), [run])
+    assert not evidence.ready
+    assert any(m.startswith("sweep: the runs showing upstream-fixed are stale: the entry "
+                            "changed since them (run-1 (reproducer))") for m in evidence.missing)
 
 
 def test_ready_with_released_upstream_fixed_sweep_and_probe(sourced: Entry,
