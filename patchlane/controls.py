@@ -35,8 +35,8 @@
                                --runs-root`` wrote, or one run directory): ``patchlane.report()``
                                and each rank's ``patchlane run`` line say, per applied entry,
                                whether a passing run proved it on this process's own stack
-                               (``proven here``, ``proven elsewhere``, ``never run``:
-                               patchlane.evidence.proven). Read only when asked for (a report, or
+                               (``proven here``, ``stale``, ``proven elsewhere``, ``never
+                               run``: patchlane.evidence.proven, verified and tied to content). Read only when asked for (a report, or
                                the next switch), never at ``import patchlane``; ``patchlane run
                                --evidence DIR`` sets it.
 ``PATCHLANE_REQUIRE_EVIDENCE=1``      refuse to apply an entry that no passing run under

@@ -60,8 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--evidence", type=Path, action="append", metavar="RUNS_ROOT",
                    help="say for each applied entry whether a passing run under RUNS_ROOT (what "
                    "`patchlane sweep --runs-root` wrote, or one run directory) proved it on "
-                   "this stack: proven here, proven elsewhere (the nearest, and how it "
-                   "differs) or never run (repeatable; default: $PATCHLANE_EVIDENCE)")
+                   "this stack: proven here, stale (proven here for content since changed: "
+                   "which part), proven elsewhere (the nearest, and how it differs) or never "
+                   "run; a run that cannot be verified proves nothing (repeatable; default: "
+                   "$PATCHLANE_EVIDENCE)")
 
     p = sub.add_parser("show", help="everything the registry says about one entry")
     p.add_argument("id")

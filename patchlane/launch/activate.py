@@ -110,8 +110,9 @@ def _print_summary(me: str, report: "Report") -> None:
         notes = [f"hits {entry['hits']}"] if entry.get("hits") else []
         proof = entry.get("evidence")
         if proof is not None:  # PATCHLANE_EVIDENCE (`patchlane run --evidence`): proven here?
-            differs = proof["differs"]
-            notes.append(proof["answer"] + (f": nearest {', '.join(differs)}" if differs else ""))
+            differs, changed = proof["differs"], proof.get("changed") or []
+            notes.append(proof["answer"] + (f": nearest {', '.join(differs)}" if differs else "")
+                         + (f" ({', '.join(changed)} changed since)" if changed else ""))
         label = entry["id"] + (f" ({'; '.join(notes)})" if notes else "")
         groups.setdefault(outcome, []).append(label)
     parts = " | ".join(f"{k}: {', '.join(v)}" for k, v in sorted(groups.items()))
