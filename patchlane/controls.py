@@ -36,8 +36,9 @@
                                and each rank's ``patchlane run`` line say, per applied entry,
                                whether a passing run proved it on this process's own stack
                                (``proven here``, ``stale``, ``proven elsewhere``, ``never
-                               run``: patchlane.evidence.proven, verified and tied to content). Read only when asked for (a report, or
-                               the next switch), never at ``import patchlane``; ``patchlane run
+                               run``: patchlane.evidence.proven, verified and tied to
+                               content). Read only when asked for (a report, or the next
+                               switch), never at ``import patchlane``; ``patchlane run
                                --evidence DIR`` sets it.
 ``PATCHLANE_REQUIRE_EVIDENCE=1``      refuse to apply an entry that no passing run under
                                ``PATCHLANE_EVIDENCE`` proved on this stack: the decision is
