@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import PatchlaneError, SweepTerminated
@@ -320,23 +320,34 @@ def _dispatch(args: argparse.Namespace) -> int:
     raise AssertionError(f"unhandled command {args.command!r}")
 
 
-def _stop_on_sigterm(command: str) -> None:
+def _stop_on_sigterm(command: str) -> Callable[[], None]:
     """SIGTERM (a scheduler's cancel) ends a command as Ctrl-C does, with exit 143 and one
     line, instead of -15 mid-write; the long commands handle it themselves, in order
-    (:mod:`patchlane.evidence.stopping`). ``run`` leaves it to the command it starts."""
+    (:mod:`patchlane.evidence.stopping`). ``run`` leaves it to the command it starts.
+    Returns what puts the caller's handler back: ``main()`` called in-process (a notebook,
+    a test runner) must not leave its handler behind."""
     if command == "run" or threading.current_thread() is not threading.main_thread() \
             or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
-        return
+        return lambda: None
 
     def terminate(signum: int, frame: object) -> None:
         raise SweepTerminated(f"`patchlane {command}` stopped by SIGTERM")
 
-    signal.signal(signal.SIGTERM, terminate)
+    previous = signal.signal(signal.SIGTERM, terminate)
+    # None: a handler installed from C; the default is the closest Python can put back.
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    _stop_on_sigterm(args.command)
+    restore_sigterm = _stop_on_sigterm(args.command)
+    try:
+        return _main(args)
+    finally:
+        restore_sigterm()
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         return int(_dispatch(args))
     except PatchlaneError as exc:

@@ -76,3 +76,24 @@ def test_a_rank_never_outlives_its_case(deadline_in: int, parent: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], start_new_session=True, timeout=60)
     assert out.returncode in (137, -9), out.returncode
     assert time.monotonic() - started < 30
+
+
+def test_main_in_process_gives_back_the_callers_sigterm_handler(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``main()`` called in a notebook or a test runner installs its SIGTERM handler for the
+    command only: afterwards SIGTERM does what the caller had set, not raise a patchlane error
+    inside whatever runs next."""
+    from patchlane.cli.main import main
+
+    def mine(signum: int, frame: object) -> None:
+        return None
+
+    before = signal.signal(signal.SIGTERM, mine)
+    try:
+        main(["status"])
+        assert signal.getsignal(signal.SIGTERM) is mine
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        main(["status"])
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, before)
