@@ -334,8 +334,12 @@ def _stop_on_sigterm(command: str) -> Callable[[], None]:
         raise SweepTerminated(f"`patchlane {command}` stopped by SIGTERM")
 
     previous = signal.signal(signal.SIGTERM, terminate)
-    # None: a handler installed from C; the default is the closest Python can put back.
-    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+    def restore() -> None:
+        # None: a handler installed from C; the default is the closest Python can put back.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+    return restore
 
 
 def main(argv: Sequence[str] | None = None) -> int:
