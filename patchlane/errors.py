@@ -43,6 +43,7 @@ __all__ = [
     "UnknownEntryError",
     "UsageError",
     "bounded",
+    "clipped",
     "drift_reason",
 ]
 
@@ -110,6 +111,16 @@ class MatrixError(UsageError):
 ECHO_LIMIT = 300
 """Characters of a found value an error message repeats: a registry is user input, and a
 megabyte value (or a structure built by YAML aliases) must not become a megabyte log line."""
+
+
+def clipped(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis and the size of
+    what was cut, so a reader sees where it was cut (the whole text stays where it came from:
+    a receipt, the audit log)."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
 def bounded(value: object, limit: int = ECHO_LIMIT) -> str:

@@ -25,6 +25,7 @@ from .errors import (
     OverlayError,
     StrictModeError,
     StrictOverlayError,
+    clipped,
     drift_reason,
     exit_if_uncaught,
 )
@@ -652,7 +653,7 @@ class Decider:
             if decision.outcome.is_problem or decision.outcome in (
                     Outcome.SKIPPED_DISABLED, Outcome.SKIPPED_GATE,
                     Outcome.SKIPPED_DEPENDENCY, Outcome.SKIPPED_NOT_APPLICABLE):
-                label += f" ({decision.reason[:120]})"
+                label += f" ({clipped(decision.reason, 160)})"
             groups.setdefault(decision.outcome, []).append(label)
         parts = [f"{o.value}: {', '.join(groups[o])}" for o in Outcome if o in groups]
         if self.unknown_control_ids:

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..errors import clipped
 from .reproduce import CaseResult, Lane, Mode, RunOutcome, parse_lane
 from .verdicts import Verdict
 
@@ -72,6 +73,12 @@ class CaseView(NamedTuple):
 Case = CaseResult | Mapping[str, Any]
 
 
+MESSAGE_LIMIT = 400
+"""Characters of a reproducer's failure message a row's reason repeats, cut with an ellipsis
+that says how much more there is: the receipt keeps the whole message. Reproducers put the
+symptom first (docs/adding-an-entry.md), so the cut loses detail, not the point."""
+
+
 def verdict_of(without: Case, with_: Case) -> tuple[Verdict, str]:
     """``both-ways``: the reproducer without and with the overlay."""
     w, o = CaseView.of(without), CaseView.of(with_)
@@ -84,7 +91,7 @@ def verdict_of(without: Case, with_: Case) -> tuple[Verdict, str]:
     if w.outcome is RunOutcome.PASS:
         return (Verdict.UPSTREAM_FIXED,
                 "passes without the overlay: retirement candidate (reproducer stays as a guard)")
-    return Verdict.GUARDING, f"fails without ({w.message[:80]}), passes with"
+    return Verdict.GUARDING, f"fails without ({clipped(w.message, MESSAGE_LIMIT)}), passes with"
 
 
 def _guard_verdict(without: Case) -> tuple[Verdict, str]:
@@ -102,16 +109,17 @@ def _beyond_verdict(without: Case, why: str, covered_by: str | None) -> tuple[Ve
     """``past-gate`` and ``past-gate-covered``: an active entry past its gate, only the run
     without the overlay."""
     w = CaseView.of(without)
+    symptom = clipped(w.message, MESSAGE_LIMIT)
     if w.outcome is RunOutcome.ERROR:
         return Verdict.ERROR, f"without overlay (past the gate): {w.stage}: {w.message}"
     if w.outcome is RunOutcome.FAIL and covered_by:
         return (Verdict.COVERED,
-                f"still fails without the overlay past the gate ({w.message[:80]}): the bug "
+                f"still fails without the overlay past the gate ({symptom}): the bug "
                 f"continues on this release, and {covered_by} (continued_by) guards it here. "
                 + why)
     if w.outcome is RunOutcome.FAIL:
         return (Verdict.STILL_AFFECTED,
-                f"still fails without the overlay past the gate ({w.message[:80]}): the bug "
+                f"still fails without the overlay past the gate ({symptom}): the bug "
                 "outlives the gate; review and extend applies_to. " + why)
     return (Verdict.UPSTREAM_FIXED,
             "passes without the overlay past the gate: retirement candidate (reproducer stays "

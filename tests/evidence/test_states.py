@@ -98,6 +98,18 @@ def test_verdicts_from_manifest_records_and_from_results_agree() -> None:
         Verdict.ERROR, "without overlay: bootstrap: died")
 
 
+def test_a_guarding_reason_keeps_the_symptom_and_shows_where_it_is_cut() -> None:
+    """The first real entry's symptom sat past character 80 and was cut with no mark: the row
+    keeps up to 400 characters of the failure, on one line, and says how much it cut."""
+    symptom = "grad_input off by 0.8 " + "x" * 70 + " at rank 1"
+    assert verdict_of(case("fail", symptom), case("pass")) == (
+        Verdict.GUARDING, f"fails without ({symptom}), passes with")
+    long = "first line of the failure\n" + "y" * 500
+    reason = verdict_of(case("fail", long), case("pass"))[1]
+    assert reason.startswith("fails without (first line of the failure yyy")
+    assert reason.endswith("… (126 more characters)), passes with"), reason
+
+
 def test_a_record_without_a_valid_outcome_is_an_error_never_a_pass() -> None:
     assert CaseView.of(case(None)).outcome is RunOutcome.ERROR
     verdict, reason = verdict_of(case("PASS"), case("pass"))
