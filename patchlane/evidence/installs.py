@@ -25,8 +25,15 @@ from pathlib import Path
 
 from ..errors import UsageError
 
-__all__ = ["RELEASE_SPEC", "ReleaseCacheError", "default_cache", "install_dir",
-           "installed_content", "with_releases"]
+__all__ = [
+    "RELEASE_SPEC",
+    "ReleaseCacheError",
+    "default_cache",
+    "install_dir",
+    "installed_content",
+    "record_install",
+    "with_releases",
+]
 
 
 class ReleaseCacheError(UsageError):
@@ -124,9 +131,15 @@ def install_dir(spec: str, cache: Path, deps: bool = False, *, log: Path | None 
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("wb") as out:
                 subprocess.run(cmd, check=True, stdout=out, stderr=subprocess.STDOUT)
-        marker = {"schema": _MARKER_SCHEMA, "spec": spec, "files": installed_content(target)}
-        (target / MARKER).write_text(json.dumps(marker, sort_keys=True), encoding="utf-8")
+        record_install(target, spec)
     return target
+
+
+def record_install(target: Path, spec: str) -> None:
+    """Mark ``target`` as holding ``spec``, with the content it holds now: what
+    :func:`install_dir` reuses later, and only while that content is unchanged."""
+    marker = {"schema": _MARKER_SCHEMA, "spec": spec, "files": installed_content(target)}
+    (target / MARKER).write_text(json.dumps(marker, sort_keys=True), encoding="utf-8")
 
 
 def with_releases(env: Mapping[str, str], specs: Iterable[str],

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from patchlane.evidence.installs import record_install
 from patchlane.evidence.sweep import Verdict, exit_code, sweep
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import load_registries
@@ -68,7 +69,7 @@ def _bad_side(fake: FakeTarget, cache: Path) -> None:
     meta.mkdir()
     (meta / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: {fake.distribution}\nVersion: 2.0.0\n")
-    (root / ".complete").write_text("ok\n")
+    record_install(root, f"{fake.distribution}==2.0.0")
     (fake.root / fake.package / "__init__.py").write_text("VERSION = '1.2.0'\n")
 
 
@@ -133,6 +134,8 @@ def test_a_pin_scoped_away_runs_its_bad_side_only(
     bad = tmp_path / "cache" / f"cp{sys.version_info.major}{sys.version_info.minor}" / \
         f"{fake_target.distribution}-2.0.0" / fake_target.package / "__init__.py"
     bad.write_text("VERSION = '2.0.0'\n")
+    # (recorded as installed: an edit the cache did not record would be reinstalled, not run)
+    record_install(bad.parents[1], f"{fake_target.distribution}==2.0.0")
     (row,) = _sweep(fake_target, tmp_path / "again", entry)
     assert row.verdict is Verdict.UPSTREAM_FIXED, row.reason
 
