@@ -36,7 +36,7 @@
                                and each rank's ``patchlane run`` line say, per applied entry,
                                whether a passing run proved it on this process's own stack
                                (``proven here``, ``stale``, ``proven elsewhere``, ``never
-                               run``: patchlane.evidence.proven, verified and tied to
+                               run``: patchlane.proof, verified and tied to
                                content). Read only when asked for (a report, or the next
                                switch), never at ``import patchlane``; ``patchlane run
                                --evidence DIR`` sets it.

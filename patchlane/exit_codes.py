@@ -77,6 +77,6 @@ SWEEP_BASE = 32
 
 def sweep_exit_code(bits: int) -> ExitCode:
     """The sweep's status for ``bits`` (1 broken, 2 error, 4 still-affected: which verdict
-    owns which bit is :data:`patchlane.evidence.verdicts.EXIT_BITS`)."""
+    owns which bit is :data:`patchlane.runs.verdicts.EXIT_BITS`)."""
     bits &= 7
     return ExitCode(SWEEP_BASE | bits) if bits else ExitCode.OK

@@ -37,7 +37,7 @@ from .registry import Entry, FingerprintPolicy, Kind, Registry, StartupRow
 from .wrappers import PatchWrapper, chain
 
 if TYPE_CHECKING:
-    from .evidence.proven import Evidence
+    from .proof import Evidence
 
 __all__ = ["Decider", "load_overlay", "strict_error"]
 
@@ -554,7 +554,7 @@ class Decider:
         roots = roots or self.controls.evidence
         if not roots:
             return None
-        from .evidence.proven import Evidence
+        from .proof import Evidence
 
         with self._evidence_lock:
             found = self._evidence.get(roots)

@@ -41,7 +41,7 @@ class OverlayModule(Protocol):
 @runtime_checkable
 class ReproducerModule(Protocol):
     """``reproducers/<id>.py``: ``run(ctx)`` raises ``AssertionError`` when the bug shows;
-    ``setup(ctx)`` is optional. ``ctx`` is a :class:`patchlane.evidence.reproduce.ReproContext`."""
+    ``setup(ctx)`` is optional. ``ctx`` is a :class:`patchlane.reproducer.ReproContext`."""
 
     LANES: Sequence[str]
     WORLD_SIZES: Sequence[int]

@@ -16,41 +16,9 @@ from ._version import __version__
 from .audit import DecisionRecord, Outcome
 from .errors import PatchlaneError
 from .importer import Decider
+from .proof import EvidenceSummary, ProofRecord
 
 __all__ = ["EntryReport", "EvidenceSummary", "ProofRecord", "Report", "build_report"]
-
-
-class ProofRecord(TypedDict):
-    """Whether a passing run proved an applied entry on this process's own stack
-    (patchlane.evidence.proven says what counts and what a class is)."""
-
-    answer: str
-    """``proven here``, ``stale``, ``proven elsewhere`` or ``never run``."""
-    text: str
-    """The answer in one phrase, with the nearest proof's differences or the rows seen."""
-    here: dict[str, str | None]
-    """This process's class: python, torch, cuda, arch, distribution, release."""
-    proof: dict[str, object] | None
-    """The proof of this class, else the nearest of another (run, receipt, its class)."""
-    differs: list[str]
-    seen: dict[str, int]
-    """The entry's rows read, per verdict."""
-    changed: list[str]
-    """The content parts changed since the proof ran (``stale``): overlay, reproducer, check,
-    entry."""
-    refused: list[str]
-    """Runs that claimed a pass and were not verified, each with why."""
-
-
-class EvidenceSummary(TypedDict):
-    """What was read to answer: the runs roots, how many runs, and what was left out."""
-
-    roots: list[str]
-    runs_read: int
-    not_read: int
-    """Older run directories past the cap."""
-    unreadable: list[str]
-    """``where: why`` for each run or receipt left out."""
 
 
 class EntryReport(TypedDict):

@@ -16,7 +16,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from patchlane.evidence.reproduce import ReproContext
+    from patchlane.reproducer import ReproContext
 
 LANES = ("cpu", "cuda")
 WORLD_SIZES = (1,)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from patchlane.evidence.reproduce import ReproContext
+    from patchlane.reproducer import ReproContext
 
 LANES = ("cpu", "cuda")
 WORLD_SIZES = (1, 2)

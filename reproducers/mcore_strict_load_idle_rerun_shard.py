@@ -30,7 +30,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from patchlane.evidence.reproduce import ReproContext
+    from patchlane.reproducer import ReproContext
 
 LANES = ("cpu", "cuda")
 WORLD_SIZES = (1, 2)

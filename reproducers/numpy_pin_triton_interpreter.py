@@ -16,7 +16,7 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from patchlane.evidence.reproduce import ReproContext
+    from patchlane.reproducer import ReproContext
 
 LANES = ("cpu",)  # the interpreter is the CPU lane's; a GPU compiles the kernels instead
 WORLD_SIZES = (1,)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from patchlane.evidence.reproduce import ReproContext
+    from patchlane.reproducer import ReproContext
 
 LANES = ("cpu",)  # a configuration check: the same on every lane
 WORLD_SIZES = (1,)

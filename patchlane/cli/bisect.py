@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _run_dir(entry_id: str, given: Path | None) -> Path:
-    from ..upstream.bisect import BisectError
+    from ..releases.bisect import BisectError
 
     if given is None:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -66,16 +66,16 @@ def _run_dir(entry_id: str, given: Path | None) -> Path:
 
 
 def run_bisect(args: argparse.Namespace) -> int:
-    from ..evidence.release_runs import ReleaseRunner
     from ..files import atomic_write_json
     from ..gates import resolve_version
-    from ..upstream.bisect import (
+    from ..releases.bisect import (
         BisectError,
         RunRecord,
         bisect_entry,
         list_candidates,
         write_bisection,
     )
+    from ..releases.release_runs import ReleaseRunner
     from ..upstream.http import Client
     from .upstream import tracker_config
 

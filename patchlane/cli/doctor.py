@@ -22,11 +22,11 @@ import patchlane
 
 from ..audit import Outcome
 from ..evidence.record import verify_distribution
-from ..evidence.release_match import nearest_release
 from ..exit_codes import ExitCode
 from ..gates import resolve_version
 from ..ledger import evaluate
 from ..registry import Kind
+from ..releases.release_match import nearest_release
 from ..reporting import EntryReport
 from .common import decider, table
 

@@ -9,12 +9,7 @@ import tempfile
 from pathlib import Path
 
 from .. import startup
-from ..controls import Controls
-from ..evidence.changed_release import run_with_changed_file
-from ..exit_codes import ExitCode
-from ..files import atomic_write
-from ..registry import load_registries
-from ..upstream.draft import (
+from ..authoring.draft import (
     affected_rows,
     apply_proposal,
     draft_paths,
@@ -22,6 +17,11 @@ from ..upstream.draft import (
     overlay_docstring,
     render_draft,
 )
+from ..controls import Controls
+from ..exit_codes import ExitCode
+from ..files import atomic_write
+from ..registry import load_registries
+from ..releases.changed_release import run_with_changed_file
 
 
 def run_draft(entry_id: str, evidence: list[Path], output: Path | None, verify: bool) -> int:

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 from ..errors import MatrixError
-from ..evidence.matrix import MatrixSet, interpreter, load_matrix, run_set
 from ..evidence.reproduce import Lane
-from ..evidence.verdicts import ACTION, Verdict
 from ..exit_codes import ExitCode
+from ..releases.matrix import MatrixSet, interpreter, load_matrix, run_set
+from ..runs.verdicts import ACTION, Verdict
 from .common import table
 
 
@@ -29,7 +29,7 @@ def _chosen(file: Path, names: list[str] | None, lane: Lane) -> list[MatrixSet]:
 
 def run_wheelhouse_command(out: Path, file: Path, names: list[str] | None, lane: Lane,
                            python: str, platforms: list[str] | None) -> ExitCode:
-    from ..evidence import wheelhouse
+    from ..releases import wheelhouse
 
     sets = _chosen(file, names, lane)
     root = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_ro
                        jobs: int, timeout: float, *, lane: Lane = "cpu",
                        wheelhouse: Path | None = None) -> ExitCode:
     if wheelhouse is not None:
-        from ..evidence.wheelhouse import load as load_wheelhouse
+        from ..releases.wheelhouse import load as load_wheelhouse
 
         house = load_wheelhouse(wheelhouse)
         if house.python != interpreter():

@@ -53,8 +53,8 @@ def run_merge(args: argparse.Namespace) -> ExitCode:
     from ..controls import ToolSettings
     from ..errors import UsageError
     from ..evidence.merge import DELIVERED, find_group, merge
-    from ..evidence.verdicts import exit_bits
     from ..exit_codes import sweep_exit_code
+    from ..runs.verdicts import exit_bits
     from .common import table
     from .sweep import named_index
 

@@ -13,7 +13,7 @@ from ..errors import PatchlaneError
 from ..registry import Kind
 
 if TYPE_CHECKING:  # the parser is built for every command; the module only for this one
-    from ..upstream.authoring import Created
+    from ..authoring.new import Created
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _default_registry(entry_id: str) -> Path:
-    from ..upstream.authoring import NewEntryError
+    from ..authoring.new import NewEntryError
 
     path = startup.default_registry_path()
     if "_bundle" in path.parts:
@@ -69,7 +69,7 @@ def _default_registry(entry_id: str) -> Path:
 
 
 def run_new(args: argparse.Namespace) -> int:
-    from ..upstream.authoring import Request, new_entry
+    from ..authoring.new import Request, new_entry
 
     registry = (args.registry or _default_registry(args.id)).resolve()
     try:

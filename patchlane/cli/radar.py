@@ -57,11 +57,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run_radar(args: argparse.Namespace) -> int:
     from ..errors import MatrixRunError
-    from ..evidence.matrix import interpreter, load_matrix, sweep_releases
-    from ..evidence.verdicts import exit_bits
-    from ..upstream.bisect import list_candidates
+    from ..releases.bisect import list_candidates
+    from ..releases.matrix import interpreter, load_matrix, sweep_releases
+    from ..releases.radar import RadarRow, failed_sweep, radar, read_sweep
+    from ..runs.verdicts import exit_bits
     from ..upstream.http import Client
-    from ..upstream.radar import RadarRow, failed_sweep, radar, read_sweep
     from .upstream import tracker_config
 
     registry = decider().registry

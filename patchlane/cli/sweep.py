@@ -16,15 +16,15 @@ from pathlib import Path
 from .. import __version__
 from ..controls import ToolSettings
 from ..errors import RunDirError, SweepInterrupted
-from ..evidence.index import RunIndex, read_index
-from ..evidence.manifest import CaseState, RunDir
 from ..evidence.provenance import git_revision, patch_set_digest
 from ..evidence.reports import write_reports
 from ..evidence.reproduce import Lane
 from ..evidence.sweep import Shard, SweepEvent, exit_code, new_run, run_sweep, verdicts
-from ..evidence.verdicts import ACTION, Verdict
 from ..exit_codes import ExitCode
 from ..registry import Registry
+from ..runs.index import RunIndex, read_index
+from ..runs.manifest import CaseState, RunDir
+from ..runs.verdicts import ACTION, Verdict
 from .common import decider, table
 from .reproduce import print_tails
 

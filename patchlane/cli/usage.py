@@ -1,5 +1,5 @@
 """``patchlane usage REPORTS_DIR... [--json]``: per entry, what production jobs did with it,
-from the per-process reports ``patchlane run --reports DIR`` leaves (patchlane/evidence/usage.py
+from the per-process reports ``patchlane run --reports DIR`` leaves (patchlane/training/usage.py
 adds them up). Exits 17 when an applied entry was never hit, else 0."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run_usage(args: argparse.Namespace) -> int:
-    from ..evidence.usage import aggregate, collect
+    from ..training.usage import aggregate, collect
 
     try:
         reports, unreadable = collect(args.dirs)

@@ -23,7 +23,7 @@ and reports stay as the sweeps left them. Merging again (a late shard, a re-run)
 the merged directory, with the same result for the same shards. The merged directory is a run
 under its runs root like any other, so the next night's comparison and history find it; the
 shard run directories it lists are counted once, as it
-(:mod:`patchlane.evidence.runs`).
+(:mod:`patchlane.runs.found`).
 """
 
 from __future__ import annotations
@@ -40,13 +40,13 @@ from typing import Any
 
 from ..errors import RunDirError
 from ..files import read_regular
-from .index import MAX_INDEX_BYTES, IndexRow, RunIndex, row_key
-from .manifest import CaseState, RunDir
+from ..runs.found import SCAN_RUNS, run_class
+from ..runs.index import MAX_INDEX_BYTES, IndexRow, RunIndex, row_key
+from ..runs.manifest import CaseState, RunDir
+from ..runs.verdicts import Verdict
 from .reports import publish
 from .reports.build import index_data
-from .runs import SCAN_RUNS, run_class
 from .sweep import UNFINISHED, Shard, verdicts
-from .verdicts import Verdict
 
 __all__ = ["GROUP", "MergeResult", "ShardRun", "find_group", "merge", "read_shard"]
 

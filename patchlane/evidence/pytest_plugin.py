@@ -29,9 +29,10 @@ from typing import Any
 import pytest
 
 from .. import startup
-from .reproduce import LANES, Lane, Mode, RunOutcome, parse_lane, run_case
-from .rows import RowKind
-from .verdicts import ACTION, Verdict
+from ..reproducer import LANES, Lane, Mode, RunOutcome, parse_lane
+from ..runs.rows import RowKind
+from ..runs.verdicts import ACTION, Verdict
+from .reproduce import run_case
 
 __all__ = ["UpstreamFixedWarning", "test_patchlane_reproducer"]
 

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .index import IndexRow, RunIndex
+from ..runs.index import IndexRow, RunIndex
 
 __all__ = ["RecordedRun", "recorded_runs"]
 

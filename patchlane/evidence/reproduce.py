@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import enum
 import json
 import os
 import re
@@ -37,14 +36,15 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 from ..errors import ReproducerError
-from ..exit_codes import ExitCode
 from ..registry import Entry
+from ..reproducer import LANES, Lane, Mode, ReproContext, RunOutcome, parse_lane
+from ..runs.manifest import CaseResult
 from .installs import RELEASE_SPEC, with_releases
 from .provenance import redact_text
 
@@ -64,75 +64,6 @@ __all__ = [
     "read_spec",
     "run_case",
 ]
-
-Lane = Literal["cpu", "cuda"]
-"""Where a case runs: ``cpu`` (gloo, any machine) or ``cuda`` (NCCL, one GPU per rank)."""
-LANES: tuple[Lane, ...] = get_args(Lane)
-
-
-def parse_lane(value: object, where: str = "lane") -> Lane:
-    """``value`` (from a manifest, a reproducer's ``LANES``, a command line) as a :data:`Lane`;
-    ValueError naming ``where`` and the known lanes."""
-    for lane in LANES:
-        if value == lane:
-            return lane
-    raise ValueError(f"{where}: {value!r} is not a lane; expected one of {list(LANES)}")
-
-
-class Mode(str, enum.Enum):
-    WITH = "with"
-    WITHOUT = "without"
-
-
-class RunOutcome(str, enum.Enum):
-    PASS = "pass"
-    FAIL = "fail"
-    ERROR = "error"
-
-    @property
-    def exit_code(self) -> ExitCode:
-        """The exit status of a rank, and of ``patchlane reproduce``, with this outcome: an
-        error is the harness failing to run the reproducer (7), never a usage error."""
-        return {RunOutcome.PASS: ExitCode.OK, RunOutcome.FAIL: ExitCode.REPRODUCER_FAILED,
-                RunOutcome.ERROR: ExitCode.REPRODUCER_ERROR}[self]
-
-
-@dataclass(frozen=True)
-class ReproContext:
-    entry_id: str
-    mode: Mode
-    lane: Lane
-    rank: int
-    world_size: int
-    workdir: Path
-    """A directory shared by every rank of this case."""
-    init_method: str
-    """A ``file://`` rendezvous for ``torch.distributed.init_process_group``."""
-
-    @property
-    def device(self) -> str:
-        return f"cuda:{self.rank}" if self.lane == "cuda" else "cpu"
-
-    @property
-    def backend(self) -> str:
-        return "nccl" if self.lane == "cuda" else "gloo"
-
-    @contextlib.contextmanager
-    def process_group(self) -> Iterator[Any]:
-        """This case's process group (gloo on cpu, NCCL with one GPU per rank on cuda), torn
-        down on exit; yields the default group."""
-        import torch
-        import torch.distributed as dist
-
-        if self.lane == "cuda":
-            torch.cuda.set_device(self.rank)
-        dist.init_process_group(self.backend, init_method=self.init_method, rank=self.rank,
-                                world_size=self.world_size)
-        try:
-            yield dist.group.WORLD
-        finally:
-            dist.destroy_process_group()
-
 
 @dataclass(frozen=True)
 class ReproducerSpec:
@@ -162,36 +93,6 @@ class ReproducerSpec:
             if not found:
                 absent.append(name)
         return absent
-
-
-@dataclass
-class CaseResult:
-    entry_id: str
-    mode: Mode
-    lane: Lane
-    world_size: int
-    outcome: RunOutcome
-    message: str
-    stage: str = ""
-    """For errors: import, setup, run, timeout, crash."""
-    seconds: float = 0.0
-    ranks: list[dict[str, Any]] = field(default_factory=list)
-    stderr_tail: str | None = None
-    """For errors: the last lines of the failing rank's log, secrets redacted."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "entry_id": self.entry_id,
-            "mode": self.mode.value,
-            "lane": self.lane,
-            "world_size": self.world_size,
-            "outcome": self.outcome.value,
-            "message": self.message,
-            "stage": self.stage,
-            "seconds": round(self.seconds, 3),
-            "ranks": self.ranks,
-            "stderr_tail": self.stderr_tail,
-        }
 
 
 def read_spec(entry: Entry) -> ReproducerSpec:

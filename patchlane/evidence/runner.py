@@ -33,21 +33,16 @@ from patchlane.evidence.provenance import environment_overlay, runtime
 from patchlane.evidence.record import verify_distribution
 from patchlane.evidence.reproduce import (
     CASE_DEADLINE,
-    LANES,
     MESSAGE_HEAD_CHARS,
     MESSAGE_TAIL_CHARS,
     TRACEBACK_HEAD_CHARS,
     TRACEBACK_TAIL_CHARS,
-    Lane,
-    Mode,
-    ReproContext,
-    RunOutcome,
     clip,
-    parse_lane,
 )
 from patchlane.files import atomic_write_json
 from patchlane.loading import load_file
 from patchlane.registry import Kind
+from patchlane.reproducer import LANES, Lane, Mode, ReproContext, RunOutcome, parse_lane
 
 __all__ = ["main"]
 

@@ -8,7 +8,7 @@ entries first.
 
 Durations come from earlier receipts (``seconds``, the case's own wall time, all ranks) in the
 run directories beside the new one (its runs root). A case is matched across runs by the key
-the run directory already uses, :func:`~patchlane.evidence.manifest.case_id` (entry, lane,
+the run directory already uses, :func:`~patchlane.runs.manifest.case_id` (entry, lane,
 world size, mode), on the same host class: the receipt's ``comparison_key.host_class`` equal
 to this machine's (:func:`~patchlane.evidence.provenance.host_class_here`, told without
 importing torch). A runs root shared by several machines (an H200 box and a CPU runner writing

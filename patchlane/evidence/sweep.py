@@ -1,9 +1,9 @@
 """The sweep: every active entry's reproducer without and with its overlay, per lane and world
 size, in parallel, into a run directory with a manifest, receipts and reports.
 
-One :class:`~patchlane.evidence.verdicts.Verdict` per (entry, lane, world size): guarding,
+One :class:`~patchlane.runs.verdicts.Verdict` per (entry, lane, world size): guarding,
 upstream-fixed, still-affected, broken, error or skipped (see
-:mod:`patchlane.evidence.verdicts`).
+:mod:`patchlane.runs.verdicts`).
 
 Past the gate. An active entry on a release above its ``applies_to`` (or inside its
 ``retire_when.release``) is not skipped: its reproducer runs *without* the overlay only (the
@@ -37,9 +37,11 @@ from ..exit_codes import ExitCode, sweep_exit_code
 from ..gates import GateResult, check_gate, gate_side, locate_source, resolve_version
 from ..ledger import installed_outside
 from ..registry import Entry, Registry
+from ..runs.index import row_key
+from ..runs.manifest import CaseState, RunDir, case_id, now
+from ..runs.rows import CaseView, PlannedRow, RowKind, verdict_of
+from ..runs.verdicts import Verdict, exit_bits
 from ..versions import in_range
-from .index import row_key
-from .manifest import CaseState, RunDir, case_id, now
 from .reproduce import (
     CaseInterrupted,
     CaseResult,
@@ -51,10 +53,8 @@ from .reproduce import (
     read_spec,
     run_case,
 )
-from .rows import CaseView, PlannedRow, RowKind, verdict_of
 from .schedule import DEFAULT_POLICY, dispatch_order, plan_schedule
 from .stopping import SIGNAL_POLL_SECONDS, signal_name, stopped, stopping_signals
-from .verdicts import Verdict, exit_bits
 
 __all__ = [
     "UNFINISHED",
@@ -268,7 +268,7 @@ def plan_record(registry: Registry, lanes: Sequence[Lane], only: set[str] | None
 def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | None,
          shard: Shard) -> list[PlannedRow]:
     """Rows (entry x lane x world size) this shard owns, each of its kind (see
-    :mod:`patchlane.evidence.rows`): skipped with the reason, both ways, past the gate
+    :mod:`patchlane.runs.rows`): skipped with the reason, both ways, past the gate
     (covered when another entry guards the bug there), or a retired entry's regression
     guard."""
     rows: list[PlannedRow] = []

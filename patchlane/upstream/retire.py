@@ -7,9 +7,9 @@ A retirement needs, as the entry's ``retire_when`` asks:
   :attr:`UpstreamState.RELEASED <patchlane.upstream.records.UpstreamState.RELEASED>`), and when
   ``release`` is set, a release the gate can name;
 * the sweep: a run directory where the reproducer *passes without the overlay* on such a
-  release (:attr:`Verdict.UPSTREAM_FIXED <patchlane.evidence.verdicts.Verdict.UPSTREAM_FIXED>`)
+  release (:attr:`Verdict.UPSTREAM_FIXED <patchlane.runs.verdicts.Verdict.UPSTREAM_FIXED>`)
   and no case is broken or in error. Each row is read back from the receipts
-  (:mod:`patchlane.evidence.crosscheck`), not taken from ``index.json`` on trust;
+  (:mod:`patchlane.runs.verify`), not taken from ``index.json`` on trust;
 * the probe (``probe: true``): in that run, the overlay stayed out because the probe said so
   (past the gate, where only the case without the overlay runs: the probe, asked there, said so)
   (the with-overlay receipt's decision is :attr:`Outcome.UPSTREAM_FIXED
@@ -24,11 +24,8 @@ guarding in the sweep. ``delete`` (only of a retired entry) is its own command.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
-import json
-import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,17 +34,24 @@ import yaml
 
 from ..audit import Outcome
 from ..errors import PatchlaneError
-from ..evidence.crosscheck import checked_rows
-from ..evidence.verdicts import Verdict
 from ..exit_codes import ExitCode
-from ..files import atomic_write
 from ..registry import Entry, Status, parse_registry
+from ..registry.editor import (
+    child_end,
+    editing,
+    entry_block,
+    key_line,
+    stored_lines,
+    write_validated,
+    yaml_scalar,
+)
+from ..runs.verdicts import Verdict
+from ..runs.verify import checked_rows
 from ..versions import in_range
 from .records import TrackReport, UpstreamState
 
-__all__ = ["Evidence", "RetireError", "StoredLines", "SweepRow", "child_end", "delete_entry",
-           "entry_block", "evaluate", "key_line", "read_as_stored", "read_sweep_rows",
-           "registry_lock", "retire_entry", "stored_lines"]
+__all__ = ["Evidence", "RetireError", "SweepRow", "delete_entry", "evaluate", "read_sweep_rows",
+           "retire_entry"]
 
 
 class RetireError(PatchlaneError):
@@ -101,7 +105,7 @@ class Evidence:
 
 def read_sweep_rows(entry: Entry, run_dir: Path) -> list[SweepRow]:
     """``entry``'s rows in the run directory ``run_dir``, each checked against what the sweep
-    wrote it from (:func:`patchlane.evidence.crosscheck.checked_rows`): the manifest's plan and
+    wrote it from (:func:`patchlane.runs.verify.checked_rows`): the manifest's plan and
     the receipts, whose verdict is derived again by the row kind's rule. An index row its
     receipts do not bear out, a receipt missing or changed, or a file that is not what
     ``patchlane sweep`` writes raises :class:`RetireError` naming it."""
@@ -192,138 +196,6 @@ def evaluate(entry: Entry, upstream: TrackReport | None,
     return evidence
 
 
-# -- in-place editing --------------------------------------------------------------------------
-
-def entry_block(lines: list[str], entry_id: str, path: Path,
-                error: Callable[[str], PatchlaneError] = RetireError) -> tuple[int, int, int]:
-    """(first line, end, indentation) of the block of ``entry_id`` in a registry file's
-    ``lines``; ``error`` builds the calling command's error when there is none."""
-    pattern = re.compile(rf"^(\s*)-\s+id:\s*['\"]?{re.escape(entry_id)}['\"]?\s*(#.*)?$")
-    for start, line in enumerate(lines):
-        match = pattern.match(line)
-        if match:
-            indent = len(match.group(1))
-            end = start + 1
-            while end < len(lines):
-                text = lines[end]
-                stripped = text.strip()
-                if stripped and not stripped.startswith("#") and \
-                        len(text) - len(text.lstrip()) <= indent:
-                    break
-                end += 1
-            # trailing blank and comment lines belong to what follows
-            while end > start + 1 and (not lines[end - 1].strip()
-                                       or lines[end - 1].strip().startswith("#")):
-                end -= 1
-            return start, end, indent
-    raise error(f"{path}: no entry with `- id: {entry_id}` in block style; edit by hand")
-
-
-def key_line(lines: list[str], start: int, end: int, indent: int, key: str) -> int | None:
-    """The line in ``lines[start:end]`` where ``key:`` starts at exactly ``indent`` columns."""
-    pattern = re.compile(rf"^\s{{{indent}}}{re.escape(key)}:(\s|$)")
-    for i in range(start, end):
-        if pattern.match(lines[i]):
-            return i
-    return None
-
-
-def child_end(lines: list[str], at: int, end: int, indent: int) -> int:
-    """End of the block under the key on line ``at`` (deeper-indented lines)."""
-    j = at + 1
-    while j < end:
-        text = lines[j]
-        if text.strip() and len(text) - len(text.lstrip()) <= indent:
-            break
-        j += 1
-    while j > at + 1 and not lines[j - 1].strip():
-        j -= 1
-    return j
-
-
-def read_as_stored(path: Path) -> str:
-    """A registry file's text with its line endings as stored."""
-    # Not read_text(): its universal newlines would turn a CRLF file into LF, and the rest of
-    # the file must stay byte-identical.
-    return path.read_bytes().decode("utf-8")
-
-
-@dataclass(frozen=True)
-class StoredLines:
-    """A registry file's text as lines to edit in place (:func:`stored_lines`)."""
-
-    lines: list[str]
-    """Every line with its line ending, the last one too (given the file's when it had none,
-    so that a line inserted after it cannot run into it)."""
-    newline: str
-    """The file's line ending: what every inserted line ends with."""
-    ended: bool
-    """Whether the file's last line had a line ending."""
-
-    def text(self) -> str:
-        """The lines joined, ending as the file did (no line ending after the last line when
-        the file had none there)."""
-        text = "".join(self.lines)
-        if not self.ended and text.endswith(self.newline):
-            text = text[:-len(self.newline)]
-        return text
-
-
-def stored_lines(raw: str) -> StoredLines:
-    """``raw`` (a registry file's text as stored) as lines for an in-place edit that keeps the
-    file's line ending style: inserted lines end the way the file's lines do."""
-    # The file's style is its first line break's: the last line may have none at all (a CRLF
-    # file saved without a final line break), so the end of the file cannot tell.
-    first = raw.find("\n")
-    newline = "\r\n" if first > 0 and raw[first - 1] == "\r" else "\n"
-    lines = raw.splitlines(keepends=True)
-    ended = not lines or lines[-1].endswith(("\n", "\r"))
-    if not ended:
-        lines[-1] += newline
-    return StoredLines(lines, newline, ended)
-
-
-def _write_validated(path: Path, text: str) -> None:
-    parse_registry(path, text)  # refuse to write anything the loader would reject
-    atomic_write(path, text)  # keeps the file's permissions; fsyncs the file and directory
-
-
-def _scalar(value: str) -> str:
-    return json.dumps(value) if re.search(r"[:#'\"{}\[\],&*!|>%@`]|^\s|\s$", value) else value
-
-
-LOCK_TIMEOUT = 60.0
-"""Seconds an edit waits for another one of the same registry file to finish."""
-
-
-@contextlib.contextmanager
-def registry_lock(path: Path,
-                  error: Callable[[str], PatchlaneError] = RetireError) -> Iterator[None]:
-    """Hold the registry file's edit lock (``.<name>.lock`` beside it, an OS file lock via
-    filelock): every command that edits a registry file (``retire``, ``delete``, ``new``) takes
-    this one lock, so their edits serialise. ``error`` builds the command's own error when the
-    lock cannot be had."""
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(path.with_name(f".{path.name}.lock")), timeout=LOCK_TIMEOUT)
-    try:
-        with lock:
-            yield
-    except Timeout:
-        raise error(f"{path}: another patchlane command has been editing it for "
-                    f"{LOCK_TIMEOUT:.0f} s (lock {lock.lock_file}); retry when it is "
-                    "done") from None
-
-
-@contextlib.contextmanager
-def editing(path: Path) -> Iterator[str]:
-    """Hold the registry file's edit lock and yield its text as stored. Two concurrent
-    retirements of different entries then both land: each reads the file only once the other
-    has written it."""
-    with registry_lock(path):
-        yield read_as_stored(path)
-
-
 def _current_status(path: Path, raw: str, entry_id: str) -> Status:
     for current in parse_registry(path, raw):
         if current.id == entry_id:
@@ -336,7 +208,7 @@ def retire_entry(entry: Entry, *, date: _dt.date, applied_upstream: str | None,
                  evidence: list[str]) -> str:
     """Rewrite ``entry``'s block in its registry file, under its edit lock; return the new
     text."""
-    with editing(entry.source) as raw:
+    with editing(entry.source, RetireError) as raw:
         if _current_status(entry.source, raw, entry.id) is Status.RETIRED:
             raise RetireError(f"{entry.source}: entry {entry.id!r} is already retired")
         return _retire_in(entry, raw, date=date, applied_upstream=applied_upstream,
@@ -348,7 +220,7 @@ def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str 
     path = entry.source
     stored = stored_lines(raw)
     lines, newline = stored.lines, stored.newline
-    start, end, indent = entry_block(lines, entry.id, path)
+    start, end, indent = entry_block(lines, entry.id, path, RetireError)
     key_indent = indent + 2
     pad = " " * key_indent
 
@@ -366,7 +238,7 @@ def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str 
         stop = child_end(lines, up, end, key_indent)
         sub_indent = key_indent + 2
         existing = key_line(lines, up + 1, stop, sub_indent, "applied_upstream")
-        line = f"{' ' * sub_indent}applied_upstream: {_scalar(applied_upstream)}{newline}"
+        line = f"{' ' * sub_indent}applied_upstream: {yaml_scalar(applied_upstream)}{newline}"
         if existing is not None:
             current = yaml.safe_load(lines[existing].strip()) or {}
             if current.get("applied_upstream") != applied_upstream:  # same value: keep bytes
@@ -375,7 +247,7 @@ def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str 
             lines.insert(stop, line)
             end += 1
 
-    ev_lines = [f"{' ' * (key_indent + 4)}- {_scalar(item)}{newline}" for item in evidence]
+    ev_lines = [f"{' ' * (key_indent + 4)}- {yaml_scalar(item)}{newline}" for item in evidence]
     ev = key_line(lines, start, end, key_indent, "evidence")
     if ev is not None and lines[ev].rstrip().endswith("evidence:"):
         stop = child_end(lines, ev, end, key_indent)
@@ -388,7 +260,7 @@ def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str 
         lines[at:at] = [f"{pad}evidence:{newline}",
                         f"{' ' * (key_indent + 2)}retirement:{newline}", *ev_lines]
     text = stored.text()
-    _write_validated(path, text)
+    write_validated(path, text)
     return text
 
 
@@ -396,7 +268,7 @@ def delete_entry(entry: Entry) -> str:
     """Remove a retired entry's block (only that block) from its registry file, under its
     edit lock."""
     path = entry.source
-    with editing(path) as raw:
+    with editing(path, RetireError) as raw:
         status = _current_status(path, raw, entry.id)
         if status is not Status.RETIRED:
             raise RetireError(f"{path}: entry {entry.id!r} is {status.value}; only a retired "
@@ -407,8 +279,8 @@ def delete_entry(entry: Entry) -> str:
                               "(depends_on); deleting it would leave them naming nothing. Fix: "
                               "delete or edit those first")
         stored = stored_lines(raw)
-        start, end, _ = entry_block(stored.lines, entry.id, path)
+        start, end, _ = entry_block(stored.lines, entry.id, path, RetireError)
         del stored.lines[start:end]  # comments around it stay: they may belong to a section
         text = stored.text()
-        _write_validated(path, text)
+        write_validated(path, text)
         return text

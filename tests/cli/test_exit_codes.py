@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from patchlane.errors import PatchlaneError
-from patchlane.evidence.verdicts import Verdict, exit_bits
 from patchlane.exit_codes import ExitCode, sweep_exit_code
+from patchlane.runs.verdicts import Verdict, exit_bits
 
 from ..conftest import FakeTarget
 from .test_cli import cli
@@ -292,10 +292,11 @@ def test_the_readme_table_is_the_exit_code_table_and_every_code_is_produced() ->
 
 _ERROR_MODULES = ("patchlane.errors", "patchlane.ledger", "patchlane.training.ranks",
                   "patchlane.training.checkpoint", "patchlane.upstream.errors",
-                  "patchlane.upstream.retire", "patchlane.upstream.draft",
-                  "patchlane.upstream.bisect", "patchlane.launch.command",
+                  "patchlane.upstream.retire", "patchlane.authoring.draft",
+                  "patchlane.releases.bisect", "patchlane.launch.command",
                   "patchlane.evidence.receipts", "patchlane.testing.capture.violations",
-                  "patchlane.evidence.wheelhouse", "patchlane.evidence.installs")
+                  "patchlane.releases.wheelhouse", "patchlane.evidence.installs",
+                  "patchlane.releases.release_runs", "patchlane.registry.editor")
 
 
 def _error_classes() -> dict[str, type[PatchlaneError]]:

@@ -175,7 +175,7 @@ def test_a_fifo_or_a_non_utf8_registry_is_one_line_and_no_hang(fake_target: Fake
 def test_the_header_new_writes_takes_an_entry_later(fake_target: FakeTarget) -> None:
     """A registry `new` started, whose entries were all deleted since: `entries:` empty. It
     used to say "add `entries:` to the entry" (it is there); now the entry is appended."""
-    from patchlane.upstream.authoring import NEW_REGISTRY_HEADER
+    from patchlane.authoring.new import NEW_REGISTRY_HEADER
 
     fake_target.registry.write_text(NEW_REGISTRY_HEADER)
     out = new(fake_target)

@@ -148,8 +148,8 @@ def test_the_entries_doc_says_what_the_records_say() -> None:
 
 
 def test_the_page_shows_them_beside_a_runs_own_rows() -> None:
-    from patchlane.evidence.index import RunIndex
     from patchlane.evidence.reports.page import page
+    from patchlane.runs.index import RunIndex
 
     run_dir = ROOT / "gpu-runs" / FIRST / "mc0192-lk081"  # any index with these entries
     index = RunIndex.load(run_dir)

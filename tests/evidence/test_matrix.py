@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from patchlane.errors import PatchlaneError
-from patchlane.evidence.matrix import (
+from patchlane.exit_codes import ExitCode
+from patchlane.releases.matrix import (
     MatrixResult,
     MatrixSet,
     interpreter,
     load_matrix,
     run_set,
 )
-from patchlane.evidence.verdicts import Verdict
-from patchlane.exit_codes import ExitCode
+from patchlane.runs.verdicts import Verdict
 
 from ..conftest import FakeTarget
 

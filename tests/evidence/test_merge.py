@@ -15,15 +15,15 @@ import pytest
 
 from patchlane.cli import main as cli_main
 from patchlane.errors import RunDirError
-from patchlane.evidence.index import RunIndex
-from patchlane.evidence.manifest import RunDir, case_id
 from patchlane.evidence.merge import merge
 from patchlane.evidence.reports import write_reports
 from patchlane.evidence.reproduce import Mode
-from patchlane.evidence.runs import discover
 from patchlane.evidence.sweep import UNFINISHED, VerdictRow
-from patchlane.evidence.verdicts import Verdict
 from patchlane.exit_codes import ExitCode
+from patchlane.runs.found import discover
+from patchlane.runs.index import RunIndex
+from patchlane.runs.manifest import RunDir, case_id
+from patchlane.runs.verdicts import Verdict
 
 from ..conftest import FakeTarget
 
@@ -394,7 +394,7 @@ def test_a_killed_shard_is_read_from_its_manifest_then_resumed_and_merged_again(
 
 
 def test_retire_is_sent_to_the_shards_of_a_merged_run(tmp_path: Path) -> None:
-    from patchlane.evidence.crosscheck import checked_rows
+    from patchlane.runs.verify import checked_rows
 
     root = tmp_path / "runs"
     one, two = shard(root, 1, 2), shard(root, 2, 2)

@@ -1,4 +1,4 @@
-"""Proven here? (patchlane.evidence.proven): whether each applied entry was proven by a passing
+"""Proven here? (patchlane.proof): whether each applied entry was proven by a passing
 run on the job's own stack, through `patchlane status --evidence`, `patchlane.report()` with
 PATCHLANE_EVIDENCE, each rank's `patchlane run --evidence` line, and PATCHLANE_REQUIRE_EVIDENCE.
 
@@ -26,8 +26,7 @@ import pytest
 
 from patchlane.controls import Controls
 from patchlane.errors import ControlsError
-from patchlane.evidence.manifest import receipt_digest
-from patchlane.evidence.proven import (
+from patchlane.proof import (
     NEVER_RUN,
     PROVEN_ELSEWHERE,
     PROVEN_HERE,
@@ -35,6 +34,7 @@ from patchlane.evidence.proven import (
     Evidence,
     receipt_stack,
 )
+from patchlane.runs.manifest import receipt_digest
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = "liger_flce_weighted_none"
@@ -504,7 +504,7 @@ def test_mechanics_the_gpu_architecture_never_creates_a_cuda_context(
     the job's class comes from."""
     import types
 
-    from patchlane.evidence import proven
+    from patchlane import proof as proven
 
     calls: list[list[str]] = []
 

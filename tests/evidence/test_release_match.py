@@ -1,12 +1,12 @@
-"""Which recorded release an imported tree matches (patchlane.evidence.release_match), on a
+"""Which recorded release an imported tree matches (patchlane.releases.release_match), on a
 fake target: the nearest release by fingerprint, and the targets that differ from it. The real
 Megatron-LM trees are in tests/releases/test_source_tree.py."""
 
 from __future__ import annotations
 
-from patchlane.evidence.release_match import nearest_release
 from patchlane.fingerprint import compute_from_source
 from patchlane.registry import Entry, load_registries
+from patchlane.releases.release_match import nearest_release
 
 from ..conftest import TARGET_SOURCE, FakeTarget
 

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from patchlane.evidence.index import RunIndex
-from patchlane.evidence.manifest import RunDir, case_id
 from patchlane.evidence.reports import load_index, write_reports
 from patchlane.evidence.reproduce import Mode
-from patchlane.evidence.runs import class_differences, discover, same_class
 from patchlane.evidence.sweep import VerdictRow
-from patchlane.evidence.verdicts import Verdict
 from patchlane.registry import load_registries
+from patchlane.runs.found import class_differences, discover, same_class
+from patchlane.runs.index import RunIndex
+from patchlane.runs.manifest import RunDir, case_id
+from patchlane.runs.verdicts import Verdict
 from patchlane.upstream.cache import CacheEntry, ResponseCache
 from patchlane.upstream.known import known_states
 

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from patchlane.errors import PatchlaneError
-from patchlane.evidence.manifest import CaseState, RunDir, case_id
 from patchlane.evidence.receipts import SchemaValidatorMissing, build_receipt, validate
 from patchlane.evidence.reports import write_reports
 from patchlane.evidence.reproduce import CaseResult, Mode, RunOutcome
 from patchlane.evidence.sweep import VerdictRow, verdicts
-from patchlane.evidence.verdicts import Verdict
 from patchlane.registry import load_registries
+from patchlane.runs.manifest import CaseState, RunDir, case_id
+from patchlane.runs.verdicts import Verdict
 
 from ..conftest import FakeTarget
 

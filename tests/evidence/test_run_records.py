@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from patchlane.evidence.manifest import RunDir, case_id
 from patchlane.evidence.receipts import validate
 from patchlane.evidence.reports import write_reports
 from patchlane.evidence.reproduce import (
@@ -34,6 +33,7 @@ from patchlane.evidence.reproduce import (
 from patchlane.evidence.schedule import plan_schedule
 from patchlane.evidence.sweep import Shard, Verdict, VerdictRow, new_run, run_sweep
 from patchlane.registry import load_registries
+from patchlane.runs.manifest import RunDir, case_id
 
 from ..conftest import FakeTarget
 from .test_sweep_faults import HEAD, env_for, multi_registry

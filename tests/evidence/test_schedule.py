@@ -19,7 +19,6 @@ import yaml
 from patchlane.controls import ToolSettings
 from patchlane.errors import ControlsError
 from patchlane.evidence import sweep as sweep_module
-from patchlane.evidence.manifest import CaseState, RunDir, case_id
 from patchlane.evidence.provenance import host_class_here
 from patchlane.evidence.reproduce import CaseResult, Lane, Mode, RunOutcome
 from patchlane.evidence.schedule import (
@@ -30,8 +29,9 @@ from patchlane.evidence.schedule import (
     recent_runs,
 )
 from patchlane.evidence.sweep import Shard, SweepEvent, new_run, run_sweep, verdicts
-from patchlane.evidence.verdicts import Verdict
 from patchlane.registry import Entry, Registry, load_registries
+from patchlane.runs.manifest import CaseState, RunDir, case_id
+from patchlane.runs.verdicts import Verdict
 
 from ..conftest import OVERLAY_SOURCE, FakeTarget
 

@@ -23,9 +23,9 @@ from patchlane.evidence.reproduce import (
     run_case,
 )
 from patchlane.evidence.sweep import CaseView, VerdictRow, exit_code, verdict_of
-from patchlane.evidence.verdicts import SEVERITY, Verdict
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import load_registries
+from patchlane.runs.verdicts import SEVERITY, Verdict
 
 from ..conftest import FakeTarget
 

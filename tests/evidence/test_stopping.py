@@ -21,7 +21,7 @@ def _signal_self_in(seconds: float, signum: int) -> None:
 
 
 def test_matrix_and_radar_pass_the_signal_to_their_child_sweep(tmp_path: Path) -> None:
-    from patchlane.evidence.matrix import _run_child_sweep
+    from patchlane.releases.matrix import _run_child_sweep
 
     marker = tmp_path / "child-got-it"
     child = [sys.executable, "-c",

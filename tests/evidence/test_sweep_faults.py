@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patchlane.evidence.index import RunIndex
-from patchlane.evidence.manifest import RunDir
 from patchlane.evidence.receipts import validate
 from patchlane.evidence.reports import compare, load_index, write_reports
 from patchlane.evidence.sweep import Shard, Verdict, new_run, run_sweep
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import load_registries
+from patchlane.runs.index import RunIndex
+from patchlane.runs.manifest import RunDir
 
 from ..conftest import OVERLAY_SOURCE, FakeTarget
 

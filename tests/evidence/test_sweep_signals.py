@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.evidence.manifest import RunDir
 from patchlane.exit_codes import ExitCode
+from patchlane.runs.manifest import RunDir
 
 from ..conftest import FakeTarget
 from .test_sweep_faults import GUARDING, env_for, multi_registry

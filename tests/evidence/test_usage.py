@@ -1,4 +1,4 @@
-"""`patchlane usage`'s mechanics (patchlane/evidence/usage.py, patchlane/cli/usage.py) on
+"""`patchlane usage`'s mechanics (patchlane/training/usage.py, patchlane/cli/usage.py) on
 hand-written per-process reports: what counts as a job and a rank, what is flagged and what
 is not, and reports that cannot be used. What a real job writes and how it adds up is
 tests/releases/test_usage.py (a real 2-rank torchrun job)."""
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from patchlane.evidence.usage import aggregate, collect, read_report
+from patchlane.training.usage import aggregate, collect, read_report
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_800_000_000.0
@@ -247,7 +247,7 @@ def test_reports_that_cannot_be_used_are_listed_and_the_rest_still_count(
 
 def test_an_oversized_or_unreadable_report_is_listed(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from patchlane.evidence import usage
+    from patchlane.training import usage
 
     big, _ = write(tmp_path, [entry("e", reason="x" * 5000)])
     monkeypatch.setattr(usage, "MAX_REPORT_BYTES", 4096)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.evidence.matrix import install_dir
+from patchlane.releases.matrix import install_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "releases"
@@ -50,7 +50,7 @@ def release_for(entry_id: str) -> tuple[str, dict[str, str] | None]:
     from packaging.version import Version
 
     from patchlane import startup
-    from patchlane.evidence.matrix import load_matrix
+    from patchlane.releases.matrix import load_matrix
 
     entry = startup.current().registry.get(entry_id)
     assert entry.applies_to is not None

@@ -10,10 +10,10 @@ import pytest
 from packaging.version import Version
 
 from patchlane import startup
-from patchlane.evidence.changed_release import run_with_changed_file
+from patchlane.authoring.draft import apply_proposal, draft_paths, load_proposal
 from patchlane.evidence.reproduce import Mode, RunOutcome, run_case
 from patchlane.registry import Kind
-from patchlane.upstream.draft import apply_proposal, draft_paths, load_proposal
+from patchlane.releases.changed_release import run_with_changed_file
 
 from .conftest import megatron_version
 

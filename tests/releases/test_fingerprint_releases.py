@@ -14,7 +14,7 @@ from collections import defaultdict
 import pytest
 
 from patchlane import startup
-from patchlane.evidence.matrix import load_matrix
+from patchlane.releases.matrix import load_matrix
 
 from .conftest import ROOT, release_dir
 

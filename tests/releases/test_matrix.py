@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.evidence.matrix import MatrixSet, load_matrix, run_set
-from patchlane.evidence.verdicts import exit_bits
 from patchlane.exit_codes import sweep_exit_code
 from patchlane.registry import load_registries
+from patchlane.releases.matrix import MatrixSet, load_matrix, run_set
+from patchlane.runs.verdicts import exit_bits
 
 from .conftest import CACHE, ROOT
 

@@ -16,8 +16,8 @@ from urllib.parse import unquote
 
 import pytest
 
-from patchlane.evidence.verdicts import Verdict, exit_bits
 from patchlane.exit_codes import sweep_exit_code
+from patchlane.runs.verdicts import Verdict, exit_bits
 
 from ..evidence.test_report_browser import Dom, chromium, run_chromium
 from .conftest import ROOT, requires_megatron

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from patchlane.authoring.new import NewEntryError, Request, new_entry, next_minor_range
 from patchlane.errors import StrictModeError, UsageError
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import Kind, load_registries, parse_registry
-from patchlane.upstream.authoring import NewEntryError, Request, new_entry, next_minor_range
 
 from ..conftest import FakeTarget
 
@@ -219,7 +219,7 @@ def test_a_failure_at_the_last_step_leaves_nothing(fake_target: FakeTarget,
     def full_disk(path: Path, data: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device", str(path))
 
-    monkeypatch.setattr(sys.modules["patchlane.upstream.authoring"], "atomic_write", full_disk)
+    monkeypatch.setattr(sys.modules["patchlane.authoring.new"], "atomic_write", full_disk)
     with pytest.raises(OSError, match="No space left"):
         new_entry(request(fake_target))
     assert fake_target.registry.read_bytes() == before
@@ -232,7 +232,7 @@ def test_folders_created_for_the_files_are_removed_on_failure(
         fake_target: FakeTarget, tmp_path_factory: pytest.TempPathFactory,
         monkeypatch: pytest.MonkeyPatch) -> None:
     bare = tmp_path_factory.mktemp("bare")
-    monkeypatch.setattr(sys.modules["patchlane.upstream.authoring"], "parse_registry",
+    monkeypatch.setattr(sys.modules["patchlane.authoring.new"], "parse_registry",
                         lambda *a, **k: ())
     with pytest.raises(IndexError):  # the read-back finds no entry: a bug, but nothing stays
         new_entry(request(fake_target, registry=bare / "registry.yaml"))

@@ -28,11 +28,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 
 from patchlane.errors import ReproducerError
-from patchlane.evidence.release_runs import ReleaseRun, ReleaseRunner, classify
 from patchlane.evidence.reproduce import CaseResult, Mode, RunOutcome
-from patchlane.evidence.verdicts import Finding
 from patchlane.registry import Target, load_registries
-from patchlane.upstream.bisect import (
+from patchlane.releases.bisect import (
     BisectError,
     Bisection,
     Candidate,
@@ -44,6 +42,8 @@ from patchlane.upstream.bisect import (
     next_probes,
     write_bisection,
 )
+from patchlane.releases.release_runs import ReleaseRun, ReleaseRunner, classify
+from patchlane.runs.verdicts import Finding
 
 from ..conftest import TARGET_SOURCE, FakeTarget
 from .fake_upstream import REPO, Harness, Reply
@@ -607,7 +607,7 @@ def test_the_command_bisects_pip_installed_releases_and_writes_the_gate(
 
 def test_installs_failing_in_a_row_stop_the_search_with_a_cap(
         fake_target: FakeTarget, base_env: dict[str, str], tmp_path: Path) -> None:
-    from patchlane.evidence.release_runs import MAX_INSTALL_FAILURES, ReleaseInstallError
+    from patchlane.releases.release_runs import MAX_INSTALL_FAILURES, ReleaseInstallError
 
     entry = load_registries([fake_target.registry]).get(fake_target.entry_id)
     pivot = _release_tree(tmp_path / "releases", fake_target, "0.4.0", fixed=False)

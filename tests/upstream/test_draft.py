@@ -11,9 +11,7 @@ from typing import Any
 
 import pytest
 
-from patchlane.evidence.verdicts import Verdict
-from patchlane.registry import load_registries
-from patchlane.upstream.draft import (
+from patchlane.authoring.draft import (
     AffectedRow,
     DraftError,
     affected_rows,
@@ -21,6 +19,8 @@ from patchlane.upstream.draft import (
     load_proposal,
     render_draft,
 )
+from patchlane.registry import load_registries
+from patchlane.runs.verdicts import Verdict
 
 from ..conftest import FakeTarget
 

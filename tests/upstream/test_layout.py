@@ -54,8 +54,8 @@ def _private(name: str) -> bool:
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
 def test_the_evidence_side_is_read_only_through_the_run_index(path: Path) -> None:
     evidence = {module for module, _ in imports(path) if module.startswith("patchlane.evidence")}
-    assert evidence <= {"patchlane.evidence.index", "patchlane.evidence.verdicts",
-                        "patchlane.evidence.crosscheck"}
+    assert evidence <= {"patchlane.runs.index", "patchlane.runs.verdicts",
+                        "patchlane.runs.verify"}
 
 
 def test_one_enum_named_verdict_and_it_is_not_here() -> None:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.evidence.verdicts import Verdict
 from patchlane.registry import load_registries
-from patchlane.upstream.bisect import Candidate, Listing
-from patchlane.upstream.radar import evidence_releases, proposal, radar
+from patchlane.releases.bisect import Candidate, Listing
+from patchlane.releases.radar import evidence_releases, proposal, radar
+from patchlane.runs.verdicts import Verdict
 
 from ..conftest import FakeTarget
 from .fake_upstream import Harness, Reply

@@ -16,9 +16,9 @@ import pytest
 
 from patchlane.audit import Outcome
 from patchlane.errors import RegistryError
-from patchlane.evidence.verdicts import Verdict
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import Entry, Status, load_registries
+from patchlane.runs.verdicts import Verdict
 from patchlane.upstream import TrackReport, UpstreamState
 from patchlane.upstream.retire import (
     Evidence,

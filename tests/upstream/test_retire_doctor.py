@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.evidence.matrix import install_dir
 from patchlane.registry import Status, load_registries
+from patchlane.releases.matrix import install_dir
 
 from ..conftest import FakeTarget
 from .fake_upstream import PR_PATH, FakeUpstream, Reply

@@ -1,10 +1,10 @@
 """Reports of a run directory, one module per output: the index (:mod:`.build`, the typed
-model in :mod:`patchlane.evidence.index`), the comparison with an earlier run of the same
+model in :mod:`patchlane.runs.index`), the comparison with an earlier run of the same
 comparison class (:mod:`.comparison`), ``summary.md`` (:mod:`.markdown`), ``junit.xml``
 (:mod:`.junit`) and the static page ``report.html`` (:mod:`.page`).
 
 The earlier run is the one ``--compare`` names, else the latest earlier run of the same
-comparison class under the runs root (:mod:`patchlane.evidence.runs`); the page's history is
+comparison class under the runs root (:mod:`patchlane.runs.found`); the page's history is
 the runs ``--history`` names plus the latest runs of the same class found there. The index
 carries what the page shows (provenance gathered from the receipts, each entry's gate and
 upstream links, relative links to receipts and rank logs), so every report can be rebuilt from
@@ -20,9 +20,9 @@ from typing import Any
 
 from ...files import atomic_write
 from ...registry import Registry
-from .. import runs as runs_mod
-from ..index import RunIndex
-from ..manifest import RunDir
+from ...runs import found as runs_mod
+from ...runs.index import RunIndex
+from ...runs.manifest import RunDir
 from ..recorded import RecordedRun, recorded_runs
 from ..sweep import VerdictRow
 from .build import index_data

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from ...registry import Entry, Registry
-from .. import runs as runs_mod
-from ..index import INDEX_SCHEMA, IndexRow, RunIndex
-from ..manifest import RunDir
+from ...runs import found as runs_mod
+from ...runs.index import INDEX_SCHEMA, IndexRow, RunIndex
+from ...runs.manifest import RunDir
+from ...runs.verdicts import Verdict
 from ..sweep import VerdictRow
-from ..verdicts import Verdict
 
 __all__ = ["index_data"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..index import RunIndex
+from ...runs.index import RunIndex
 
 __all__ = ["Change", "compare"]
 

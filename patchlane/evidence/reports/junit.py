@@ -1,15 +1,15 @@
 """``junit.xml``: one test case per row, for CI systems that show JUnit. Broken and
 still-affected rows are failures (the latter of its own type, saying what to do), errors are
 errors, skipped rows are skipped. The whole document passes through
-:func:`~patchlane.evidence.index.printable`: ElementTree escapes markup but writes control
+:func:`~patchlane.runs.index.printable`: ElementTree escapes markup but writes control
 characters (an ANSI colour in a reason) as they are, which no XML parser accepts."""
 
 from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
-from ..index import SHARD_GAP_ACTION, RunIndex, printable
-from ..verdicts import ACTION, Verdict
+from ...runs.index import SHARD_GAP_ACTION, RunIndex, printable
+from ...runs.verdicts import ACTION, Verdict
 
 __all__ = ["junit"]
 

@@ -1,6 +1,6 @@
 """``summary.md``: the run in markdown, reasons whole (code spans in the table, wrapped blocks
 for the rows that ask for something). Markdown becomes HTML wherever it is shown, so the whole
-document passes through :func:`~patchlane.evidence.index.printable` as the page does."""
+document passes through :func:`~patchlane.runs.index.printable` as the page does."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import textwrap
 from typing import Any
 from urllib.parse import quote
 
-from ..index import IndexRow, RunIndex, by_severity, printable
-from ..verdicts import ACTION, SEVERITY, Verdict
+from ...runs.index import IndexRow, RunIndex, by_severity, printable
+from ...runs.verdicts import ACTION, SEVERITY, Verdict
 
 __all__ = ["markdown"]
 

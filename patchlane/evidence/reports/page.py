@@ -12,9 +12,9 @@ and every link to the run's own files relative to the run directory and only to 
 exist, so the page works opened from a file path, from an unpacked CI artifact, or served.
 Everything a run supplies (reasons, log tails, entry text, versions, URLs) passes through
 :func:`html.escape`: reasons quote arbitrary exception messages; and the whole page through
-:func:`~patchlane.evidence.index.printable`, which no control character survives.
+:func:`~patchlane.runs.index.printable`, which no control character survives.
 
-The page reads only the index (:class:`~patchlane.evidence.index.RunIndex`, built by
+The page reads only the index (:class:`~patchlane.runs.index.RunIndex`, built by
 :mod:`patchlane.evidence.reports.build`) and the history runs it is given: it can be rebuilt
 from a run directory alone.
 """
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from ..index import IndexRow, RunIndex, by_severity, printable
+from ...runs.index import IndexRow, RunIndex, by_severity, printable
+from ...runs.verdicts import ASKS, SEVERITY, Verdict, action
 from ..recorded import RecordedRun
-from ..verdicts import ASKS, SEVERITY, Verdict, action
 
 __all__ = ["COLOURS", "HistoryRun", "page"]
 

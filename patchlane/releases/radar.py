@@ -23,10 +23,10 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..evidence.index import RunIndex
-from ..evidence.verdicts import SEVERITY, Verdict
 from ..exit_codes import ExitCode
 from ..registry import Entry, Registry
+from ..runs.index import RunIndex
+from ..runs.verdicts import SEVERITY, Verdict
 from ..versions import parse_version
 from .bisect import Listing, next_minor
 

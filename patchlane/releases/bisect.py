@@ -2,12 +2,12 @@
 
 Which releases of the target distribution have the bug? The reproducer answers, run *without*
 the overlay against one release at a time (how one release is installed, run and judged is
-:mod:`patchlane.evidence.release_runs`; this module decides which releases to run):
+:mod:`patchlane.releases.release_runs`; this module decides which releases to run):
 
 * the releases: every release of the distribution on PyPI that installs on this interpreter
   (a wheel whose tags this interpreter accepts, or only an sdist, which is built and tried),
   prereleases only when asked (:func:`list_candidates`);
-* each run is one :class:`~patchlane.evidence.verdicts.Finding`: ``affected``,
+* each run is one :class:`~patchlane.runs.verdicts.Finding`: ``affected``,
   ``not-affected``, ``absent`` (the target does not exist there: below the bug's start, not
   evidence of it) or ``error`` (reported, never guessed);
 * the search (:func:`bisect`): the affected releases form one contiguous range. From a release
@@ -50,12 +50,9 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from ..errors import PatchlaneError, RegistryError, ReproducerError, UsageError
-from ..evidence.verdicts import Finding
 from ..files import atomic_write
 from ..registry import Entry, parse_registry
-from ..versions import in_range, parse_range, parse_version
-from .pypi import pypi_releases
-from .retire import (
+from ..registry.editor import (
     child_end,
     entry_block,
     key_line,
@@ -63,10 +60,13 @@ from .retire import (
     registry_lock,
     stored_lines,
 )
+from ..runs.verdicts import Finding
+from ..upstream.pypi import pypi_releases
+from ..versions import in_range, parse_range, parse_version
 
 if TYPE_CHECKING:
-    from .http import Client
-    from .records import Release
+    from ..upstream.http import Client
+    from ..upstream.records import Release
 
 __all__ = [
     "BisectError",
@@ -185,7 +185,7 @@ def list_candidates(client: Client, distribution: str, *, pre: bool = False,
 
 
 class RunRecord(Protocol):
-    """What a run reports back (:class:`patchlane.evidence.release_runs.ReleaseRun` is one)."""
+    """What a run reports back (:class:`patchlane.releases.release_runs.ReleaseRun` is one)."""
 
     @property
     def release(self) -> str: ...

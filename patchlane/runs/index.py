@@ -1,10 +1,10 @@
 """The run index (``index.json``): one typed model for every reader of a run directory.
 
 A sweep writes one index per run directory (:mod:`patchlane.evidence.reports`); the page, the
-markdown summary, JUnit, the comparison with earlier runs (:mod:`patchlane.evidence.runs`),
+markdown summary, JUnit, the comparison with earlier runs (:mod:`patchlane.runs.found`),
 ``patchlane retire``, ``patchlane draft`` and the release matrix read it back. They all read it
 through :class:`RunIndex` / :class:`IndexRow`, so the shape is known in one place and a verdict
-is parsed once, here, into :class:`~patchlane.evidence.verdicts.Verdict`.
+is parsed once, here, into :class:`~patchlane.runs.verdicts.Verdict`.
 
 The JSON stays as it was (``schema_version`` 1, the same keys in the same order): an index
 written before this model loads, and a run directory written now reads with older tools.
@@ -82,7 +82,7 @@ class IndexRow:
                 and (self.origin or {}).get("state") in ("missing", "errored"))
 
     def asks(self) -> str:
-        """What the row asks, in two words (:data:`~patchlane.evidence.verdicts.ASKS`)."""
+        """What the row asks, in two words (:data:`~patchlane.runs.verdicts.ASKS`)."""
         return SHARD_GAP_ASKS if self.shard_gap else ASKS[self.verdict]
 
     def action(self, run_dir: str | None) -> str:
@@ -150,7 +150,7 @@ class IndexRow:
 
 
 def by_severity(rows: Iterable[IndexRow]) -> list[IndexRow]:
-    """Rows worst first (:data:`~patchlane.evidence.verdicts.SEVERITY`), then by key: the order
+    """Rows worst first (:data:`~patchlane.runs.verdicts.SEVERITY`), then by key: the order
     every report lists them in."""
     return sorted(rows, key=lambda r: (SEVERITY.index(r.verdict), r.entry_id, r.lane,
                                        r.world_size))

@@ -32,15 +32,15 @@ import json
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import RunDirError
 from ..files import atomic_write_json
-from .reproduce import Lane, Mode, RunOutcome
+from ..reproducer import Lane, Mode, RunOutcome
 
-__all__ = ["MANIFEST_SCHEMA", "CaseState", "RunDir", "case_id", "now", "receipt_digest"]
+__all__ = ["MANIFEST_SCHEMA", "CaseResult", "CaseState", "RunDir", "case_id", "now", "receipt_digest"]
 
 MANIFEST_SCHEMA = 1
 
@@ -277,3 +277,33 @@ class RunDir:
     def read_receipt(self, cid: str) -> dict[str, Any]:
         data: dict[str, Any] = json.loads(self.receipt_path(cid).read_text(encoding="utf-8"))
         return data
+
+
+@dataclass
+class CaseResult:
+    entry_id: str
+    mode: Mode
+    lane: Lane
+    world_size: int
+    outcome: RunOutcome
+    message: str
+    stage: str = ""
+    """For errors: import, setup, run, timeout, crash."""
+    seconds: float = 0.0
+    ranks: list[dict[str, Any]] = field(default_factory=list)
+    stderr_tail: str | None = None
+    """For errors: the last lines of the failing rank's log, secrets redacted."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "entry_id": self.entry_id,
+            "mode": self.mode.value,
+            "lane": self.lane,
+            "world_size": self.world_size,
+            "outcome": self.outcome.value,
+            "message": self.message,
+            "stage": self.stage,
+            "seconds": round(self.seconds, 3),
+            "ranks": self.ranks,
+            "stderr_tail": self.stderr_tail,
+        }

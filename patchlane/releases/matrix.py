@@ -23,12 +23,12 @@ from pathlib import Path
 import yaml
 
 from ..errors import MatrixError, MatrixRunError
+from ..evidence.installs import RELEASE_SPEC, install_dir
+from ..evidence.stopping import SIGNAL_POLL_SECONDS, stopped, stopping_signals
 from ..exit_codes import SWEEP_BASE
-from .index import RunIndex
-from .installs import RELEASE_SPEC, install_dir
-from .reproduce import LANES, Lane
-from .stopping import SIGNAL_POLL_SECONDS, stopped, stopping_signals
-from .verdicts import Verdict
+from ..reproducer import LANES, Lane
+from ..runs.index import RunIndex
+from ..runs.verdicts import Verdict
 
 __all__ = ["MatrixResult", "MatrixSet", "install_dir", "interpreter", "load_matrix", "run_set",
            "sweep_releases"]

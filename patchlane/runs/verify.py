@@ -9,7 +9,7 @@ rest on the report alone, where one edited field turns ``guarding`` into ``upstr
 file, when they disagree:
 
 * the row is one the manifest planned (its kind says which modes ran and the verdict rule,
-  :mod:`patchlane.evidence.rows`);
+  :mod:`patchlane.runs.rows`);
 * every receipt the row's kind needs is the one the manifest recorded for that case, lies in
   the run directory, exists, still has the SHA-256 the manifest recorded when the case finished
   (manifests written before that field skip this check), and is about that entry, lane, world
@@ -35,7 +35,7 @@ from typing import Any
 from ..files import NotARegularFile, read_regular
 from .index import MAX_INDEX_BYTES, IndexRow, RunIndex, read_index, row_key
 from .manifest import case_id, receipt_digest
-from .reproduce import Mode, parse_lane
+from ..reproducer import Mode, parse_lane
 from .rows import PlannedRow, RowKind
 from .verdicts import Verdict
 

@@ -16,7 +16,7 @@ answer is one of:
                       why any run that claimed a pass was not believed).
 
 **Verified, not trusted.** A row's claim is read back from what it was written from, as
-``patchlane retire`` reads it (:func:`patchlane.evidence.crosscheck.checked_rows`): the
+``patchlane retire`` reads it (:func:`patchlane.runs.verify.checked_rows`): the
 sweep's manifest planned the row, each receipt its kind needs (without *and* with the overlay
 for ``guarding``) is the one the manifest recorded, still has the SHA-256 the manifest recorded
 when the case finished, is about that entry, lane, world size, mode and run, and the verdict
@@ -45,7 +45,7 @@ the target's release as its gate saw it. The job's own class is read in the job'
 same way, from the torch it imported (never importing torch itself).
 
 Reading is bounded and never trusted: the newest :data:`PROOF_RUNS` run directories per runs
-root (by their ``index.json``, :func:`patchlane.evidence.runs.discover`), and of those only the
+root (by their ``index.json``, :func:`patchlane.runs.found.discover`), and of those only the
 index and the ``with`` receipts of ``guarding`` rows of the entries asked about. A run or a
 receipt that cannot be used (not JSON, not a sweep's, a path outside its run, a FIFO) is left
 out with the reason, never a crash.
@@ -62,23 +62,57 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from ..registry.content import changed_parts, entry_content
-from .crosscheck import checked_rows
-from .runs import FoundRun, discover, load
-from .verdicts import Verdict
+from .registry.content import changed_parts, entry_content
+from .runs.found import FoundRun, discover, load
+from .runs.verdicts import Verdict
+from .runs.verify import checked_rows
 
 if TYPE_CHECKING:
-    from ..registry import Entry
-    from ..reporting import EvidenceSummary, ProofRecord
+    from .registry import Entry
 
 
 class _NotVerified(Exception):
     """A run that claimed a pass whose sources do not bear it out (why, in its message)."""
 
 __all__ = ["ANSWERS", "NEVER_RUN", "PROOF_RUNS", "PROVEN_ELSEWHERE", "PROVEN_HERE", "STALE",
-           "Answer", "Evidence", "Proof", "Stack", "receipt_stack", "stack_here"]
+           "Answer", "Evidence", "EvidenceSummary", "Proof", "ProofRecord", "Stack",
+           "receipt_stack", "stack_here"]
+
+
+class ProofRecord(TypedDict):
+    """Whether a passing run proved an applied entry on this process's own stack
+    (patchlane.proof says what counts and what a class is)."""
+
+    answer: str
+    """``proven here``, ``stale``, ``proven elsewhere`` or ``never run``."""
+    text: str
+    """The answer in one phrase, with the nearest proof's differences or the rows seen."""
+    here: dict[str, str | None]
+    """This process's class: python, torch, cuda, arch, distribution, release."""
+    proof: dict[str, object] | None
+    """The proof of this class, else the nearest of another (run, receipt, its class)."""
+    differs: list[str]
+    seen: dict[str, int]
+    """The entry's rows read, per verdict."""
+    changed: list[str]
+    """The content parts changed since the proof ran (``stale``): overlay, reproducer, check,
+    entry."""
+    refused: list[str]
+    """Runs that claimed a pass and were not verified, each with why."""
+
+
+class EvidenceSummary(TypedDict):
+    """What was read to answer: the runs roots, how many runs, and what was left out."""
+
+    roots: list[str]
+    runs_read: int
+    not_read: int
+    """Older run directories past the cap."""
+    unreadable: list[str]
+    """``where: why`` for each run or receipt left out."""
+
 
 PROVEN_HERE = "proven here"
 STALE = "stale"

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..errors import clipped
-from .reproduce import CaseResult, Lane, Mode, RunOutcome, parse_lane
+from ..reproducer import Lane, Mode, RunOutcome, parse_lane
+from .manifest import CaseResult
 from .verdicts import Verdict
 
 __all__ = ["CaseView", "PlannedRow", "RowKind", "verdict_of"]

@@ -35,11 +35,11 @@ from pathlib import Path
 import yaml
 
 from ..errors import PatchlaneError
-from ..evidence.index import read_index
-from ..evidence.verdicts import Verdict
 from ..exit_codes import ExitCode
 from ..gates import locate_source, resolve_version
 from ..registry import Entry
+from ..runs.index import read_index
+from ..runs.verdicts import Verdict
 
 __all__ = ["AppliedChange", "DraftError", "Proposal", "affected_rows", "apply_proposal",
            "draft_paths", "load_proposal", "overlay_docstring", "render_draft"]

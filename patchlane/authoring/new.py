@@ -15,9 +15,9 @@ the registry asks for from facts it can check here, and nothing it cannot:
 
 Everything is checked before anything is written; then the files are created (never over an
 existing one), the registry is validated with the new block in it, and only then is the
-block appended, under the registry's edit lock (:func:`.retire.registry_lock`), leaving
-every other byte of the file as it was. A failure at any step removes what this command
-created.
+block appended, under the registry's edit lock
+(:func:`patchlane.registry.editor.registry_lock`), leaving every other byte of the file as it
+was. A failure at any step removes what this command created.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from ..files import NotARegularFile, atomic_write, read_regular
 from ..gates import installed_version, resolve_version
 from ..loading import resolve
 from ..registry import Entry, Kind, parse_registry
+from ..registry.editor import registry_lock
 from ..versions import in_range, parse_version, range_problem, shown, why_not_version
-from .retire import registry_lock
 
 __all__ = ["Created", "NewEntryError", "Request", "new_entry", "next_minor_range"]
 
@@ -895,7 +895,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from patchlane.evidence.reproduce import ReproContext
+    from patchlane.reproducer import ReproContext
 
 LANES = ("cpu",)  # add "cuda" when the bug needs a GPU to show
 WORLD_SIZES = (1,)  # add 2 when it needs ranks

@@ -1,8 +1,8 @@
 """One release of an entry's target distribution, installed side by side, its reproducer run
 without the overlay, and what that run says of the release (``patchlane bisect`` asks it of
-each release it visits; the search itself is :mod:`patchlane.upstream.bisect`).
+each release it visits; the search itself is :mod:`patchlane.releases.bisect`).
 
-A run is one :class:`~patchlane.evidence.verdicts.Finding` (:func:`classify`):
+A run is one :class:`~patchlane.runs.verdicts.Finding` (:func:`classify`):
 
 * ``affected``: the reproducer's own ``AssertionError`` (the bug shows);
 * ``not-affected``: it passed;
@@ -33,13 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PatchlaneError, ReproducerError
-from ..exit_codes import ExitCode
-from ..files import atomic_write_json
-from ..fingerprint import compute_from_source
-from ..registry import Entry
-from ..versions import parse_version
-from .installs import install_dir
-from .reproduce import (
+from ..evidence.installs import install_dir
+from ..evidence.reproduce import (
     CaseInterrupted,
     CaseResult,
     Mode,
@@ -48,7 +43,12 @@ from .reproduce import (
     read_spec,
     run_case,
 )
-from .verdicts import Finding
+from ..exit_codes import ExitCode
+from ..files import atomic_write_json
+from ..fingerprint import compute_from_source
+from ..registry import Entry
+from ..runs.verdicts import Finding
+from ..versions import parse_version
 
 if TYPE_CHECKING:
     from ..registry import Target
