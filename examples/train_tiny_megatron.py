@@ -8,8 +8,8 @@ What it shows, in order:
 3. a tiny megatron-core MLP (ColumnParallelLinear + RowParallelLinear) trained a few steps
    with the rerun state machine enabled;
 4. torch_dist checkpoints through one cached-plan strategy (``--ckpt-assume-constant-structure``,
-   the combination Megatron-LM #4378 breaks), each carrying a patchlane run receipt;
-5. the receipt read back from the saved checkpoint, and the weights loaded back.
+   the combination Megatron-LM #4378 breaks), each carrying a patchlane run stamp;
+5. the stamp read back from the saved checkpoint, and the weights loaded back.
 
 Runs as one rank by default; under ``torchrun --nproc-per-node 2`` it runs two gloo ranks.
 """
@@ -52,7 +52,7 @@ def main() -> int:
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     from patchlane.testing.cpu import cpu_stand_ins
-    from patchlane.training.checkpoint import add_run_receipt, read_run_receipt
+    from patchlane.training.checkpoint import add_run_stamp, read_run_stamp
 
     parallel_state.initialize_model_parallel(1, 1)
     rsm.initialize_rerun_state_machine(mode=rsm.RerunMode.VALIDATE_RESULTS)
@@ -73,7 +73,7 @@ def main() -> int:
         state: dict[str, object] = dict(model.sharded_state_dict(prefix="model.",
                                                                  metadata=metadata))
         state["rerun_state_machine"] = machine.state_dict(None, "torch_dist")
-        return add_run_receipt(state)
+        return add_run_stamp(state)
 
     saved = None
     for step in range(1, args.steps + 1):
@@ -96,18 +96,18 @@ def main() -> int:
             dist.barrier()
 
     assert saved is not None, "no checkpoint saved: --steps < --save-interval"
-    receipt = read_run_receipt(args.out)
+    stamp = read_run_stamp(args.out)
     template = dict(model.sharded_state_dict(prefix="model.", metadata=metadata))
     loaded = dist_checkpointing.load(template, str(saved))
     compared = [torch.equal(loaded[k], v.data) for k, v in template.items()
                 if hasattr(v, "data") and isinstance(loaded.get(k), torch.Tensor)]
     same = len(compared) == 2 and all(compared)  # fc1 and fc2 weights
     if rank == 0:
-        applied = [e["id"] for e in receipt["entries"] if e["outcome"] == "applied"]
-        print(f"checkpoint {saved} carries patchlane receipt {receipt['patch_set']}: "
+        applied = [e["id"] for e in stamp["entries"] if e["outcome"] == "applied"]
+        print(f"checkpoint {saved} carries patchlane run stamp {stamp['patch_set']}: "
               f"applied {applied}")
         print(f"weights reloaded identical: {same}")
-        print(json.dumps({"receipt": receipt, "weights_identical": same}), file=sys.stderr)
+        print(json.dumps({"stamp": stamp, "weights_identical": same}), file=sys.stderr)
     rsm.destroy_rerun_state_machine()
     dist.destroy_process_group()
     return 0 if same else 1

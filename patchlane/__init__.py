@@ -1,6 +1,6 @@
 """patchlane: declared, gated, proven and tracked local fixes for upstream training-stack bugs.
 
-``import patchlane`` at the top of a training script arms the lane: when a fresh index says which
+``import patchlane`` at the top of a training script arms the startup: when a fresh index says which
 top-level modules matter (patchlane.lazy), it installs one import hook for them and nothing
 else; the registry, the gates and the post-import hooks load at the first import of one of
 them, and each overlay is applied when its target module is imported. Without a fresh index
@@ -61,11 +61,12 @@ __all__ = [
     "report",
     "revert",
     "run_receipt",
+    "run_stamp",
     "verify_ranks",
 ]
 
 # Every public name but the calls below is imported on first access: `import patchlane` in a
-# process that imports no target loads nothing but the lazy lane (patchlane.lazy), and naming
+# process that imports no target loads nothing but the lazy start (patchlane.lazy), and naming
 # an error or a record type costs nothing until it is used.
 _LAZY = {
     "__version__": "_version",
@@ -96,7 +97,7 @@ def __getattr__(name: str) -> "Any":
     module = _LAZY.get(name)
     if module is None and name not in _SUBMODULES:
         # Also how `from . import x` asks for a submodule not imported yet: answered before
-        # importlib is imported (the lazy lane's modules are imported that way).
+        # importlib is imported (the lazy start's modules are imported that way).
         raise AttributeError(f"module 'patchlane' has no attribute {name!r}")
     import importlib
 
@@ -150,11 +151,17 @@ def verify_ranks(group: "Any" = None) -> str:
     return _verify(group)
 
 
-def run_receipt() -> "dict[str, Any]":
-    """A JSON-serialisable record of this process's patch set, to store with checkpoints."""
-    from .training.ranks import run_receipt as _receipt
+def run_stamp() -> "dict[str, Any]":
+    """This process's run stamp: a JSON-serialisable record of its patch set, to store with
+    checkpoints (:mod:`patchlane.training.checkpoint`). A stamp, not a receipt: a receipt is
+    what a sweep case leaves in its run directory."""
+    from .training.ranks import run_stamp as _stamp
 
-    return _receipt()
+    return _stamp()
+
+
+run_receipt = run_stamp
+"""The former name of :func:`run_stamp`, kept for the scripts that call it."""
 
 
 def check_config(config: "Any") -> "list[Any]":
@@ -179,14 +186,14 @@ def report() -> "Report":
 
 
 _SETTINGS = dict(_os.environ)
-"""The environment as it was at `import patchlane`: what the lane reads its settings from, also
+"""The environment as it was at `import patchlane`: what the startup reads its settings from, also
 when it loads later, at a target's first import (a script that changes PATCHLANE_DISABLE after
 its first line changes nothing, lazily or not)."""
 
 
 def _load_lane() -> None:
-    """The whole lane: registry, gates, hooks (patchlane.startup). At `import patchlane` unless
-    the lazy lane may wait (patchlane.lazy.arm), else at the first import of a target."""
+    """The whole startup: registry, gates, hooks (patchlane.startup). At `import patchlane` unless
+    the lazy start may wait (patchlane.lazy.arm), else at the first import of a target."""
     from . import startup
     from .errors import PatchlaneError, exit_if_uncaught
 

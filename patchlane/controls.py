@@ -25,10 +25,10 @@
                                must be absolute (a relative one turns the cache off, with a
                                WARNING) and writable by this user alone
                                (patchlane.registry_cache says why).
-``PATCHLANE_LAZY=0``                  load the whole lane at ``import patchlane`` even when a fresh
+``PATCHLANE_LAZY=0``                  run the whole startup at ``import patchlane`` even if a fresh
                                index says which imports matter (patchlane.lazy: by default a
                                process that imports no target loads only that index and one
-                               import hook; the lane loads at the first target import).
+                               import hook; the startup loads at the first target import).
 ``PATCHLANE_VERIFY_RANKS=0``          do not compare patch sets across ranks right after
                                ``torch.distributed.init_process_group`` (patchlane.training.ranks).
 ``PATCHLANE_EVIDENCE=DIR:DIR``        runs roots (``os.pathsep``-separated; what ``patchlane sweep

@@ -154,7 +154,7 @@ class Decider:
         entries only when a hook first needs one. Per entry that leaves one record, recorded
         in one batch under one timestamp, then one hook per module: `import patchlane` stays
         flat from a handful of entries to hundreds."""
-        index = self.registry.startup_index
+        index = self.registry.startup_rows
         self._check_control_ids(index)
         at = self.audit.stamp()
         records: list[Decision] = []
@@ -307,7 +307,7 @@ class Decider:
         pending: list[Decision] = []
         first_hooks: list[str] = []
         redecide: list[tuple[str, str]] = []
-        for row in self.registry.startup_index:
+        for row in self.registry.startup_rows:
             if not row.active or row.kind != Kind.SOURCE_PATCH.value:
                 continue
             module_name = row.module
@@ -661,7 +661,7 @@ class Decider:
         mode = "strict" if self.controls.strict else "default"
         sources = ",".join(p.name for p in self.registry.sources) or "no registry"
         head = "patchlane settled" if settled else f"patchlane {__version__}"
-        return (f"{head} [{mode}] {len(self.registry.startup_index)} entries ({sources}) | "
+        return (f"{head} [{mode}] {len(self.registry.startup_rows)} entries ({sources}) | "
                 + (" | ".join(parts) or "none"))
 
     def is_applied(self, entry_id: str) -> bool:

@@ -1,10 +1,10 @@
 """Files only this user (or root) can have written: the trust rule of everything patchlane reads
 back from its own cache at start-up, the validated registry (:mod:`patchlane.registry_cache`)
-and the lazy lane's index (:mod:`patchlane.lazy.index`). Both say which overlay files a
+and the lazy start's watch list (:mod:`patchlane.lazy.watchlist`). Both say which overlay files a
 training job runs, so a file another user could plant is never read
 (:mod:`patchlane.registry_cache` says why a data-only format would not change that).
 
-Only ``os`` and ``stat`` at import: the lazy lane checks its index with this in every
+Only ``os`` and ``stat`` at import: the lazy start checks its watch list with this in every
 interpreter a job starts.
 """
 

@@ -82,7 +82,7 @@ def _validator_modules() -> tuple[tuple[str, int, int], ...]:
     """Every module of :mod:`patchlane.registry` and :mod:`patchlane.versions`: a change to
     any of them (the schema, the reader, the records whose classes the pickle names, the rules
     for version ranges) is a new validator."""
-    from .lazy.index import module_stamps
+    from .lazy.watchlist import module_stamps
 
     return module_stamps(("registry",), ("versions",))
 
@@ -114,7 +114,7 @@ class _CachedRegistry(Registry):
         object.__setattr__(self, "sources", sources)
         object.__setattr__(self, "contents", contents)
         object.__setattr__(self, "checked", ())
-        self.__dict__["startup_index"] = index  # what Registry.startup_index would compute
+        self.__dict__["startup_rows"] = index  # what Registry.startup_rows would compute
         self.__dict__["_blob"] = blob
         self.__dict__["_paths"] = tuple(paths)
         self.__dict__["_lock"] = threading.Lock()
@@ -140,7 +140,7 @@ class _CachedRegistry(Registry):
             entries = _loads(self.__dict__["_blob"])
         except Exception:
             return None
-        index = self.__dict__["startup_index"]
+        index = self.__dict__["startup_rows"]
         if type(entries) is not tuple or len(entries) != len(index) or not all(
                 type(e) is Entry and e.id == row.id for e, row in zip(entries, index, strict=True)):
             return None
@@ -239,7 +239,7 @@ def _index_ok(index: object) -> bool:
     """Whether ``index`` is a startup index: the decider trusts every field's type."""
     if type(index) is not tuple:
         return False
-    from .lazy.index import row_ok
+    from .lazy.watchlist import row_ok
 
     return all(type(row) is StartupRow and row_ok(row) and row.kind in _KINDS for row in index)
 
@@ -288,8 +288,8 @@ def _write(directory: str, file: str, payload: dict[str, Any]) -> None:
 
 
 class LazyKey(NamedTuple):
-    """What keys the lazy lane's index (patchlane.lazy.index): the registry set the settings
-    name and the ``sys.path`` stamps, taken before entry points were read."""
+    """What keys the lazy start's watch list (patchlane.lazy.watchlist): the registry set the
+    settings name and the ``sys.path`` stamps, taken before entry points were read."""
 
     settings: tuple[Any, ...]
     path: tuple[tuple[str, int], ...]
@@ -298,7 +298,7 @@ class LazyKey(NamedTuple):
 def load(paths: Sequence[Path], directory: Path | None, lazy: LazyKey | None = None) -> Registry:
     """:func:`patchlane.registry.load_registries`, answered from the cache in ``directory``
     when it is still valid and only this user can have written it (None: no cache). With
-    ``lazy``, the lazy lane's index for this set is brought up to date beside the cache
+    ``lazy``, the lazy start's watch list for this set is brought up to date beside the cache
     whenever the set is known valid (a hit, or a validation whose inputs held still)."""
     if directory is None:
         return load_registries(paths)
@@ -309,8 +309,8 @@ def load(paths: Sequence[Path], directory: Path | None, lazy: LazyKey | None = N
         if path not in resolved:  # as load_registries: one file named twice is one registry
             resolved.append(path)
             named.append(os.path.abspath(raw))
-    # Stamped before they are read: a file changed meanwhile leaves a stale index, never a
-    # fresh index of what is no longer there.
+    # Stamped before they are read: a file changed meanwhile leaves a stale watch list, never a
+    # fresh one of what is no longer there.
     stamps = _source_stamps(named, resolved) if lazy is not None else None
     # Regular files of bounded size only (a FIFO would hang here): RegistryError otherwise.
     contents = tuple(read_registry_bytes(p) for p in resolved)
@@ -321,7 +321,7 @@ def load(paths: Sequence[Path], directory: Path | None, lazy: LazyKey | None = N
         hit = _fresh(_read(os.path.join(real, name)), validator, resolved, contents)
         if hit is not None:
             if lazy is not None and stamps is not None:
-                _write_lazy_index(real, lazy, stamps, hit[2], hit[3], hit[1])
+                _write_watchlist(real, lazy, stamps, hit[2], hit[3], hit[1])
             return _CachedRegistry(hit[0], hit[1], tuple(resolved), contents, paths)
     registry = load_registries(paths)
     if list(registry.sources) != resolved or registry.contents != contents:
@@ -332,15 +332,15 @@ def load(paths: Sequence[Path], directory: Path | None, lazy: LazyKey | None = N
     if inputs is not None and real is not None:
         _write(real, os.path.join(real, name),
                {"validator": validator, "sources": resolved, "contents": contents,
-                "index": registry.startup_index, "entries": registry.entries,
+                "index": registry.startup_rows, "entries": registry.entries,
                 "dirs": inputs[0], "links": inputs[1]})
         if lazy is not None and stamps is not None:
-            _write_lazy_index(real, lazy, stamps, inputs[0], inputs[1], registry.startup_index)
+            _write_watchlist(real, lazy, stamps, inputs[0], inputs[1], registry.startup_rows)
     return registry
 
 
 def _source_stamps(named: list[str], resolved: list[Path]) -> list[Any] | None:
-    from .lazy.index import stamp
+    from .lazy.watchlist import stamp
 
     try:
         return [(raw, str(real), stamp(str(real))) for raw, real in zip(named, resolved,
@@ -349,11 +349,11 @@ def _source_stamps(named: list[str], resolved: list[Path]) -> list[Any] | None:
         return None
 
 
-def _write_lazy_index(real: str, lazy: LazyKey, stamps: list[Any], dirs: dict[str, int],
-                      links: tuple[tuple[str, str], ...],
-                      rows: tuple[StartupRow, ...]) -> None:
-    from .lazy import index
+def _write_watchlist(real: str, lazy: LazyKey, stamps: list[Any], dirs: dict[str, int],
+                     links: tuple[tuple[str, str], ...],
+                     rows: tuple[StartupRow, ...]) -> None:
+    from .lazy import watchlist
 
-    if index.write(real, lazy.settings, lazy.path, stamps, tuple(sorted(dirs.items())),
-                   links, rows) is None:
-        log.debug("patchlane: the lazy lane's index was not written to %s", real)
+    if watchlist.write(real, lazy.settings, lazy.path, stamps, tuple(sorted(dirs.items())),
+                       links, rows) is None:
+        log.debug("patchlane: the lazy start's watch list was not written to %s", real)

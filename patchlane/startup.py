@@ -16,8 +16,7 @@ from .audit import AuditLog
 from .controls import Controls
 from .errors import ControlsError, PatchlaneError, RegistryError
 from .importer import Decider
-from .lazy import index as lazy_index
-from .lazy import watch
+from .lazy import watch, watchlist
 from .registry import Registry
 
 __all__ = ["current", "default_registry_path", "registry_paths", "start"]
@@ -36,7 +35,7 @@ unenforced)."""
 
 def default_registry_path() -> Path:
     """``_bundle/registry.yaml`` installed from a wheel, ``registry.yaml`` in a checkout."""
-    return Path(lazy_index.default_registry())
+    return Path(watchlist.default_registry())
 
 
 def _entry_point_registries() -> list[Path]:
@@ -95,8 +94,8 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
     """Build the process-wide decider (once). A registry error, or a setting that cannot be
     read, applies nothing: in strict mode it raises, otherwise it is logged at ERROR and kept
     for :func:`patchlane.report`. ``env``: the settings to read (default ``os.environ``); the
-    lazy lane passes those of ``import patchlane``, so a script that changes a setting after
-    that line changes nothing, as with the eager lane."""
+    lazy start passes those of ``import patchlane``, so a script that changes a setting after
+    that line changes nothing, as with the eager start."""
     global _decider, _startup_error, _strict_failure
     with _lock:
         if _strict_failure is not None:
@@ -121,14 +120,14 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
             if unreadable:
                 registry = Registry(entries=(), sources=())
             else:
-                # The lazy lane's index is brought up to date by a start that could not use
-                # it; one loading the lane at a target's first import read it fresh just now.
+                # The lazy start's watch list is brought up to date by a start that could not use
+                # it; one loading the startup at a target's first import read it fresh just now.
                 # Its key is taken before entry points are read: an install meanwhile leaves
-                # a stale index, never a wrong fresh one.
+                # a stale watch list, never a wrong fresh one.
                 key = None if watch.armed() else registry_cache.LazyKey(
-                    lazy_index.registry_set(controls.default_registry, controls.registries,
+                    watchlist.registry_set(controls.default_registry, controls.registries,
                                             controls.entry_points),
-                    lazy_index.path_key(controls.entry_points))
+                    watchlist.path_key(controls.entry_points))
                 registry = registry_cache.load(registry_paths(controls),
                                                controls.registry_cache, key)
         except RegistryError as exc:
@@ -152,7 +151,7 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
             _strict_failure = exc
         raise
     finally:
-        watch.disarm()  # every hook is registered (or it raised): the lazy lane's hook is done
+        watch.disarm()  # every hook is registered (or it raised): the lazy start's hook is done
     if log.isEnabledFor(logging.INFO):  # the summary walks every entry: only when it is shown
         log.info("%s", decider.summary())
     return decider

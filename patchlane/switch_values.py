@@ -1,9 +1,9 @@
 """How a ``PATCHLANE_*`` value is read: one reading for :mod:`patchlane.controls` and for the lazy
-lane (:mod:`patchlane.lazy.arm`), which decides at every interpreter start, before anything else
+start (:mod:`patchlane.lazy.arm`), which decides at every interpreter start, before anything else
 of patchlane is imported, whether the settings let it stay lazy.
 
 Only ``os`` here, on purpose: this module is part of what a process that imports no target
-pays for (the lazy lane's import budget is a few milliseconds, less than ``pathlib`` or
+pays for (the lazy start's import budget is a few milliseconds, less than ``pathlib`` or
 ``logging`` alone cost to import). Functions answer ``None`` for a value they cannot read and
 never raise; :mod:`patchlane.controls` turns that into the :class:`ControlsError` naming the
 variable.
@@ -23,7 +23,7 @@ FALSE = ("0", "false", "no", "off")
 FLAGS = {"PATCHLANE_STRICT": False, "PATCHLANE_DEFAULT_REGISTRY": True,
          "PATCHLANE_ENTRY_POINTS": True, "PATCHLANE_VERIFY_RANKS": True,
          "PATCHLANE_REQUIRE_EVIDENCE": False}
-"""Every yes/no setting the lane reads at start-up, with its default (unset or empty)."""
+"""Every yes/no setting the startup reads at start-up, with its default (unset or empty)."""
 
 
 def flag(raw: str | None, default: bool) -> bool | None:
@@ -65,7 +65,7 @@ def disabled_reason(entry_id: str, disable: frozenset[str],
 
 
 def registry_cache_dir(env: "Mapping[str, str]") -> tuple[str | None, bool]:
-    """``(directory, refused)``: where the validated-registry cache (and the lazy lane's index
+    """``(directory, refused)``: where the validated-registry cache (and the lazy start's index
     beside it) lives, None when it is off; ``refused`` when it is off because
     ``PATCHLANE_REGISTRY_CACHE`` is a relative path (:mod:`patchlane.controls` says why, once).
     The default is ``$XDG_CACHE_HOME/patchlane/registry``, else ``~/.cache/...``."""

@@ -102,7 +102,7 @@ class FakeTarget:
     def write_overlay(self, source: str) -> None:
         (self.root / "patches" / f"{self.entry_id}.py").write_text(textwrap.dedent(source))
 
-    def lane(self, env: dict[str, str] | None = None, start: bool = True) -> Decider:
+    def decider(self, env: dict[str, str] | None = None, start: bool = True) -> Decider:
         if not self.registry.exists():
             self.write_registry()
         lane = Decider(load_registries([self.registry]), Controls.from_env(env or {}), AuditLog())

@@ -904,7 +904,7 @@ WORLD_SIZES = (1,)  # add 2 when it needs ranks
 def run(ctx: ReproContext) -> None:
     import importlib
 
-    # The lane decides the overlay when the target's module is imported; the sweep checks
+    # The startup decides the overlay when the target's module is imported; the sweep checks
     # that decision (disabled without the overlay, applied and run with it).
     importlib.import_module(
 {_string_lines(module, " " * 8)})

@@ -13,7 +13,7 @@ def run_activate(write: bool, remove: bool, folder: Path | None, as_json: bool) 
     if write:
         path, changed = pth.write(folder)
         said = (f"activated: {path} (every interpreter of this environment now does `import "
-                "patchlane`, through the lazy lane)" if changed else
+                "patchlane`, through the lazy start)" if changed else
                 f"already activated: {path} (unchanged)")
     elif remove:
         path, changed = pth.remove(folder)
@@ -40,7 +40,7 @@ def run_activate(write: bool, remove: bool, folder: Path | None, as_json: bool) 
 
 
 def lane_state() -> dict[str, object]:
-    """How the lane starts in this environment, for ``status`` and ``doctor``: whether a
+    """How the startup runs in this environment, for ``status`` and ``doctor``: whether a
     process that imports no target takes the lazy path (and what it watches), why this
     command's own ``import patchlane`` did not if it did not, and the ``.pth`` activations."""
     from ..lazy import arm
@@ -55,10 +55,10 @@ def lane_lines(state: dict[str, object]) -> list[str]:
     lines = []
     if state["lazy"]:
         watching = ", ".join(state["watching"]) or "nothing"  # type: ignore[arg-type]
-        lines.append(f"lane: lazy: a process that imports none of {watching} loads only the "
-                     "lazy lane's index; the first import of one of them loads the lane")
+        lines.append(f"start: lazy: a process that imports none of {watching} loads only the "
+                     "lazy start's watch list; the first import of one of them loads the startup")
     else:
-        lines.append(f"lane: loads at `import patchlane`: {state['why_not']}")
+        lines.append(f"start: loads at `import patchlane`: {state['why_not']}")
     activations = state["activations"]
     assert isinstance(activations, list)
     for activation in activations:

@@ -3,8 +3,8 @@ straight to ``exec``; everything else goes to the full parser (:mod:`patchlane.c
 
 ``patchlane run`` is in front of every job, so it parses its few options by hand, builds the
 command's environment (:mod:`patchlane.launch.environment`) and ``exec``s it without importing
-argparse, the rest of the command line, or the lane (``import patchlane`` here only arms the
-lazy lane). Anything it does not recognise exactly (``--help``, an abbreviation, ``--opt=value``,
+argparse, the rest of the command line, or the startup (``import patchlane`` here only arms the
+lazy start). Anything it does not recognise exactly (``--help``, an abbreviation, ``--opt=value``,
 a missing value or command, a file that is not there, a command that cannot be executed) is
 handed unchanged to the full parser, which answers as it always did: one parser decides every
 message and exit code, this one only decides when it is not needed.
@@ -60,8 +60,8 @@ def _fast_run(args: "Sequence[str]") -> "tuple[dict[str, object], list[str]] | N
 
 
 def _settings_readable(evidence: object = None) -> bool:
-    """Whether `import patchlane` read every setting: the lazy lane read them all to arm; a
-    lane that loaded at once says whether they could not be read (its startup error).
+    """Whether `import patchlane` read every setting: the lazy start read them all to arm; a
+    startup that ran at once says whether they could not be read (its startup error).
     ``evidence``: ``run --evidence``'s runs root, which the command's processes get as
     ``PATCHLANE_EVIDENCE``: settings that need it (``PATCHLANE_REQUIRE_EVIDENCE``) are read
     with it."""

@@ -1,5 +1,5 @@
-"""What ``patchlane/launch/bootstrap/sitecustomize.py`` does in each process: activate the
-lane, optionally leave a per-process report, then run the ``sitecustomize`` it shadows."""
+"""What ``patchlane/launch/bootstrap/sitecustomize.py`` does in each process: activate
+patchlane, optionally leave a per-process report, then run the ``sitecustomize`` it shadows."""
 
 import os
 import sys
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from ..reporting import Report
 
 # Loaded in every interpreter `patchlane run` starts, before the command: only os and sys here
-# (socket, pathlib and importlib.util each cost more than the whole lazy lane). What a process
+# (socket, pathlib and importlib.util each cost more than the whole lazy start). What a process
 # writes or prints at exit imports what it needs then.
 
 __all__ = ["REPORTS_ENV", "SUMMARY_ENV", "activate", "chain", "hand_over"]
@@ -85,9 +85,9 @@ def _at_exit(folder: str | None, me: str | None) -> None:
 
 
 def _report(folder: str | None) -> "Report":
-    """What this process decided. A process whose lane never loaded (it imported no target)
-    says so from the lazy lane's index, without loading it, when only the line is asked for;
-    a report file or a proof ("proven here?") needs the whole lane, loaded here."""
+    """What this process decided. A process whose startup never ran (it imported no target)
+    says so from the lazy start's watch list, without loading it, when only the line is asked for;
+    a report file or a proof ("proven here?") needs the whole startup, loaded here."""
     if folder is None and not os.environ.get("PATCHLANE_EVIDENCE"):
         from ..lazy.arm import untouched_report
 

@@ -35,7 +35,7 @@ class CommandNotExecutableError(PatchlaneError):
     exit_code = ExitCode.COMMAND_NOT_EXECUTABLE
 
 BOOTSTRAP = Path(environment.BOOTSTRAP)
-"""The folder whose ``sitecustomize.py`` activates the lane (:mod:`.environment`)."""
+"""The folder whose ``sitecustomize.py`` activates patchlane (:mod:`.environment`)."""
 
 
 def run_command(command: Sequence[str], *, registry: Path | None = None, strict: bool = False,

@@ -1,8 +1,8 @@
 """The environment ``patchlane run`` gives its command: the bootstrap folder first on
-``PYTHONPATH`` and the options as the lane's own variables.
+``PYTHONPATH`` and the options as the startup's own variables.
 
 Light on purpose (``os`` only): the fast ``patchlane run`` (:mod:`patchlane.cli.entry`) builds
-it and execs without loading the rest of the command line or the lane.
+it and execs without loading the rest of the command line or the startup.
 """
 
 import os
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["BOOTSTRAP", "EVIDENCE_ENV", "launch_env"]
 
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.realpath(__file__)), "bootstrap")
-"""The folder whose ``sitecustomize.py`` activates the lane in each interpreter."""
+"""The folder whose ``sitecustomize.py`` activates patchlane in each interpreter."""
 EVIDENCE_ENV = "PATCHLANE_EVIDENCE"
 
 
@@ -30,7 +30,7 @@ def launch_env(env: "Mapping[str, str]", *, registry: "str | os.PathLike[str] | 
                strict: bool = False, reports: "str | os.PathLike[str] | None" = None,
                evidence: "str | os.PathLike[str] | None" = None) -> dict[str, str]:
     """``env`` with the bootstrap folder first on ``PYTHONPATH`` (once) and the options as the
-    lane's own variables, absolute paths so ranks started in other directories agree."""
+    startup's own variables, absolute paths so ranks started in other directories agree."""
     out = dict(env)
     out["PYTHONPATH"] = _pythonpath(out.get("PYTHONPATH", ""))
     if registry is not None:

@@ -12,7 +12,7 @@ import sys
 import time
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # collections.abc costs more than the lazy lane: this loads in every process
+if TYPE_CHECKING:  # collections.abc costs more than the lazy start: this loads in every process
     from collections.abc import Mapping
 
 __all__ = ["JOB_ENV", "RUN_ID_ENV", "job_of", "new_run_id", "stack"]

@@ -5,16 +5,17 @@ never see: ``python -E`` and ``-I`` ignore it, and launchers and schedulers that
 environment drop it. ``site`` processes a ``.pth`` file in site-packages in every interpreter
 of that environment, whatever its flags and environment (all but ``python -S``), and runs a
 line of it that starts with ``import``. For a container image or a shared venv, one such line
-doing ``import patchlane`` puts the lane in every process, through the same lazy path as a
-script's own ``import patchlane``: a process that imports no target pays for an index read and
+doing ``import patchlane`` puts patchlane in every process, through the same lazy path as a
+script's own ``import patchlane``: a process that imports no target pays for a watch list read and
 one import hook.
 
 Off by default; written and removed only by ``patchlane activate --pth`` / ``--remove``, both
 idempotent. The file is named to be processed last in its directory (``site`` reads them in
-name order): the lazy lane keys its index on ``sys.path``, which the other ``.pth`` files of the
-environment (editable installs) extend. The line
+name order): the lazy start keys its watch list on ``sys.path``, which the other ``.pth``
+files of the environment (editable installs) extend. The line
 
-- imports patchlane (the lazy path, or the full lane when no fresh index says what to watch);
+- imports patchlane (the lazy path, or the full startup when no fresh watch list says what to
+  watch);
 - stops the interpreter with the error's one line and exit code when strict mode refuses at
   import (``site`` would print a traceback and run the command anyway), as the ``patchlane
   run`` bootstrap does;

@@ -1,14 +1,14 @@
-"""Where ``import patchlane`` decides whether its lane may wait for a target's import.
+"""Where ``import patchlane`` decides whether its startup may wait for a target's import.
 
-It may when all of these hold; else the lane loads at once, exactly as before (and the full
-start writes a fresh index for the next process):
+It may when all of these hold; else the startup loads at once, exactly as before (and the full
+start writes a fresh watch list for the next process):
 
 - ``PATCHLANE_LAZY`` is not off;
-- every setting the lane reads at start-up reads as :class:`patchlane.controls.Controls` would
+- every setting the startup reads at start-up reads as :class:`patchlane.controls.Controls` would
   read it (a setting that cannot be read is the full start's to report, once, as it always
-  did), and the validated-registry cache is on (the index lives beside it);
-- the index for this registry set and ``sys.path`` is fresh and trusted
-  (:mod:`patchlane.lazy.index`);
+  did), and the validated-registry cache is on (the watch list lives beside it);
+- the watch list for this registry set and ``sys.path`` is fresh and trusted
+  (:mod:`patchlane.lazy.watchlist`);
 - every id in ``PATCHLANE_DISABLE`` / ``PATCHLANE_ONLY`` names an entry of it (an unknown id is
   the full start's to warn about, at ``import patchlane``, as it always did);
 - logging does not already say INFO for the ``patchlane`` logger (the start-up summary line
@@ -22,7 +22,7 @@ import os
 import sys
 
 from .. import switch_values
-from . import index, watch
+from . import watch, watchlist
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,22 +34,22 @@ LAZY_ENV = "PATCHLANE_LAZY"
 RANK_CHECK_MODULE = "torch"
 """The rank check waits for ``torch.distributed`` (patchlane.training.ranks)."""
 
-_State = tuple[index.Index, frozenset[str], "frozenset[str] | None", set[str]]
-"""A lazy start's index, PATCHLANE_DISABLE and PATCHLANE_ONLY ids, and the names to watch."""
+_State = tuple[watchlist.WatchList, frozenset[str], "frozenset[str] | None", set[str]]
+"""A lazy start's watch list, PATCHLANE_DISABLE and PATCHLANE_ONLY ids, and the names to watch."""
 
 _why_not: list[str] = []
 _start_paths: dict[bool, tuple[tuple[str, int], ...]] = {}
-_index: list[index.Index] = []
+_index: list[watchlist.WatchList] = []
 _disabled: list[tuple[frozenset[str], frozenset[str] | None]] = []
 
 
 def arm(load: "Callable[[], object]") -> bool:
-    """Install the import hook and return True when the lane may wait (module docstring);
+    """Install the import hook and return True when the startup may wait (module docstring);
     False, with the reason kept, when the caller must ``load()`` it now."""
     try:
         reason, state = _reason(imported=True)
-    except Exception as exc:  # never a reason to fail `import patchlane`: the eager lane decides
-        reason, state = f"the lazy lane could not check ({type(exc).__name__}: {exc})", None
+    except Exception as exc:  # never a reason to fail `import patchlane`: the eager start decides
+        reason, state = f"the lazy start could not check ({type(exc).__name__}: {exc})", None
     _why_not[:] = [reason] if reason else []
     if state is None:
         return False
@@ -67,7 +67,7 @@ def check() -> tuple[str | None, tuple[str, ...]]:
     try:
         reason, state = _reason(imported=False)
     except Exception as exc:
-        return f"the lazy lane could not check ({type(exc).__name__}: {exc})", ()
+        return f"the lazy start could not check ({type(exc).__name__}: {exc})", ()
     return reason, tuple(sorted(state[3])) if state is not None else ()
 
 
@@ -101,20 +101,20 @@ def _why(imported: bool) -> str | _State:
         real = os.path.realpath(directory)
         shared = private_files.shared(real)
     except (OSError, ValueError):
-        return f"no index yet (the registry cache directory {directory} does not exist)"
+        return f"no watch list yet (the registry cache directory {directory} does not exist)"
     if shared is not None:
         return f"the registry cache directory is not private: {shared}"
     registries = [p for p in (env.get("PATCHLANE_REGISTRY") or "").split(os.pathsep) if p]
-    settings = index.registry_set(flags["PATCHLANE_DEFAULT_REGISTRY"], registries,
+    settings = watchlist.registry_set(flags["PATCHLANE_DEFAULT_REGISTRY"], registries,
                                   flags["PATCHLANE_ENTRY_POINTS"])
     entry_points = flags["PATCHLANE_ENTRY_POINTS"]
     if imported or entry_points not in _start_paths:
         # A later check (status) keys on sys.path as it was at start-up: imports since then
         # (megatron's own FSDP package adds a folder) are not what a new process starts with.
-        _start_paths[entry_points] = index.path_key(entry_points)
-    found = index.read(real, settings, _start_paths[entry_points])
+        _start_paths[entry_points] = watchlist.path_key(entry_points)
+    found = watchlist.read(real, settings, _start_paths[entry_points])
     if found is None:
-        return ("no fresh index for this registry set and sys.path (a registry file, an "
+        return ("no fresh watch list for this registry set and sys.path (a registry file, an "
                 "overlay's folder, an installed distribution or patchlane changed, or none was "
                 "written yet)")
     disable = switch_values.ids(env.get("PATCHLANE_DISABLE"))
@@ -122,15 +122,15 @@ def _why(imported: bool) -> str | _State:
     if disable or only:
         rows = found.rows()
         if rows is None:
-            return "the index's rows cannot be read"
+            return "the watch list's rows cannot be read"
         unknown = (disable | (only or frozenset())) - {row[0] for row in rows}
         if unknown:
             return f"PATCHLANE_DISABLE / PATCHLANE_ONLY name ids no entry has: " \
                 f"{', '.join(sorted(unknown))}"
     logging = sys.modules.get("logging")  # never imported here: only read if already there
     if logging is not None and logging.getLogger("patchlane").isEnabledFor(logging.INFO):
-        # This process asked to hear what the lane decided at start-up (its summary line, at
-        # INFO, at `import patchlane`): it gets it, from the lane loaded now.
+        # This process asked to hear what the startup decided (its summary line, at
+        # INFO, at `import patchlane`): it gets it, from the startup run now.
         return "the patchlane logger is enabled at INFO (the start-up summary is logged)"
     names = set(found.watch)
     if flags["PATCHLANE_VERIFY_RANKS"]:
@@ -142,13 +142,13 @@ def _why(imported: bool) -> str | _State:
 
 
 def why_not() -> str | None:
-    """Why this process's ``import patchlane`` loaded the lane at once (None: it was lazy, or
+    """Why this process's ``import patchlane`` loaded the startup at once (None: it was lazy, or
     ``import patchlane`` has not run)."""
     return _why_not[0] if _why_not else None
 
 
 def untouched_report() -> dict[str, object] | None:
-    """For a process that took the lazy path and never loaded its lane: what each entry was
+    """For a process that took the lazy path and never ran its startup: what each entry was
     decided at start (:func:`patchlane.lazy.untouched.report`); None otherwise."""
     if not _index or not watch.armed():
         return None

@@ -1,5 +1,5 @@
 """What the startup walk records for an entry before its target module is imported: one rule for
-:meth:`patchlane.importer.Decider.start` and for a process whose lane never loaded, which says
+:meth:`patchlane.importer.Decider.start` and for a process whose startup never ran, which says
 the same without loading it (the line each rank of ``patchlane run`` prints at exit).
 
 Outcomes are the values of :class:`patchlane.audit.Outcome`, as text: that enum's module is
@@ -10,7 +10,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from .index import RowTuple
+    from .watchlist import RowTuple
 
 __all__ = ["CHECKED_ON_DEMAND", "RETIRED_REASON", "at_start", "report"]
 
@@ -35,7 +35,7 @@ def at_start(kind: str, active: bool, disabled: str | None, waiting: str) -> tup
 def report(rows: "Iterable[RowTuple]",
            disabled: "Callable[[str], str | None]") -> dict[str, object]:
     """The part of :func:`patchlane.report` a rank's exit line reads, for a process that never
-    loaded its lane: every entry as :func:`at_start` records it, no hits, no evidence."""
+    ran its startup: every entry as :func:`at_start` records it, no hits, no evidence."""
     entries = []
     for entry_id, kind, active, _dist, _module, _modules, waiting, _applies in rows:
         outcome, reason = at_start(kind, active, disabled(entry_id), waiting)

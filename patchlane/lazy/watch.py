@@ -1,11 +1,11 @@
-"""The lazy lane's one import hook: a ``sys.meta_path`` finder for the watched top-level names.
+"""The lazy start's one import hook: a ``sys.meta_path`` finder for the watched top-level names.
 
 It answers nothing itself. For a watched name it asks the finders after it for the module's
 spec, as the import system would next, and wraps the loader it finds, so that:
 
 - ``create_module`` (the module does not exist yet; the import system holds this module's lock
   and no longer the global import lock, so loading other modules here cannot deadlock against
-  a thread holding that one) loads the whole lane first: registry, gates, wrapt post-import
+  a thread holding that one) loads the whole startup first: registry, gates, wrapt post-import
   hooks for every target, exactly what ``import patchlane`` did before it was lazy;
 - ``exec_module`` puts the real loader back on the module and its spec, runs the module, then
   fires the post-import hooks registered for it (:func:`wrapt.importer.notify_module_loaded`,
@@ -13,13 +13,13 @@ spec, as the import system would next, and wraps the loader it finds, so that:
   as they were when their hook was registered at ``import patchlane``.
 
 A spec that is only looked up (``importlib.util.find_spec("torch")``, as libraries probe for
-optional dependencies) loads nothing. Once the lane has started, :func:`disarm` takes the hook
+optional dependencies) loads nothing. Once the startup has run, :func:`disarm` takes the hook
 off ``sys.meta_path``; wrapt's finder does the rest, as it always did.
 
-The lane loads once, in one thread: another thread importing a watched module meanwhile waits
-for it, so its hooks are in place before its module runs. The thread loading the lane may
+The startup loads once, in one thread: another thread importing a watched module meanwhile waits
+for it, so its hooks are in place before its module runs. The thread loading the startup may
 itself import a watched module (an entry-point registry's code importing torch): that import
-goes ahead unwrapped, and its entries are decided when the lane registers their hooks, at
+goes ahead unwrapped, and its entries are decided when the startup registers their hooks, at
 once, as for a module imported before ``import patchlane``.
 """
 
@@ -37,7 +37,7 @@ __all__ = ["armed", "disarm", "install", "watched_names"]
 
 
 class _Watch:
-    """The finder: one per process, first on ``sys.meta_path`` until the lane has started."""
+    """The finder: one per process, first on ``sys.meta_path`` until the startup has run."""
 
     def __init__(self, names: "Iterable[str]", load: "Callable[[], object]") -> None:
         self.names = frozenset(names)
@@ -59,7 +59,7 @@ class _Watch:
             return None
         loader = spec.loader
         if loader is None or not hasattr(loader, "exec_module"):
-            # Nothing to wrap (a legacy loader): load the lane now, and answer as the finders
+            # Nothing to wrap (a legacy loader): load the startup now, and answer as the finders
             # would with it loaded (wrapt's first), so the module's hooks fire.
             self.trigger()
             return _first_spec([f for f in sys.meta_path if f is not self], name, path, target)
@@ -67,7 +67,7 @@ class _Watch:
         return spec
 
     def trigger(self) -> None:
-        """Load the lane (once; another thread waits for it). Raises what loading raises:
+        """Load the startup (once; another thread waits for it). Raises what loading raises:
         in strict mode, the import that triggered it fails with that error."""
         if self.done or self._owner == _thread.get_ident():
             return
@@ -98,7 +98,7 @@ def _first_spec(finders: "list[Any]", name: str, path: "Any",
 
 
 class _FirstTarget:
-    """The loader of the first watched module imported: loads the lane before the module is
+    """The loader of the first watched module imported: loads the startup before the module is
     made, hands the module to its own loader, then fires its post-import hooks."""
 
     def __init__(self, loader: "Any", watch: _Watch) -> None:
@@ -119,7 +119,7 @@ class _FirstTarget:
             spec.loader = self.loader
         self.loader.exec_module(module)
         importer = sys.modules.get("wrapt.importer")
-        if importer is not None:  # loaded by the lane: hooks may wait for this module
+        if importer is not None:  # loaded by the startup: hooks may wait for this module
             importer.notify_module_loaded(module)
 
     def __getattr__(self, name: str) -> "Any":
@@ -132,7 +132,7 @@ _watch: _Watch | None = None
 
 
 def install(names: "Iterable[str]", load: "Callable[[], object]") -> None:
-    """Put the hook first on ``sys.meta_path`` for ``names``; ``load`` starts the lane."""
+    """Put the hook first on ``sys.meta_path`` for ``names``; ``load`` runs the startup."""
     global _watch
     watch = _Watch(names, load)
     sys.meta_path.insert(0, watch)
@@ -140,7 +140,7 @@ def install(names: "Iterable[str]", load: "Callable[[], object]") -> None:
 
 
 def disarm() -> None:
-    """The lane has started (its hooks are registered): the hook has nothing left to do."""
+    """The startup has run (its hooks are registered): the hook has nothing left to do."""
     watch = _watch
     if watch is None or watch.done:
         return
@@ -152,7 +152,7 @@ def disarm() -> None:
 
 
 def armed() -> bool:
-    """Whether this process took the lazy path and its lane has not loaded yet."""
+    """Whether this process took the lazy path and its startup has not run yet."""
     return _watch is not None and not _watch.done
 
 

@@ -269,7 +269,7 @@ class Entry:
     def active(self) -> bool:
         return self.status is Status.ACTIVE
 
-    # Cached: read for every entry by Registry.startup_index and the ledger hooks, and
+    # Cached: read for every entry by Registry.startup_rows and the ledger hooks, and
     # packaging canonicalizes every version on a SpecifierSet's first str().
 
     @functools.cached_property
@@ -370,7 +370,7 @@ class Registry:
     the bytes, all that validation read from the filesystem."""
 
     @functools.cached_property
-    def startup_index(self) -> tuple[StartupRow, ...]:
+    def startup_rows(self) -> tuple[StartupRow, ...]:
         """One :class:`StartupRow` per entry, in order: all that `import patchlane` reads."""
         return tuple(StartupRow.of(entry) for entry in self.entries)
 

@@ -1,10 +1,14 @@
-"""Run receipts in Megatron checkpoints: which patches a checkpoint was trained with.
+"""Run stamps in Megatron checkpoints: which patches a checkpoint was trained with.
 
-``add_run_receipt(state_dict)`` puts :func:`patchlane.run_receipt` into the state dict a
-Megatron ``dist_checkpointing.save`` writes; being plain data (not a ShardedTensor/Object) it
-lands in the checkpoint's *common* state (``common.pt``), once, not per rank.
-``read_run_receipt(path)`` reads it back from a saved checkpoint directory (or from a Megatron
-``--save`` root with ``latest_checkpointed_iteration.txt``), without building a model.
+``add_run_stamp(state_dict)`` puts :func:`patchlane.run_stamp` into the state dict a Megatron
+``dist_checkpointing.save`` writes; being plain data (not a ShardedTensor/Object) it lands in
+the checkpoint's *common* state (``common.pt``), once, not per rank. ``read_run_stamp(path)``
+reads it back from a saved checkpoint directory (or from a Megatron ``--save`` root with
+``latest_checkpointed_iteration.txt``), without building a model.
+
+A stamp, not a receipt: a receipt is what a sweep case leaves in its run directory. The former
+names (``add_run_receipt``, ``read_run_receipt``, ``CheckpointReceiptError``, ``RECEIPT_KEY``)
+stay as aliases, and the key in the checkpoint is unchanged, so checkpoints saved before read.
 """
 
 from __future__ import annotations
@@ -14,20 +18,22 @@ from typing import Any
 
 from ..errors import UsageError
 
-__all__ = ["RECEIPT_KEY", "CheckpointReceiptError", "add_run_receipt", "read_run_receipt"]
+__all__ = ["RECEIPT_KEY", "STAMP_KEY", "CheckpointReceiptError", "CheckpointStampError",
+           "add_run_receipt", "add_run_stamp", "read_run_receipt", "read_run_stamp"]
 
-RECEIPT_KEY = "patchlane_run_receipt"
-
-
-class CheckpointReceiptError(UsageError):
-    """:func:`read_run_receipt` was pointed at no checkpoint directory, or at a checkpoint
-    saved without :func:`add_run_receipt`: the fix is another path (or saving with one)."""
+STAMP_KEY = "patchlane_run_receipt"
+"""The key in the checkpoint's common state (its old spelling: checkpoints already carry it)."""
 
 
-def add_run_receipt(state_dict: dict[str, Any], key: str = RECEIPT_KEY) -> dict[str, Any]:
-    from .ranks import run_receipt
+class CheckpointStampError(UsageError):
+    """:func:`read_run_stamp` was pointed at no checkpoint directory, or at a checkpoint saved
+    without :func:`add_run_stamp`: the fix is another path (or saving with one)."""
 
-    state_dict[key] = run_receipt()
+
+def add_run_stamp(state_dict: dict[str, Any], key: str = STAMP_KEY) -> dict[str, Any]:
+    from .ranks import run_stamp
+
+    state_dict[key] = run_stamp()
     return state_dict
 
 
@@ -39,18 +45,25 @@ def _resolve(path: Path) -> Path:
     return path
 
 
-def read_run_receipt(path: str | Path, key: str = RECEIPT_KEY) -> dict[str, Any]:
+def read_run_stamp(path: str | Path, key: str = STAMP_KEY) -> dict[str, Any]:
     from megatron.core.dist_checkpointing import load_common_state_dict
 
     directory = _resolve(Path(path))
     if not directory.is_dir():
-        raise CheckpointReceiptError(f"{directory}: no checkpoint directory (expected a "
-                                     "saved checkpoint or a --save root with "
-                                     "latest_checkpointed_iteration.txt)")
+        raise CheckpointStampError(f"{directory}: no checkpoint directory (expected a saved "
+                                   "checkpoint or a --save root with "
+                                   "latest_checkpointed_iteration.txt)")
     common = load_common_state_dict(str(directory))
-    receipt = common.get(key) if isinstance(common, dict) else None
-    if not isinstance(receipt, dict):
-        raise CheckpointReceiptError(f"{directory}: the checkpoint carries no patchlane run "
-                                     f"receipt (key {key!r}); it was saved without "
-                                     "add_run_receipt()")
-    return receipt
+    stamp = common.get(key) if isinstance(common, dict) else None
+    if not isinstance(stamp, dict):
+        raise CheckpointStampError(f"{directory}: the checkpoint carries no patchlane run "
+                                   f"stamp (key {key!r}); it was saved without "
+                                   "add_run_stamp()")
+    return stamp
+
+
+# The former names, kept for the training scripts that use them.
+RECEIPT_KEY = STAMP_KEY
+CheckpointReceiptError = CheckpointStampError
+add_run_receipt = add_run_stamp
+read_run_receipt = read_run_stamp

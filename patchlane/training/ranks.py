@@ -31,7 +31,7 @@ from ..exit_codes import ExitCode
 from ..gates import check_gate
 
 __all__ = ["RankMismatchError", "compare_patch_sets", "local_patch_set", "patch_set_hash",
-           "run_receipt", "verify_ranks"]
+           "run_receipt", "run_stamp", "verify_ranks"]
 
 RUN_RECEIPT_SCHEMA = 1
 
@@ -141,9 +141,9 @@ def verify_ranks(group: Any = None) -> str:
     return patch_set_hash(record)
 
 
-def run_receipt() -> dict[str, Any]:
-    """A small JSON-serialisable record of this process's patch set, meant for every checkpoint:
-    months later it answers "which runs had patch X?"."""
+def run_stamp() -> dict[str, Any]:
+    """The run stamp: a small JSON-serialisable record of this process's patch set, meant for
+    every checkpoint: months later it answers "which runs had patch X?"."""
     from ..redaction import environment_overlay
 
     decider = startup.current()
@@ -201,3 +201,7 @@ def _wrap_init_process_group(module: Any) -> None:
 
     after_init.__patchlane_rank_check__ = True  # type: ignore[attr-defined]
     wrapt.wrap_function_wrapper(module, "init_process_group", after_init)
+
+
+run_receipt = run_stamp
+"""The former name of :func:`run_stamp`."""

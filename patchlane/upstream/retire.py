@@ -50,8 +50,15 @@ from ..runs.verify import checked_rows
 from ..versions import in_range
 from .records import TrackReport, UpstreamState
 
-__all__ = ["Evidence", "RetireError", "SweepRow", "delete_entry", "evaluate", "read_sweep_rows",
-           "retire_entry"]
+__all__ = [
+    "RetireError",
+    "RetirementReview",
+    "SweepRow",
+    "delete_entry",
+    "evaluate",
+    "read_sweep_rows",
+    "retire_entry",
+]
 
 
 class RetireError(PatchlaneError):
@@ -85,7 +92,10 @@ class SweepRow:
 
 
 @dataclass
-class Evidence:
+class RetirementReview:
+    """What `retire` found for one entry: the upstream state, the sweep rows read back from
+    their receipts, the release carrying the fix, and what is still missing (empty: ready)."""
+
     entry_id: str
     upstream: TrackReport | None = None
     sweep: list[SweepRow] = field(default_factory=list)
@@ -153,9 +163,9 @@ def _probe_asked(receipt: Mapping[str, Any]) -> Outcome | None:
 
 
 def evaluate(entry: Entry, upstream: TrackReport | None,
-             run_dirs: list[Path]) -> Evidence:
+             run_dirs: list[Path]) -> RetirementReview:
     """Combine tracking and sweep evidence against ``entry.retire_when``."""
-    evidence = Evidence(entry.id, upstream=upstream)
+    evidence = RetirementReview(entry.id, upstream=upstream)
     when = entry.retire_when
     if upstream is not None:
         evidence.released_in = upstream.released_in

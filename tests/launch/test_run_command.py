@@ -79,7 +79,7 @@ def test_strict_stops_before_the_command_on_a_rejected_registry(tmp_path: Path) 
     assert out.returncode == 3, out.stderr  # ExitCode.REGISTRY_REJECTED
     assert "stops before the command runs" in out.stderr and str(bad) in out.stderr
     assert not marker.exists()
-    # not strict: the lane logs the rejection, applies nothing, and the command runs
+    # not strict: the startup logs the rejection, applies nothing, and the command runs
     out = run(["--registry", str(bad), *command])
     assert out.returncode == 0, out.stderr
     assert marker.exists() and "registry rejected" in out.stderr

@@ -1,5 +1,5 @@
 """One training step through a real DSA attention layer, for tests/releases/test_dsa_layer.py,
-run in a child interpreter (the lane's controls are read at startup): ``import patchlane``
+run in a child interpreter (the startup's controls are read at startup): ``import patchlane``
 first, as a training script does, then megatron-core's own DSA module spec on CPU, one eager
 step (the warm-up a capture needs) and the same step inside ``capture_check``.
 

@@ -1,4 +1,4 @@
-"""The README's example on real megatron-core: trains, checkpoints with a run receipt, reads it
+"""The README's example on real megatron-core: trains, checkpoints with a run stamp, reads it
 back; and the checkpoint helpers on a real dist checkpoint."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from patchlane.errors import PatchlaneError
-from patchlane.training.checkpoint import read_run_receipt
+from patchlane.training.checkpoint import read_run_receipt, read_run_stamp
 
 from .conftest import ROOT, release_for, requires_megatron
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow, requires_megatron]
 
 
-def test_example_trains_and_its_checkpoint_carries_the_receipt(tmp_path: Path) -> None:
+def test_example_trains_and_its_checkpoint_carries_the_stamp(tmp_path: Path) -> None:
     _, release = release_for("mcore_rerun_sentinel")  # a release the example's patch covers
     env = {k: v for k, v in (release or os.environ).items() if not k.startswith("PATCHLANE_")}
     env["PYTHONWARNINGS"] = "ignore"
@@ -30,18 +30,19 @@ def test_example_trains_and_its_checkpoint_carries_the_receipt(tmp_path: Path) -
     assert "weights reloaded identical: True" in out.stdout
     assert "applied ['mcore_rerun_sentinel']" in out.stdout
     # read back independently, from the Megatron --save root and from the iteration dir
-    receipt = read_run_receipt(tmp_path / "run")
-    assert receipt == read_run_receipt(tmp_path / "run" / "iter_0000006")
+    receipt = read_run_stamp(tmp_path / "run")
+    assert receipt == read_run_stamp(tmp_path / "run" / "iter_0000006")
+    assert receipt == read_run_receipt(tmp_path / "run")  # the former name still reads it
     assert receipt["kind"] == "patchlane.run_receipt"
     entry = next(e for e in receipt["entries"] if e["id"] == "mcore_rerun_sentinel")
     assert entry["outcome"] == "applied"
     assert entry["hits"] >= 1 and entry["fingerprint"].startswith("sha256-v2:")
     assert receipt["versions"]["megatron-core"] == entry["installed"]
     printed = json.loads(out.stderr.strip().splitlines()[-1])
-    assert printed["receipt"]["patch_set"] == receipt["patch_set"]
+    assert printed["stamp"]["patch_set"] == receipt["patch_set"]
 
 
-def test_a_checkpoint_without_a_receipt_says_so(tmp_path: Path) -> None:
+def test_a_checkpoint_without_a_stamp_says_so(tmp_path: Path) -> None:
     code = (
         "import torch, torch.distributed as dist, sys\n"
         "from patchlane.testing.cpu import cpu_stand_ins\n"
@@ -57,5 +58,5 @@ def test_a_checkpoint_without_a_receipt_says_so(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
                          text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
-    with pytest.raises(PatchlaneError, match="carries no patchlane run receipt"):
-        read_run_receipt(tmp_path / "ckpt")
+    with pytest.raises(PatchlaneError, match="carries no patchlane run stamp"):
+        read_run_stamp(tmp_path / "ckpt")

@@ -1,4 +1,4 @@
-"""Issue 15 part 1: `patchlane run -- torchrun ...` activates the lane on every rank of an
+"""Issue 15 part 1: `patchlane run -- torchrun ...` activates patchlane on every rank of an
 unmodified script (tests/releases/unmodified_train.py never imports patchlane), on real
 megatron-core: the rerun sentinel's overlay applies and is hit on both ranks, a checkpoint save
 through it loads (and without it does not: the test can fail), and a rank started with another

@@ -52,12 +52,12 @@ def violated_entries(fake: FakeTarget) -> list[dict[str, Any]]:
     ]
 
 
-def lane_for(fake: FakeTarget, env: dict[str, str]) -> Decider:
+def decider_for(fake: FakeTarget, env: dict[str, str]) -> Decider:
     fake.registry.write_text(yaml.safe_dump({"schema": 1, "entries": violated_entries(fake)},
                                             sort_keys=False))
-    lane = Decider(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
-    lane.start()
-    return lane
+    decider = Decider(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
+    decider.start()
+    return decider
 
 
 @pytest.mark.parametrize("env", [
@@ -66,8 +66,8 @@ def lane_for(fake: FakeTarget, env: dict[str, str]) -> Decider:
 ], ids=["disable", "only"])
 def test_every_kind_disabled_is_skipped_and_never_raises_in_strict_mode(
         fake_target: FakeTarget, env: dict[str, str]) -> None:
-    lane = lane_for(fake_target, {"PATCHLANE_STRICT": "1", **env})
-    latest = lane.audit.latest()
+    decider = decider_for(fake_target, {"PATCHLANE_STRICT": "1", **env})
+    latest = decider.audit.latest()
     for entry_id in (FLOOR, PIN, GATE, CONFIG):
         decision = latest[entry_id]
         assert decision.outcome is Outcome.SKIPPED_DISABLED, decision
@@ -77,27 +77,27 @@ def test_every_kind_disabled_is_skipped_and_never_raises_in_strict_mode(
     cfg = importlib.import_module(f"{fake_target.package}_cfg")
     assert cfg.limit == 8  # the setting was left alone
     # the compat gate is skipped by check_config, with the reason, and does not raise
-    (result,) = check_config(argparse.Namespace(bad=True), list(lane.registry.entries),
-                             lane.controls)
+    (result,) = check_config(argparse.Namespace(bad=True), list(decider.registry.entries),
+                             decider.controls)
     assert result.ok and result.skipped == "disabled" and "PATCHLANE_" in result.message
-    assert lane.audit.latest()[FLOOR].outcome is Outcome.SKIPPED_DISABLED  # still, after import
+    assert decider.audit.latest()[FLOOR].outcome is Outcome.SKIPPED_DISABLED  # still, after import
 
 
 def test_the_same_entries_enabled_do_raise_in_strict_mode(fake_target: FakeTarget) -> None:
-    lane = lane_for(fake_target, {"PATCHLANE_STRICT": "1"})
-    assert lane.audit.latest()[FLOOR].outcome is Outcome.PENDING
+    decider = decider_for(fake_target, {"PATCHLANE_STRICT": "1"})
+    assert decider.audit.latest()[FLOOR].outcome is Outcome.PENDING
     with pytest.raises(StrictModeError, match=FLOOR):
         fake_target.import_target()
     with pytest.raises(CompatGateError, match="always unsafe"):
-        check_config(argparse.Namespace(bad=True), list(lane.registry.entries), lane.controls)
+        check_config(argparse.Namespace(bad=True), list(decider.registry.entries), decider.controls)
 
 
 def test_unknown_control_ids_warn_with_the_closest_known_id(
         fake_target: FakeTarget, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="patchlane"):
-        lane = lane_for(fake_target, {"PATCHLANE_DISABLE": f"ctl_flor,{PIN}",
+        decider = decider_for(fake_target, {"PATCHLANE_DISABLE": f"ctl_flor,{PIN}",
                                       "PATCHLANE_ONLY": f"{PIN},{GATE},nothing_like_it"})
-    assert lane.unknown_control_ids == {"ctl_flor": ["PATCHLANE_DISABLE"],
+    assert decider.unknown_control_ids == {"ctl_flor": ["PATCHLANE_DISABLE"],
                                         "nothing_like_it": ["PATCHLANE_ONLY"]}
     (record,) = [r for r in caplog.records if "unknown entry id" in r.getMessage()]
     message = record.getMessage()
@@ -105,11 +105,11 @@ def test_unknown_control_ids_warn_with_the_closest_known_id(
     assert "'ctl_flor' in PATCHLANE_DISABLE (did you mean 'ctl_floor'?)" in message
     assert "'nothing_like_it' in PATCHLANE_ONLY" in message
     assert f"Known ids: {CONFIG}, {FLOOR}, {GATE}, {PIN}" in message
-    assert "unknown control ids: ctl_flor, nothing_like_it" in lane.summary()
+    assert "unknown control ids: ctl_flor, nothing_like_it" in decider.summary()
     assert "PATCHLANE_ONLY's other ids still apply" in message
     # known ids still work as asked; the unknown ones change nothing and raise nothing
-    assert lane.audit.latest()[PIN].outcome is Outcome.SKIPPED_DISABLED
-    assert lane.audit.latest()[FLOOR].outcome is Outcome.SKIPPED_DISABLED  # not in ONLY
+    assert decider.audit.latest()[PIN].outcome is Outcome.SKIPPED_DISABLED
+    assert decider.audit.latest()[FLOOR].outcome is Outcome.SKIPPED_DISABLED  # not in ONLY
 
 
 @pytest.mark.parametrize(("only", "left_out"), [("nothing_like_it", True), ("", False),
@@ -121,9 +121,9 @@ def test_an_only_that_names_no_entry_says_what_it_does(
     """PATCHLANE_ONLY naming no loaded entry leaves every entry out, and the warning says so
     (it used to say the ids changed nothing); set to nothing, it is ignored, and said so."""
     with caplog.at_level(logging.WARNING, logger="patchlane"):
-        lane = lane_for(fake_target, {"PATCHLANE_ONLY": only})
+        decider = decider_for(fake_target, {"PATCHLANE_ONLY": only})
     messages = " ".join(r.getMessage() for r in caplog.records)
-    outcomes = {lane.audit.latest()[e].outcome for e in (PIN, FLOOR, GATE, CONFIG)}
+    outcomes = {decider.audit.latest()[e].outcome for e in (PIN, FLOOR, GATE, CONFIG)}
     if left_out:
         assert outcomes == {Outcome.SKIPPED_DISABLED}
         assert "PATCHLANE_ONLY names no loaded entry, so every entry is left out" in messages
@@ -136,12 +136,12 @@ def test_an_only_that_names_no_entry_says_what_it_does(
 def test_known_ids_do_not_warn(fake_target: FakeTarget,
                                caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="patchlane"):
-        lane = lane_for(fake_target, {"PATCHLANE_DISABLE": FLOOR})
-    assert lane.unknown_control_ids == {}
+        decider = decider_for(fake_target, {"PATCHLANE_DISABLE": FLOOR})
+    assert decider.unknown_control_ids == {}
     assert not [r for r in caplog.records if "unknown entry id" in r.getMessage()]
 
 
-# -- through `import patchlane` (the process-wide lane, in a fresh interpreter) ---------------
+# -- through `import patchlane` (the process-wide decider, in a fresh interpreter) ---------------
 
 def run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}

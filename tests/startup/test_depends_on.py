@@ -45,10 +45,10 @@ def follow_up(fake: FakeTarget, **overrides: Any) -> dict[str, Any]:
 
 def decide(fake: FakeTarget, env: dict[str, str], *entries: dict[str, Any]) -> dict[str, Any]:
     fake.write_registry(*entries)
-    lane = Decider(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
-    lane.start()
+    decider = Decider(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
+    decider.start()
     fake.import_target()
-    return lane.audit.latest()
+    return decider.audit.latest()
 
 
 def test_applies_after_its_dependency(fake_target: FakeTarget) -> None:
@@ -177,15 +177,15 @@ def test_a_dependency_whose_module_is_still_importing_is_waited_for(
     fake_target.write_registry(entry("dep_entry", "dep_mod", "A.f"),
                                entry("follow_entry", "follow_mod", "g",
                                      depends_on=["dep_entry"]))
-    lane = Decider(load_registries([fake_target.registry]), Controls.from_env({}), AuditLog())
-    lane.start()
+    decider = Decider(load_registries([fake_target.registry]), Controls.from_env({}), AuditLog())
+    decider.start()
     import importlib
 
     module = importlib.import_module(f"{fake_target.package}.dep_mod")
-    latest = lane.audit.latest()
+    latest = decider.audit.latest()
     assert latest["dep_entry"].outcome is Outcome.APPLIED
     assert latest["follow_entry"].outcome is Outcome.APPLIED, latest["follow_entry"].reason
-    waited = [d for d in lane.audit.history() if d.entry_id == "follow_entry"
+    waited = [d for d in decider.audit.history() if d.entry_id == "follow_entry"
               and d.outcome is Outcome.PENDING]
     assert any("still being imported" in d.reason for d in waited)
     assert module.A().f() == "a!" and module.follow_mod.g() == "b!"
@@ -226,13 +226,13 @@ def _chain(fake: FakeTarget, root_body: str = "") -> dict[str, str]:
             "root_entry": f"{fake.package}.root_mod"}
 
 
-def _assert_chain_applied(lane: Decider, modules: dict[str, str]) -> None:
+def _assert_chain_applied(decider: Decider, modules: dict[str, str]) -> None:
     import sys
 
-    latest = lane.audit.latest()
+    latest = decider.audit.latest()
     for entry_id in modules:
         assert latest[entry_id].outcome is Outcome.APPLIED, (entry_id, latest[entry_id].reason)
-    assert lane.audit.pending() == 0
+    assert decider.audit.pending() == 0
     assert sys.modules[modules["top_entry"]].t() == "t!"
     assert sys.modules[modules["mid_entry"]].m() == "m!"
     assert sys.modules[modules["root_entry"]].r() == "r!"
@@ -245,13 +245,13 @@ def test_an_entry_whose_dependency_waits_waits_too(fake_target: FakeTarget) -> N
     import importlib
 
     modules = _chain(fake_target)
-    lane = Decider(load_registries([fake_target.registry]), Controls.from_env({}), AuditLog())
-    lane.start()
+    decider = Decider(load_registries([fake_target.registry]), Controls.from_env({}), AuditLog())
+    decider.start()
     importlib.import_module(modules["root_entry"])
-    _assert_chain_applied(lane, modules)
-    skipped = [d for d in lane.audit.history() if d.outcome is Outcome.SKIPPED_DEPENDENCY]
+    _assert_chain_applied(decider, modules)
+    skipped = [d for d in decider.audit.history() if d.outcome is Outcome.SKIPPED_DEPENDENCY]
     assert skipped == []
-    waited = [d.reason for d in lane.audit.history()
+    waited = [d.reason for d in decider.audit.history()
               if d.entry_id == "top_entry" and d.outcome is Outcome.PENDING]
     assert any("waiting for mid_entry" in reason for reason in waited), waited
 
@@ -274,8 +274,8 @@ def test_a_chain_imported_by_many_threads_settles_the_same_way(
                                             "_hold.release.wait(60)\n")
     (fake_target.root / fake_target.package / "hold.py").write_text(
         "import threading\nentered = threading.Event()\nrelease = threading.Event()\n")
-    lane = Decider(load_registries([fake_target.registry]), Controls.from_env({}), AuditLog())
-    lane.start()
+    decider = Decider(load_registries([fake_target.registry]), Controls.from_env({}), AuditLog())
+    decider.start()
     hold = importlib.import_module(f"{fake_target.package}.hold")
     errors: list[BaseException] = []
 
@@ -303,7 +303,7 @@ def test_a_chain_imported_by_many_threads_settles_the_same_way(
             for i, thread in enumerate(threads):
                 if i % 3 != 2:
                     thread.join(60)
-            assert lane.audit.latest()["top_entry"].outcome is Outcome.PENDING
+            assert decider.audit.latest()["top_entry"].outcome is Outcome.PENDING
         hold.release.set()
         for thread in [loader, *threads]:
             thread.join(60)
@@ -312,4 +312,4 @@ def test_a_chain_imported_by_many_threads_settles_the_same_way(
         sys.setswitchinterval(interval)
         hold.release.set()
     assert errors == []
-    _assert_chain_applied(lane, modules)
+    _assert_chain_applied(decider, modules)

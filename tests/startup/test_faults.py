@@ -1,6 +1,6 @@
 """Bad input and failing extensions at startup (issue 14 items 4, 5, 6, 11): each is a clear
 RegistryError in bounded time and memory, recorded in startup_error, and never a crash or a
-half-started lane. Subprocesses where a hang or a process exit is the failure mode."""
+half-started decider. Subprocesses where a hang or a process exit is the failure mode."""
 
 from __future__ import annotations
 
@@ -123,9 +123,9 @@ def test_an_overlay_calling_sys_exit_is_a_failed_entry_not_an_exit(fake_target: 
             "import sys\ndef overlay(w, i, a, k):\n    return w(*a, **k)\n"
             "def probe(module):\n    sys.exit(3)\n")
     fake_target.write_overlay(body)
-    lane = fake_target.lane()
+    decider = fake_target.decider()
     fake_target.import_target()  # still here: the process did not exit
-    decision = lane.audit.latest()[fake_target.entry_id]
+    decision = decider.audit.latest()[fake_target.entry_id]
     assert decision.outcome is Outcome.FAILED_ERROR
     assert "called sys.exit(3)" in decision.reason
 

@@ -272,13 +272,13 @@ def test_a_target_with_a_5000_digit_version_is_decided_not_raised(fake_target,
     meta = next(fake_target.root.glob("*.dist-info")) / "METADATA"
     meta.write_text(meta.read_text().replace(f"Version: {fake_target.version}",
                                              f"Version: {HUGE}"))
-    lane = fake_target.lane({"PATCHLANE_STRICT": "1"} if strict else {})
+    decider = fake_target.decider({"PATCHLANE_STRICT": "1"} if strict else {})
     if strict:
         with pytest.raises(StrictModeError, match="cannot evaluate the gate") as info:
             fake_target.import_target()
         assert info.value.exit_code == 6
         return
     fake_target.import_target()
-    decision = lane.audit.latest()[fake_target.entry_id]
+    decision = decider.audit.latest()[fake_target.entry_id]
     assert decision.outcome is Outcome.FAILED_ERROR
     assert "longer than 640 digits" in decision.reason

@@ -34,41 +34,41 @@ def greet_attr(module: Any) -> Any:
 
 
 def test_applies_lazily_when_the_target_is_imported(fake_target: FakeTarget) -> None:
-    lane = fake_target.lane()
+    decider = fake_target.decider()
     assert fake_target.module not in sys.modules  # import patchlane must not import targets
-    assert lane.audit.latest()[fake_target.entry_id].outcome is Outcome.PENDING
+    assert decider.audit.latest()[fake_target.entry_id].outcome is Outcome.PENDING
     module = fake_target.import_target()
-    decision = lane.audit.latest()[fake_target.entry_id]
+    decision = decider.audit.latest()[fake_target.entry_id]
     assert decision.outcome is Outcome.APPLIED, decision
     assert decision.installed == "1.2.0"
     assert decision.fingerprint_found in decision.fingerprint_expected
     assert module.Greeter().greet("x") == "patched hello x"
-    assert lane.audit.hits[fake_target.entry_id] == 1
+    assert decider.audit.hits[fake_target.entry_id] == 1
 
 
 def test_applies_at_once_when_the_target_is_already_imported(fake_target: FakeTarget) -> None:
     module = fake_target.import_target()
     assert module.Greeter().greet("x") == "hello x"
-    lane = fake_target.lane()
-    assert lane.audit.latest()[fake_target.entry_id].outcome is Outcome.APPLIED
+    decider = fake_target.decider()
+    assert decider.audit.latest()[fake_target.entry_id].outcome is Outcome.APPLIED
     assert module.Greeter().greet("x") == "patched hello x"
 
 
 def test_import_twice_and_apply_twice_leave_exactly_one_wrapper(fake_target: FakeTarget) -> None:
-    lane = fake_target.lane()
+    decider = fake_target.decider()
     module = fake_target.import_target()
     importlib.import_module(fake_target.module)
-    lane.apply()
-    lane.apply()
-    lane.start()
+    decider.apply()
+    decider.apply()
+    decider.start()
     assert wrapper_depth(greet_attr(module)) == 1
-    applied = [d for d in lane.audit.history() if d.outcome is Outcome.APPLIED]
+    applied = [d for d in decider.audit.history() if d.outcome is Outcome.APPLIED]
     assert len(applied) == 1
     assert module.Greeter().greet("y") == "patched hello y"
 
 
 def test_reload_reapplies_exactly_one_wrapper(fake_target: FakeTarget) -> None:
-    lane = fake_target.lane()
+    decider = fake_target.decider()
     module = fake_target.import_target()
     old_class = module.Greeter
     module = importlib.reload(module)
@@ -76,21 +76,21 @@ def test_reload_reapplies_exactly_one_wrapper(fake_target: FakeTarget) -> None:
     assert wrapper_depth(greet_attr(module)) == 1
     assert module.Greeter().greet("z") == "patched hello z"
     importlib.reload(module)
-    lane.apply()
+    decider.apply()
     assert wrapper_depth(greet_attr(module)) == 1
 
 
 def test_a_second_decider_never_stacks_a_second_wrapper(fake_target: FakeTarget) -> None:
-    first = fake_target.lane()
+    first = fake_target.decider()
     module = fake_target.import_target()
-    second = fake_target.lane()
+    second = fake_target.decider()
     assert wrapper_depth(greet_attr(module)) == 1
     assert first.is_applied(fake_target.entry_id)
     assert "another patchlane decider" in second.audit.latest()[fake_target.entry_id].reason
 
 
 def test_eight_threads_importing_at_once_end_with_one_wrapper(fake_target: FakeTarget) -> None:
-    lane = fake_target.lane()
+    decider = fake_target.decider()
     barrier = threading.Barrier(8)
     errors: list[BaseException] = []
 
@@ -98,7 +98,7 @@ def test_eight_threads_importing_at_once_end_with_one_wrapper(fake_target: FakeT
         try:
             barrier.wait()
             importlib.import_module(fake_target.module)
-            lane.apply()
+            decider.apply()
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
@@ -110,22 +110,22 @@ def test_eight_threads_importing_at_once_end_with_one_wrapper(fake_target: FakeT
     assert not errors
     module = sys.modules[fake_target.module]
     assert wrapper_depth(greet_attr(module)) == 1
-    assert len([d for d in lane.audit.history() if d.outcome is Outcome.APPLIED]) == 1
+    assert len([d for d in decider.audit.history() if d.outcome is Outcome.APPLIED]) == 1
 
 
 def test_revert_restores_the_original_and_apply_brings_it_back(fake_target: FakeTarget) -> None:
-    lane = fake_target.lane()
+    decider = fake_target.decider()
     module = fake_target.import_target()
     original = wrapper_depth(greet_attr(module))
     assert original == 1
-    decision = lane.revert(fake_target.entry_id)
+    decision = decider.revert(fake_target.entry_id)
     assert decision.outcome is Outcome.REVERTED
     assert wrapper_depth(greet_attr(module)) == 0
     assert module.Greeter().greet("a") == "hello a"
-    assert not lane.is_applied(fake_target.entry_id)
+    assert not decider.is_applied(fake_target.entry_id)
     with pytest.raises(OverlayError, match="nothing to revert"):
-        lane.revert(fake_target.entry_id)
-    lane.apply()
+        decider.revert(fake_target.entry_id)
+    decider.apply()
     assert module.Greeter().greet("a") == "patched hello a"
 
 
@@ -139,13 +139,13 @@ def test_revert_of_an_inherited_attribute_removes_the_shadow(fake_target: FakeTa
                                       "object": f"{fake_target.module}:Child.greet"})
     entry["fingerprint"] = {"sha256": [compute(module, ("Child.greet",))]}
     fake_target.write_registry(entry)
-    lane = fake_target.lane()
-    decision = lane.audit.latest()[fake_target.entry_id]
+    decider = fake_target.decider()
+    decision = decider.audit.latest()[fake_target.entry_id]
     if decision.outcome is Outcome.FAILED_ERROR:
         pytest.fail(decision.reason)
     assert module.Child().greet("b") == "patched base b"
     assert module.Base().greet("b") == "base b"  # the parent class is untouched
-    lane.revert(fake_target.entry_id)
+    decider.revert(fake_target.entry_id)
     assert "greet" not in vars(module.Child)
 
 
@@ -226,9 +226,9 @@ def test_decision_table(fake_target: FakeTarget, arrange: Callable[[FakeTarget],
                         env: dict[str, str], outcome: Outcome, reason: str, greets: str,
                         wrapped: bool) -> None:
     arrange(fake_target)
-    lane = fake_target.lane({k: v.format(id=fake_target.entry_id) for k, v in env.items()})
+    decider = fake_target.decider({k: v.format(id=fake_target.entry_id) for k, v in env.items()})
     module = fake_target.import_target()
-    decision = lane.audit.latest()[fake_target.entry_id]
+    decision = decider.audit.latest()[fake_target.entry_id]
     assert decision.outcome is outcome, decision
     assert reason.format(id=fake_target.entry_id) in decision.reason
     assert module.Greeter().greet("x") == greets
@@ -249,7 +249,7 @@ def test_strict_mode_raises_on_every_problem(fake_target: FakeTarget, case: str)
     else:
         fake_target.write_overlay("def overlay(w, i, a, k):\n    return w(*a, **k)\n"
                                   "def probe(m):\n    raise ValueError('probe broke')\n")
-    lane = fake_target.lane({"PATCHLANE_STRICT": "1"})
+    decider = fake_target.decider({"PATCHLANE_STRICT": "1"})
     with pytest.raises(StrictModeError) as info:
         fake_target.import_target()
     assert info.value.entry_id == fake_target.entry_id
@@ -262,42 +262,43 @@ def test_strict_mode_raises_on_every_problem(fake_target: FakeTarget, case: str)
     assert type(info.value).__name__ == raised and int(info.value.exit_code) == code
     assert isinstance(info.value, OverlayError) == (case == "error")
     # the message carries the audit's reason whole: one text for the log and the error
-    assert lane.audit.latest()[fake_target.entry_id].reason in str(info.value)
+    assert decider.audit.latest()[fake_target.entry_id].reason in str(info.value)
 
 
 def test_strict_mode_accepts_a_gate_that_excludes_the_installed_release(
         fake_target: FakeTarget) -> None:
     # a registry carries entries for several releases: one for another release is no error
     fake_target.write_registry(fake_target.entry(applies_to=">=2.0,<3.0"))
-    lane = fake_target.lane({"PATCHLANE_STRICT": "1"})
+    decider = fake_target.decider({"PATCHLANE_STRICT": "1"})
     module = fake_target.import_target()
-    assert lane.audit.latest()[fake_target.entry_id].outcome is Outcome.SKIPPED_GATE
+    assert decider.audit.latest()[fake_target.entry_id].outcome is Outcome.SKIPPED_GATE
     assert module.Greeter().greet("g") == "hello g"
 
 
 def test_strict_mode_does_not_raise_for_requested_or_good_outcomes(
         fake_target: FakeTarget) -> None:
-    lane = fake_target.lane({"PATCHLANE_STRICT": "1", "PATCHLANE_DISABLE": fake_target.entry_id})
+    decider = fake_target.decider({"PATCHLANE_STRICT": "1",
+                                   "PATCHLANE_DISABLE": fake_target.entry_id})
     fake_target.import_target()
-    assert lane.audit.latest()[fake_target.entry_id].outcome is Outcome.SKIPPED_DISABLED
+    assert decider.audit.latest()[fake_target.entry_id].outcome is Outcome.SKIPPED_DISABLED
 
 
 def test_each_decision_is_logged(fake_target: FakeTarget,
                                  caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="patchlane")
-    fake_target.lane()
+    fake_target.decider()
     fake_target.import_target()
     messages = [r.getMessage() for r in caplog.records if r.name == "patchlane"]
     assert any(fake_target.entry_id in m and "applied" in m for m in messages), messages
 
 
 def test_hit_counter_counts_calls_of_the_overlay_only(fake_target: FakeTarget) -> None:
-    lane = fake_target.lane()
+    decider = fake_target.decider()
     module = fake_target.import_target()
     for _ in range(5):
         module.Greeter().greet("h")
     module.shout("not patched")
-    assert lane.audit.hits[fake_target.entry_id] == 5
+    assert decider.audit.hits[fake_target.entry_id] == 5
 
 
 def test_two_entries_on_one_module_are_each_pending_then_decided(
@@ -313,12 +314,12 @@ def test_two_entries_on_one_module_are_each_pending_then_decided(
     (fake_target.root / "reproducers" / f"{fake_target.entry_id}_b.py").write_text("")
     second["reproducer"] = f"reproducers/{fake_target.entry_id}_b.py"
     fake_target.write_registry(fake_target.entry(), second)
-    lane = fake_target.lane()
-    latest = lane.audit.latest()
+    decider = fake_target.decider()
+    latest = decider.audit.latest()
     assert latest[fake_target.entry_id].outcome is Outcome.PENDING
     assert latest[second["id"]].outcome is Outcome.PENDING
     module = fake_target.import_target()
-    latest = lane.audit.latest()
+    latest = decider.audit.latest()
     assert latest[second["id"]].outcome is Outcome.APPLIED, latest[second["id"]]
     assert module.shout("x") == "loud X"
     assert module.Greeter().greet("y") == "patched hello y"

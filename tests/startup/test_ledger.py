@@ -197,13 +197,13 @@ def test_default_registry_ships_one_real_entry_of_each_kind() -> None:
 
 # -- when a floor or pin is checked: on its module's import, and only where it applies ---------
 
-def _lane(fake: FakeTarget, *entries: dict[str, Any], strict: bool = False) -> Decider:
+def _decider(fake: FakeTarget, *entries: dict[str, Any], strict: bool = False) -> Decider:
     fake.registry.write_text(yaml.safe_dump({"schema": 1, "entries": list(entries)},
                                             sort_keys=False))
     env = {"PATCHLANE_STRICT": "1"} if strict else {}
-    lane = Decider(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
-    lane.start()
-    return lane
+    decider = Decider(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
+    decider.start()
+    return decider
 
 
 @pytest.fixture
@@ -228,9 +228,9 @@ def test_floors_and_pins_read_no_metadata_until_their_module_is_imported(
                                "object": fake_target.module})
     pin = entry_dict("lazy_pin", "packaging_pin", pin="<2.0",
                      target={"distribution": fake_target.distribution})
-    lane = _lane(fake_target, floor, pin, strict=True)
+    decider = _decider(fake_target, floor, pin, strict=True)
     assert metadata_reads == []  # a fresh Decider start reads nothing
-    latest = lane.audit.latest()
+    latest = decider.audit.latest()
     assert latest["lazy_floor"].outcome is Outcome.PENDING
     assert latest["lazy_floor"].reason == f"waiting for `import {fake_target.module}`"
     # no object: the distribution's import name (plfake-<tag> -> plfake_<tag>, the package)
@@ -269,10 +269,10 @@ def test_an_error_floor_fails_the_import_it_names(fake_target: FakeTarget) -> No
     named = entry_dict("named_floor", "version_floor", requires=">=99", policy="error",
                        target={"distribution": fake_target.distribution,
                                "object": fake_target.module})
-    lane = _lane(fake_target, named)
+    decider = _decider(fake_target, named)
     with pytest.raises(LedgerError, match=rf"below the floor {fake_target.distribution}>=99"):
         fake_target.import_target()
-    decision = lane.audit.latest()["named_floor"]
+    decision = decider.audit.latest()["named_floor"]
     assert decision.outcome is Outcome.LEDGER_VIOLATION and "Fix: install" in decision.reason
 
 
@@ -280,9 +280,9 @@ def test_an_error_floor_on_a_derived_module_records_without_failing_the_import(
         fake_target: FakeTarget) -> None:
     derived = entry_dict("derived_floor", "version_floor", requires=">=99", policy="error",
                          target={"distribution": fake_target.distribution})
-    lane = _lane(fake_target, derived)
+    decider = _decider(fake_target, derived)
     importlib.import_module(fake_target.package)  # no LedgerError: the entry names no module
-    assert lane.audit.latest()["derived_floor"].outcome is Outcome.LEDGER_VIOLATION
+    assert decider.audit.latest()["derived_floor"].outcome is Outcome.LEDGER_VIOLATION
 
 
 def _interpreter_pins(fake: FakeTarget) -> tuple[str, list[dict[str, Any]]]:
@@ -301,12 +301,12 @@ def _interpreter_pins(fake: FakeTarget) -> tuple[str, list[dict[str, Any]]]:
 def test_pin_with_when_is_pending_until_its_import(fake_target: FakeTarget,
                                                    metadata_reads: list[str]) -> None:
     triton, pins = _interpreter_pins(fake_target)
-    lane = _lane(fake_target, *pins, strict=True)
-    decision = lane.audit.latest()["pin_broken"]
+    decider = _decider(fake_target, *pins, strict=True)
+    decision = decider.audit.latest()["pin_broken"]
     assert decision.outcome is Outcome.PENDING
     assert decision.reason == f"waiting for `import {triton}` with PLFAKE_INTERPRET=1"
     fake_target.import_target()  # the distribution's own module is not the trigger
-    assert lane.audit.latest()["pin_broken"].outcome is Outcome.PENDING
+    assert decider.audit.latest()["pin_broken"].outcome is Outcome.PENDING
     assert metadata_reads == []
 
 
@@ -319,31 +319,31 @@ def test_pin_with_when_is_not_applicable_without_its_environment(
         monkeypatch.delenv("PLFAKE_INTERPRET", raising=False)
     else:
         monkeypatch.setenv("PLFAKE_INTERPRET", value)
-    lane = _lane(fake_target, *pins, strict=True)
+    decider = _decider(fake_target, *pins, strict=True)
     importlib.import_module(triton)  # strict mode: not applicable is no problem, no raise
-    decision = lane.audit.latest()["pin_broken"]
+    decision = decider.audit.latest()["pin_broken"]
     assert decision.outcome is Outcome.SKIPPED_NOT_APPLICABLE
     assert not decision.outcome.is_problem
     assert f"checked only on `import {triton}` with PLFAKE_INTERPRET=1" in decision.reason
     assert ("PLFAKE_INTERPRET is unset" if value is None else "PLFAKE_INTERPRET is '0'") \
         in decision.reason
     assert metadata_reads == []  # not applicable: the installed numpy is never looked at
-    assert "skipped: not applicable: pin_broken (not applicable" in lane.summary()
+    assert "skipped: not applicable: pin_broken (not applicable" in decider.summary()
 
 
 def test_pin_with_when_is_checked_with_its_environment(
         fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch) -> None:
     triton, pins = _interpreter_pins(fake_target)
     monkeypatch.setenv("PLFAKE_INTERPRET", "1")
-    lane = _lane(fake_target, *pins)
+    decider = _decider(fake_target, *pins)
     importlib.import_module(triton)
-    latest = lane.audit.latest()
+    latest = decider.audit.latest()
     assert latest["pin_met"].outcome is Outcome.LEDGER_OK
     assert latest["pin_broken"].outcome is Outcome.LEDGER_VIOLATION
     assert f"does not match the pin {fake_target.distribution}<1.0" in latest["pin_broken"].reason
     # and in strict mode the violation raises, at that import
     monkeypatch.delitem(sys.modules, triton)
-    _lane(fake_target, *pins, strict=True)
+    _decider(fake_target, *pins, strict=True)
     with pytest.raises(StrictModeError, match="pin_broken"):
         importlib.import_module(triton)
 
@@ -419,7 +419,7 @@ def test_when_is_validated(tmp_path: Path, kind: str, when: object, message: str
     assert message in str(error) and error.expected is not None and expected in error.expected
 
 
-def test_the_lane_decides_floors_through_the_one_ledger_sequence(
+def test_the_startup_decides_floors_through_the_one_ledger_sequence(
         fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch) -> None:
     import patchlane.ledger as ledger
 
@@ -438,13 +438,13 @@ def test_the_lane_decides_floors_through_the_one_ledger_sequence(
         return real(entry, *args)
 
     monkeypatch.setattr(ledger, "evaluate", spy)
-    lane = fake_target.lane()
+    decider = fake_target.decider()
     fake_target.import_target()
     assert seen == ["floor_fake"]
-    decided = lane.audit.latest()["floor_fake"]
+    decided = decider.audit.latest()["floor_fake"]
     assert decided.outcome is Outcome.LEDGER_OK and decided.installed == "1.2.0"
     # disabled: the audit records the bare reason, doctor's sentence says it in words
-    lane = fake_target.lane({"PATCHLANE_DISABLE": "floor_fake"})
-    result = real(lane.registry.get("floor_fake"), lane.controls)
+    decider = fake_target.decider({"PATCHLANE_DISABLE": "floor_fake"})
+    result = real(decider.registry.get("floor_fake"), decider.controls)
     assert result is not None and result.skip_reason == "listed in PATCHLANE_DISABLE"
     assert result.message == "skipped: disabled (listed in PATCHLANE_DISABLE)"

@@ -13,7 +13,7 @@ from patchlane.loading import entry_id, load_file, module_name, resolve
 from patchlane.protocols import OverlayModule, ReproducerModule
 
 
-def test_entry_id_comes_from_the_module_name_the_lane_gives() -> None:
+def test_entry_id_comes_from_the_module_name_the_startup_gives() -> None:
     for kind in ("overlay", "reproducer", "check"):
         assert entry_id(module_name(kind, "some_fix")) == "some_fix"
     with pytest.raises(ImportError, match="was not loaded by patchlane"):
@@ -50,7 +50,7 @@ def test_every_shipped_overlay_meets_the_overlay_protocol(entry: object) -> None
     assert isinstance(entry, Entry) and entry.overlay is not None
     module = load_file(entry.id, "overlay", entry.overlay)
     assert isinstance(module, OverlayModule)
-    # an overlay that names its id (for hit paths) takes it from the lane, never spells it
+    # an overlay that names its id (for hit paths) takes it from the startup, never spells it
     assert getattr(module, "ENTRY_ID", entry.id) == entry.id
 
 

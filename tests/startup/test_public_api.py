@@ -33,9 +33,9 @@ def test_every_name_in_all_resolves_and_errors_come_from_their_modules() -> None
 
 
 def test_the_report_has_its_declared_shape(fake_target: FakeTarget) -> None:
-    lane = fake_target.lane()
+    decider = fake_target.decider()
     fake_target.import_target().Greeter().greet("x")
-    report = build_report(lane)
+    report = build_report(decider)
     assert list(report) == list(get_type_hints(Report))
     (entry,) = report["entries"]
     assert list(entry) == list(get_type_hints(EntryReport))
@@ -62,7 +62,7 @@ def test_the_report_reads_hits_while_other_threads_record_them(fake_target: Fake
     import sys
     import threading
 
-    lane = fake_target.lane()
+    decider = fake_target.decider()
     fake_target.import_target()
     stop = threading.Event()
 
@@ -73,10 +73,10 @@ def test_the_report_reads_hits_while_other_threads_record_them(fake_target: Fake
             n = i % 1024
             key = (fake_target.entry_id, f"branch {n}")
             if i % 2048 < 1024:
-                lane.audit.paths[key] += 1
-                lane.audit.hits[f"other {n}"] += 1
+                decider.audit.paths[key] += 1
+                decider.audit.hits[f"other {n}"] += 1
             else:
-                del lane.audit.paths[key], lane.audit.hits[f"other {n}"]
+                del decider.audit.paths[key], decider.audit.hits[f"other {n}"]
             i += 1
 
     interval = sys.getswitchinterval()
@@ -84,7 +84,7 @@ def test_the_report_reads_hits_while_other_threads_record_them(fake_target: Fake
     thread = threading.Thread(target=record)
     thread.start()
     try:
-        reports = [build_report(lane) for _ in range(1000)]
+        reports = [build_report(decider) for _ in range(1000)]
     finally:
         stop.set()
         thread.join()

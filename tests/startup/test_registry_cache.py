@@ -48,22 +48,22 @@ def test_second_load_is_served_from_the_cache(fake_target: FakeTarget, tmp_path:
     assert second.digest == first.digest
 
 
-def test_a_cached_registry_starts_a_lane_without_rebuilding_its_entries(
+def test_a_cached_registry_starts_a_decider_without_rebuilding_its_entries(
         fake_target: FakeTarget, tmp_path: Path) -> None:
     path = fake_target.write_registry()
     cache = tmp_path / "cache"
     registry_cache.load([path], cache)
     cached = registry_cache.load([path], cache)
-    assert cached.startup_index == load_registries([path]).startup_index
-    lane = Decider(cached, Controls.from_env({}), AuditLog())
-    lane.start()
+    assert cached.startup_rows == load_registries([path]).startup_rows
+    decider = Decider(cached, Controls.from_env({}), AuditLog())
+    decider.start()
     assert "_entries" not in cached.__dict__  # `import patchlane` read the index only
-    decision = lane.audit.latest()[fake_target.entry_id]
+    decision = decider.audit.latest()[fake_target.entry_id]
     assert decision.outcome is Outcome.PENDING
     assert decision.reason == f"waiting for `import {fake_target.module}`"
     assert decision.applies_to == "<2.0,>=1.0"
     module = fake_target.import_target()  # the hook needs the entry: rebuilt now, once
-    assert lane.audit.latest()[fake_target.entry_id].outcome is Outcome.APPLIED
+    assert decider.audit.latest()[fake_target.entry_id].outcome is Outcome.APPLIED
     assert module.Greeter().greet("x") == "patched hello x"
     assert cached.entries is cached.entries and cached.entries == load_registries([path]).entries
 
@@ -205,11 +205,11 @@ def test_a_change_to_any_module_of_the_registry_package_revalidates(fake_target:
     # The start, then a second load in the same process: whether each came from the cache.
     code = ("import json, patchlane\n"
             "from patchlane import registry_cache, startup\n"
-            "lane = startup.current()\n"
-            "again = registry_cache.load(startup.registry_paths(lane.controls),\n"
-            "                            lane.controls.registry_cache)\n"
-            "print(json.dumps([patchlane.__file__, lane.registry.entries[0].id,\n"
-            "    isinstance(lane.registry, registry_cache._CachedRegistry),\n"
+            "decider = startup.current()\n"
+            "again = registry_cache.load(startup.registry_paths(decider.controls),\n"
+            "                            decider.controls.registry_cache)\n"
+            "print(json.dumps([patchlane.__file__, decider.registry.entries[0].id,\n"
+            "    isinstance(decider.registry, registry_cache._CachedRegistry),\n"
             "    isinstance(again, registry_cache._CachedRegistry)]))")
 
     def start() -> tuple[bool, bool]:
@@ -461,8 +461,8 @@ def test_a_wrong_shaped_cache_is_a_miss(fake_target: FakeTarget, tmp_path: Path,
     file.write_bytes(pickle.dumps({**data, **damage}))
     registry = registry_cache.load([path], cache)
     assert len(parses) == 2
-    lane = Decider(registry, Controls.from_env({}), AuditLog())
-    lane.start()
+    decider = Decider(registry, Controls.from_env({}), AuditLog())
+    decider.start()
     assert registry.entries == load_registries([path]).entries
 
 

@@ -29,32 +29,32 @@ def two_on_one_function(fake: FakeTarget) -> Decider:
                                         reproducer=f"reproducers/{SECOND}.py",
                                         upstream={"forwarded": "https://example.invalid/pull/5"})
     fake.write_registry(fake.entry(), second)
-    lane = Decider(load_registries([fake.registry]), Controls.from_env({}), AuditLog())
-    lane.start()
+    decider = Decider(load_registries([fake.registry]), Controls.from_env({}), AuditLog())
+    decider.start()
     fake.import_target()
-    return lane
+    return decider
 
 
 def test_two_entries_stack_in_registry_order_and_both_are_applied(
         fake_target: FakeTarget) -> None:
-    lane = two_on_one_function(fake_target)
+    decider = two_on_one_function(fake_target)
     greeter = fake_target.import_target().Greeter
     assert greeter().greet("a") == "[patched hello a]"  # the first entry is innermost
-    assert lane.is_applied(fake_target.entry_id) and lane.is_applied(SECOND)
+    assert decider.is_applied(fake_target.entry_id) and decider.is_applied(SECOND)
     assert len(list(chain(vars(greeter)["greet"]))) == 2
     for _ in range(3):  # re-walks add nothing
-        lane.apply()
+        decider.apply()
     assert len(list(chain(vars(greeter)["greet"]))) == 2
     assert greeter().greet("a") == "[patched hello a]"
 
 
 def test_reverting_the_inner_entry_keeps_the_outer_one(fake_target: FakeTarget) -> None:
-    lane = two_on_one_function(fake_target)
+    decider = two_on_one_function(fake_target)
     greeter = fake_target.import_target().Greeter
-    assert lane.revert(fake_target.entry_id).outcome is Outcome.REVERTED
+    assert decider.revert(fake_target.entry_id).outcome is Outcome.REVERTED
     assert greeter().greet("a") == "[hello a]"  # the reverted overlay no longer runs
-    assert not lane.is_applied(fake_target.entry_id) and lane.is_applied(SECOND)
-    lane.revert(SECOND)
+    assert not decider.is_applied(fake_target.entry_id) and decider.is_applied(SECOND)
+    decider.revert(SECOND)
     assert greeter().greet("a") == "hello a"  # and the outer's revert does not bring it back
     assert list(chain(vars(greeter)["greet"])) == []
 
@@ -62,9 +62,9 @@ def test_reverting_the_inner_entry_keeps_the_outer_one(fake_target: FakeTarget) 
 def test_patched_callables_pickle_copy_and_cross_a_pool(fake_target: FakeTarget) -> None:
     import multiprocessing
 
-    lane = fake_target.lane()
+    decider = fake_target.decider()
     module = fake_target.import_target()
-    assert lane.is_applied(fake_target.entry_id)
+    assert decider.is_applied(fake_target.entry_id)
     method, bound = module.Greeter.greet, module.Greeter().greet
     assert pickle.loads(pickle.dumps(method))(module.Greeter(), "a") == "patched hello a"
     assert pickle.loads(pickle.dumps(bound))("b") == "patched hello b"

@@ -21,8 +21,8 @@ from patchlane.registry import Entry, Status, load_registries
 from patchlane.runs.verdicts import Verdict
 from patchlane.upstream import TrackReport, UpstreamState
 from patchlane.upstream.retire import (
-    Evidence,
     RetireError,
+    RetirementReview,
     SweepRow,
     delete_entry,
     evaluate,
@@ -341,7 +341,7 @@ def test_retire_refuses_text_the_loader_would_reject_and_leaves_the_file(
 
 
 def test_evidence_defaults() -> None:
-    evidence = Evidence(ENTRY)
+    evidence = RetirementReview(ENTRY)
     assert evidence.ready and evidence.as_dict() == {
         "entry_id": ENTRY, "ready": True, "missing": [], "released_in": None,
         "upstream": None, "sweep": []}

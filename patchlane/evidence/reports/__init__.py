@@ -120,6 +120,6 @@ def publish(index: RunIndex, out: Path, *, previous: RunIndex | None = None,
 def _recorded() -> list[RecordedRun]:
     """The GPU runs kept beside the default registry (a checkout's ``gpu-runs/``; a wheel
     ships none)."""
-    from ...lazy.index import default_registry
+    from ...lazy.watchlist import default_registry
 
     return recorded_runs(Path(default_registry()).parent / "gpu-runs")

@@ -1,4 +1,4 @@
-"""The lazy lane: what ``import patchlane`` and ``patchlane run`` cost a process that imports no
+"""The lazy start: what ``import patchlane`` and ``patchlane run`` cost a process that imports no
 target, what they add to a real megatron import, and whether that stays flat in the registry's
 size. Four goals measured side by side in one run, on the interpreter that runs this script:
 
@@ -29,14 +29,14 @@ lazy path (``arm.why_not()`` is None), and an index file rewritten meanwhile is 
 3. is time-boxed (``--budget-s``): each round imports torch + megatron twice, seconds each. Its
 measured ratio is one of two multi-second medians and moves by several percent with load. The
 estimated ratio is (alone + lazy + marginal + finder) / alone: lazy is ``import patchlane`` timed
-in-process in the c2 children (the lazy lane only arms its hook), marginal is ``import
-patchlane`` timed right after the target import in the c1 children (the whole lane loads at
+in-process in the c2 children (the lazy start only arms its hook), marginal is ``import
+patchlane`` timed right after the target import in the c1 children (the whole startup loads at
 once and decides + applies the overlay; dependencies torch/megatron load anyway are not counted
 twice), finder is wrapt's import-hook finder asked about every import after the lane loaded in
 c2 (count x per-call cost, both measured there). The lane's load itself, timed inside the c2
 children (around the lazy hook's load), is printed too: it includes the deps torch would load.
 
-    python benchmarks/bench_lazy_lane.py [--rounds 15] [--budget-s 60] [--rounds-mcore 10]
+    python benchmarks/bench_lazy_start.py [--rounds 15] [--budget-s 60] [--rounds-mcore 10]
                                          [--skip-megatron]
 
 Prints figures and ratios next to their goals; asserts nothing; exits 0 whatever the numbers.
@@ -112,7 +112,7 @@ t0 = time.perf_counter()
 import {mod}
 t1 = time.perf_counter()
 # After the measured import (so it cannot touch it): what `import patchlane` adds on top of an
-# already-imported target: the whole lane loads at once, the overlay is decided and applied.
+# already-imported target: the whole startup loads at once, the overlay is decided and applied.
 import patchlane
 t2 = time.perf_counter()
 print("CHILD " + json.dumps({{"total_ms": 1e3 * (t1 - t0), "marginal_ms": 1e3 * (t2 - t1)}}))
@@ -125,7 +125,7 @@ import patchlane
 t1 = time.perf_counter()
 from patchlane.lazy import arm, watch
 why_not = arm.why_not()
-# Time the lane's load where the lazy hook runs it (the first watched import), and count the
+# Time the startup's load where the lazy hook runs it (the first watched import), and count the
 # imports that follow it (each one asks wrapt's finder, first on sys.meta_path from then on).
 load_at = {{}}
 hook = watch._watch
@@ -334,9 +334,9 @@ def main() -> int:
     # -- report -----------------------------------------------------------------------------
     med = {n: _med(v) for n, v in start.items()}
     bare = med["bare"]
-    result: dict = {"bench": "lazy_lane", "python": sys.version.split()[0],
+    result: dict = {"bench": "lazy_start", "python": sys.version.split()[0],
                     "rounds": args.rounds, "bare_ms": round(bare, 2)}
-    print(f"the lazy lane  (python {sys.version.split()[0]}, {py}; staged, byte-compiled copy; "
+    print(f"the lazy start  (python {sys.version.split()[0]}, {py}; staged, byte-compiled copy; "
           f"{args.rounds} interleaved rounds, medians)")
     def path(name: str) -> str:
         """'lazy' / 'eager (why)' before the timed rounds, and after them if it changed."""

@@ -1,4 +1,4 @@
-"""The lazy lane's index: which top-level modules matter to a registry set, and when that is
+"""The lazy start's watch list: which top-level modules matter to a registry set, and when that is
 still true.
 
 Written by the validated-registry cache (:func:`patchlane.registry_cache.load`) each time it
@@ -12,7 +12,7 @@ One file per registry set *and* per ``sys.path`` (processes of one job share bot
 with another ``PYTHONPATH`` keeps its own file rather than rewriting everybody's). It holds:
 
 - a header: the format, patchlane's version and Python's cache tag; the size and mtime of every
-  module that computes what the index holds (:mod:`patchlane.registry` and
+  module that computes what the watch list holds (:mod:`patchlane.registry` and
   :mod:`patchlane.versions`, which the registry cache keys on too, and this package); the
   settings that choose the registry set (the bundled registry, ``PATCHLANE_REGISTRY``,
   ``PATCHLANE_ENTRY_POINTS``); the mtime of every ``sys.path`` directory, where a
@@ -22,16 +22,16 @@ with another ``PYTHONPATH`` keeps its own file rather than rewriting everybody's
   watched top-level names;
 - the startup rows (what the startup walk records per entry before its module is imported),
   read only to name the ids ``PATCHLANE_DISABLE`` / ``PATCHLANE_ONLY`` may use and for the
-  line of a process whose lane never loaded.
+  line of a process whose startup never ran.
 
 Anything that differs, or a file that is missing, foreign, corrupt or of another shape, makes
-the index unusable: ``import patchlane`` then takes the full path, which writes a new one. The
-registry itself is still validated by the registry cache when the lane loads; the index only
+the watch list unusable: ``import patchlane`` then takes the full path, which writes a new one. The
+registry itself is still validated by the registry cache when the startup loads; the watch list only
 decides *when* that happens. The entry Python puts first for the invocation itself (the
 script's folder, the current directory for ``-m``, ``''`` for ``-c``) and patchlane's own
 bootstrap folder are left out of the ``sys.path`` key: the first differs from script to script
 and changes with the job's own files, and neither is where a distribution is installed (one
-dropped there is found when the lane loads). ``site`` and ``sitecustomize`` run before Python
+dropped there is found when the startup loads). ``site`` and ``sitecustomize`` run before Python
 puts that entry there, a script's ``import patchlane`` after: both find the same index.
 """
 
@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # typing and collections cost more to import than this whole 
 
 __all__ = [
     "FORMAT",
-    "Index",
+    "WatchList",
     "default_registry",
     "file_name",
     "module_stamps",
@@ -71,7 +71,7 @@ _FIRST_READ = 1 << 14
 demand)."""
 _MAX_HEADER = 1 << 26
 KEEP = 32
-"""Index files kept per directory (one per registry set and ``sys.path``)."""
+"""Watch-list files kept per directory (one per registry set and ``sys.path``)."""
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _PACKAGE = os.path.dirname(_HERE)
@@ -91,7 +91,7 @@ def default_registry() -> str:
 
 def registry_set(default: bool, registries: "Iterable[str | os.PathLike[str]]",
                  entry_points: bool) -> "tuple[Any, ...]":
-    """What the settings say the registry set is, as the index is keyed: the bundled registry
+    """What the settings say the registry set is, as the watch list is keyed: the bundled registry
     (or ""), the ``PATCHLANE_REGISTRY`` files made absolute, and whether entry points count."""
     return (default_registry() if default else "",
             tuple(os.path.abspath(os.fspath(p)) for p in registries), bool(entry_points))
@@ -143,7 +143,7 @@ def module_stamps(packages: "tuple[str, ...]",
     """(name, size, mtime) of every module of patchlane's subpackages ``packages`` (listed from
     their folders, so a module added to one is keyed without anyone remembering to) and of its
     modules ``modules``, in the package's own suffix (``.pyc`` in a sourceless install): what
-    keys a cache on the code that computed it (this index, the validated registry)."""
+    keys a cache on the code that computed it (this watch list, the validated registry)."""
     found: list[tuple[str, int, int]] = []
     for package in packages:
         try:
@@ -166,7 +166,7 @@ def module_stamps(packages: "tuple[str, ...]",
 
 
 def _validator() -> tuple[tuple[str, int, int], ...]:
-    """The modules that compute what the index holds: the registry package,
+    """The modules that compute what the watch list holds: the registry package,
     :mod:`patchlane.versions`, this package and the version file."""
     return module_stamps(("registry", "lazy"), ("versions", "_version"))
 
@@ -197,8 +197,8 @@ def watched(rows: "Iterable[RowTuple]") -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-class Index:
-    """A fresh index: the watched names, and the rows on demand."""
+class WatchList:
+    """A fresh watch list: the watched names, and the rows on demand."""
 
     __slots__ = ("_head", "file", "watch")
 
@@ -231,7 +231,7 @@ def rows_of(blob: bytes) -> "tuple[RowTuple, ...] | None":
 
 def row_ok(row: "tuple[object, ...]") -> bool:
     """Whether ``row`` has a startup row's fields, each of its type (the decider and the exit
-    line trust them): one check for this index and the registry cache's startup index."""
+    line trust them): one check for this watch list and the registry cache's startup index."""
     if len(row) != 8:
         return False
     entry_id, kind, active, dist, module, modules, waiting, applies = row
@@ -255,8 +255,8 @@ def _header(settings: "tuple[Any, ...]", paths: tuple[tuple[str, int], ...]) -> 
 
 
 def read(directory: str, settings: "tuple[Any, ...]",
-         paths: tuple[tuple[str, int], ...]) -> Index | None:
-    """The index for this registry set and ``sys.path`` in ``directory`` (a real path the
+         paths: tuple[tuple[str, int], ...]) -> WatchList | None:
+    """The watch list for this registry set and ``sys.path`` in ``directory`` (a real path the
     caller checked with :func:`patchlane.private_files.shared`), when it is still true; None
     otherwise, whatever the file holds."""
     from .. import private_files
@@ -267,7 +267,7 @@ def read(directory: str, settings: "tuple[Any, ...]",
     if data is None or not data.startswith(MAGIC) or len(data) < at:
         return None
     size = int.from_bytes(data[len(MAGIC):at], "little")
-    if size > _MAX_HEADER:  # not an index this code wrote
+    if size > _MAX_HEADER:  # not a watch list this code wrote
         return None
     if len(data) < at + size:  # a header longer than the first read: read it whole
         data = private_files.read(file, at + size)
@@ -284,7 +284,7 @@ def read(directory: str, settings: "tuple[Any, ...]",
     watch = header.get("watch")
     if type(watch) is not tuple or not all(type(name) is str for name in watch):
         return None
-    return Index(file, watch, data[:at + size])
+    return WatchList(file, watch, data[:at + size])
 
 
 def _still(header: "dict[str, Any]") -> bool:
@@ -311,9 +311,9 @@ def write(directory: str, settings: "tuple[Any, ...]", paths: tuple[tuple[str, i
           sources: "Sequence[tuple[str, str, tuple[int, int, int, int]]]",
           dirs: "Sequence[tuple[str, int]]", links: "Sequence[tuple[str, str]]",
           rows: "Sequence[RowTuple]") -> str | None:
-    """Write the index of a registry set the registry cache just loaded (``sources``: each
+    """Write the watch list of a registry set the registry cache just loaded (``sources``: each
     file as named, its real path, and its stamp taken *before* it was read, so a change while
-    loading leaves a stale index, never a wrong fresh one). Kept as it is when the file there
+    loading leaves a stale watch list, never a wrong fresh one). Kept as it is when the file there
     already says the same. Returns the file written or kept; None when it could not be."""
     plain = tuple(tuple(row) for row in rows)  # marshal takes tuples, not named tuples
     header = {"expect": _header(settings, paths), "sources": tuple(sources),

@@ -1,6 +1,6 @@
-"""The lazy lane (patchlane/lazy): a target-free `import patchlane` loads only the lazy lane;
-the first import of a target loads the whole lane and decides as the eager lane
-(``PATCHLANE_LAZY=0``) does; anything the index cannot vouch for falls back to the eager lane.
+"""The lazy start (patchlane/lazy): a target-free `import patchlane` loads only the lazy start;
+the first import of a target loads the whole startup and decides as the eager start
+(``PATCHLANE_LAZY=0``) does; anything the watch list cannot vouch for falls back to the eager start.
 
 Each case runs fresh child interpreters. The fake target package tests the mechanics (never
 evidence that a patch works); the real default registry and the installed megatron-core are
@@ -24,10 +24,10 @@ pytestmark = [pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 
-LAZY_LANE = {"patchlane", "patchlane.lazy", "patchlane.lazy.arm",
-             "patchlane.lazy.index", "patchlane.lazy.watch", "patchlane.private_files",
+LAZY_START = {"patchlane", "patchlane.lazy", "patchlane.lazy.arm",
+             "patchlane.lazy.watchlist", "patchlane.lazy.watch", "patchlane.private_files",
              "patchlane.switch_values"}
-"""Everything a target-free `import patchlane` may load: the lazy lane, nothing else."""
+"""Everything a target-free `import patchlane` may load: the lazy start, nothing else."""
 
 NEVER = ("wrapt", "yaml", "packaging", "importlib.metadata", "email", "asyncio", "typing",
          "logging", "pathlib", "re", "enum", "json", "socket", "torch", "megatron")
@@ -69,7 +69,7 @@ def fake(tmp_path: Path) -> FakeTarget:
 
 
 def warm(env: dict[str, str]) -> None:
-    """One start that writes the index (the eager lane loads when there is none), then one
+    """One start that writes the watch list (the eager start loads when there is none), then one
     that must find it."""
     child("import patchlane", env)
     out = child("import patchlane\n" + WHY, env)
@@ -89,7 +89,7 @@ def report_of(out: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 # -- what a target-free process loads --------------------------------------------------------
 
-def test_a_target_free_import_loads_only_the_lazy_lane(tmp_path: Path) -> None:
+def test_a_target_free_import_loads_only_the_lazy_start(tmp_path: Path) -> None:
     """The default registry and this environment, as a job's helper process sees them."""
     env = {"PATCHLANE_REGISTRY_CACHE": str(private_cache(tmp_path))}
     warm(env)
@@ -98,11 +98,11 @@ def test_a_target_free_import_loads_only_the_lazy_lane(tmp_path: Path) -> None:
     out = child(code, env)
     assert why(out) == "None"
     new = set(eval(next(x for x in out.stdout.splitlines() if x.startswith("NEW "))[4:]))
-    assert new == LAZY_LANE, new ^ LAZY_LANE
+    assert new == LAZY_START, new ^ LAZY_START
     assert not [m for m in new if m.split(".")[0] in NEVER or m in NEVER]
 
 
-def test_a_bootstrapped_interpreter_loads_only_the_lazy_lane_and_its_exit_line(
+def test_a_bootstrapped_interpreter_loads_only_the_lazy_start_and_its_exit_line(
         tmp_path: Path) -> None:
     """What each process `patchlane run` starts loads, against bare Python's own modules."""
     env = {"PATCHLANE_REGISTRY_CACHE": str(private_cache(tmp_path))}
@@ -112,16 +112,16 @@ def test_a_bootstrapped_interpreter_loads_only_the_lazy_lane_and_its_exit_line(
     parse = {k: set(eval(next(x for x in o.stdout.splitlines() if x.startswith("MODS "))[5:]))
              for k, o in (("bare", bare), ("booted", booted))}
     added = parse["booted"] - parse["bare"]
-    assert added == (LAZY_LANE | {"patchlane.launch", "patchlane.launch.activate",
+    assert added == (LAZY_START | {"patchlane.launch", "patchlane.launch.activate",
                                   "sitecustomize", "atexit"}) - parse["bare"], added
-    assert "patchlane run: main" in booted.stderr  # the exit line, from the index
+    assert "patchlane run: main" in booted.stderr  # the exit line, from the watch list
 
 
 @pytest.mark.parametrize("controls", [
     {}, {"PATCHLANE_DISABLE": "torch_floor_a2a_overlap"},
     {"PATCHLANE_ONLY": "mcore_rerun_sentinel,dynamo_recompile_limit"},
     {"PATCHLANE_VERIFY_RANKS": "0", "PATCHLANE_STRICT": "1"}])
-def test_the_exit_line_of_an_untouched_process_is_the_eager_lanes(
+def test_the_exit_line_of_an_untouched_process_is_the_eager_starts(
         tmp_path: Path, controls: dict[str, str]) -> None:
     env = {"PATCHLANE_REGISTRY_CACHE": str(private_cache(tmp_path)),
            "PYTHONPATH": str(BOOTSTRAP), **controls}
@@ -140,7 +140,7 @@ def test_the_exit_line_of_an_untouched_process_is_the_eager_lanes(
 
 # -- the first target import -----------------------------------------------------------------
 
-def test_the_first_target_import_loads_the_lane_and_decides_as_the_eager_lane(
+def test_the_first_target_import_runs_the_startup_and_decides_as_the_eager_start(
         fake: FakeTarget, tmp_path: Path) -> None:
     env = fake_env(fake, private_cache(tmp_path))
     warm(env)
@@ -186,7 +186,7 @@ def test_report_in_a_process_that_imported_no_target_says_pending(
 
 
 def test_two_threads_importing_two_targets_at_once_both_decide(tmp_path: Path) -> None:
-    """The lane loads once, in one thread; the other waits for it before its module runs."""
+    """The startup loads once, in one thread; the other waits for it before its module runs."""
     one, two = make_fake(tmp_path / "a"), make_fake(tmp_path / "b")
     registry = tmp_path / "registry.yaml"
     import yaml
@@ -217,7 +217,7 @@ def test_two_threads_importing_two_targets_at_once_both_decide(tmp_path: Path) -
 
 def test_a_setting_changed_after_import_patchlane_changes_nothing_lazily_or_not(
         fake: FakeTarget, tmp_path: Path) -> None:
-    """The lane reads its settings as they were at `import patchlane`: the lazy lane, which
+    """The decider reads its settings as they were at `import patchlane`: the lazy start, which
     loads at the target's first import, used to read the ones the script set in between."""
     env = fake_env(fake, private_cache(tmp_path))
     warm(env)
@@ -229,7 +229,7 @@ def test_a_setting_changed_after_import_patchlane_changes_nothing_lazily_or_not(
     assert report_of(lazy) == report_of(eager)
 
 
-def test_strict_drift_at_the_first_target_import_stops_as_the_eager_lane_does(
+def test_strict_drift_at_the_first_target_import_stops_as_the_eager_start_does(
         fake: FakeTarget, tmp_path: Path) -> None:
     env = fake_env(fake, private_cache(tmp_path), PATCHLANE_STRICT="1")
     warm(env)
@@ -248,14 +248,14 @@ def test_strict_drift_at_the_first_target_import_stops_as_the_eager_lane_does(
     assert line.endswith(f"(stopped at the import of {fake.module}, exit 4)")
 
 
-# -- what makes it fall back to the eager lane -------------------------------------------------
+# -- what makes it fall back to the eager start -------------------------------------------------
 
 def test_a_changed_registry_falls_back_once_then_is_lazy_again(
         fake: FakeTarget, tmp_path: Path) -> None:
     env = fake_env(fake, private_cache(tmp_path))
     warm(env)
     fake.write_registry(fake.entry(summary="the same entry, said otherwise"))
-    assert "no fresh index" in why(child("import patchlane\n" + WHY, env))
+    assert "no fresh watch list" in why(child("import patchlane\n" + WHY, env))
     assert why(child("import patchlane\n" + WHY, env)) == "None"
 
 
@@ -278,7 +278,7 @@ def test_a_distribution_installed_since_the_index_falls_back(
     plugin = fake.root / "plplugin-1.0.dist-info"
     plugin.mkdir()
     (plugin / "METADATA").write_text("Metadata-Version: 2.1\nName: plplugin\nVersion: 1.0\n")
-    assert "no fresh index" in why(child("import patchlane\n" + WHY, env))
+    assert "no fresh watch list" in why(child("import patchlane\n" + WHY, env))
 
 
 @pytest.mark.parametrize(("extra", "said"), [
@@ -287,14 +287,14 @@ def test_a_distribution_installed_since_the_index_falls_back(
     ({"PATCHLANE_LAZY": "0"}, "PATCHLANE_LAZY='0'"),
     ({"PATCHLANE_REGISTRY_CACHE": "0"}, "the registry cache is off"),
 ])
-def test_what_the_index_cannot_vouch_for_loads_the_lane_at_import_as_before(
+def test_what_the_index_cannot_vouch_for_runs_the_startup_at_import_as_before(
         fake: FakeTarget, tmp_path: Path, extra: dict[str, str], said: str) -> None:
     env = fake_env(fake, private_cache(tmp_path))
     warm(env)
     code = "import patchlane\n" + WHY
     lazy = child(code, {**env, **extra})
     assert said in why(lazy)
-    if "PATCHLANE_DISABLE" in extra:  # the eager lane's warning, at import, as before
+    if "PATCHLANE_DISABLE" in extra:  # the eager start's warning, at import, as before
         assert "unknown entry id(s) 'no_such_entry'" in lazy.stderr
 
 
@@ -322,9 +322,9 @@ def test_an_index_others_could_write_or_a_corrupt_one_is_not_read(
     (index,) = cache.glob("*.lazy")
     index.write_bytes(index.read_bytes()[:-20])  # the rows, cut short: read only on demand
     out = child("import patchlane\n" + WHY, {**env, "PATCHLANE_DISABLE": fake.entry_id})
-    assert why(out) == "the index's rows cannot be read"
+    assert why(out) == "the watch list's rows cannot be read"
     index.write_bytes(b"patchlane lazy index\n" + b"\xff" * 40)
-    assert "no fresh index" in why(child("import patchlane\n" + WHY, env))
+    assert "no fresh watch list" in why(child("import patchlane\n" + WHY, env))
 
 
 # -- the launcher and the .pth activation ----------------------------------------------------
@@ -361,7 +361,7 @@ def test_patchlane_run_answers_bad_input_as_the_full_parser_does(
 def test_pth_activation_reaches_isolated_interpreters_and_is_removed(tmp_path: Path) -> None:
     """A venv whose site-packages reaches patchlane through a .pth of paths (sorted first),
     then `patchlane activate --pth` there: `python -I` (no PYTHONPATH, no user site) has the
-    lane, lazily."""
+    decider, lazily."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
                    timeout=120)
@@ -388,7 +388,7 @@ def test_pth_activation_reaches_isolated_interpreters_and_is_removed(tmp_path: P
     assert first.stdout.startswith("activated: ") and again.stdout.startswith("already activated")
     status = patchlane("activate")
     assert f"activated: {site_dir / 'zz-patchlane-activate.pth'} (current)" in status.stdout
-    subprocess.run([str(python), "-c", "pass"], env=env, timeout=300)  # writes the index
+    subprocess.run([str(python), "-c", "pass"], env=env, timeout=300)  # writes the watch list
     out = subprocess.run([str(python), "-I", "-c", probe], capture_output=True, text=True,
                          env=env, timeout=300)
     assert out.stdout.strip() == "ACTIVE True None", out.stderr
