@@ -15,7 +15,22 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["SWEEP_BASE", "ExitCode", "sweep_exit_code"]
+__all__ = ["SWEEP_BASE", "SWEEP_BITS", "ExitCode", "sweep_exit_code"]
+
+SWEEP_BASE = 32
+
+SWEEP_BITS: tuple[tuple[str, int], ...] = (("STILL_AFFECTED", 4), ("BROKEN", 1), ("ERROR", 2))
+"""The sweep's exit bits, in the order the codes' names say them: each is owned by the verdict
+of that name (:data:`patchlane.runs.verdicts.MEANING`, whose ``exit_bit`` says which). The
+``SWEEP_*`` codes below are every combination, computed, not listed."""
+
+
+def _sweep_name(bits: int) -> str:
+    """``SWEEP_STILL_AFFECTED_BROKEN_AND_ERROR`` for 7: the bits' names, in order, the last
+    joined with ``AND``."""
+    parts = [name for name, bit in SWEEP_BITS if bits & bit]
+    head = "_".join(parts[:-1])
+    return "SWEEP_" + (f"{head}_AND_{parts[-1]}" if head else parts[-1])
 
 
 class ExitCode(enum.IntEnum):
@@ -46,14 +61,12 @@ class ExitCode(enum.IntEnum):
     ENTRIES_NEVER_HIT = 17
     """``patchlane usage``: an active source patch applied in the reports given but never hit
     there (dead or misapplied: a retirement or review candidate). Not an error."""
-    # The sweep's verdict summary: 32 | broken (1) | error (2) | still-affected (4).
-    SWEEP_BROKEN = 33
-    SWEEP_ERROR = 34
-    SWEEP_BROKEN_AND_ERROR = 35
-    SWEEP_STILL_AFFECTED = 36
-    SWEEP_STILL_AFFECTED_AND_BROKEN = 37
-    SWEEP_STILL_AFFECTED_AND_ERROR = 38
-    SWEEP_STILL_AFFECTED_BROKEN_AND_ERROR = 39
+    # The sweep's verdict summary, 32 | bits: one member per combination of SWEEP_BITS
+    # (SWEEP_BROKEN = 33, ..., SWEEP_STILL_AFFECTED_BROKEN_AND_ERROR = 39). Enum's _ignore_
+    # keeps the loop's name out of the members.
+    _ignore_ = ["_bits"]
+    for _bits in range(1, 1 << len(SWEEP_BITS)):
+        vars()[_sweep_name(_bits)] = SWEEP_BASE | _bits
     INTERRUPTED = 130
     """Stopped by Ctrl-C (SIGINT): 128 + the signal, as a shell reports it. A sweep stops its
     running cases, writes the report of what finished and can be resumed."""
@@ -71,8 +84,6 @@ class ExitCode(enum.IntEnum):
     COMMAND_NOT_FOUND = 127
     """``patchlane run``: no such command (as ``env`` and the shells)."""
 
-
-SWEEP_BASE = 32
 
 
 def sweep_exit_code(bits: int) -> ExitCode:

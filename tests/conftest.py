@@ -105,10 +105,11 @@ class FakeTarget:
     def decider(self, env: dict[str, str] | None = None, start: bool = True) -> Decider:
         if not self.registry.exists():
             self.write_registry()
-        lane = Decider(load_registries([self.registry]), Controls.from_env(env or {}), AuditLog())
+        decider = Decider(load_registries([self.registry]), Controls.from_env(env or {}),
+                          AuditLog())
         if start:
-            lane.start()
-        return lane
+            decider.start()
+        return decider
 
     def import_target(self) -> Any:
         import importlib

@@ -39,7 +39,7 @@ from ..exit_codes import ExitCode
 from ..gates import locate_source, resolve_version
 from ..registry import Entry
 from ..runs.index import read_index
-from ..runs.verdicts import Verdict
+from ..runs.verdicts import MEANING, Verdict
 
 __all__ = ["AppliedChange", "DraftError", "Proposal", "affected_rows", "apply_proposal",
            "draft_paths", "load_proposal", "overlay_docstring", "render_draft"]
@@ -321,16 +321,6 @@ def affected_rows(entry: Entry, run_dirs: list[Path]) -> list[AffectedRow]:
     return rows
 
 
-_SHOWS = {Verdict.GUARDING: "fails without the overlay, passes with it",
-          Verdict.STILL_AFFECTED: "fails without the overlay (past the entry's gate: no "
-                                  "overlay there)",
-          Verdict.COVERED: "fails without the overlay (past the entry's gate: another entry "
-                           "guards it there)",
-          Verdict.UPSTREAM_FIXED: "passes without the overlay: not affected",
-          Verdict.BROKEN: "the overlay does not fix it there",
-          Verdict.ERROR: "no verdict (the run errored)"}
-
-
 def render_draft(entry: Entry, rows: list[AffectedRow], change: AppliedChange | None, *,
                  today: _dt.date, overlay_doc: str | None,
                  verified: list[tuple[int, str, str]] | None = None) -> str:
@@ -344,15 +334,14 @@ def render_draft(entry: Entry, rows: list[AffectedRow], change: AppliedChange | 
     if overlay_doc:
         out += ["### Why, and what the fix does (from the local fix's notes)", "",
                 overlay_doc.strip(), ""]
-    affected = [r for r in rows if r.verdict in (Verdict.GUARDING, Verdict.STILL_AFFECTED,
-                                                 Verdict.COVERED)]
+    affected = [r for r in rows if MEANING[r.verdict].affected]
     out += ["## Affected releases (what ran)", ""]
     if rows:
         out += ["| release | Python | lane | world size | reproducer |", "|---|---|---|---|---|"]
         for r in sorted(rows, key=lambda r: (r.release or "", r.python or "", r.lane,
                                              r.world_size)):
             out.append(f"| {entry.target.distribution} {r.release or '?'} | {r.python or '?'} "
-                       f"| {r.lane} | {r.world_size} | {_SHOWS.get(r.verdict, r.verdict.value)} "
+                       f"| {r.lane} | {r.world_size} | {MEANING[r.verdict].shows} "
                        "|")
         seen = ", ".join(sorted({r.release or "?" for r in affected})) or "none seen"
         out += ["", f"Affected: {seen}. Releases not in this table were not run and are not "

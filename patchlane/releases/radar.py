@@ -23,10 +23,10 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..exit_codes import ExitCode
+from ..exit_codes import sweep_exit_code
 from ..registry import Entry, Registry
 from ..runs.index import RunIndex
-from ..runs.verdicts import SEVERITY, Verdict
+from ..runs.verdicts import EXIT_BITS, MEANING, SEVERITY, Verdict
 from ..versions import parse_version
 from .bisect import Listing, next_minor
 
@@ -115,22 +115,13 @@ def radar(registry: Registry, listing_for: Callable[[str], Listing],
 
 
 def proposal(entry: Entry, verdict: Verdict, release: str, covered_by: str | None = None) -> str:
-    """The registry edit a verdict on a new ``release`` proposes for ``entry``."""
-    if verdict is Verdict.GUARDING:
-        return (f"the gate admits {release} and the bug is there: record it "
-                f"(`patchlane bisect {entry.id} --write` adds fingerprint.releases)")
-    if verdict is Verdict.STILL_AFFECTED:
-        return (f"extend applies_to past {release} (e.g. <{next_minor(release)}) once its "
-                f"change is read, and record the fingerprint (`patchlane bisect {entry.id} "
-                "--write`)")
-    if verdict is Verdict.COVERED:
-        return f"nothing: {covered_by or 'its continued_by entry'} guards it on {release}"
-    if verdict is Verdict.UPSTREAM_FIXED:
-        return (f"retirement candidate: retire_when.release '>={release}', then `patchlane "
-                f"retire {entry.id} --evidence RUN`")
-    if verdict is Verdict.SKIPPED:
-        return "nothing: the gate or the lane keeps it out"
-    return "investigate: no verdict on this release (see the run's report)"
+    """The registry edit a verdict on a new ``release`` proposes for ``entry`` (each verdict's
+    :attr:`~patchlane.runs.verdicts.Meaning.proposes`)."""
+    text = MEANING[verdict].proposes
+    return text.format(
+        release=release, id=entry.id,
+        next_minor=next_minor(release) if "{next_minor}" in text else "",
+        covered_by=covered_by or "its continued_by entry")
 
 
 @dataclass
@@ -154,7 +145,7 @@ class ReleaseSweep:
 def failed_sweep(distribution: str, release: str, run_dir: Path, entries: Sequence[str],
                  why: str) -> ReleaseSweep:
     """A release that could not be swept: an ``error`` for each of its entries, saying why."""
-    out = ReleaseSweep(distribution, release, run_dir, ExitCode.SWEEP_ERROR)
+    out = ReleaseSweep(distribution, release, run_dir, sweep_exit_code(EXIT_BITS[Verdict.ERROR]))
     for entry_id in entries:
         out.verdicts[entry_id] = [Verdict.ERROR]
         out.proposals[entry_id] = f"not swept: {why}; nothing to record (try again later)"

@@ -32,9 +32,11 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
 
-__all__ = ["ACTION", "ASKS", "EXIT_BITS", "SEVERITY", "Finding", "Verdict", "action",
-           "exit_bits"]
+__all__ = ["ACTION", "ASKS", "EXIT_BITS", "MEANING", "SECTIONS", "SEVERITY", "Finding", "Meaning",
+           "Verdict", "action", "exit_bits", "sections"]
 
 
 class Verdict(str, enum.Enum):
@@ -56,31 +58,89 @@ class Verdict(str, enum.Enum):
                              f"{[v.value for v in cls]}") from None
 
 
-SEVERITY: tuple[Verdict, ...] = (Verdict.BROKEN, Verdict.ERROR, Verdict.STILL_AFFECTED,
-                                 Verdict.UPSTREAM_FIXED, Verdict.GUARDING, Verdict.COVERED,
-                                 Verdict.SKIPPED)
+SECTIONS: dict[str, str] = {"errors": "Errors", "broken": "Broken",
+                           "maintainer": "For a maintainer"}
+"""The report sections that list rows whole, in the order reports print them (a run that gave
+no verdict is read before anything it says): the page's anchor, then the title."""
+
+
+@dataclass(frozen=True)
+class Meaning:
+    """Everything a verdict means, in one record that every report and command reads: adding
+    a verdict is its enum member and its record here (and docs/sweep.md's table)."""
+
+    rank: int
+    """Its place worst first: the order reports list rows in, and what a history cell shows."""
+    asks: str
+    """What it asks, in two words (the summary table's column)."""
+    action: str
+    """What it asks, whole (``ID`` and ``RUN`` are filled in with a row's entry and run)."""
+    colour: str
+    """Its colour on the page (chips, cells, cards)."""
+    junit: Literal["passed", "failure", "error", "skipped"]
+    """What a CI system's JUnit view shows for its row."""
+    exit_bit: int
+    """Its bit of the sweep's exit status ``32 | bits`` (:data:`patchlane.exit_codes.SWEEP_BITS`);
+    0 for a verdict that asks nobody to act."""
+    section: str | None
+    """The report section that lists its rows whole (a key of :data:`SECTIONS`); None: the
+    table only."""
+    shows: str
+    """What the reproducer showed on its release, as an upstream draft says it."""
+    affected: bool
+    """Whether its release has the bug (a draft lists it among the affected releases)."""
+    proposes: str
+    """The registry edit it proposes for a new release (``patchlane radar``): ``{release}``,
+    ``{id}``, ``{next_minor}`` and ``{covered_by}`` are filled in."""
+
+
+MEANING: dict[Verdict, Meaning] = {
+    Verdict.BROKEN: Meaning(
+        0, "fix the overlay", "fix the overlay: the reproducer fails with it applied",
+        "#c62828", "failure", 1, "broken", "the overlay does not fix it there", True,
+        "fix the overlay: it does not fix the bug on {release} (see the run's report)"),
+    Verdict.ERROR: Meaning(
+        1, "investigate", "fix the lane or the reproducer: no verdict (see the log tail)",
+        "#ef6c00", "error", 2, "errors", "no verdict (the run errored)", False,
+        "investigate: no verdict on this release (see the run's report)"),
+    Verdict.STILL_AFFECTED: Meaning(
+        2, "extend the gate", "review the entry: the bug outlives its gate; extend applies_to "
+        "and the fingerprints to this release (with a run), or fix the reproducer",
+        "#6a1b9a", "failure", 4, "maintainer",
+        "fails without the overlay (past the entry's gate: no overlay there)", True,
+        "extend applies_to past {release} (e.g. <{next_minor}) once its change is read, and "
+        "record the fingerprint (`patchlane bisect {id} --write`)"),
+    Verdict.UPSTREAM_FIXED: Meaning(
+        3, "retire candidate", "retirement candidate: `patchlane retire ID --evidence RUN` "
+        "(the reproducer stays as a guard)", "#1565c0", "passed", 0, "maintainer",
+        "passes without the overlay: not affected", False,
+        "retirement candidate: retire_when.release '>={release}', then `patchlane retire {id} "
+        "--evidence RUN`"),
+    Verdict.GUARDING: Meaning(
+        4, "nothing", "nothing: the patch is needed and works", "#2e7d32", "passed", 0, None,
+        "fails without the overlay, passes with it", True,
+        "the gate admits {release} and the bug is there: record it (`patchlane bisect {id} "
+        "--write` adds fingerprint.releases)"),
+    Verdict.COVERED: Meaning(
+        5, "nothing", "nothing: past this entry's gate the bug is guarded by the entry its "
+        "continued_by names (see that entry's row)", "#00695c", "passed", 0, None,
+        "fails without the overlay (past the entry's gate: another entry guards it there)",
+        True, "nothing: {covered_by} guards it on {release}"),
+    Verdict.SKIPPED: Meaning(
+        6, "nothing", "nothing: the gate or the lane keeps the case out", "#757575",
+        "skipped", 0, None, "not run there (the gate or the lane kept it out)", False,
+        "nothing: the gate or the lane keeps it out"),
+}
+"""One :class:`Meaning` per verdict (``tests/evidence/test_verdict_meaning.py`` checks every
+verdict has one, and runs every report and consumer once per verdict)."""
+
+SEVERITY: tuple[Verdict, ...] = tuple(sorted(MEANING, key=lambda v: MEANING[v].rank))
 """Worst first: the order reports list rows in, and the verdict a history cell shows."""
 
-ACTION: dict[Verdict, str] = {
-    Verdict.GUARDING: "nothing: the patch is needed and works",
-    Verdict.UPSTREAM_FIXED: "retirement candidate: `patchlane retire ID --evidence RUN` (the "
-                            "reproducer stays as a guard)",
-    Verdict.STILL_AFFECTED: "review the entry: the bug outlives its gate; extend applies_to "
-                            "and the fingerprints to this release (with a run), or fix the "
-                            "reproducer",
-    Verdict.COVERED: "nothing: past this entry's gate the bug is guarded by the entry its "
-                     "continued_by names (see that entry's row)",
-    Verdict.BROKEN: "fix the overlay: the reproducer fails with it applied",
-    Verdict.ERROR: "fix the lane or the reproducer: no verdict (see the log tail)",
-    Verdict.SKIPPED: "nothing: the gate or the lane keeps the case out",
-}
+ACTION: dict[Verdict, str] = {v: m.action for v, m in MEANING.items()}
 """What each verdict asks a maintainer to do: the summary, JUnit and HTML reports say it."""
 
-ASKS: dict[Verdict, str] = {
-    Verdict.GUARDING: "nothing", Verdict.UPSTREAM_FIXED: "retire candidate",
-    Verdict.STILL_AFFECTED: "extend the gate", Verdict.COVERED: "nothing",
-    Verdict.BROKEN: "fix the overlay", Verdict.ERROR: "investigate", Verdict.SKIPPED: "nothing",
-}
+ASKS: dict[Verdict, str] = {v: m.asks for v, m in MEANING.items()}
 """What a verdict asks, in two words (the whole sentence is :data:`ACTION`)."""
 
 
@@ -95,7 +155,7 @@ def action(verdict: Verdict, entry_id: str | None = None, run_dir: str | None = 
     return text
 
 
-EXIT_BITS: dict[Verdict, int] = {Verdict.BROKEN: 1, Verdict.ERROR: 2, Verdict.STILL_AFFECTED: 4}
+EXIT_BITS: dict[Verdict, int] = {v: m.exit_bit for v, m in MEANING.items() if m.exit_bit}
 """The sweep exits ``32 | bits`` (:func:`patchlane.exit_codes.sweep_exit_code`): each verdict
 that asks someone to act owns a bit; the others (covered among them) own none."""
 
@@ -106,6 +166,17 @@ def exit_bits(verdicts: Iterable[Verdict]) -> int:
     for v in verdicts:
         bits |= EXIT_BITS.get(v, 0)
     return bits
+
+
+def sections() -> list[tuple[str, str, tuple[Verdict, ...]]]:
+    """(anchor, title, verdicts worst first) of each report section, in :data:`SECTIONS`'s
+    order; a section no verdict names is left out."""
+    out = []
+    for anchor, title in SECTIONS.items():
+        chosen = tuple(v for v in SEVERITY if MEANING[v].section == anchor)
+        if chosen:
+            out.append((anchor, title, chosen))
+    return out
 
 
 class Finding(str, enum.Enum):

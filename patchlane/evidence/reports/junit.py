@@ -1,6 +1,6 @@
-"""``junit.xml``: one test case per row, for CI systems that show JUnit. Broken and
-still-affected rows are failures (the latter of its own type, saying what to do), errors are
-errors, skipped rows are skipped. The whole document passes through
+"""``junit.xml``: one test case per row, for CI systems that show JUnit, each as its verdict's
+record says (:data:`patchlane.runs.verdicts.MEANING`: failures of the verdict's own type,
+saying what to do; errors; skipped rows; passes). The whole document passes through
 :func:`~patchlane.runs.index.printable`: ElementTree escapes markup but writes control
 characters (an ANSI colour in a reason) as they are, which no XML parser accepts."""
 
@@ -9,33 +9,34 @@ from __future__ import annotations
 from xml.etree import ElementTree as ET
 
 from ...runs.index import SHARD_GAP_ACTION, RunIndex, printable
-from ...runs.verdicts import ACTION, Verdict
+from ...runs.verdicts import ACTION, MEANING
 
 __all__ = ["junit"]
 
 
 def junit(index: RunIndex) -> str:
     rows = index.rows
+    def counted(status: str) -> str:
+        return str(sum(1 for r in rows if MEANING[r.verdict].junit == status))
+
     suite = ET.Element("testsuite", name="patchlane-sweep", tests=str(len(rows)),
-                       failures=str(index.count(Verdict.BROKEN)
-                                    + index.count(Verdict.STILL_AFFECTED)),
-                       errors=str(index.count(Verdict.ERROR)),
-                       skipped=str(index.count(Verdict.SKIPPED)), timestamp=index.created)
+                       failures=counted("failure"), errors=counted("error"),
+                       skipped=counted("skipped"), timestamp=index.created)
     for row in rows:
         case = ET.SubElement(suite, "testcase", classname=f"patchlane.{row.entry_id}",
                              name=f"{row.lane}-ws{row.world_size}")
         verdict, reason = row.verdict, row.reason
-        if verdict is Verdict.BROKEN:
-            ET.SubElement(case, "failure", message=reason[:200]).text = reason
-        elif verdict is Verdict.STILL_AFFECTED:
-            # Loud but not an error of the lane: a failure of its own type, saying what to do.
-            ET.SubElement(case, "failure", type="still-affected",
-                          message=f"still affected: {ACTION[verdict]}"[:200]).text = reason
-        elif verdict is Verdict.ERROR:
+        status = MEANING[verdict].junit
+        if status == "failure":
+            # Of the verdict's own type, saying what to do: a still-affected row is loud but
+            # not an error of the lane.
+            ET.SubElement(case, "failure", type=verdict.value,
+                          message=f"{verdict.value}: {ACTION[verdict]}"[:200]).text = reason
+        elif status == "error":
             ET.SubElement(case, "error", message=reason[:200]).text = reason
             if row.stderr_tail:
                 ET.SubElement(case, "system-err").text = row.stderr_tail
-        elif verdict is Verdict.SKIPPED:
+        elif status == "skipped":
             ET.SubElement(case, "skipped", message=reason[:200])
         origin = row.origin or {}
         # A merged run's row says which shard (host, run directory) it came from.

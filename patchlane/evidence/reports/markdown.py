@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ...runs.index import IndexRow, RunIndex, by_severity, printable
-from ...runs.verdicts import ACTION, SEVERITY, Verdict
+from ...runs.verdicts import ACTION, SEVERITY, Verdict, sections
 
 __all__ = ["markdown"]
 
@@ -114,9 +114,7 @@ def markdown(index: RunIndex) -> str:
                      f"**{row.verdict.value}** | {_code(row.reason)} | "
                      f"{row.asks()} |")
     # The rows that ask for something, whole, in the page's sections and order.
-    for title, wanted in (("Errors", {Verdict.ERROR}), ("Broken", {Verdict.BROKEN}),
-                          ("For a maintainer", {Verdict.STILL_AFFECTED,
-                                                Verdict.UPSTREAM_FIXED})):
+    for _, title, wanted in sections():
         chosen = [r for r in by_severity(index.rows) if r.verdict in wanted]
         if chosen:
             lines += ["", f"## {title}"]

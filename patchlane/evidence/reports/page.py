@@ -28,19 +28,12 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from ...runs.index import IndexRow, RunIndex, by_severity, printable
-from ...runs.verdicts import ASKS, SEVERITY, Verdict, action
+from ...runs.verdicts import ASKS, MEANING, SEVERITY, Verdict, action, sections
 from ..recorded import RecordedRun
 
 __all__ = ["COLOURS", "HistoryRun", "page"]
 
-COLOURS = {Verdict.GUARDING: "#2e7d32", Verdict.UPSTREAM_FIXED: "#1565c0",
-           Verdict.STILL_AFFECTED: "#6a1b9a", Verdict.COVERED: "#00695c",
-           Verdict.BROKEN: "#c62828",
-           Verdict.ERROR: "#ef6c00", Verdict.SKIPPED: "#757575"}
-# Rows that ask a maintainer for something, and the section each one goes to.
-_SECTIONS = ((Verdict.ERROR, "errors", "Errors"), (Verdict.BROKEN, "broken", "Broken"),
-             (Verdict.STILL_AFFECTED, "maintainer", "For a maintainer"),
-             (Verdict.UPSTREAM_FIXED, "maintainer", "For a maintainer"))
+COLOURS = {v: m.colour for v, m in MEANING.items()}
 
 _CSS = (
     "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:1.5em 2em;"
@@ -415,12 +408,8 @@ def _card(row: IndexRow, index: RunIndex) -> str:
 
 def _attention(index: RunIndex) -> str:
     rows = by_severity(index.rows)
-    out, done = [], set()
-    for _, slug, title in _SECTIONS:
-        if slug in done:
-            continue
-        done.add(slug)
-        wanted = {v for v, s, _ in _SECTIONS if s == slug}
+    out: list[str] = []
+    for slug, title, wanted in sections():
         cards = [_card(r, index) for r in rows if r.verdict in wanted]
         if cards:
             out.append(f'<section id="{slug}"><h2>{_e(title)}</h2>{"".join(cards)}</section>')
