@@ -33,7 +33,8 @@ from .gates import GateResult, check_gate
 from .lazy.untouched import at_start
 from .loading import load_file, resolve
 from .protocols import OverlayFn
-from .registry import Entry, FingerprintPolicy, Kind, Registry, StartupRow
+from .registry import Entry, FingerprintPolicy, Registry, StartupRow
+from .registry.kinds import KINDS, Startup
 from .wrappers import PatchWrapper, chain
 
 if TYPE_CHECKING:
@@ -98,9 +99,6 @@ class _Locks(dict[str, threading.RLock]):
             return self.setdefault(entry_id, threading.RLock())
 
 
-_LEDGER_KINDS = (Kind.VERSION_FLOOR.value, Kind.PACKAGING_PIN.value)
-
-
 def _is_ours(obj: object, entry_id: str) -> bool:
     inner = getattr(obj, "_self_wrapper", None)
     return getattr(inner, "__patchlane_id__", None) == entry_id
@@ -162,8 +160,8 @@ class Decider:
         for row in index:
             # What an entry is before its module is imported: one rule with a process whose
             # lane never loaded (patchlane.lazy.untouched).
-            outcome, reason = at_start(row.kind, row.active, self.controls.disabled_reason(row.id),
-                                       row.waiting)
+            outcome, reason = at_start(row.startup, row.active,
+                                       self.controls.disabled_reason(row.id), row.waiting)
             if outcome == Outcome.RETIRED.value:
                 records.append(Decision(row.id, Outcome.RETIRED, reason, at=at))
             elif outcome == Outcome.SKIPPED_DISABLED.value:
@@ -176,7 +174,7 @@ class Decider:
                 log.info("patchlane: %s %s: %s", row.id, Outcome.SKIPPED_DISABLED.value, reason)
             elif outcome == Outcome.LEDGER.value:
                 records.append(Decision(row.id, Outcome.LEDGER, reason, at=at))
-            elif row.kind in _LEDGER_KINDS:
+            elif row.startup == Startup.LEDGER.value:
                 # Fired right after the module's import (at once if it is already imported):
                 # the distribution's metadata is read only then, never at `import patchlane`.
                 assert row.module is not None
@@ -184,7 +182,7 @@ class Decider:
                                         distribution=row.distribution,
                                         applies_to=row.applies_to, at=at))
                 hooks.append((row.module, self._ledger_hook(row.id)))
-            elif row.kind == Kind.CONFIG.value:
+            elif row.startup == Startup.CONFIG.value:
                 records.append(Decision(row.id, Outcome.PENDING, row.waiting, at=at))
                 hooks.extend((name, self._config_hook(row.id, name)) for name in row.modules)
         # Every pending record is in before any hook is registered: a hook fires at once for
@@ -308,7 +306,7 @@ class Decider:
         first_hooks: list[str] = []
         redecide: list[tuple[str, str]] = []
         for row in self.registry.startup_rows:
-            if not row.active or row.kind != Kind.SOURCE_PATCH.value:
+            if not row.active or row.startup != Startup.WRAP.value:
                 continue
             module_name = row.module
             assert module_name is not None
@@ -339,7 +337,7 @@ class Decider:
     def _on_import(self, module: ModuleType) -> None:
         self._rearm(module.__name__)
         for entry in self.registry.by_module(module.__name__):
-            if entry.active and entry.kind is Kind.SOURCE_PATCH:
+            if entry.active and KINDS[entry.kind].startup is Startup.WRAP:
                 self.decide(entry, module)
 
     def _rearm(self, module_name: str) -> None:

@@ -63,7 +63,7 @@ __all__ = ["LazyKey", "load"]
 
 log = logging.getLogger("patchlane")
 
-FORMAT = 3
+FORMAT = 4
 KEEP = 32
 """Cache files kept per directory (one per registry set; a test suite makes many)."""
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from ._version import __version__
 from .audit import DecisionRecord, Outcome
 from .errors import PatchlaneError
 from .importer import Decider
-from .proof import EvidenceSummary, ProofRecord
+
+if TYPE_CHECKING:  # types only: a report without evidence never loads the proof check
+    from .proof import EvidenceSummary, ProofRecord
 
 __all__ = ["EntryReport", "EvidenceSummary", "ProofRecord", "Report", "build_report"]
 

@@ -49,6 +49,7 @@ from ..gates import installed_version, resolve_version
 from ..loading import resolve
 from ..registry import Entry, Kind, parse_registry
 from ..registry.editor import registry_lock
+from ..registry.kinds import KINDS
 from ..versions import in_range, parse_version, range_problem, shown, why_not_version
 
 __all__ = ["Created", "NewEntryError", "Request", "new_entry", "next_minor_range"]
@@ -136,16 +137,6 @@ class Created:
 
 # -- the checks before anything is written -------------------------------------------------------
 
-_KIND_OPTIONS: dict[Kind, frozenset[str]] = {
-    # which options mean something for which kind; anything else is refused, not ignored
-    Kind.SOURCE_PATCH: frozenset({"target", "distribution", "applies_to", "retire_release"}),
-    Kind.VERSION_FLOOR: frozenset({"target", "distribution", "requires", "policy",
-                                   "retire_release"}),
-    Kind.PACKAGING_PIN: frozenset({"target", "distribution", "pin", "policy", "retire_release"}),
-    Kind.CONFIG: frozenset({"distribution", "settings", "applies_to", "retire_release"}),
-    Kind.COMPAT_GATE: frozenset({"distribution", "check", "policy", "applies_to",
-                                 "retire_release"}),
-}
 _OPTION_FLAGS = {"target": "--target", "distribution": "--distribution",
                  "applies_to": "--applies-to", "requires": "--requires", "pin": "--pin",
                  "settings": "--setting", "check": "--check", "policy": "--policy",
@@ -153,10 +144,10 @@ _OPTION_FLAGS = {"target": "--target", "distribution": "--distribution",
 
 
 def _check_options(request: Request) -> None:
-    allowed = _KIND_OPTIONS[request.kind]
+    allowed = KINDS[request.kind].new_options
     for name, flag in _OPTION_FLAGS.items():
         if getattr(request, name) and name not in allowed:
-            kinds = [k.value for k, opts in _KIND_OPTIONS.items() if name in opts]
+            kinds = [k.value for k, rules in KINDS.items() if name in rules.new_options]
             raise NewEntryError(request.entry_id, f"{flag} does not apply to a "
                                 f"{request.kind.value} entry", found=flag,
                                 expected=f"{flag} only with --kind {' or '.join(kinds)}",

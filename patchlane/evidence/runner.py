@@ -41,7 +41,7 @@ from patchlane.evidence.reproduce import (
 )
 from patchlane.files import atomic_write_json
 from patchlane.loading import load_file
-from patchlane.registry import Kind
+from patchlane.registry.kinds import KINDS
 from patchlane.reproducer import LANES, Lane, Mode, ReproContext, RunOutcome, parse_lane
 
 __all__ = ["main"]
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         decision = next(e for e in report["entries"] if e["id"] == entry.id)
         result["audit"] = decision
         seen = _audited(decision)
-        if mode is Mode.WITH and entry.kind is not Kind.SOURCE_PATCH:
+        if mode is Mode.WITH and not KINDS[entry.kind].with_overlay:
             # A ledger entry in force: a setting assigned (or upstream's default already the
             # same), a floor or pin checked and satisfied (or not applicable here).
             if seen in _LEDGER_NOT_NEEDED:

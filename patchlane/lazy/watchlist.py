@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # typing and collections cost more to import than this whole 
     from collections.abc import Iterable, Sequence
     from typing import Any
 
-    RowTuple = tuple[str, str, bool, str, str | None, tuple[str, ...], str, str | None]
+    RowTuple = tuple[str, str, bool, str, str | None, tuple[str, ...], str, str | None, str]
     """A :class:`patchlane.registry.StartupRow` as plain data."""
 
 __all__ = [
@@ -63,7 +63,7 @@ __all__ = [
     "write",
 ]
 
-FORMAT = 1
+FORMAT = 2
 MAGIC = b"patchlane lazy index\n"
 SUFFIX = ".lazy"
 _FIRST_READ = 1 << 14
@@ -187,10 +187,10 @@ def file_name(settings: "tuple[Any, ...]", paths: tuple[tuple[str, int], ...]) -
 def watched(rows: "Iterable[RowTuple]") -> tuple[str, ...]:
     """The top-level names whose import decides something: each active entry's module (a
     source patch's target, a floor's or pin's ``when.imported``) and a config entry's
-    settings modules. Retired entries and compat gates wait for nothing."""
+    settings modules. Retired entries and those checked on demand wait for nothing."""
     names: set[str] = set()
-    for _id, kind, active, _dist, module, modules, _waiting, _applies in rows:
-        if not active or kind == "compat_gate":
+    for _id, _kind, active, _dist, module, modules, _waiting, _applies, startup in rows:
+        if not active or startup == "on demand":
             continue
         for name in ((module,) if module else ()) + tuple(modules):
             names.add(name.partition(".")[0])
@@ -232,11 +232,11 @@ def rows_of(blob: bytes) -> "tuple[RowTuple, ...] | None":
 def row_ok(row: "tuple[object, ...]") -> bool:
     """Whether ``row`` has a startup row's fields, each of its type (the decider and the exit
     line trust them): one check for this watch list and the registry cache's startup index."""
-    if len(row) != 8:
+    if len(row) != 9:
         return False
-    entry_id, kind, active, dist, module, modules, waiting, applies = row
+    entry_id, kind, active, dist, module, modules, waiting, applies, startup = row
     return (type(entry_id) is str and type(kind) is str and type(active) is bool
-            and type(dist) is str and type(waiting) is str
+            and type(dist) is str and type(waiting) is str and type(startup) is str
             and (module is None or type(module) is str)
             and (applies is None or type(applies) is str)
             and type(modules) is tuple and all(type(m) is str for m in modules))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .kinds import KINDS, Kind, KindRules, Startup
 from .reader import MAX_REGISTRY_BYTES, read_registry_bytes
 from .records import (
     KNOWN_IMPORT_NAMES,
@@ -26,7 +27,6 @@ from .records import (
     Entry,
     FingerprintPolicy,
     FingerprintSpec,
-    Kind,
     KindSpec,
     PackagingPin,
     Policy,
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .schema import SCHEMA_VERSION
 
 __all__ = [
+    "KINDS",
     "KNOWN_IMPORT_NAMES",
     "MAX_REGISTRY_BYTES",
     "SCHEMA_VERSION",
@@ -55,11 +56,13 @@ __all__ = [
     "FingerprintPolicy",
     "FingerprintSpec",
     "Kind",
+    "KindRules",
     "KindSpec",
     "PackagingPin",
     "Policy",
     "Registry",
     "RetireWhen",
+    "Startup",
     "StartupRow",
     "Status",
     "Target",

@@ -21,14 +21,7 @@ from typing import Any, NamedTuple
 from packaging.specifiers import SpecifierSet
 
 from ..errors import UnknownEntryError
-
-
-class Kind(str, enum.Enum):
-    SOURCE_PATCH = "source_patch"
-    VERSION_FLOOR = "version_floor"
-    COMPAT_GATE = "compat_gate"
-    PACKAGING_PIN = "packaging_pin"
-    CONFIG = "config"
+from .kinds import KINDS, Kind, Startup
 
 
 class Status(str, enum.Enum):
@@ -337,25 +330,29 @@ class StartupRow(NamedTuple):
     applies_to: str | None
     """As decisions record it: ``applies_to`` of a source patch, the requirement of a floor or
     pin (``torch>=2.6.0``)."""
+    startup: str
+    """How the startup decides it (a :class:`~patchlane.registry.kinds.Startup` value): what
+    the startup and the lazy start read instead of the kind's name."""
 
     @classmethod
     def of(cls, entry: Entry) -> StartupRow:
         module: str | None = None
         modules: tuple[str, ...] = ()
         waiting, applies_to = "", None
-        if entry.kind is Kind.SOURCE_PATCH:
+        startup = KINDS[entry.kind].startup
+        if startup is Startup.WRAP:
             module, applies_to = entry.target.module, entry.applies_to_text
             waiting = f"waiting for `import {module}`"
-        elif entry.when is not None:
+        elif startup is Startup.LEDGER and entry.when is not None:
             module, applies_to = entry.when.imported, entry.requirement_text
             waiting = f"waiting for {entry.when.describe()}"
-        elif entry.kind is Kind.CONFIG:
+        elif startup is Startup.CONFIG:
             assert entry.config is not None
             modules = tuple(sorted({str(name).rpartition(".")[0]
                                     for name in entry.config.settings}))
             waiting = f"waiting for `import {', '.join(modules)}`"
         return cls(entry.id, entry.kind.value, entry.active, entry.target.distribution, module,
-                   modules, waiting, applies_to)
+                   modules, waiting, applies_to, startup.value)
 
 
 @dataclass(frozen=True)

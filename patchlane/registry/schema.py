@@ -18,13 +18,13 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from ..errors import RegistryError
 from ..versions import MAX_DIGITS, range_problem, version_problem
+from .kinds import KINDS, Kind
 from .records import (
     CompatGate,
     ConfigSettings,
     Entry,
     FingerprintPolicy,
     FingerprintSpec,
-    Kind,
     KindSpec,
     PackagingPin,
     Policy,
@@ -52,15 +52,6 @@ _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _COMMON_REQUIRED = ("id", "kind", "summary", "upstream", "retire_when", "owner", "added", "status")
 _COMMON_OPTIONAL = ("target", "applies_to", "reproducer", "notes", "evidence", "retired")
-_KIND_KEYS: dict[Kind, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    # kind: (required, optional) on top of the common keys
-    Kind.SOURCE_PATCH: (("target", "applies_to", "overlay", "reproducer", "fingerprint"),
-                        ("depends_on", "continued_by")),
-    Kind.VERSION_FLOOR: (("target", "requires", "policy"), ("when",)),
-    Kind.COMPAT_GATE: (("check",), ("policy",)),
-    Kind.PACKAGING_PIN: (("target", "pin"), ("source", "policy", "when")),
-    Kind.CONFIG: (("settings",), ()),
-}
 
 
 class _Ctx:
@@ -484,7 +475,7 @@ def _policy(ctx: _Ctx, data: Mapping[str, Any], default: Policy) -> Policy:
 
 
 def _kind_spec(ctx: _Ctx, kind: Kind, data: Mapping[str, Any], target: Target) -> KindSpec | None:
-    # `when` is only allowed on floors and pins (_KIND_KEYS)
+    # `when` is only allowed on floors and pins (their kinds' optional keys: KINDS)
     when = _when(ctx, data["when"], target) if data.get("when") is not None else None
     if kind is Kind.VERSION_FLOOR:
         return VersionFloor(_specifier(ctx, data["requires"], "requires"),
@@ -544,7 +535,7 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
     except ValueError:
         raise ctx.fail("unknown kind", key="kind", found=kind_raw,
                        expected=f"one of {[k.value for k in Kind]}") from None
-    required, optional = _KIND_KEYS[kind]
+    required, optional = KINDS[kind].required, KINDS[kind].optional
     _check_keys(ctx, data, _COMMON_REQUIRED + required, _COMMON_OPTIONAL + optional + required,
                 f"a {kind.value} entry")
     try:

@@ -40,7 +40,8 @@ from ..errors import RunDirError
 from ..files import atomic_write_json
 from ..reproducer import Lane, Mode, RunOutcome
 
-__all__ = ["MANIFEST_SCHEMA", "CaseResult", "CaseState", "RunDir", "case_id", "now", "receipt_digest"]
+__all__ = ["MANIFEST_SCHEMA", "CaseResult", "CaseState", "RunDir", "case_id", "now",
+           "receipt_digest"]
 
 MANIFEST_SCHEMA = 1
 
