@@ -44,6 +44,7 @@ __all__ = [
     "UsageError",
     "bounded",
     "clipped",
+    "described",
     "drift_reason",
 ]
 
@@ -123,6 +124,19 @@ def clipped(text: str, limit: int) -> str:
     return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
+def described(head: str, *, found: object = None, expected: str | None = None,
+              fix: str | None = None, echo: bool = True) -> str:
+    """The one shape of a message about bad input: ``HEAD; found X, expected Y; fix: Z`` (the
+    parts given). ``echo``: the found value is user input, so it is repeated
+    :func:`bounded`; False repeats it as given (already words)."""
+    parts = [head]
+    if expected is not None:
+        parts.append(f"found {bounded(found) if echo else found}, expected {expected}")
+    if fix is not None:
+        parts.append(f"fix: {fix}")
+    return "; ".join(parts)
+
+
 def bounded(value: object, limit: int = ECHO_LIMIT) -> str:
     """``repr(value)``, cut to ``limit`` characters with the size of what was cut; a container
     of more than 1,000 items is summarised instead of rendered."""
@@ -161,12 +175,8 @@ class RegistryError(PatchlaneError, ValueError):
             where += f": entry {entry_id!r}"
         if key is not None:
             where += f", key {key!r}"
-        parts = [f"{where}: {message}"]
-        if expected is not None:
-            parts.append(f"found {bounded(found)}, expected {expected}")
-        if fix is not None:
-            parts.append(f"fix: {fix}")
-        super().__init__("; ".join(parts))
+        super().__init__(described(f"{where}: {message}", found=found, expected=expected,
+                                   fix=fix))
 
 
 class OverlayError(PatchlaneError):

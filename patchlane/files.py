@@ -27,6 +27,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from .private_files import file_kind, open_regular
+
 __all__ = ["NotARegularFile", "atomic_write", "atomic_write_json", "read_regular"]
 
 _NEW_FILE_MODE = 0o666
@@ -82,16 +84,10 @@ class NotARegularFile(OSError):
         return f"{self.filename}: {self.strerror}"
 
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a directory"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"))
-
-
 def _check_regular(path: Path, mode: int) -> None:
     if not stat.S_ISREG(mode):
-        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-        raise NotARegularFile(errno.EINVAL, f"is {kind}, not a regular file; expected a file "
-                              "patchlane wrote (remove or rename it)", str(path))
+        raise NotARegularFile(errno.EINVAL, f"is {file_kind(mode)}, not a regular file; "
+                              "expected a file patchlane wrote (remove or rename it)", str(path))
 
 
 def read_regular(path: Path, limit: int | None = None) -> bytes:
@@ -102,10 +98,14 @@ def read_regular(path: Path, limit: int | None = None) -> bytes:
     swapped in between)."""
     path = Path(path)
     _check_regular(path, os.stat(path).st_mode)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
-                 | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd, _ = open_regular(path)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+        _check_regular(path, os.stat(path).st_mode)  # swapped in between: name what it is
+        raise
     with os.fdopen(fd, "rb") as handle:
-        _check_regular(path, os.fstat(fd).st_mode)
         return handle.read() if limit is None else handle.read(limit + 1)
 
 

@@ -11,7 +11,37 @@ interpreter a job starts.
 import os
 import stat
 
-__all__ = ["prune", "read", "shared", "write"]
+__all__ = ["file_kind", "open_regular", "prune", "read", "shared", "write"]
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``mode`` is, in words, when it is not a regular file: every reader that
+    refuses one names what it found with this."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "not a regular file" if not stat.S_ISREG(mode) else "a regular file"
+
+
+def open_regular(file: "str | os.PathLike[str]", flags: int = 0) -> "tuple[int, os.stat_result]":
+    """``(descriptor, its stat)`` of the regular file ``file``, opened read-only and without
+    blocking (a FIFO would wait for a writer forever, a terminal become the controlling one),
+    and checked on the open descriptor, so what is checked is what is read. ``flags`` adds to
+    the open (``O_NOFOLLOW``). Anything but a regular file raises ``OSError(EINVAL)`` whose
+    message names what it is (:func:`file_kind`); the descriptor is closed then. One way in
+    for every reader of a file patchlane did not just write itself."""
+    fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+                 | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0) | flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(22, f"is {file_kind(info.st_mode)}, not a regular file", str(file))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
 
 
 def _private_group(gid: int, uid: int) -> bool:
@@ -63,16 +93,14 @@ def read(file: str, limit: int | None = None) -> bytes | None:
     elsewhere, not this user's, or writable by others. Opened without following a symlink
     (``O_NOFOLLOW``) and checked on the open descriptor, so what is checked is what is read.
     With ``limit``, at most its first ``limit`` bytes."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
-        | getattr(os, "O_BINARY", 0)
     try:
-        fd = os.open(file, flags)  # O_NOFOLLOW: a symlink fails here (ELOOP)
+        # O_NOFOLLOW: a symlink fails here (ELOOP)
+        fd, info = open_regular(file, getattr(os, "O_NOFOLLOW", 0))
     except (OSError, ValueError):
         return None
     try:
-        info = os.fstat(fd)
         getuid = getattr(os, "getuid", None)
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or (
+        if info.st_nlink != 1 or (
                 getuid is not None and (info.st_uid != getuid() or info.st_mode & 0o022)):
             return None
         chunks = []

@@ -43,7 +43,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
 
 from .. import fingerprint
-from ..errors import PatchlaneError, RegistryError, StrictModeError, UsageError
+from ..errors import PatchlaneError, RegistryError, StrictModeError, UsageError, described
 from ..files import NotARegularFile, atomic_write, read_regular
 from ..gates import installed_version, resolve_version
 from ..loading import resolve
@@ -78,12 +78,8 @@ class NewEntryError(UsageError):
 
     def __init__(self, entry_id: str, problem: str, *, found: object = None,
                  expected: str | None = None, fix: str | None = None) -> None:
-        parts = [f"patchlane new {entry_id}: {problem}"]
-        if expected is not None:
-            parts.append(f"found {found}, expected {expected}")
-        if fix is not None:
-            parts.append(f"fix: {fix}")
-        super().__init__("; ".join(parts))
+        super().__init__(described(f"patchlane new {entry_id}: {problem}", found=found,
+                                   expected=expected, fix=fix, echo=False))
 
 
 @dataclass(frozen=True)

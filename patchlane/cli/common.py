@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import startup
 from ..importer import Decider
 
-__all__ = ["decider", "positive_int", "positive_seconds", "table"]
+__all__ = ["add_comparison_options", "decider", "positive_int", "positive_seconds", "table"]
 
 
 def decider() -> Decider:
@@ -19,6 +19,16 @@ def decider() -> Decider:
     if error is not None:
         raise error  # the CLI never shows a table built from a registry it rejected
     return current
+
+
+def add_comparison_options(p: argparse.ArgumentParser) -> None:
+    """``--compare`` and ``--history``: what a sweep's and a merged night's reports are read
+    against (one declaration for both commands)."""
+    p.add_argument("--compare", type=Path, metavar="PREV_RUN",
+                   help="report verdict changes against this run directory (default: the "
+                   "newest earlier run of the same comparison class under the runs root)")
+    p.add_argument("--history", type=Path, action="append", metavar="RUN_DIR",
+                   help="earlier run directories for the HTML page's history (repeatable)")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int = 60) -> str:

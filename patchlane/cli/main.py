@@ -17,10 +17,11 @@ import threading
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..errors import PatchlaneError, SweepTerminated
 from ..exit_codes import ExitCode
-from .common import positive_int, positive_seconds, release_cache
+from .common import add_comparison_options, positive_int, positive_seconds, release_cache
 
 
 def _shard(text: str) -> str:
@@ -52,7 +53,14 @@ def _add_git(p: argparse.ArgumentParser) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="patchlane", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_entry_commands, _run_command, _sweep_commands, _tracking_commands,
+                _release_commands, _authoring_commands, _environment_commands):
+        add(sub)
+    return parser
 
+
+def _entry_commands(sub: Any) -> None:
+    """What the registry says and decided, one entry at a time."""
     p = sub.add_parser("status", help="entries and the decision taken for each")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--no-import", action="store_true",
@@ -89,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="keep each case's folder (rank logs and results) under DIR; by "
                    "default it is removed once the case is judged")
 
+
+def _run_command(sub: Any) -> None:
     p = sub.add_parser(
         "run", help="run a command with patchlane active in every Python process it starts",
         description="Run CMD with patchlane active in every Python process it starts (torchrun "
@@ -108,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
                    help="the command, after --")
 
+
+def _sweep_commands(sub: Any) -> None:
+    """The sweep, and the merge of its shards."""
     p = sub.add_parser("sweep", help="run every reproducer both ways into a run directory")
     p.add_argument("--lane", action="append", choices=("cpu", "cuda"),
                    help="repeatable; default: cpu, plus cuda when a GPU is present")
@@ -123,10 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", type=Path, help="exact run directory to create")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="finish a killed sweep without redoing finished cases")
-    p.add_argument("--compare", type=Path, metavar="PREV_RUN",
-                   help="report verdict changes against an earlier run directory")
-    p.add_argument("--history", type=Path, action="append", metavar="RUN_DIR",
-                   help="earlier run directories for the HTML page's history (repeatable)")
+    add_comparison_options(p)
     p.add_argument("--group", type=_group, metavar="NAME",
                    help="the night this shard belongs to, recorded in its manifest (e.g. "
                    "$SLURM_ARRAY_JOB_ID): `patchlane merge --group NAME` joins the shards")
@@ -135,6 +145,9 @@ def _parser() -> argparse.ArgumentParser:
     from .merge import add_parser as add_merge
     add_merge(sub)
 
+
+def _tracking_commands(sub: Any) -> None:
+    """Upstream's state, retirement, and the installed state's health."""
     p = sub.add_parser("upstream", help="upstream issue/PR/release state and retirement")
     p.add_argument("ids", nargs="*", metavar="ID")
     p.add_argument("--offline", action="store_true", help="answer from the cache only")
@@ -167,6 +180,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true",
                    help="warnings (warn-policy violations, skipped gates) fail too")
 
+
+def _release_commands(sub: Any) -> None:
+    """Runs across upstream releases: the matrix, its wheelhouse, bisect and the radar."""
     p = sub.add_parser("matrix", help="run the sweep against release sets (matrix.yaml)")
     p.add_argument("--file", type=Path, default=Path("matrix.yaml"))
     p.add_argument("--set", action="append", dest="sets", metavar="NAME",
@@ -195,7 +211,14 @@ def _parser() -> argparse.ArgumentParser:
                    "images)")
     p.add_argument("--platform", action="append", dest="platforms", metavar="TAG",
                    help="repeatable; default: manylinux x86_64, glibc 2.17 and newer")
+    from .bisect import add_parser as add_bisect
+    add_bisect(sub)
+    from .radar import add_parser as add_radar
+    add_radar(sub)
 
+
+def _authoring_commands(sub: Any) -> None:
+    """Writing entries: a new one, an upstream draft."""
     p = sub.add_parser("draft", help="write a public-ready upstream draft for an entry not "
                                      "yet forwarded, from sweep evidence")
     p.add_argument("id")
@@ -209,18 +232,17 @@ def _parser() -> argparse.ArgumentParser:
 
     from .new import add_parser as add_new
     add_new(sub)
-    from .bisect import add_parser as add_bisect
-    add_bisect(sub)
-    from .radar import add_parser as add_radar
-    add_radar(sub)
+
+
+def _environment_commands(sub: Any) -> None:
+    """patchlane in a whole environment: activation, and what its jobs used."""
     from .usage import add_parser as add_usage
     add_usage(sub)
-
     p = sub.add_parser(
         "activate", help="activate patchlane in every interpreter of this environment (.pth)",
         description="Show, write (--pth) or remove (--remove) a .pth file in site-packages that "
         "makes every interpreter of this environment `import patchlane` (through the lazy "
-        "lane: a process that imports no target loads one small index), reaching what a "
+        "start: a process that imports no target reads one small watch list), reaching what a "
         "PYTHONPATH bootstrap cannot: python -E / -I and scrubbed environments. Off by "
         "default; both are idempotent.")
     mode = p.add_mutually_exclusive_group()
@@ -229,7 +251,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--site-dir", type=Path, metavar="DIR",
                    help="the site-packages directory (default: this interpreter's)")
     p.add_argument("--json", action="store_true")
-    return parser
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -245,79 +266,130 @@ def _dispatch(args: argparse.Namespace) -> int:
         # processes would each start with nothing applied). `run --evidence` gives its
         # processes PATCHLANE_EVIDENCE: settings that need it are read with it.
         raise error
-    if args.command == "status":
-        from .status import run_status
-        return run_status(args.json, not args.no_import, tuple(args.evidence or ()))
-    if args.command == "show":
-        from .show import run_show
-        return run_show(args.id)
-    if args.command == "fingerprint":
-        from .fingerprint import run_fingerprint, run_fingerprint_object
-        if (args.id is None) == (args.object is None):
-            _parser().error("fingerprint: give an entry ID or --object MODULE:QUALNAME (one)")
-        if args.object is not None:
-            return run_fingerprint_object(args.object, args.source)
-        return run_fingerprint(args.id, args.source)
-    if args.command == "reproduce":
-        from .reproduce import run_reproduce
-        return run_reproduce(args.id, args.without_overlay, args.lane, args.world_size,
-                             args.timeout, args.keep)
-    if args.command == "run":
-        from ..launch.command import run_command
-        cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-        if not cmd:
-            _parser().error("run: no command; usage: patchlane run [options] -- CMD ARGS...")
-        return run_command(cmd, registry=args.registry, strict=args.strict,
-                           reports=args.reports, evidence=args.evidence)
-    if args.command == "sweep":
-        from .sweep import SweepOptions, run_sweep_command
-        return run_sweep_command(SweepOptions.from_args(args))
-    if args.command == "merge":
-        from .merge import run_merge
-        return run_merge(args)
-    if args.command == "upstream":
-        from .upstream import run_upstream
-        return run_upstream(args.ids, args.offline, args.json, args.cache_dir, args.evidence,
-                            git=args.git)
-    if args.command == "retire":
-        from .upstream import run_retire
-        return run_retire(args.id, args.evidence, args.offline, args.skip_upstream,
-                          args.date, args.applied_upstream, args.force, args.cache_dir,
-                          git=args.git)
-    if args.command == "delete":
-        from .upstream import run_delete
-        return run_delete(args.id, args.yes)
-    if args.command == "doctor":
-        from .doctor import run_doctor
-        return run_doctor(args.json, args.strict)
-    if args.command == "matrix":
-        from .matrix import run_matrix_command
-        return run_matrix_command(args.file, args.sets, release_cache(args.cache), args.runs_root,
-                                  args.jobs, args.timeout, lane=args.lane,
-                                  wheelhouse=args.wheelhouse)
-    if args.command == "wheelhouse":
-        from .matrix import run_wheelhouse_command
-        return run_wheelhouse_command(args.dir, args.file, args.sets, args.lane, args.python,
-                                      args.platforms)
-    if args.command == "draft":
-        from .draft import run_draft
-        return run_draft(args.id, args.evidence or [], args.output, args.verify)
-    if args.command == "new":
-        from .new import run_new
-        return run_new(args)
-    if args.command == "bisect":
-        from .bisect import run_bisect
-        return run_bisect(args)
-    if args.command == "radar":
-        from .radar import run_radar
-        return run_radar(args)
-    if args.command == "activate":
-        from .activate import run_activate
-        return run_activate(args.pth, args.remove, args.site_dir, args.json)
-    if args.command == "usage":
-        from .usage import run_usage
-        return run_usage(args)
-    raise AssertionError(f"unhandled command {args.command!r}")
+    return _COMMANDS[args.command](args)
+
+
+# -- one handler per command: the arguments it reads, then the module that runs it ------------
+
+def _status(args: argparse.Namespace) -> int:
+    from .status import run_status
+    return run_status(args.json, not args.no_import, tuple(args.evidence or ()))
+
+
+def _show(args: argparse.Namespace) -> int:
+    from .show import run_show
+    return run_show(args.id)
+
+
+def _fingerprint(args: argparse.Namespace) -> int:
+    from .fingerprint import run_fingerprint, run_fingerprint_object
+    if (args.id is None) == (args.object is None):
+        _parser().error("fingerprint: give an entry ID or --object MODULE:QUALNAME (one)")
+    if args.object is not None:
+        return run_fingerprint_object(args.object, args.source)
+    return run_fingerprint(args.id, args.source)
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from .reproduce import run_reproduce
+    return run_reproduce(args.id, args.without_overlay, args.lane, args.world_size,
+                         args.timeout, args.keep)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..launch.command import run_command
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        _parser().error("run: no command; usage: patchlane run [options] -- CMD ARGS...")
+    return run_command(cmd, registry=args.registry, strict=args.strict,
+                       reports=args.reports, evidence=args.evidence)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from .sweep import SweepOptions, run_sweep_command
+    return run_sweep_command(SweepOptions.from_args(args))
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from .merge import run_merge
+    return run_merge(args)
+
+
+def _upstream(args: argparse.Namespace) -> int:
+    from .upstream import run_upstream
+    return run_upstream(args.ids, args.offline, args.json, args.cache_dir, args.evidence,
+                        git=args.git)
+
+
+def _retire(args: argparse.Namespace) -> int:
+    from .upstream import run_retire
+    return run_retire(args.id, args.evidence, args.offline, args.skip_upstream, args.date,
+                      args.applied_upstream, args.force, args.cache_dir, git=args.git)
+
+
+def _delete(args: argparse.Namespace) -> int:
+    from .upstream import run_delete
+    return run_delete(args.id, args.yes)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from .doctor import run_doctor
+    return run_doctor(args.json, args.strict)
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    from .matrix import run_matrix_command
+    return run_matrix_command(args.file, args.sets, release_cache(args.cache), args.runs_root,
+                              args.jobs, args.timeout, lane=args.lane,
+                              wheelhouse=args.wheelhouse)
+
+
+def _wheelhouse(args: argparse.Namespace) -> int:
+    from .matrix import run_wheelhouse_command
+    return run_wheelhouse_command(args.dir, args.file, args.sets, args.lane, args.python,
+                                  args.platforms)
+
+
+def _draft(args: argparse.Namespace) -> int:
+    from .draft import run_draft
+    return run_draft(args.id, args.evidence or [], args.output, args.verify)
+
+
+def _new(args: argparse.Namespace) -> int:
+    from .new import run_new
+    return run_new(args)
+
+
+def _bisect(args: argparse.Namespace) -> int:
+    from .bisect import run_bisect
+    return run_bisect(args)
+
+
+def _radar(args: argparse.Namespace) -> int:
+    from .radar import run_radar
+    return run_radar(args)
+
+
+def _activate(args: argparse.Namespace) -> int:
+    from .activate import run_activate
+    return run_activate(args.pth, args.remove, args.site_dir, args.json)
+
+
+def _usage(args: argparse.Namespace) -> int:
+    from .usage import run_usage
+    return run_usage(args)
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "status": _status, "show": _show, "fingerprint": _fingerprint, "reproduce": _reproduce,
+    "run": _run, "sweep": _sweep, "merge": _merge, "upstream": _upstream, "retire": _retire,
+    "delete": _delete, "doctor": _doctor, "matrix": _matrix, "wheelhouse": _wheelhouse,
+    "draft": _draft, "new": _new, "bisect": _bisect, "radar": _radar, "activate": _activate,
+    "usage": _usage,
+}
+"""Every command's handler: the one table `patchlane` dispatches through (a command the parser
+knows and this table does not is a test failure, not a silent no-op)."""
+
 
 
 def _stop_on_sigterm(command: str) -> Callable[[], None]:

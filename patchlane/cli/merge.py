@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exit_codes import ExitCode
+from .common import add_comparison_options
 
 
 def group_name(text: str) -> str:
@@ -42,10 +43,7 @@ def add_parser(sub: Any) -> None:
                    "folder holding the first RUN_DIR)")
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="the merged run directory (default: <runs root>/<start>-merged-<group>)")
-    p.add_argument("--compare", type=Path, metavar="PREV_RUN",
-                   help="report verdict changes against this run directory instead")
-    p.add_argument("--history", type=Path, action="append", metavar="RUN_DIR",
-                   help="earlier run directories for the page's history (repeatable)")
+    add_comparison_options(p)
     p.add_argument("--json", action="store_true", help="print the merged JSON index")
 
 

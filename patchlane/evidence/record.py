@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import base64
 import csv
+import errno
 import hashlib
 import os
-import stat
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+
+from ..private_files import file_kind, open_regular
 
 __all__ = ["HASH_ALGORITHMS", "MAX_HASHED_BYTES", "RecordCheck", "verify_distribution"]
 
@@ -78,17 +80,14 @@ class _Unreadable(Exception):
 def _digest(path: Path, algorithm: str) -> str:
     # Opened without blocking (a FIFO would wait for a writer forever) and checked on the open
     # descriptor (no window between the check and the read): a regular file, within the cap.
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-                 | getattr(os, "O_BINARY", 0))
     try:
-        info = os.fstat(fd)
-    except OSError:
+        fd, info = open_regular(path)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+        raise _Unreadable(f"not a regular file ({file_kind(os.stat(path).st_mode)})") from None
+    if info.st_size > MAX_HASHED_BYTES:
         os.close(fd)
-        raise
-    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_HASHED_BYTES:
-        os.close(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise _Unreadable(f"not a regular file ({_kind(info.st_mode)})")
         raise _Unreadable(f"{info.st_size} bytes, over the {MAX_HASHED_BYTES}-byte cap on a "
                           "hashed file")
     with open(fd, "rb", closefd=True) as fh:
@@ -100,15 +99,6 @@ def _digest(path: Path, algorithm: str) -> str:
                 raise _Unreadable(f"over the {MAX_HASHED_BYTES}-byte cap on a hashed file")
             h.update(chunk)
     return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return f"mode {stat.filemode(mode)}"
 
 
 def _inside(root: str, item: str) -> str | None:

@@ -25,15 +25,18 @@ def read_registry_bytes(path: Path) -> bytes:
     :class:`RegistryError` naming it."""
     import stat
 
+    from ..private_files import file_kind, open_regular
+
     try:
         # Only a regular file: a FIFO would block `import patchlane` forever and /dev/zero
-        # would exhaust memory. fstat on the opened file, so a swap after the check is seen.
-        with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NONBLOCK)) as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise RegistryError(path, "not a regular file", found=_file_kind(info.st_mode),
-                                    expected="a YAML file",
-                                    fix="point PATCHLANE_REGISTRY at the registry file itself")
+        # would exhaust memory (open_regular checks the opened file, so a swap is seen).
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise RegistryError(path, "not a regular file", found=file_kind(mode),
+                                expected="a YAML file",
+                                fix="point PATCHLANE_REGISTRY at the registry file itself")
+        fd, info = open_regular(path)
+        with open(fd, "rb", closefd=True) as handle:
             if info.st_size > MAX_REGISTRY_BYTES:
                 raise RegistryError(path, "registry file too large", found=info.st_size,
                                     expected=f"at most {MAX_REGISTRY_BYTES} bytes",
@@ -42,17 +45,6 @@ def read_registry_bytes(path: Path) -> bytes:
     except OSError as exc:
         raise RegistryError(path, f"cannot read registry: {exc.strerror}",
                             fix="check PATCHLANE_REGISTRY and the file permissions") from None
-
-
-def _file_kind(mode: int) -> str:
-    import stat
-
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def decode(path: Path, raw: bytes) -> str:

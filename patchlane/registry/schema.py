@@ -431,38 +431,41 @@ def _when(ctx: _Ctx, value: object, target: Target) -> When:
                        found=target.distribution,
                        expected="`when: {imported: <module>}` (the distribution's name is not "
                        "a module name)")
-    env: dict[str, str] = {}
-    if data.get("env") is not None:
-        raw = _expect_type(ctx, data["env"], dict, "when.env",
-                           "a mapping of environment variable to its required value, such as "
-                           "`{TRITON_INTERPRET: \"1\"}`")
-        if not raw:
-            raise ctx.fail("empty condition", key="when.env", found=raw,
-                           expected="at least one `NAME: \"value\"`")
-        for name, required in raw.items():
-            if not isinstance(name, str) or not _ENV_RE.match(name):
-                raise ctx.fail("invalid environment variable name", key="when.env", found=name,
-                               expected="a name such as TRITON_INTERPRET")
-            if not isinstance(required, str):
-                # YAML reads `1` as an int and `yes` as a bool; the environment holds strings
-                raise ctx.fail("wrong type", key=f"when.env.{name}", found=required,
-                               expected="a quoted string such as \"1\" (the environment "
-                               "holds text; compared exactly)")
-            env[name] = required
-    installed: dict[str, SpecifierSet] = {}
-    if data.get("installed") is not None:
-        raw = _expect_type(ctx, data["installed"], dict, "when.installed",
-                           "a mapping of distribution to the range it must be installed in, "
-                           "such as `{triton: \"<3.7\"}`")
-        if not raw:
-            raise ctx.fail("empty condition", key="when.installed", found=raw,
-                           expected="at least one `distribution: \"<range>\"`")
-        for name, spec in raw.items():
-            if not isinstance(name, str) or not _DIST_RE.match(name):
-                raise ctx.fail("invalid distribution name", key="when.installed", found=name,
-                               expected="a distribution name such as triton")
-            installed[name] = _specifier(ctx, spec, f"when.installed.{name}")
+    env = {name: _env_value(ctx, name, value) for name, value in _condition(
+        ctx, data, "env", "a mapping of environment variable to its required value, such as "
+        "`{TRITON_INTERPRET: \"1\"}`", "at least one `NAME: \"value\"`", _ENV_RE,
+        "invalid environment variable name", "a name such as TRITON_INTERPRET").items()}
+    installed = {name: _specifier(ctx, spec, f"when.installed.{name}")
+                 for name, spec in _condition(
+                     ctx, data, "installed", "a mapping of distribution to the range it must be "
+                     "installed in, such as `{triton: \"<3.7\"}`",
+                     "at least one `distribution: \"<range>\"`", _DIST_RE,
+                     "invalid distribution name", "a distribution name such as triton").items()}
     return When(imported, env, installed)
+
+
+def _condition(ctx: _Ctx, data: Mapping[str, Any], key: str, shape: str, at_least: str,
+               name_re: re.Pattern[str], bad_name: str, a_name: str) -> dict[str, Any]:
+    """``when.<key>``: absent (empty), or a non-empty mapping whose every key matches
+    ``name_re``; the values are the caller's to check."""
+    if data.get(key) is None:
+        return {}
+    raw = _expect_type(ctx, data[key], dict, f"when.{key}", shape)
+    if not raw:
+        raise ctx.fail("empty condition", key=f"when.{key}", found=raw, expected=at_least)
+    for name in raw:
+        if not isinstance(name, str) or not name_re.match(name):
+            raise ctx.fail(bad_name, key=f"when.{key}", found=name, expected=a_name)
+    return dict(raw)
+
+
+def _env_value(ctx: _Ctx, name: str, required: object) -> str:
+    if not isinstance(required, str):
+        # YAML reads `1` as an int and `yes` as a bool; the environment holds strings
+        raise ctx.fail("wrong type", key=f"when.env.{name}", found=required,
+                       expected="a quoted string such as \"1\" (the environment holds text; "
+                       "compared exactly)")
+    return required
 
 
 def _policy(ctx: _Ctx, data: Mapping[str, Any], default: Policy) -> Policy:

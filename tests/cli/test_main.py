@@ -102,3 +102,15 @@ def test_upstream_reads_its_settings_through_controls(monkeypatch: pytest.Monkey
 @pytest.mark.parametrize("argv", [["upstream", "--git", "repo"], ["retire", "x", "--git", "repo"]])
 def test_upstream_and_retire_take_the_same_git_option(argv: list[str]) -> None:
     assert cli_main._parser().parse_args(argv).git == Path("repo")
+
+
+def test_every_command_the_parser_knows_has_its_handler() -> None:
+    """One table dispatches (patchlane.cli.main._COMMANDS): a command added to the parser
+    without a handler would otherwise fail only when someone runs it."""
+    import argparse
+
+    from patchlane.cli import main as cli_main
+
+    parser = cli_main._parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(sub.choices) == set(cli_main._COMMANDS)

@@ -234,7 +234,7 @@ def test_a_row_whose_file_is_not_a_regular_file_is_a_finding(site: Path, kind: s
         if os_mkfifo is None:
             pytest.skip("no named pipes here")
         os_mkfifo(odd)  # opening it to read would wait for a writer forever
-        said = "not a regular file (a named pipe)"
+        said = "not a regular file (a FIFO (named pipe))"
     else:
         odd.mkdir()
         said = "not a regular file (a directory)"
