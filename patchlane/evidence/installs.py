@@ -108,6 +108,17 @@ def install_dir(spec: str, cache: Path, deps: bool = False, *, log: Path | None 
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     _private(cache / tag)
     target = cache / tag / (spec.replace("==", "-") + ("+deps" if deps else ""))
+    from filelock import FileLock
+
+    # Two commands sharing the cache (a matrix beside a bisect, or two test sessions) must not
+    # install the same release into the same folder at once: one installs, the other waits
+    # and then finds it recorded.
+    with FileLock(str(target.with_name(f".{target.name}.lock"))):
+        return _install_locked(spec, target, deps, log, wheelhouse)
+
+
+def _install_locked(spec: str, target: Path, deps: bool, log: Path | None,
+                    wheelhouse: Path | None) -> Path:
     if target.exists():
         from ..private_files import shared
 

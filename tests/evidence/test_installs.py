@@ -70,3 +70,36 @@ def test_an_install_others_can_write_is_neither_reused_nor_replaced(tmp_path: Pa
     foreign.chmod(foreign.stat().st_mode | stat.S_IWOTH)
     with pytest.raises(ReleaseCacheError, match="neither reused nor replaced"):
         install_dir(SPEC, cache)
+
+
+@pytest.mark.slow
+def test_two_commands_installing_one_release_at_once_install_it_once(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch
+                                                                     ) -> None:
+    """A matrix beside a bisect on one cache: without the release's lock both ran pip into the
+    same folder at once (one's rmtree under the other's install)."""
+    import subprocess
+    import threading
+
+    from patchlane.evidence import installs
+
+    ran: list[list[str]] = []
+    real = subprocess.run
+
+    def counted(cmd: list[str], **kw: object) -> object:
+        if "pip" in cmd:
+            ran.append(cmd)
+        return real(cmd, **kw)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(installs.subprocess, "run", counted)
+    cache = tmp_path / "cache"
+    found: list[Path] = []
+    threads = [threading.Thread(target=lambda: found.append(install_dir(SPEC, cache)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert len(found) == 3 and len(set(found)) == 1
+    assert len(ran) == 1, ran  # one pip install; the others waited and reused it
+    assert "six.py" in json.loads((found[0] / MARKER).read_text())["files"]
