@@ -62,9 +62,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from .registry.content import changed_parts, entry_content
+from .reporting import EvidenceSummary, ProofRecord
 from .runs.found import FoundRun, discover, load
 from .runs.verdicts import Verdict
 from .runs.verify import checked_rows
@@ -73,45 +74,12 @@ if TYPE_CHECKING:
     from .registry import Entry
 
 
+__all__ = ["ANSWERS", "NEVER_RUN", "PROOF_RUNS", "PROVEN_ELSEWHERE", "PROVEN_HERE", "STALE",
+           "Answer", "Evidence", "Proof", "Stack", "receipt_stack", "stack_here"]
+
+
 class _NotVerified(Exception):
     """A run that claimed a pass whose sources do not bear it out (why, in its message)."""
-
-__all__ = ["ANSWERS", "NEVER_RUN", "PROOF_RUNS", "PROVEN_ELSEWHERE", "PROVEN_HERE", "STALE",
-           "Answer", "Evidence", "EvidenceSummary", "Proof", "ProofRecord", "Stack",
-           "receipt_stack", "stack_here"]
-
-
-class ProofRecord(TypedDict):
-    """Whether a passing run proved an applied entry on this process's own stack
-    (patchlane.proof says what counts and what a class is)."""
-
-    answer: str
-    """``proven here``, ``stale``, ``proven elsewhere`` or ``never run``."""
-    text: str
-    """The answer in one phrase, with the nearest proof's differences or the rows seen."""
-    here: dict[str, str | None]
-    """This process's class: python, torch, cuda, arch, distribution, release."""
-    proof: dict[str, object] | None
-    """The proof of this class, else the nearest of another (run, receipt, its class)."""
-    differs: list[str]
-    seen: dict[str, int]
-    """The entry's rows read, per verdict."""
-    changed: list[str]
-    """The content parts changed since the proof ran (``stale``): overlay, reproducer, check,
-    entry."""
-    refused: list[str]
-    """Runs that claimed a pass and were not verified, each with why."""
-
-
-class EvidenceSummary(TypedDict):
-    """What was read to answer: the runs roots, how many runs, and what was left out."""
-
-    roots: list[str]
-    runs_read: int
-    not_read: int
-    """Older run directories past the cap."""
-    unreadable: list[str]
-    """``where: why`` for each run or receipt left out."""
 
 
 PROVEN_HERE = "proven here"

@@ -10,17 +10,80 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from ._version import __version__
-from .audit import DecisionRecord, Outcome
+from .audit import AuditLog, DecisionRecord, Outcome
 from .errors import PatchlaneError
-from .importer import Decider
 
-if TYPE_CHECKING:  # types only: a report without evidence never loads the proof check
-    from .proof import EvidenceSummary, ProofRecord
+if TYPE_CHECKING:
+    from .controls import Controls
+    from .registry import Entry, Registry
 
-__all__ = ["EntryReport", "EvidenceSummary", "ProofRecord", "Report", "build_report"]
+__all__ = ["Decided", "EntryReport", "EvidenceSummary", "ProofRecord", "Report", "build_report"]
+
+
+
+
+
+class ProofRecord(TypedDict):
+    """Whether a passing run proved an applied entry on this process's own stack
+    (patchlane.proof says what counts and what a class is)."""
+
+    answer: str
+    """``proven here``, ``stale``, ``proven elsewhere`` or ``never run``."""
+    text: str
+    """The answer in one phrase, with the nearest proof's differences or the rows seen."""
+    here: dict[str, str | None]
+    """This process's class: python, torch, cuda, arch, distribution, release."""
+    proof: dict[str, object] | None
+    """The proof of this class, else the nearest of another (run, receipt, its class)."""
+    differs: list[str]
+    seen: dict[str, int]
+    """The entry's rows read, per verdict."""
+    changed: list[str]
+    """The content parts changed since the proof ran (``stale``): overlay, reproducer, check,
+    entry."""
+    refused: list[str]
+    """Runs that claimed a pass and were not verified, each with why."""
+
+
+class EvidenceSummary(TypedDict):
+    """What was read to answer: the runs roots, how many runs, and what was left out."""
+
+    roots: list[str]
+    runs_read: int
+    not_read: int
+    """Older run directories past the cap."""
+    unreadable: list[str]
+    """``where: why`` for each run or receipt left out."""
+
+
+class _Answer(Protocol):
+    def as_dict(self) -> ProofRecord: ...
+
+
+class _Evidence(Protocol):
+    def answer(self, entry: Entry, release: str | None) -> _Answer: ...
+
+    def summary(self) -> EvidenceSummary: ...
+
+
+class Decided(Protocol):
+    """What a report reads of a decider (:class:`patchlane.importer.Decider` is one): written
+    as a protocol so this module, which the proof check imports for its records, never
+    imports the decider that imports the proof check."""
+
+    audit: AuditLog
+    registry: Registry
+    controls: Controls
+    unknown_control_ids: dict[str, list[str]]
+
+    def evidence(self, roots: tuple[Path, ...] = ()) -> _Evidence | None: ...
+
+    def is_applied(self, entry_id: str) -> bool: ...
+
+    def summary(self, settled: bool = False) -> str: ...
 
 
 class EntryReport(TypedDict):
@@ -58,7 +121,7 @@ class Report(TypedDict):
     """What was read to answer the entries' ``evidence``; None when not asked for."""
 
 
-def build_report(decider: Decider, startup_error: PatchlaneError | None = None,
+def build_report(decider: Decided, startup_error: PatchlaneError | None = None,
                  evidence: Sequence[Path] = ()) -> Report:
     """The report of ``decider``; ``startup_error`` is the registry error it started without.
     ``evidence``: runs roots to answer "proven here?" from for each applied entry (default:
