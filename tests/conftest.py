@@ -159,3 +159,15 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With pytest-xdist (``./scripts/test`` runs ``-n N --dist loadgroup``): a module's tests
+    stay on one worker, so a module-scoped fixture (a real sweep, an installed wheel) runs
+    once; a module marked ``independent`` (each test its own release set) spreads over the
+    workers instead, so its longest tests do not queue behind each other."""
+    for item in items:
+        if item.get_closest_marker("independent") is None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module
+                                                    else item.nodeid.split("::")[0]))

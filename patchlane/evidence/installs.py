@@ -42,21 +42,48 @@ class ReleaseCacheError(UsageError):
 
 
 MARKER = ".complete"
-_MARKER_SCHEMA = 1
+_MARKER_SCHEMA = 2
 
 
-def installed_content(target: Path) -> dict[str, str]:
-    """``relative path -> sha256`` of every file under ``target`` but the marker and bytecode
-    caches (Python writes those beside what it imports)."""
-    out: dict[str, str] = {}
-    for path in sorted(target.rglob("*")):
+def _files(target: Path) -> list[tuple[str, Path]]:
+    """Every file under ``target`` but the marker and bytecode caches (Python writes those
+    beside what it imports), by relative path."""
+    out = []
+    for path in target.rglob("*"):
         relative = path.relative_to(target)
         if relative.parts[0] == MARKER or "__pycache__" in relative.parts:
             continue
+        if path.is_symlink() or path.is_file():
+            out.append((relative.as_posix(), path))
+    return sorted(out)
+
+
+def installed_content(target: Path) -> dict[str, str]:
+    """``relative path -> sha256`` of every file under ``target`` (a link: where it points):
+    what an install held when it was recorded."""
+    out: dict[str, str] = {}
+    for relative, path in _files(target):
         if path.is_symlink():
-            out[relative.as_posix()] = "symlink:" + os.readlink(path)
-        elif path.is_file():
-            out[relative.as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+            out[relative] = "symlink:" + os.readlink(path)
+            continue
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        out[relative] = digest.hexdigest()
+    return out
+
+
+def installed_stamps(target: Path) -> dict[str, list[int]]:
+    """``relative path -> [size, mtime_ns, ctime_ns]`` of every file under ``target``: what
+    tells, without reading a byte, that nothing was written since the install was recorded.
+    The kernel sets ``ctime`` on every write, rename or mode change and no tool of this user
+    can set it back, so an install changed since (or planted to look recorded) differs here;
+    re-hashing a 5 GB torch on every reuse would cost more than the case it serves."""
+    out: dict[str, list[int]] = {}
+    for relative, path in _files(target):
+        info = path.lstat()
+        out[relative] = [info.st_size, info.st_mtime_ns, info.st_ctime_ns]
     return out
 
 
@@ -67,7 +94,7 @@ def _recorded(target: Path, spec: str) -> bool:
     except (OSError, ValueError):
         return False
     return (isinstance(data, dict) and data.get("schema") == _MARKER_SCHEMA
-            and data.get("spec") == spec and data.get("files") == installed_content(target))
+            and data.get("spec") == spec and data.get("stamps") == installed_stamps(target))
 
 
 def _private(cache: Path) -> None:
@@ -149,7 +176,8 @@ def _install_locked(spec: str, target: Path, deps: bool, log: Path | None,
 def record_install(target: Path, spec: str) -> None:
     """Mark ``target`` as holding ``spec``, with the content it holds now: what
     :func:`install_dir` reuses later, and only while that content is unchanged."""
-    marker = {"schema": _MARKER_SCHEMA, "spec": spec, "files": installed_content(target)}
+    marker = {"schema": _MARKER_SCHEMA, "spec": spec, "files": installed_content(target),
+              "stamps": installed_stamps(target)}
     (target / MARKER).write_text(json.dumps(marker, sort_keys=True), encoding="utf-8")
 
 

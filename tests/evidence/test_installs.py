@@ -103,3 +103,26 @@ def test_two_commands_installing_one_release_at_once_install_it_once(tmp_path: P
     assert len(found) == 3 and len(set(found)) == 1
     assert len(ran) == 1, ran  # one pip install; the others waited and reused it
     assert "six.py" in json.loads((found[0] / MARKER).read_text())["files"]
+
+
+@pytest.mark.slow
+def test_an_edit_that_keeps_size_and_mtime_is_still_seen(tmp_path: Path) -> None:
+    """Reuse reads no byte (a torch install is gigabytes): it compares each file's size, mtime
+    and ctime with what the install recorded. An edit of the same length with its mtime put
+    back still moves ctime, which no tool of this user can set back."""
+    import os
+
+    cache = tmp_path / "cache"
+    target = install_dir(SPEC, cache)
+    module = _module(target)
+    original = module.read_bytes()
+    before = module.stat()
+    planted = original.replace(b"import", b"IMPORT", 1)
+    assert len(planted) == len(original) and planted != original
+    module.write_bytes(planted)
+    os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert module.stat().st_mtime_ns == before.st_mtime_ns
+    assert install_dir(SPEC, cache) == target
+    assert module.read_bytes() == original  # seen, and installed afresh
+    marker = json.loads((target / MARKER).read_text())
+    assert marker["stamps"]["six.py"][0] == len(original)

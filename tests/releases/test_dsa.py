@@ -21,7 +21,7 @@ GRAPH_SAFE = "mcore_dsa_indexer_loss_graph_safe"
 STREAMED = "mcore_dsa_streamed_index_scores"
 DSA = "megatron.core.transformer.experimental_attention_variant.dsa"
 
-pytestmark = [pytest.mark.upstream]
+pytestmark = [pytest.mark.upstream, pytest.mark.independent]
 
 
 def _admits(entry_id: str) -> bool:

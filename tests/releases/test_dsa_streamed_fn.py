@@ -30,7 +30,7 @@ ENTRY = "mcore_dsa_streamed_index_scores_fn"
 DSA = "megatron.core.transformer.experimental_attention_variant.dsa"
 DONE_MEANS_RELEASES = ("0.17.1", "0.18.2", "0.19.2")
 
-pytestmark = [pytest.mark.upstream]
+pytestmark = [pytest.mark.upstream, pytest.mark.independent]
 
 
 def _admits_installed() -> bool:

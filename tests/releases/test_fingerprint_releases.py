@@ -18,7 +18,7 @@ from patchlane.releases.matrix import load_matrix
 
 from .conftest import ROOT, release_dir
 
-pytestmark = [pytest.mark.upstream, pytest.mark.slow]
+pytestmark = [pytest.mark.upstream, pytest.mark.slow, pytest.mark.independent]
 
 SETS = load_matrix(ROOT / "matrix.yaml")
 ENTRIES = [e for e in startup.current().registry.entries

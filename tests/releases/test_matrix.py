@@ -18,7 +18,7 @@ from .conftest import CACHE, ROOT
 
 SETS = load_matrix(ROOT / "matrix.yaml")
 
-pytestmark = [pytest.mark.upstream, pytest.mark.slow]
+pytestmark = [pytest.mark.upstream, pytest.mark.slow, pytest.mark.independent]
 
 
 @pytest.mark.parametrize("matrix_set", SETS, ids=[s.name for s in SETS])
