@@ -39,7 +39,7 @@ def run_activate(write: bool, remove: bool, folder: Path | None, as_json: bool) 
     return 0
 
 
-def lane_state() -> dict[str, object]:
+def startup_state() -> dict[str, object]:
     """How the startup runs in this environment, for ``status`` and ``doctor``: whether a
     process that imports no target takes the lazy path (and what it watches), why this
     command's own ``import patchlane`` did not if it did not, and the ``.pth`` activations."""
@@ -51,7 +51,7 @@ def lane_state() -> dict[str, object]:
             "activations": [a.as_dict() for a in pth.find()]}
 
 
-def lane_lines(state: dict[str, object]) -> list[str]:
+def startup_lines(state: dict[str, object]) -> list[str]:
     lines = []
     if state["lazy"]:
         watching = ", ".join(state["watching"]) or "nothing"  # type: ignore[arg-type]

@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import importlib
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import patchlane
 
 from ..audit import Outcome
-from ..evidence.record import verify_distribution
+from ..evidence.record import RecordCheck, verify_distribution
 from ..exit_codes import ExitCode
 from ..gates import resolve_version
 from ..ledger import evaluate
-from ..registry import Kind
-from ..releases.release_match import nearest_release
+from ..registry import KINDS, Entry, Kind, Startup
+from ..releases.release_match import ReleaseMatch, nearest_release
 from ..reporting import EntryReport
 from .common import decider, table
 
@@ -55,10 +56,49 @@ def run_doctor(as_json: bool, strict: bool) -> int:
 def _run_doctor(as_json: bool, strict: bool, out: Any = None) -> int:
     current = decider()
     entries = [e for e in current.registry.entries if e.active]
-    problems: list[str] = []
-    warnings: list[str] = []
-
+    found = _Found()
     distributions = sorted({e.target.distribution for e in entries if e.target.distribution})
+    records = _check_records(distributions, found)
+    ledger = [r for r in (evaluate(e, current.controls) for e in entries) if r is not None]
+    for violation in ledger:
+        if not violation.ok:
+            (found.problems if violation.blocking else found.warnings).append(violation.message)
+    _check_imports(entries, found)
+    matches = _check_releases(entries, distributions, found)
+    report = patchlane.report()
+    _check_decisions(report["entries"], found)
+    from .activate import startup_state
+
+    startup = startup_state()
+    for activation in startup["activations"]:  # type: ignore[attr-defined]
+        if not activation["current"]:
+            found.warnings.append(f"{activation['path']} was written by another patchlane "
+                                  "version; fix: `patchlane activate --pth` rewrites it")
+    failed = bool(found.problems) or (strict and bool(found.warnings))
+    if as_json:
+        # "lane": the former name of "startup" (how patchlane starts here), kept for readers
+        print(json.dumps({"ok": not failed, "problems": found.problems,
+                          "warnings": found.warnings,
+                          "records": [r.as_dict() for r in records],
+                          "ledger": [r.as_dict() for r in ledger],
+                          "releases": [m.as_dict() for m in matches],
+                          "decisions": report["entries"], "startup": startup,
+                          "lane": startup}, indent=2, default=str), file=out)
+    else:
+        _print_text(records, matches, report["entries"], startup, found, failed)
+    return EXIT_PROBLEMS if failed else 0
+
+
+@dataclass
+class _Found:
+    """What doctor found: problems fail it, warnings fail it with ``--strict``."""
+
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _check_records(distributions: list[str], found: _Found) -> list[RecordCheck]:
+    """Each target distribution's files against its wheel RECORD."""
     records = []
     for dist in distributions:
         result = verify_distribution(dist)
@@ -66,30 +106,36 @@ def _run_doctor(as_json: bool, strict: bool, out: Any = None) -> int:
         if result.error == "not installed":
             continue
         if result.error:
-            warnings.append(f"{dist}: {result.error}")
+            found.warnings.append(f"{dist}: {result.error}")
         for name in result.modified:
-            problems.append(f"{dist} {result.version}: {name} differs from its RECORD hash "
-                            "(edited after install)")
+            found.problems.append(f"{dist} {result.version}: {name} differs from its RECORD "
+                                  "hash (edited after install)")
         for name in result.missing:
-            problems.append(f"{dist} {result.version}: {name} listed in RECORD is missing")
+            found.problems.append(f"{dist} {result.version}: {name} listed in RECORD is "
+                                  "missing")
         for line in result.unreadable:
-            problems.append(f"{dist} {result.version}: {line}")
+            found.problems.append(f"{dist} {result.version}: {line}")
+    return records
 
-    ledger = [r for r in (evaluate(e, current.controls) for e in entries) if r is not None]
-    for violation in ledger:
-        if not violation.ok:
-            (problems if violation.blocking else warnings).append(violation.message)
 
+def _check_imports(entries: list[Entry], found: _Found) -> None:
+    """Every installed source patch's target imported, so its decision is taken now."""
     for entry in entries:
-        if entry.kind is Kind.SOURCE_PATCH and entry.target.module and resolve_version(
-                entry.target.distribution, None, entry.target.version_from)[0] is not None:
+        if KINDS[entry.kind].startup is Startup.WRAP and entry.target.module and \
+                resolve_version(entry.target.distribution, None,
+                                entry.target.version_from)[0] is not None:
             try:
                 importlib.import_module(entry.target.module)
             except patchlane.PatchlaneError as exc:  # strict mode refusing: report, go on
-                problems.append(str(exc))
+                found.problems.append(str(exc))
             except ImportError as exc:  # installed release without that module: not a fault
-                warnings.append(f"{entry.id}: {entry.target.module} not importable on the "
-                                f"installed release ({exc})")
+                found.warnings.append(f"{entry.id}: {entry.target.module} not importable on "
+                                      f"the installed release ({exc})")
+
+
+def _check_releases(entries: list[Entry], distributions: list[str],
+                    found: _Found) -> list[ReleaseMatch]:
+    """The upstream release each installed tree is nearest to, and the targets that differ."""
     matches = []
     for dist in distributions:
         match = nearest_release(entries, dist)
@@ -99,35 +145,28 @@ def _run_doctor(as_json: bool, strict: bool, out: Any = None) -> int:
         for entry_id in match.differ:
             # refused as drift already when it is a gated target; here it is named against the
             # release the rest of the tree matches, which is what a maintainer reviews
-            warnings.append(f"{dist} ({match.source}, declares {match.declared}): {entry_id}'s "
-                            f"target differs from upstream {match.nearest}")
-    report = patchlane.report()
-    for item in report["entries"]:
+            found.warnings.append(f"{dist} ({match.source}, declares {match.declared}): "
+                                  f"{entry_id}'s target differs from upstream {match.nearest}")
+    return matches
+
+
+def _check_decisions(items: list[EntryReport], found: _Found) -> None:
+    for item in items:
         decision = item["decision"]
         if decision is None:
             continue
         outcome = decision["outcome"]
-        if outcome in _BAD and item["kind"] == "source_patch":
-            problems.append(f"{item['id']}: {outcome}: {decision['reason']}")
+        if outcome in _BAD and item["kind"] == Kind.SOURCE_PATCH.value:
+            found.problems.append(f"{item['id']}: {outcome}: {decision['reason']}")
         elif outcome == "skipped: gate":
-            warnings.append(f"{item['id']}: {outcome}: {decision['reason']}")
+            found.warnings.append(f"{item['id']}: {outcome}: {decision['reason']}")
 
-    from .activate import lane_lines, lane_state
 
-    lane = lane_state()
-    for activation in lane["activations"]:  # type: ignore[attr-defined]
-        if not activation["current"]:
-            warnings.append(f"{activation['path']} was written by another patchlane version; "
-                            "fix: `patchlane activate --pth` rewrites it")
-    failed = bool(problems) or (strict and bool(warnings))
-    if as_json:
-        print(json.dumps({"ok": not failed, "problems": problems, "warnings": warnings,
-                          "records": [r.as_dict() for r in records],
-                          "ledger": [r.as_dict() for r in ledger],
-                          "releases": [m.as_dict() for m in matches],
-                          "decisions": report["entries"], "lane": lane}, indent=2,
-                         default=str), file=out)
-        return EXIT_PROBLEMS if failed else 0
+def _print_text(records: list[RecordCheck], matches: list[ReleaseMatch],
+                items: list[EntryReport], startup: dict[str, object], found: _Found,
+                failed: bool) -> None:
+    from .activate import startup_lines
+
     print(table(["DISTRIBUTION", "VERSION", "FILES CHECKED", "RECORD"],
                 [[r.distribution, r.version or "-", str(r.checked),
                   "ok" if r.ok else (r.error or f"{len(r.modified)} modified, "
@@ -143,14 +182,12 @@ def _run_doctor(as_json: bool, strict: bool, out: Any = None) -> int:
                       ", ".join(m.differ) or "-"] for m in matches], width=70))
     print()
     print(table(["ENTRY", "KIND", "DECISION", "REASON"],
-                [[i["id"], i["kind"], *_outcome_and_reason(i)] for i in report["entries"]],
-                width=90))
+                [[i["id"], i["kind"], *_outcome_and_reason(i)] for i in items], width=90))
     print()
-    for line in lane_lines(lane):
+    for line in startup_lines(startup):
         print(line)
-    for label, lines in (("PROBLEM", problems), ("warning", warnings)):
+    for label, lines in (("PROBLEM", found.problems), ("warning", found.warnings)):
         for line in lines:
             print(f"{label}: {line}")
     print("\ndoctor: " + ("FAILED" if failed else "ok")
-          + f" ({len(problems)} problem(s), {len(warnings)} warning(s))")
-    return EXIT_PROBLEMS if failed else 0
+          + f" ({len(found.problems)} problem(s), {len(found.warnings)} warning(s))")

@@ -65,9 +65,9 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
     print(table([*headers, *(["EVIDENCE"] if read is not None else []), "REASON"], rows))
     print()
     print(report["summary"])
-    from .activate import lane_lines, lane_state
+    from .activate import startup_lines, startup_state
 
-    for line in lane_lines(lane_state()):
+    for line in startup_lines(startup_state()):
         print(line)
     if read is not None:
         print()

@@ -522,6 +522,57 @@ def _kind_spec(ctx: _Ctx, kind: Kind, data: Mapping[str, Any], target: Target) -
 def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
     ctx.entry_id = None
     data = _expect_type(ctx, raw, dict, f"entries[{index}]", "a mapping describing one entry")
+    entry_id, kind, status = _identity(ctx, data, index)
+    target = (
+        _target(ctx, data["target"], kind)
+        if data.get("target") is not None
+        else Target(distribution="")
+    )
+    applies_to = _applies_to(ctx, data, kind)
+    summary = _expect_type(ctx, data["summary"], str, "summary", "a one-line description")
+    owner = _expect_type(ctx, data["owner"], str, "owner", "a person or team")
+    overlay = reproducer = None
+    if data.get("overlay") is not None:
+        overlay = _relative_file(ctx, data["overlay"], "overlay", entry_id)
+    if data.get("reproducer") is not None:
+        reproducer = _relative_file(ctx, data["reproducer"], "reproducer", entry_id)
+    fingerprint = _fingerprint(ctx, data["fingerprint"]) if "fingerprint" in data else None
+    upstream = _upstream(ctx, data["upstream"])
+    _require_draft(ctx, kind, status, upstream)
+    for key in ("notes", "evidence"):
+        if data.get(key) is not None:
+            _expect_type(ctx, data[key], (str, list, dict), key, "text, a list or a mapping")
+    spec = _kind_spec(ctx, kind, data, target)
+    retired = _date(ctx, data["retired"], "retired") if data.get("retired") is not None else None
+    retire_when = _retire_when(ctx, data["retire_when"], upstream)
+    _check_retirement(ctx, retire_when, kind, entry_id, overlay, reproducer)
+    return Entry(
+        id=entry_id,
+        kind=kind,
+        summary=summary,
+        target=target,
+        applies_to=applies_to,
+        upstream=upstream,
+        retire_when=retire_when,
+        owner=owner,
+        added=_date(ctx, data["added"], "added"),
+        status=status,
+        source=ctx.path,
+        overlay=overlay,
+        reproducer=reproducer,
+        fingerprint=fingerprint,
+        spec=spec,
+        notes=data.get("notes"),
+        evidence=data.get("evidence"),
+        retired=retired,
+        depends_on=_depends_on(ctx, data.get("depends_on"), entry_id),
+        continued_by=_continued_by(ctx, data.get("continued_by"), entry_id),
+        applies_to_written=data["applies_to"].strip() if applies_to is not None else None,
+    )
+
+
+def _identity(ctx: _Ctx, data: Mapping[str, Any], index: int) -> tuple[str, Kind, Status]:
+    """The entry's id, kind and status, and its keys checked against its kind's."""
     entry_id = data.get("id")
     if not isinstance(entry_id, str) or not _ID_RE.match(entry_id):
         raise ctx.fail(
@@ -546,12 +597,10 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
     except ValueError:
         raise ctx.fail("unknown status", key="status", found=data["status"],
                        expected="'active' or 'retired'") from None
+    return entry_id, kind, status
 
-    target = (
-        _target(ctx, data["target"], kind)
-        if data.get("target") is not None
-        else Target(distribution="")
-    )
+
+def _applies_to(ctx: _Ctx, data: Mapping[str, Any], kind: Kind) -> SpecifierSet | None:
     applies_to = None
     if data.get("applies_to") is not None:
         applies_to = _specifier(ctx, data["applies_to"], "applies_to")
@@ -564,24 +613,12 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
                 fix="bound it by the first release you have not verified; an unbounded patch "
                 "silently applies to releases nobody has tested",
             )
-    summary = _expect_type(ctx, data["summary"], str, "summary", "a one-line description")
-    owner = _expect_type(ctx, data["owner"], str, "owner", "a person or team")
-    overlay = reproducer = None
-    if data.get("overlay") is not None:
-        overlay = _relative_file(ctx, data["overlay"], "overlay", entry_id)
-    if data.get("reproducer") is not None:
-        reproducer = _relative_file(ctx, data["reproducer"], "reproducer", entry_id)
-    fingerprint = _fingerprint(ctx, data["fingerprint"]) if "fingerprint" in data else None
-    upstream = _upstream(ctx, data["upstream"])
-    _require_draft(ctx, kind, status, upstream)
-    for key in ("notes", "evidence"):
-        if data.get(key) is not None:
-            _expect_type(ctx, data[key], (str, list, dict), key, "text, a list or a mapping")
-    spec = _kind_spec(ctx, kind, data, target)
-    retired = _date(ctx, data["retired"], "retired") if data.get("retired") is not None else None
-    depends_on = _depends_on(ctx, data.get("depends_on"), entry_id)
-    continued_by = _continued_by(ctx, data.get("continued_by"), entry_id)
-    retire_when = _retire_when(ctx, data["retire_when"], upstream)
+    return applies_to
+
+
+def _check_retirement(ctx: _Ctx, retire_when: RetireWhen, kind: Kind, entry_id: str,
+                      overlay: Path | None, reproducer: Path | None) -> None:
+    """What ``retire_when`` asks for must exist: a reproducer to run, an overlay to probe."""
     if retire_when.reproducer and reproducer is None:
         raise ctx.fail("retirement on the reproducer needs one", key="retire_when.reproducer",
                        found=True, expected=f"`reproducer: reproducers/{entry_id}.py`",
@@ -594,29 +631,6 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
                        "`upstream_released` or `reproducer` (it has no overlay to probe)",
                        fix="replace `probe: true` with `reproducer: true` and a reproducer that "
                        "fails where the workaround is needed")
-    return Entry(
-        id=entry_id,
-        kind=kind,
-        summary=summary,
-        target=target,
-        applies_to=applies_to,
-        upstream=upstream,
-        retire_when=retire_when,
-        owner=owner,
-        added=_date(ctx, data["added"], "added"),
-        status=status,
-        source=ctx.path,
-        overlay=overlay,
-        reproducer=reproducer,
-        fingerprint=fingerprint,
-        spec=spec,
-        notes=data.get("notes"),
-        evidence=data.get("evidence"),
-        retired=retired,
-        depends_on=depends_on,
-        continued_by=continued_by,
-        applies_to_written=data["applies_to"].strip() if applies_to is not None else None,
-    )
 
 
 def _depends_on(ctx: _Ctx, value: object, entry_id: str) -> tuple[str, ...]:
