@@ -73,8 +73,11 @@ def _entry_commands(sub: Any) -> None:
                    "run; a run that cannot be verified proves nothing (repeatable; default: "
                    "$PATCHLANE_EVIDENCE)")
 
-    p = sub.add_parser("show", help="everything the registry says about one entry")
+    p = sub.add_parser("show", help="everything the registry says about one entry, and its "
+                                     "decision (as `status` takes it)")
     p.add_argument("id")
+    p.add_argument("--no-import", action="store_true",
+                   help="do not import the target module (its decision may stay pending)")
 
     p = sub.add_parser("fingerprint", help="print the current fingerprint of an entry's target")
     p.add_argument("id", nargs="?", help="the entry (omit with --object)")
@@ -278,7 +281,7 @@ def _status(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from .show import run_show
-    return run_show(args.id)
+    return run_show(args.id, not args.no_import)
 
 
 def _fingerprint(args: argparse.Namespace) -> int:

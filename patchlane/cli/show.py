@@ -1,4 +1,5 @@
-"""``patchlane show ID``: the registry entry, resolved, plus this process's decision."""
+"""``patchlane show ID``: the registry entry, resolved, plus its decision, taken as ``status``
+takes it (the target imported unless ``--no-import``), so the two always agree."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ import patchlane
 from .common import decider
 
 
-def run_show(entry_id: str) -> int:
-    entry = decider().registry.get(entry_id)
+def run_show(entry_id: str, import_target: bool = True) -> int:
+    current = decider()
+    entry = current.registry.get(entry_id)
+    if import_target:
+        from .status import decide_now
+
+        decide_now(current, [entry])
     rows: list[tuple[str, object]] = [
         ("id", entry.id), ("kind", entry.kind.value), ("status", entry.status.value),
         ("summary", entry.summary), ("owner", entry.owner), ("added", entry.added),

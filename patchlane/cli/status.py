@@ -6,13 +6,15 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 from .. import startup
 from ..audit import Outcome
 from ..errors import UsageError
 from ..gates import resolve_version
-from ..registry import Kind
+from ..importer import Decider
+from ..registry import KINDS, Entry, Startup
 from ..reporting import build_report
 from .common import decider, table
 
@@ -25,22 +27,7 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
                              "directory)")
     current = decider()
     if import_targets:
-        for entry in current.registry.entries:
-            installed = resolve_version(entry.target.distribution, None,
-                                        entry.target.version_from)[0] is not None
-            if (entry.active and entry.kind is Kind.SOURCE_PATCH and entry.target.module
-                    and installed):
-                # The post-import hook decides (and records) as the module loads.
-                # a release without that module: the entry stays pending, and says so
-                with contextlib.suppress(ImportError):
-                    importlib.import_module(entry.target.module)
-        for entry in current.registry.entries:
-            now = current.audit.get(entry.id)
-            if entry.active and entry.when is not None and now is not None \
-                    and now.outcome is Outcome.PENDING:
-                # Floors and pins whose module nothing imported yet: checked eagerly here (and
-                # marked so) rather than importing e.g. triton just to show them.
-                current.decide_ledger(entry, eager=True)
+        decide_now(current, current.registry.entries)
     # Absolute, as PATCHLANE_EVIDENCE is read: the report names the roots it read
     report = build_report(current, startup.startup_error(),
                           tuple(root.absolute() for root in evidence))
@@ -79,3 +66,24 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
         for why in read["unreadable"]:
             print(f"  left out: {why}")
     return 0
+
+
+def decide_now(current: Decider, entries: Iterable[Entry]) -> None:
+    """Decide ``entries`` in this process as a job would: each installed source patch's target
+    imported (its post-import hook decides and records), each floor or pin whose module nothing
+    imported checked eagerly (and marked so) rather than importing e.g. triton just to show it.
+    ``status`` and ``show`` both report after this, so they say the same."""
+    entries = list(entries)
+    for entry in entries:
+        installed = resolve_version(entry.target.distribution, None,
+                                    entry.target.version_from)[0] is not None
+        if (entry.active and KINDS[entry.kind].startup is Startup.WRAP and entry.target.module
+                and installed):
+            # a release without that module: the entry stays pending, and says so
+            with contextlib.suppress(ImportError):
+                importlib.import_module(entry.target.module)
+    for entry in entries:
+        now = current.audit.get(entry.id)
+        if entry.active and entry.when is not None and now is not None \
+                and now.outcome is Outcome.PENDING:
+            current.decide_ledger(entry, eager=True)

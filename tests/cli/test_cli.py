@@ -68,6 +68,22 @@ def test_show_prints_the_entry(fake_target: FakeTarget) -> None:
     assert "upstream.forwarded" in out.stdout
 
 
+def test_show_and_status_say_the_same_decision(fake_target: FakeTarget) -> None:
+    """A maintainer saw `show` say pending while `status` said applied for the same entry:
+    `show` now decides as `status` does (the target imported), unless asked not to."""
+    env = fake_cli_env(fake_target)
+    fake_target.write_registry()
+    status = json.loads(cli("status", "--json", env=env).stdout)
+    (entry,) = [e for e in status["entries"] if e["id"] == fake_target.entry_id]
+    shown = cli("show", fake_target.entry_id, env=env)
+    (line,) = [ln for ln in shown.stdout.splitlines() if ln.startswith("decision ")]
+    assert entry["decision"]["outcome"] == "applied"
+    assert line.split(None, 1)[1].strip() == "applied", shown.stdout
+    held = cli("show", fake_target.entry_id, "--no-import", env=env)
+    (line,) = [ln for ln in held.stdout.splitlines() if ln.startswith("decision ")]
+    assert line.split(None, 1)[1].strip() == "pending", held.stdout
+
+
 def test_show_prints_the_upstream_discussion(fake_target: FakeTarget) -> None:
     env = fake_cli_env(fake_target)
     url = "https://forum.example.invalid/t/greeter-bug/7"
