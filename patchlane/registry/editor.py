@@ -17,22 +17,31 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import PatchlaneError
 from ..exit_codes import ExitCode
 from ..files import atomic_write
 from .loader import parse_registry
 
+if TYPE_CHECKING:
+    from packaging.version import Version
+
 __all__ = [
     "LOCK_TIMEOUT",
     "RegistryEditError",
     "StoredLines",
     "child_end",
+    "child_indent",
     "editing",
     "entry_block",
+    "inline_value",
     "key_line",
     "read_as_stored",
+    "record_fingerprints",
     "registry_lock",
+    "release_items",
+    "set_value",
     "stored_lines",
     "write_validated",
     "yaml_scalar",
@@ -177,3 +186,125 @@ def editing(path: Path, error: Callable[[str], PatchlaneError] = RegistryEditErr
     it."""
     with registry_lock(path, error):
         yield read_as_stored(path)
+
+
+# -- values in place ---------------------------------------------------------------------------
+
+_SCALAR_LINE = re.compile(r"^(?P<head>\s*[\w\"'.+-]+\s*:\s*)(?P<value>\"[^\"]*\"|'[^']*'|[^#\s]"
+                          r"[^#]*?)?(?P<tail>\s+#.*)?(?P<nl>\r?\n)?$")
+
+
+def set_value(line: str, value: str,
+              error: Callable[[str], PatchlaneError] = RegistryEditError) -> str:
+    """``line`` (``key: old  # comment``) with the value ``value`` (already YAML), its key,
+    comment and line ending kept; the same line when the value is already that."""
+    import yaml
+
+    match = _SCALAR_LINE.match(line)
+    if match is None:
+        raise error(f"cannot rewrite {line.strip()!r} in place; edit it by hand")
+    old = match["value"]
+    if old is not None and yaml.safe_load(old) == yaml.safe_load(value):
+        return line  # the same value: keep its bytes
+    return f"{match['head']}{value}{match['tail'] or ''}{match['nl'] or ''}"
+
+
+def child_indent(lines: list[str], at: int, stop: int, default: int) -> int:
+    """The indentation of the first key or item under line ``at`` (``default``: none yet)."""
+    for line in lines[at + 1:stop]:
+        if line.strip() and not line.lstrip().startswith("#"):
+            return len(line) - len(line.lstrip())
+    return default
+
+
+def inline_value(line: str) -> object:
+    """The flow value of ``key: {...}`` or ``key: [...]`` on ``line`` (None for a block key)."""
+    import yaml
+
+    value = yaml.safe_load(line.split(":", 1)[1]) if ":" in line else None
+    return value if isinstance(value, (dict, list)) else None
+
+
+def release_items(lines: list[str], start: int, stop: int) -> list[tuple[int, Version]]:
+    """``(line, Version)`` of each ``"X.Y.Z": ...`` key in ``lines[start:stop]``."""
+    from ..versions import parse_version
+
+    items = []
+    for i in range(start, stop):
+        match = re.match(r"^\s*[\"']?([^\"':#\s]+)[\"']?\s*:", lines[i])
+        version = parse_version(match[1]) if match else None
+        if version is not None:
+            items.append((i, version))
+    return items
+
+
+def record_fingerprints(lines: list[str], start: int, end: int, key: int, newline: str,
+                        seen: list[tuple[str | None, str, str]],
+                        error: Callable[[str], PatchlaneError] = RegistryEditError) -> int:
+    """Record fingerprint values in the entry block ``lines[start:end]`` (its keys at ``key``
+    columns): each ``(release, value, note)`` of ``seen`` is added to ``fingerprint.sha256``
+    (once, with ``note`` as its comment) and, when ``release`` is given (a release that ran),
+    to ``fingerprint.releases``. The two always agree: a release recorded there with a value
+    ``sha256`` lacks would stop the next strict start there with a drift error. Returns the
+    block's new end."""
+    from packaging.version import Version
+
+    path_note = "edit fingerprint by hand"
+    at = key_line(lines, start, end, key, "fingerprint")
+    if at is None:
+        raise error(f"the entry has no `fingerprint:` block at the expected indentation; "
+                    f"{path_note}")
+    stop = child_end(lines, at, end, key)
+    sub = child_indent(lines, at, stop, key + 2)
+
+    def insert(where: int, new: list[str]) -> None:
+        nonlocal end, stop
+        lines[where:where] = new
+        end += len(new)
+        stop += len(new)
+
+    sha = key_line(lines, at + 1, stop, sub, "sha256")
+    if sha is None or inline_value(lines[sha]) is not None:
+        raise error("fingerprint.sha256 is not a block list (`- \"sha256-v2:...\"` lines); "
+                    f"{path_note}")
+    sha_stop = sha + 1
+    while sha_stop < stop:  # its items: deeper, or at its own column (an indentless list)
+        text = lines[sha_stop]
+        depth = len(text) - len(text.lstrip())
+        if text.strip() and not text.lstrip().startswith("#") and (
+                depth < sub or (depth == sub and not text.lstrip().startswith("-"))):
+            break
+        sha_stop += 1
+    while sha_stop > sha + 1 and not lines[sha_stop - 1].strip():
+        sha_stop -= 1
+    known = {m[1] for line in lines[sha + 1:sha_stop]
+             if (m := re.match(r"^\s*-\s*[\"']?([^\"'#\s]+)", line))}
+    item_pad = " " * child_indent(lines, sha, sha_stop, sub + 2)
+    for _, value, note in seen:
+        if value not in known:
+            insert(sha_stop, [f"{item_pad}- {json.dumps(value)}  # {note}{newline}"])
+            sha_stop += 1
+            known.add(value)
+    ran = [(release, value) for release, value, _ in seen if release is not None]
+    if not ran:
+        return end
+    rel = key_line(lines, at + 1, stop, sub, "releases")
+    if rel is not None and inline_value(lines[rel]) is not None:
+        raise error("fingerprint.releases is written in flow style ({...}); make it a block "
+                    "mapping first")
+    if rel is None:
+        insert(stop, [f"{' ' * sub}releases:  # seen at run time{newline}"])
+        rel = stop - 1
+    for version, value in sorted(ran, key=lambda rv: Version(rv[0])):
+        rstop = child_end(lines, rel, end, sub)
+        items = release_items(lines, rel + 1, rstop)
+        pad = " " * (len(lines[items[0][0]]) - len(lines[items[0][0]].lstrip())
+                     if items else sub + 2)
+        same = next((i for i, v in items if v == Version(version)), None)
+        if same is not None:
+            lines[same] = set_value(lines[same], json.dumps(value), error)
+            continue
+        after = next((i for i, v in items if v > Version(version)), None)
+        where = after if after is not None else (items[-1][0] + 1 if items else rel + 1)
+        insert(where, [f"{pad}{json.dumps(version)}: {json.dumps(value)}{newline}"])
+    return end

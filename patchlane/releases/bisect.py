@@ -35,7 +35,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import platform
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -54,10 +53,14 @@ from ..files import atomic_write
 from ..registry import Entry, parse_registry
 from ..registry.editor import (
     child_end,
+    child_indent,
     entry_block,
+    inline_value,
     key_line,
     read_as_stored,
+    record_fingerprints,
     registry_lock,
+    set_value,
     stored_lines,
 )
 from ..runs.verdicts import Finding
@@ -570,47 +573,9 @@ def bisect_entry(entry: Entry, listing: Listing, runner: Runner, *, jobs: int = 
 
 # -- recording it: --write -------------------------------------------------------------------
 
-_SCALAR_LINE = re.compile(r"^(?P<head>\s*[\w\"'.+-]+\s*:\s*)(?P<value>\"[^\"]*\"|'[^']*'|[^#\s]"
-                          r"[^#]*?)?(?P<tail>\s+#.*)?(?P<nl>\r?\n)?$")
-
-
-def _set_value(line: str, value: str) -> str:
-    """``line`` (``key: old  # comment``) with the value ``value`` (already YAML), its key,
-    comment and line ending kept; the same line when the value is already that."""
-    match = _SCALAR_LINE.match(line)
-    if match is None:
-        raise BisectError(f"cannot rewrite {line.strip()!r} in place; edit it by hand")
-    old = match["value"]
-    if old is not None and yaml.safe_load(old) == yaml.safe_load(value):
-        return line  # the same value: keep its bytes
-    return f"{match['head']}{value}{match['tail'] or ''}{match['nl'] or ''}"
-
-
-def _child_indent(lines: Sequence[str], at: int, stop: int, default: int) -> int:
-    for line in lines[at + 1:stop]:
-        if line.strip() and not line.lstrip().startswith("#"):
-            return len(line) - len(line.lstrip())
-    return default
-
-
-def _inline(line: str, key: str) -> Any:
-    """The flow value of ``key: {...}`` on ``line`` (None for a block key)."""
-    value = yaml.safe_load(line.split(":", 1)[1]) if ":" in line else None
-    return value if isinstance(value, (dict, list)) else None
-
 
 def _flow(mapping: Mapping[str, Any]) -> str:
     return "{" + ", ".join(f"{k}: {json.dumps(v)}" for k, v in mapping.items()) + "}"
-
-
-def _release_items(lines: Sequence[str], start: int, stop: int) -> list[tuple[int, Version]]:
-    items = []
-    for i in range(start, stop):
-        match = re.match(r"^\s*[\"']?([^\"':#\s]+)[\"']?\s*:", lines[i])
-        version = parse_version(match[1]) if match else None
-        if version is not None:
-            items.append((i, version))
-    return items
 
 
 def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date) -> str:
@@ -631,7 +596,7 @@ def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date) -> str:
     if at is None:
         raise BisectError(f"{path}: entry {entry.id!r} has no `applies_to:` line at the "
                           "expected indentation; edit by hand")
-    lines[at] = _set_value(lines[at], json.dumps(result.applies_to))
+    lines[at] = set_value(lines[at], json.dumps(result.applies_to), BisectError)
 
     if result.first_fixed is not None:
         release = json.dumps(f">={result.first_fixed}")
@@ -639,57 +604,40 @@ def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date) -> str:
         if at is None:
             raise BisectError(f"{path}: entry {entry.id!r} has no `retire_when:` line at the "
                               "expected indentation; edit by hand")
-        inline = _inline(lines[at], "retire_when")
+        inline = inline_value(lines[at])
         if isinstance(inline, dict):
             inline = {"release": yaml.safe_load(release), **{k: v for k, v in inline.items()
                                                             if k != "release"}}
-            lines[at] = _set_value(lines[at], _flow(inline))
+            lines[at] = set_value(lines[at], _flow(inline), BisectError)
         else:
             stop = child_end(lines, at, end, key)
-            sub = _child_indent(lines, at, stop, key + 2)
+            sub = child_indent(lines, at, stop, key + 2)
             there = key_line(lines, at + 1, stop, sub, "release")
             if there is not None:
-                lines[there] = _set_value(lines[there], release)
+                lines[there] = set_value(lines[there], release, BisectError)
             else:
                 insert(at + 1, [f"{' ' * sub}release: {release}{nl}"])
 
     prints = {r.release: r.fingerprint for _, r in result.runs if r.fingerprint}
-    at = key_line(lines, start, end, key, "fingerprint")
-    if prints and at is not None:
-        stop = child_end(lines, at, end, key)
-        sub = _child_indent(lines, at, stop, key + 2)
-        rel = key_line(lines, at + 1, stop, sub, "releases")
-        if rel is not None and _inline(lines[rel], "releases") is not None:
-            raise BisectError(f"{path}: entry {entry.id!r} writes fingerprint.releases in flow "
-                              "style ({...}); make it a block mapping first")
-        if rel is None:
-            insert(stop, [f"{' ' * sub}releases:  # seen at run time{nl}"])
-            rel = stop
-        # the releases that ran: each a candidate from the listing, so each parses
-        for version, value in sorted(prints.items(), key=lambda kv: Version(kv[0])):
-            rstop = child_end(lines, rel, end, sub)
-            items = _release_items(lines, rel + 1, rstop)
-            item_pad = " " * (len(lines[items[0][0]]) - len(lines[items[0][0]].lstrip())
-                              if items else sub + 2)
-            same = next((i for i, v in items if v == Version(version)), None)
-            if same is not None:
-                lines[same] = _set_value(lines[same], json.dumps(value))
-                continue
-            after = next((i for i, v in items if v > Version(version)), None)
-            where = after if after is not None else (items[-1][0] + 1 if items else rel + 1)
-            insert(where, [f"{item_pad}{json.dumps(version)}: {json.dumps(value)}{nl}"])
+    if prints and key_line(lines, start, end, key, "fingerprint") is not None:
+        # each value the runs saw, in sha256 and under its release: the two agree, or the
+        # next strict start on that release would stop with a drift error
+        end = record_fingerprints(
+            lines, start, end, key, nl,
+            [(version, value, f"{version} (bisect run)") for version, value in
+             sorted(prints.items(), key=lambda kv: Version(kv[0]))], BisectError)
 
     line = f"bisected: {json.dumps(result.summary(date))}"
     at = key_line(lines, start, end, key, "evidence")
     if at is None:
         owner = key_line(lines, start, end, key, "owner")
         insert(owner if owner is not None else end, [f"{pad}evidence:{nl}", f"{pad}  {line}{nl}"])
-    elif _inline(lines[at], "evidence") is not None:
+    elif inline_value(lines[at]) is not None:
         raise BisectError(f"{path}: entry {entry.id!r} has an inline `evidence:` value; make it "
                           "a block mapping first")
     else:
         stop = child_end(lines, at, end, key)
-        sub = _child_indent(lines, at, stop, key + 2)
+        sub = child_indent(lines, at, stop, key + 2)
         there = key_line(lines, at + 1, stop, sub, "bisected")
         if there is not None:  # the newest bisection replaces the one before (and its lines)
             old_end = child_end(lines, there, stop, sub)

@@ -491,14 +491,16 @@ def test_write_keeps_crlf_when_the_entry_is_last_and_has_no_final_line_break(
 # -- the command, end to end: a fake PyPI, fake wheels, real pip -------------------------------
 
 
-def _wheel(out: Path, fake: FakeTarget, version: str, *, fixed: bool | None) -> Path:
+def _wheel(out: Path, fake: FakeTarget, version: str, *, fixed: bool | None,
+           greeting: str = "hello") -> Path:
     """A py3-none-any wheel of ``fake``'s distribution at ``version`` (the target module left
-    out when ``fixed`` is None)."""
+    out when ``fixed`` is None; ``greeting``: another word changes the target's fingerprint)."""
     name = fake.distribution.replace("-", "_")
     files = {f"{fake.package}/__init__.py": ""}
     if fixed is not None:
-        files[f"{fake.package}/target.py"] = TARGET_SOURCE.replace("FIXED = False",
-                                                                   f"FIXED = {fixed}")
+        files[f"{fake.package}/target.py"] = TARGET_SOURCE.replace(
+            "FIXED = False", f"FIXED = {fixed}").replace('f"hello {name}"',
+                                                         f'f"{greeting} {{name}}"')
     info = f"{name}-{version}.dist-info"
     files[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {fake.distribution}\n"
                                  f"Version: {version}\n")
@@ -550,7 +552,10 @@ def test_the_command_bisects_pip_installed_releases_and_writes_the_gate(
             ("0.5.0", False), ("0.6.0", True), ("0.7.0", True)]
     files = root / "files"
     files.mkdir()
-    wheels = {v: _wheel(files, fake_target, v, fixed=fixed) for v, fixed in plan}
+    # 0.3.0's target differs from the recorded one (its fingerprint is new): --write must
+    # record it in sha256 as well as under its release
+    wheels = {v: _wheel(files, fake_target, v, fixed=fixed,
+                        greeting="hi" if v == "0.3.0" else "hello") for v, fixed in plan}
     simple = root / "simple" / fake_target.distribution
     simple.mkdir(parents=True)
     (simple / "index.html").write_text("<html><body>" + "".join(
@@ -589,6 +594,9 @@ def test_the_command_bisects_pip_installed_releases_and_writes_the_gate(
     assert after["retire_when"]["release"] == ">=0.6.0"
     ran_clean = {r["release"] for r in data["runs"] if r["verdict"] != "absent"}
     assert set(after["fingerprint"]["releases"]) == ran_clean | {"0.4.0"}
+    # every value recorded for a release is one sha256 accepts: a strict start on any release
+    # that ran is never a drift error (the first real entry's bisect left sha256 short)
+    assert set(after["fingerprint"]["releases"].values()) <= set(after["fingerprint"]["sha256"])
     assert after["evidence"]["bisected"].endswith("first affected 0.3.0, first fixed 0.6.0")
     assert fake_target.registry.read_text() != before
 
