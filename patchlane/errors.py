@@ -216,7 +216,7 @@ def drift_reason(entry_id: str, expected: tuple[str, ...], found: str) -> str:
         f"patch {entry_id!r}: target source changed under us: fingerprint {found} is not one "
         f"of the recorded {list(expected)}; refusing to patch blindly. Fix: read the new "
         f"upstream source, re-run the reproducer, then record it with "
-        f"`patchlane fingerprint {entry_id}`"
+        f"`patchlane fingerprint {entry_id} --record`"
         + ("" if all(v.startswith("sha256-v2:") for v in expected) else
            ". Note: 'sha256:' values are format 1, a hash of ast.dump on the interpreter "
            "that recorded them (it differs between Python 3.11, 3.12 and 3.13); record the "

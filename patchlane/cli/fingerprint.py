@@ -15,10 +15,11 @@ from types import ModuleType
 from .. import fingerprint
 from ..errors import StrictModeError, UsageError
 from ..gates import resolve_version
+from ..registry import Entry
 from .common import decider
 
 
-def run_fingerprint(entry_id: str, source: Path | None = None) -> int:
+def run_fingerprint(entry_id: str, source: Path | None = None, record: bool = False) -> int:
     entry = decider().registry.get(entry_id)
     if entry.fingerprint is None or not entry.target.module or not entry.target.qualname:
         # Asked of an entry that has nothing to fingerprint: the request, not an overlay, is
@@ -48,13 +49,47 @@ def run_fingerprint(entry_id: str, source: Path | None = None) -> int:
         version, version_source = resolve_version(entry.target.distribution, module=None,
                                                   version_from=entry.target.version_from)
         label = f"{entry.target.distribution} {version} ({version_source}; {where})"
+    if source is not None:
+        version, version_source = None, "source"
     recorded = value in entry.fingerprint.sha256
     print(value)
+    if record:
+        # From an installed release it is that release's value, recorded under it as well;
+        # read from a file it is recorded in sha256 alone (nothing ran: no release claims it).
+        release = version if source is None else None
+        note = (f"{release} ({version_source})" if release is not None
+                else f"read from {source.name if source else '?'}, not run")
+        _record(entry, release, value, note)
+        print(f"# {label}: recorded in {entry.source} (fingerprint.sha256"
+              + (f" and fingerprint.releases[{release!r}])" if release else ")"))
+        return 0
     print(f"# {label}: "
           + ("matches the registry" if recorded else
-             "NOT in the registry: review the upstream change and the reproducer, then add it "
-             "under fingerprint.sha256"))
+             "NOT in the registry: review the upstream change and the reproducer, then record "
+             f"it with `patchlane fingerprint {entry_id} --record`"))
     return 0
+
+
+def _record(entry: Entry, release: str | None, value: str, note: str) -> None:
+    """Write ``value`` into the entry's block, in place, under the registry's edit lock; every
+    other byte of the file kept, the result validated before it replaces the file."""
+    from ..registry.editor import (
+        editing,
+        entry_block,
+        record_fingerprints,
+        stored_lines,
+        write_validated,
+    )
+
+    def refused(message: str) -> UsageError:
+        return UsageError(f"fingerprint {entry.id} --record: {entry.source}: {message}")
+
+    with editing(entry.source, refused) as raw:
+        stored = stored_lines(raw)
+        start, end, indent = entry_block(stored.lines, entry.id, entry.source, refused)
+        record_fingerprints(stored.lines, start, end, indent + 2, stored.newline,
+                            [(release, value, note)], refused)
+        write_validated(entry.source, stored.text())
 
 
 def _from_source(source: Path, qualnames: list[str] | tuple[str, ...]) -> str:

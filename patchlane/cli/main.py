@@ -87,6 +87,10 @@ def _entry_commands(sub: Any) -> None:
     p.add_argument("--source", type=Path, metavar="FILE",
                    help="fingerprint the target module's source file instead of importing it "
                    "(for releases that cannot be installed here)")
+    p.add_argument("--record", action="store_true",
+                   help="write the value into the entry, in place: fingerprint.sha256, and "
+                   "fingerprint.releases for the installed release it came from (not with "
+                   "--source: nothing ran there)")
 
     p = sub.add_parser("reproduce", help="run one entry's reproducer")
     p.add_argument("id")
@@ -289,8 +293,11 @@ def _fingerprint(args: argparse.Namespace) -> int:
     if (args.id is None) == (args.object is None):
         _parser().error("fingerprint: give an entry ID or --object MODULE:QUALNAME (one)")
     if args.object is not None:
+        if args.record:
+            _parser().error("fingerprint: --record needs an entry ID (--object reads no "
+                            "registry)")
         return run_fingerprint_object(args.object, args.source)
-    return run_fingerprint(args.id, args.source)
+    return run_fingerprint(args.id, args.source, args.record)
 
 
 def _reproduce(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ..conftest import FakeTarget
 
@@ -118,6 +119,40 @@ def test_fingerprint_from_source_file(fake_target: FakeTarget) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] != fake_target.fingerprint()
     assert "NOT in the registry" in out.stdout
+
+
+def test_fingerprint_record_writes_what_the_drift_error_asks_for(fake_target: FakeTarget) -> None:
+    """The drift error says `patchlane fingerprint ID --record`: it writes the installed
+    release's value into fingerprint.sha256 and under fingerprint.releases, byte for byte
+    around it, and the next strict start applies instead of stopping."""
+    env = fake_cli_env(fake_target)
+    fake_target.target_file.write_text(
+        fake_target.target_file.read_text().replace("hello", "howdy"))  # upstream moved
+    strict = cli("status", env=env | {"PATCHLANE_STRICT": "1"})
+    assert strict.returncode == 4 and f"patchlane fingerprint {fake_target.entry_id} --record" \
+        in strict.stderr, strict.stderr
+    before = fake_target.registry.read_text()
+    out = cli("fingerprint", fake_target.entry_id, "--record", env=env)
+    assert out.returncode == 0, out.stderr
+    value = out.stdout.splitlines()[0]
+    after = fake_target.registry.read_text()
+    added = [line for line in after.splitlines() if line not in before.splitlines()]
+    assert [line.strip() for line in added] == [
+        f'- "{value}"  # 1.2.0 (metadata)', "releases:  # seen at run time",
+        f'"1.2.0": "{value}"'], added
+    assert [line for line in after.splitlines() if line not in added] == before.splitlines()
+    data = yaml.safe_load(after)["entries"][0]["fingerprint"]
+    assert value in data["sha256"] and data["releases"] == {"1.2.0": value}
+    again = cli("status", "--json", env=env | {"PATCHLANE_STRICT": "1"})
+    assert again.returncode == 0, again.stderr
+    # read from a file, the value goes to sha256 alone: no release ran it
+    changed = fake_target.root / "changed.py"
+    changed.write_text(fake_target.target_file.read_text().replace("howdy", "hiya"))
+    out = cli("fingerprint", fake_target.entry_id, "--source", str(changed), "--record", env=env)
+    assert out.returncode == 0, out.stderr
+    data = yaml.safe_load(fake_target.registry.read_text())["entries"][0]["fingerprint"]
+    assert out.stdout.splitlines()[0] in data["sha256"] and data["releases"] == {"1.2.0": value}
+    assert "read from changed.py, not run" in fake_target.registry.read_text()
 
 
 def test_fingerprint_object_gives_a_new_entry_its_first_value(fake_target: FakeTarget) -> None:
