@@ -162,13 +162,25 @@ LOCK_TIMEOUT = 60.0
 @contextlib.contextmanager
 def registry_lock(path: Path,
                   error: Callable[[str], PatchlaneError] = RegistryEditError) -> Iterator[None]:
-    """Hold the registry file's edit lock (``.<name>.lock`` beside it, an OS file lock via
-    filelock): every command that edits a registry file (``retire``, ``delete``, ``new``) takes
-    this one lock, so their edits serialise. ``error`` builds the command's own error when the
-    lock cannot be had."""
+    """Hold the registry file's edit lock (an OS file lock via filelock): every command that
+    edits a registry file (``new``, ``retire``, ``delete``, ``bisect --write``,
+    ``fingerprint --record``) takes this one lock, so their edits serialise. ``error`` builds
+    the command's own error when the lock cannot be had.
+
+    The lock file lives in this user's cache (``$XDG_CACHE_HOME/patchlane/locks``, named by the
+    registry's real path), never beside the registry: a file there is one more thing `git add
+    -A` would commit. So edits serialise per machine and user, which is where two commands
+    meet; two users editing one registry on a shared disk are what version control is for."""
+    import hashlib
+    import os
+
     from filelock import FileLock, Timeout
 
-    lock = FileLock(str(path.with_name(f".{path.name}.lock")), timeout=LOCK_TIMEOUT)
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    locks = base / "patchlane" / "locks"
+    locks.mkdir(parents=True, exist_ok=True, mode=0o700)
+    name = hashlib.sha256(os.path.realpath(path).encode()).hexdigest()[:32]
+    lock = FileLock(str(locks / f"{name}.lock"), timeout=LOCK_TIMEOUT)
     try:
         with lock:
             yield

@@ -284,8 +284,8 @@ def test_retire_rewrites_atomically_keeping_the_mode(registry_file: Path) -> Non
     assert load_registries([registry_file]).get(ENTRY).status is Status.RETIRED
     assert registry_file.stat().st_mode & 0o777 == 0o640
     assert sorted(p.name for p in registry_file.parent.iterdir()) == [
-        ".registry.yaml.lock", "checks", "drafts", "patches", "registry.yaml",
-        "reproducers"]  # no temp file left (the edit lock file stays, empty, as filelock's do)
+        "checks", "drafts", "patches", "registry.yaml",
+        "reproducers"]  # no temp file left, and no edit lock file beside it (`git add -A`)
 
 
 def test_a_crlf_registry_stays_crlf_byte_for_byte(registry_file: Path) -> None:
@@ -337,7 +337,7 @@ def test_retire_refuses_text_the_loader_would_reject_and_leaves_the_file(
         retire_entry(entry, date=dt.date(2026, 11, 22), applied_upstream=None, evidence=["x"])
     assert registry_file.read_bytes() == before
     assert sorted(p.name for p in registry_file.parent.iterdir()) == [
-        ".registry.yaml.lock", "checks", "drafts", "patches", "registry.yaml", "reproducers"]
+        "checks", "drafts", "patches", "registry.yaml", "reproducers"]
 
 
 def test_evidence_defaults() -> None:
