@@ -321,6 +321,17 @@ def affected_rows(entry: Entry, run_dirs: list[Path]) -> list[AffectedRow]:
     return rows
 
 
+def forwarding(entry: Entry) -> str:
+    """Where the fix stands upstream, as the entry says: a draft for an entry already forwarded
+    (made with ``--pr``, say) must not call it unsent."""
+    up = entry.upstream
+    if up.forwarded not in (None, "no", "not-needed"):
+        return f"Forwarded: {up.forwarded}."
+    if up.pr:
+        return f"Upstream pull request: {up.pr}."
+    return "Not yet forwarded."
+
+
 def render_draft(entry: Entry, rows: list[AffectedRow], change: AppliedChange | None, *,
                  today: _dt.date, overlay_doc: str | None,
                  verified: list[tuple[int, str, str]] | None = None) -> str:
@@ -329,7 +340,7 @@ def render_draft(entry: Entry, rows: list[AffectedRow], change: AppliedChange | 
     title = entry.summary.split(". ")[0].rstrip(".")
     out = [f"# {title}", "",
            f"*Draft for upstream, written by `patchlane draft {entry.id}` on {today} from "
-           f"{len({r.run for r in rows})} sweep run(s). Not yet forwarded.*", "",
+           f"{len({r.run for r in rows})} sweep run(s). {forwarding(entry)}*", "",
            "## Symptom", "", entry.summary.strip(), ""]
     if overlay_doc:
         out += ["### Why, and what the fix does (from the local fix's notes)", "",

@@ -69,7 +69,8 @@ def run_draft(entry_id: str, evidence: list[Path], output: Path | None, verify: 
                      if failing else "no case ran with the change")
                   + f"; fix: correct {change}", file=sys.stderr)
             return ExitCode.REPRODUCER_FAILED
-    if entry.upstream.draft is None:
+    if entry.upstream.draft is None and entry.upstream.forwarded == "no":
+        # the registry asks for a draft only of an entry not forwarded
         print(f"  add `draft: {os.path.relpath(target, entry.source.parent)}` under the entry's "
               "upstream: in the registry")
     return ExitCode.OK

@@ -96,6 +96,20 @@ def test_the_draft_says_what_ran_and_names_no_local_path(fake_target: FakeTarget
     assert text.endswith("\n") and not text.endswith("\n\n")
 
 
+def test_a_draft_of_a_forwarded_entry_says_where_it_went(fake_target: FakeTarget) -> None:
+    """An entry made with `patchlane new --pr URL` is forwarded: its draft says so, never
+    "Not yet forwarded"."""
+    import dataclasses
+
+    entry = load_registries([fake_target.write_registry()]).entries[0]
+    assert "Not yet forwarded." in render_draft(entry, [], None, today=dt.date(2026, 11, 22),
+                                                overlay_doc="")
+    pr = "https://github.com/NVIDIA/Megatron-LM/pull/4448"
+    sent = dataclasses.replace(entry, upstream=entry.upstream._replace(forwarded=pr, pr=pr))
+    text = render_draft(sent, [], None, today=dt.date(2026, 11, 22), overlay_doc="")
+    assert "Not yet forwarded" not in text and f"Forwarded: {pr}." in text
+
+
 def test_the_draft_pairs_the_reproducer_with_its_own_output(fake_target: FakeTarget) -> None:
     entry = load_registries([fake_target.write_registry()]).entries[0]
     old = AffectedRow("run-old", "1.2.0", "3.12.1", "cpu", 1, Verdict.GUARDING,
