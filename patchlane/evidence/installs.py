@@ -161,8 +161,11 @@ def _install_locked(spec: str, target: Path, deps: bool, log: Path | None,
         # rather than replace them.
         shutil.rmtree(target, ignore_errors=True)
         offline = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
-        cmd = [sys.executable, "-m", "pip", "install", "--quiet", *([] if deps else ["--no-deps"]),
-               "--disable-pip-version-check", *offline, "--target", str(target), spec]
+        # --no-compile: byte-compiling every file of a torch with its CUDA libraries costs a
+        # minute of CPU per install; Python compiles what a case imports, when it imports it
+        cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile",
+               *([] if deps else ["--no-deps"]), "--disable-pip-version-check", *offline,
+               "--target", str(target), spec]
         if log is None:
             subprocess.run(cmd, check=True)
         else:
