@@ -279,19 +279,11 @@ def run_case(
             return CaseResult(entry.id, mode, lane, world_size, RunOutcome.ERROR,
                               f"cannot install the bad side {list(bad)}: {exc}", "setup",
                               time.monotonic() - started)
-    # Every process the case starts inherits this token, even one that leaves the ranks'
-    # sessions (setsid): at the end of the case, whatever carries it is killed (_reap).
-    token = uuid.uuid4().hex
-    child_env[CASE_TOKEN] = token
-    child_env[CASE_DEADLINE] = f"{time.time() + timeout + DEADLINE_GRACE_SECONDS:.0f}:" \
-        f"{os.getpid()}"
-    child_env["MASTER_ADDR"] = "127.0.0.1"
-    child_env["MASTER_PORT"] = str(_free_port())
+    token = _mark_case(child_env, timeout)
     procs: list[subprocess.Popen[bytes]] = []
     logs: list[_CappedLog] = []
     timed_out = interrupted = False
-    deadline = started + timeout
-    first_exit: float | None = None
+    killed: list[bool] = []
     try:
         for rank in range(world_size):
             cmd = [sys.executable, "-m", "patchlane.evidence.runner", "--entry", entry.id,
@@ -301,37 +293,9 @@ def run_case(
                                     stderr=subprocess.STDOUT, start_new_session=True)
             procs.append(proc)
             logs.append(_CappedLog.start(proc, case_dir / f"rank{rank}.log"))
-        while any(p.poll() is None for p in procs):
-            now = time.monotonic()
-            if stop is not None and stop.is_set():
-                # Killed at once, below, as at the end of every case: an interrupted case
-                # runs again from the start, in a new attempt directory, when resumed.
-                interrupted = True
-                break
-            if now >= deadline:
-                timed_out = True
-                break
-            if first_exit is None and any(p.poll() not in (None, 0) for p in procs):
-                first_exit = now
-            # A rank that died leaves its peers blocked in a collective: give them a grace
-            # period to report their own outcome, then stop waiting for the full timeout.
-            if first_exit is not None and now - first_exit > RANK_GRACE_SECONDS:
-                break
-            time.sleep(0.05)
+        timed_out, interrupted = _wait_for_ranks(procs, started + timeout, stop)
     finally:
-        killed = [False] * len(procs)
-        for rank, proc in enumerate(procs):
-            running = proc.poll() is None
-            # The rank's whole session goes, also after a normal exit: a child it left behind
-            # must not write into the case directory after the receipt.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            if running:
-                proc.wait()
-                killed[rank] = True
-        _reap(token)
-        for log in logs:  # every writer of the pipes is gone: each log ends now
-            log.finish()
+        killed = _end_ranks(procs, logs, token)
     if interrupted:
         raise CaseInterrupted(f"{entry.id} ({mode.value}, {lane}, world size {world_size}): "
                               "stopped before it finished; no result")
@@ -339,6 +303,60 @@ def run_case(
                         killed, child_env)
     result.seconds = time.monotonic() - started
     return result
+
+
+def _mark_case(child_env: dict[str, str], timeout: float) -> str:
+    """Give every process of the case its token (even one that leaves the ranks' sessions, with
+    setsid: at the end of the case, whatever carries it is killed, :func:`_reap`), its deadline
+    (a rank outlives no case, even when its parent dies) and its rendezvous. The token."""
+    token = uuid.uuid4().hex
+    child_env[CASE_TOKEN] = token
+    child_env[CASE_DEADLINE] = f"{time.time() + timeout + DEADLINE_GRACE_SECONDS:.0f}:" \
+        f"{os.getpid()}"
+    child_env["MASTER_ADDR"] = "127.0.0.1"
+    child_env["MASTER_PORT"] = str(_free_port())
+    return token
+
+
+def _wait_for_ranks(procs: list[subprocess.Popen[bytes]], deadline: float,
+                    stop: threading.Event | None) -> tuple[bool, bool]:
+    """Wait for every rank to exit; ``(timed_out, interrupted)``."""
+    first_exit: float | None = None
+    while any(p.poll() is None for p in procs):
+        now = time.monotonic()
+        if stop is not None and stop.is_set():
+            # Killed at once by the caller, as at the end of every case: an interrupted case
+            # runs again from the start, in a new attempt directory, when resumed.
+            return False, True
+        if now >= deadline:
+            return True, False
+        if first_exit is None and any(p.poll() not in (None, 0) for p in procs):
+            first_exit = now
+        # A rank that died leaves its peers blocked in a collective: give them a grace
+        # period to report their own outcome, then stop waiting for the full timeout.
+        if first_exit is not None and now - first_exit > RANK_GRACE_SECONDS:
+            break
+        time.sleep(0.05)
+    return False, False
+
+
+def _end_ranks(procs: list[subprocess.Popen[bytes]], logs: list[_CappedLog],
+               token: str) -> list[bool]:
+    """End the case: every rank's whole session killed, also after a normal exit (a child it
+    left behind must not write into the case directory after the receipt), whatever carries
+    the case's token reaped, every log finished. Which ranks were still running."""
+    killed = [False] * len(procs)
+    for rank, proc in enumerate(procs):
+        running = proc.poll() is None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if running:
+            proc.wait()
+            killed[rank] = True
+    _reap(token)
+    for log in logs:  # every writer of the pipes is gone: each log ends now
+        log.finish()
+    return killed
 
 
 class CaseInterrupted(Exception):

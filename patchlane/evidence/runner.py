@@ -41,6 +41,7 @@ from patchlane.evidence.reproduce import (
 )
 from patchlane.files import atomic_write_json
 from patchlane.loading import load_file
+from patchlane.registry import Entry
 from patchlane.registry.kinds import KINDS
 from patchlane.reproducer import LANES, Lane, Mode, ReproContext, RunOutcome, parse_lane
 
@@ -137,8 +138,7 @@ def _watch_deadline(value: str | None) -> None:
     threading.Thread(target=watch, name="patchlane-case-deadline", daemon=True).start()
 
 
-def main(argv: list[str] | None = None) -> int:
-    _watch_deadline(os.environ.get(CASE_DEADLINE))
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="patchlane.evidence.runner")
     parser.add_argument("--entry", required=True)
     parser.add_argument("--mode", choices=[m.value for m in Mode], required=True)
@@ -148,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, required=True)
     args = parser.parse_args(argv)
     args.workdir = args.workdir.absolute()  # before the reproducer can change directory
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    _watch_deadline(os.environ.get(CASE_DEADLINE))
+    args = _arguments(argv)
     mode, lane = Mode(args.mode), parse_lane(args.lane)
     stage = "bootstrap"
     timings: dict[str, float] = {}
@@ -196,30 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             result["traceback"] = _traceback()
         lap("run")
         stage = "verify"
-        report = patchlane.report()
-        decision = next(e for e in report["entries"] if e["id"] == entry.id)
-        result["audit"] = decision
-        seen = _audited(decision)
-        if mode is Mode.WITH and not KINDS[entry.kind].with_overlay:
-            # A ledger entry in force: a setting assigned (or upstream's default already the
-            # same), a floor or pin checked and satisfied (or not applicable here).
-            if seen in _LEDGER_NOT_NEEDED:
-                message += f" (the entry was not needed: audit says {_said(seen)})"
-            elif seen not in _LEDGER_IN_FORCE:
-                raise RuntimeError(f"expected the {entry.kind.value} entry in force, audit says "
-                                   f"{_said(seen)}: the reproducer does not exercise it")
-        elif mode is Mode.WITH:
-            if seen is Outcome.UPSTREAM_FIXED:
-                message += " (overlay stayed out: probe reports upstream-fixed)"
-            elif seen is not Outcome.APPLIED:
-                raise RuntimeError(f"expected the overlay applied, audit says {_said(seen)}")
-            elif decision["hits"] < 1:
-                raise RuntimeError("the overlay was applied but never ran: the reproducer does "
-                                   "not exercise the patched code")
-        elif seen not in _WITHOUT_OK or decision["applied"]:
-            raise RuntimeError(f"expected the overlay disabled, audit says {_said(seen)}")
-        else:
-            result["probe"] = _probe_view(entry)
+        message += _verify_decision(entry, mode, result)
         if args.rank == 0:
             result["runtime"] = runtime([entry.target.distribution, "torch"])
             result["record"] = verify_distribution(entry.target.distribution).as_dict()
@@ -245,6 +228,38 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({k: result.get(k) for k in ("outcome", "stage", "message")}))
     # The parent reads the JSON; the status is for a person running one rank by hand.
     return outcome.exit_code
+
+
+def _verify_decision(entry: Entry, mode: Mode, result: dict[str, Any]) -> str:
+    """Check that the case ran as its mode says, from the decider's own audit: with the entry
+    in force (an overlay applied and run, or a ledger entry satisfied), or without it. Raises
+    when not (the case is an error, never a verdict); returns what the message adds."""
+    report = patchlane.report()
+    decision = next(e for e in report["entries"] if e["id"] == entry.id)
+    result["audit"] = decision
+    seen = _audited(decision)
+    if mode is Mode.WITH and not KINDS[entry.kind].with_overlay:
+        # A ledger entry in force: a setting assigned (or upstream's default already the
+        # same), a floor or pin checked and satisfied (or not applicable here).
+        if seen in _LEDGER_NOT_NEEDED:
+            return f" (the entry was not needed: audit says {_said(seen)})"
+        if seen not in _LEDGER_IN_FORCE:
+            raise RuntimeError(f"expected the {entry.kind.value} entry in force, audit says "
+                               f"{_said(seen)}: the reproducer does not exercise it")
+        return ""
+    if mode is Mode.WITH:
+        if seen is Outcome.UPSTREAM_FIXED:
+            return " (overlay stayed out: probe reports upstream-fixed)"
+        if seen is not Outcome.APPLIED:
+            raise RuntimeError(f"expected the overlay applied, audit says {_said(seen)}")
+        if decision["hits"] < 1:
+            raise RuntimeError("the overlay was applied but never ran: the reproducer does "
+                               "not exercise the patched code")
+        return ""
+    if seen not in _WITHOUT_OK or decision["applied"]:
+        raise RuntimeError(f"expected the overlay disabled, audit says {_said(seen)}")
+    result["probe"] = _probe_view(entry)
+    return ""
 
 
 if __name__ == "__main__":

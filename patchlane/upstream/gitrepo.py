@@ -422,20 +422,7 @@ def track_git(entry: Entry, repo: GitRepo | Path | str, *, tag_template: str,
     landings, reverts, head = _landings(repo, number, [tag for _, _, tag in tags])
 
     if not landings:
-        if head is not None:
-            reason = (f"PR #{number} exists in {repo.path} (refs/pull/{number}/head at "
-                      f"{head[:10]}) but has not landed: no commit on a branch or tag names it "
-                      "and no release commit has its patch-id")
-        else:
-            reason = (f"no commit on a branch or tag of {repo.path} names PR #{number} "
-                      f"('(#{number})' or 'Merge pull request #{number}'), and it has no "
-                      f"refs/pull/{number}/head to compare patch-ids with (a `git clone "
-                      "--mirror` has it; a clone needs `git fetch origin "
-                      "'+refs/pull/*/head:refs/pull/*/head'`)")
-        reason += ("; git cannot tell an open PR from one closed without merging: check it "
-                   "on GitHub. Keep carrying the patch")
-        if reverts:
-            reason += f"; reverted by {_commits(reverts)}"
+        reason = _not_landed(repo, number, head, reverts)
         title = repo._commit(head).subject if head is not None else ""
         pr = PullState(number=number, state="open", merged=False, merged_at=None,
                        merge_commit_sha=None, milestone=None, title=title,
@@ -484,6 +471,27 @@ def track_git(entry: Entry, repo: GitRepo | Path | str, *, tag_template: str,
                            carrier="a landing commit")
     return report(UpstreamState.RELEASED, reason + notes, pr, released_in=released_in,
                   latest=latest)
+
+
+def _not_landed(repo: GitRepo, number: int, head: str | None,
+                reverts: list[tuple[str, str]]) -> str:
+    """Why a PR counts as not landed: its head is there but nothing carries it, or git has
+    neither a commit naming it nor its head to compare patch-ids with."""
+    if head is not None:
+        reason = (f"PR #{number} exists in {repo.path} (refs/pull/{number}/head at "
+                  f"{head[:10]}) but has not landed: no commit on a branch or tag names it "
+                  "and no release commit has its patch-id")
+    else:
+        reason = (f"no commit on a branch or tag of {repo.path} names PR #{number} "
+                  f"('(#{number})' or 'Merge pull request #{number}'), and it has no "
+                  f"refs/pull/{number}/head to compare patch-ids with (a `git clone "
+                  "--mirror` has it; a clone needs `git fetch origin "
+                  "'+refs/pull/*/head:refs/pull/*/head'`)")
+    reason += ("; git cannot tell an open PR from one closed without merging: check it "
+               "on GitHub. Keep carrying the patch")
+    if reverts:
+        reason += f"; reverted by {_commits(reverts)}"
+    return reason
 
 
 def _remote_note(repo: GitRepo, owner: str, name: str, number: int) -> str:

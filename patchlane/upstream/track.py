@@ -92,13 +92,7 @@ def track(entry: Entry, client: Client, *, tag_template: str,
         raise MalformedResponse(
             display_url(client.github_url(f"repos/{owner}/{repo}/pulls/{pr.number}")),
             "the pull request is merged but has no merge_commit_sha")
-    # The fix may ship in another distribution than the one the entry gates (a numpy pin
-    # fixed in triton): upstream.distribution names it.
-    dist = entry.upstream.distribution or entry.target.distribution
-    if not dist:
-        raise UpstreamError(f"entry {entry.id!r} has no target.distribution: nothing says "
-                            "which PyPI releases could carry the fix. Fix: add target:"
-                            " {distribution: ...} (or upstream.distribution) to the entry")
+    dist = carrier_distribution(entry)
     releases = [r for r in pypi_releases(client, dist, trace=trace)
                 if include_prereleases or not r.parsed.is_prerelease]
     latest = releases[-1].version if releases else None
@@ -115,19 +109,8 @@ def track(entry: Entry, client: Client, *, tag_template: str,
     found, missing = scan.found, scan.missing
     merged_note = f"PR #{pr.number} merged {_day(merged_at)} as {sha[:12]}"
     if found is None:
-        if not candidates:
-            why = f"no release of {dist} was uploaded since"
-        else:
-            names = _listed([r.version for r in candidates])
-            why = f"none of the {dist} releases uploaded since ({names}) contains it"
-            if missing:
-                why += (f"; tags not found in {owner}/{repo}: {_listed(missing)} (check the "
-                        f"tag template {tag_template!r})")
-            if scan.unchecked:
-                why += (f"; {len(scan.unchecked)} later release tags were not compared (at most "
-                        f"{MAX_COMPARES} compare requests per entry: "
-                        f"{_listed(scan.unchecked, 3)}). Fix: track it from a local mirror "
-                        f"(`patchlane upstream {entry.id} --git MIRROR`), which reads every tag")
+        why = _not_released(entry.id, dist, [r.version for r in candidates], missing,
+                            scan.unchecked, f"{owner}/{repo}", tag_template)
         return report(UpstreamState.MERGED_UNRELEASED,
                       f"{merged_note}; {why}. Keep carrying the patch until a release has it",
                       pr, latest=latest)
@@ -138,6 +121,35 @@ def track(entry: Entry, client: Client, *, tag_template: str,
                              [r.version for r in releases if r.version not in unknown],
                              dist=dist, carrier="the merge commit"))
     return report(UpstreamState.RELEASED, reason, pr, released_in=released_in, latest=latest)
+
+
+def carrier_distribution(entry: Entry) -> str:
+    """The distribution whose releases carry the fix: ``upstream.distribution`` when the fix
+    ships elsewhere than the gated one (a numpy pin fixed in triton), else the target's."""
+    dist = entry.upstream.distribution or entry.target.distribution
+    if not dist:
+        raise UpstreamError(f"entry {entry.id!r} has no target.distribution: nothing says "
+                            "which PyPI releases could carry the fix. Fix: add target:"
+                            " {distribution: ...} (or upstream.distribution) to the entry")
+    return dist
+
+
+def _not_released(entry_id: str, dist: str, candidates: list[str], missing: list[str],
+                  unchecked: list[str], repository: str, tag_template: str) -> str:
+    """Why no release carries a merged fix: none uploaded since, or none of those contains
+    the merge commit (with the tags not found, and those a bounded scan left unchecked)."""
+    if not candidates:
+        return f"no release of {dist} was uploaded since"
+    why = f"none of the {dist} releases uploaded since ({_listed(candidates)}) contains it"
+    if missing:
+        why += (f"; tags not found in {repository}: {_listed(missing)} (check the tag template "
+                f"{tag_template!r})")
+    if unchecked:
+        why += (f"; {len(unchecked)} later release tags were not compared (at most "
+                f"{MAX_COMPARES} compare requests per entry: {_listed(unchecked, 3)}). Fix: "
+                f"track it from a local mirror (`patchlane upstream {entry_id} --git MIRROR`), "
+                "which reads every tag")
+    return why
 
 
 def gate_names_release(entry: Entry, released_in: str | None) -> bool:
