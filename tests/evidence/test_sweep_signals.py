@@ -42,6 +42,10 @@ def _wait_for(predicate: Callable[[], bool], seconds: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _foreground_job() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -64,8 +68,11 @@ def test_a_signal_stops_the_sweep_in_order_and_resume_finishes_it(
            "--jobs", "1", "--quiet"]
     env = env_for(fake_target) | {"PL_TEST_SLOW": "1"}
     # Its own session, as a job on a terminal: Ctrl-C goes to the whole process group there.
+    # A foreground job's Ctrl-C is never ignored, whatever ran this test: a test runner started
+    # with `&` from a script inherits SIGINT ignored, and a sweep that inherits that rightly
+    # leaves it ignored (nohup, a background job).
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=_foreground_job)
     pid_file = run_dir / "cases" / f"{slow_id}--cpu--ws1--without" / "attempt1" / "pid0"
     try:
         _wait_for(pid_file.exists, 90, "the slow case's rank to start")
@@ -77,7 +84,7 @@ def test_a_signal_stops_the_sweep_in_order_and_resume_finishes_it(
         # A hang guard only, with room for a loaded machine (the suite runs on several workers
         # at once): "2 of 6 case(s) finished, 4 left" below is what catches the old sweep,
         # which ran every queued case (two minutes of sleep) before it exited.
-        _, err = proc.communicate(timeout=150)
+        _, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             proc.kill()
