@@ -10,11 +10,14 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..controls import ToolSettings
 from ..exit_codes import ExitCode
 from .common import decider, positive_int, positive_seconds, release_cache, table
+
+if TYPE_CHECKING:
+    from ..releases.bisect import Bisection
 
 T = TypeVar("T")
 
@@ -48,6 +51,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--offline", action="store_true",
                    help="list the releases from the PyPI answer cached earlier")
     p.add_argument("--cache-dir", type=Path, help="the cache of PyPI answers")
+    p.add_argument("--python", metavar="PYTHON", action="append", default=[],
+                   help="another interpreter (a venv's python with patchlane installed) for "
+                   "the releases that do not install on this one: where the search stops at "
+                   "them, it goes on there and one gate is drawn from both (repeatable; e.g. "
+                   "megatron-core 0.17 and newer install on Python 3.12 only)")
+    p.add_argument("--fingerprints", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
 
@@ -91,7 +100,7 @@ def run_bisect(args: argparse.Namespace) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)  # once there is something to run
     # how one release runs (the evidence side) is given to the search (the maintainers' side)
     runner = ReleaseRunner(entry, run_dir, release_cache(args.cache), timeout=args.timeout,
-                           fingerprints=args.write)
+                           fingerprints=args.write or args.fingerprints)
     if not args.quiet:
         sdists = sum(c.how == "sdist" for c in listing.candidates)
         print(f"{entry.id}: {len(listing.candidates)} releases of {dist} install here "
@@ -102,11 +111,16 @@ def run_bisect(args: argparse.Namespace) -> int:
             print(f"  [{phase}] {run.release}: {run.finding.value} ({run.seconds:.0f} s)",
                   file=sys.stderr, flush=True)
 
-    result = _stoppable(lambda: bisect_entry(entry, listing, runner, jobs=args.jobs,
-                                             installed=resolve_version(dist)[0],
-                                             pivot=args.pivot, progress=progress),
-                        runner, run_dir)
-    result.run_dir = run_dir
+    def search() -> Bisection:
+        here = bisect_entry(entry, listing, runner, jobs=args.jobs,
+                            installed=resolve_version(dist)[0], pivot=args.pivot,
+                            progress=progress)
+        here.run_dir = run_dir
+        for python in args.python:
+            here = _on_another_python(python, args, here, runner)
+        return here
+
+    result = _stoppable(search, runner, run_dir)
     atomic_write_json(run_dir / "bisect.json", result.as_dict())
     if args.write:
         write_bisection(entry, result, date=_dt.date.today())
@@ -125,7 +139,71 @@ def run_bisect(args: argparse.Namespace) -> int:
           f"({result.seconds:.0f} s); records in {run_dir}")
     for note in result.notes:
         print(f"note: {note}")
+    if result.skipped:
+        reasons: dict[str, list[str]] = {}
+        for version, why in result.skipped:
+            reasons.setdefault(why, []).append(version)
+        print(f"not run ({sum(map(len, reasons.values()))} release(s) that do not install on "
+              f"Python {result.python}):")
+        for why, versions in reasons.items():
+            shown = ", ".join(versions) if len(versions) <= 6 else \
+                f"{', '.join(versions[:3])} … {', '.join(versions[-2:])}"
+            print(f"  {shown}: {why}")
     return ExitCode.OK
+
+
+def _on_another_python(python: str, args: argparse.Namespace, here: Bisection,
+                       runner: Any) -> Bisection:
+    """Go on with ``here`` on interpreter ``python`` where it stopped at releases that do not
+    install on this one: that interpreter's own ``bisect --json`` from the last (or first)
+    affected release, then one result from both (:func:`~patchlane.releases.bisect.combine`).
+    Its runs and records go under ``RUN_DIR/python-N``."""
+    import subprocess
+    import time
+
+    from ..evidence.reproduce import CaseInterrupted
+    from ..releases.bisect import BisectError, beyond_here, combine
+
+    pivots = beyond_here(here)
+    if not pivots:
+        return here
+    assert here.run_dir is not None
+    n = len(list(here.run_dir.glob("python-*"))) + 1
+    errors = []
+    for pivot in pivots:
+        run_dir = here.run_dir / f"python-{n}-{pivot}"
+        cmd = [python, "-m", "patchlane.cli.main", "bisect", here.entry_id, "--json",
+               "--quiet", "--fingerprints", "--pivot", pivot, "--run-dir", str(run_dir),
+               "--cache", str(runner.cache), "--timeout", str(args.timeout),
+               "--jobs", str(args.jobs), *(["--pre"] if args.pre else []),
+               *(["--offline"] if args.offline else []),
+               *(["--cache-dir", str(args.cache_dir)] if args.cache_dir else [])]
+        if not args.quiet:
+            print(f"  [python {python}] from {pivot}: the releases that do not install here",
+                  file=sys.stderr, flush=True)
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True)
+        except OSError as exc:
+            raise BisectError(f"--python {python}: cannot start it ({exc.strerror}); expected "
+                              "the path of a Python interpreter with patchlane installed; fix: "
+                              "name its venv's bin/python") from None
+        while proc.poll() is None:  # Ctrl-C or SIGTERM here stops it too
+            if runner.stop.is_set():
+                proc.terminate()
+                proc.communicate()
+                raise CaseInterrupted(f"the Python {python} bisect (stopped)")
+            time.sleep(0.2)
+        out, err = proc.communicate()
+        if proc.returncode == 0:
+            return combine(here, json.loads(out))
+        errors.append(f"from {pivot}: exit {proc.returncode}: "
+                      f"{(err.strip().splitlines() or ['no message'])[-1]}")
+    raise BisectError(f"{here.entry_id}: the bisect on --python {python} found nothing to add "
+                      f"({'; '.join(errors)}); expected it to run the releases that do not "
+                      "install here; fix: check that interpreter has patchlane and the entry's "
+                      "dependencies installed (its records: "
+                      f"{here.run_dir / f'python-{n}-*'}), or leave --python out")
 
 
 def _stoppable(search: Callable[[], T], runner: Any, run_dir: Path) -> T:

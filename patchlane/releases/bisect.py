@@ -76,12 +76,15 @@ __all__ = [
     "Bisection",
     "Bounds",
     "Candidate",
+    "ForeignRun",
     "Listing",
     "RunRecord",
     "Runner",
+    "beyond_here",
     "bisect",
     "bisect_entry",
     "bounds",
+    "combine",
     "installs_here",
     "list_candidates",
     "next_minor",
@@ -137,9 +140,12 @@ def installs_here(release: Release, tags: frozenset[Tag], python: str) -> tuple[
     accepting ``tags`` at Python ``python``. A wheel with a matching tag wins; only an sdist
     is built from source (and may fail: that run is then an error)."""
     wheels: list[str] = []
+    interpreters: set[str] = set()
+    refused: set[str] = set()
     sdist = False
     for file in release.files:
         if not _admits(file.requires_python, python):
+            refused.add(str(file.requires_python).strip())
             continue
         name = file.filename
         if name.endswith(".whl"):
@@ -150,13 +156,16 @@ def installs_here(release: Release, tags: frozenset[Tag], python: str) -> tuple[
             wheels.append(name)
             if wheel_tags & tags:
                 return "wheel", name
+            interpreters |= {t.interpreter for t in wheel_tags}
         elif name.endswith((".tar.gz", ".zip")):
             sdist = True
     if sdist:
         return "sdist", "no wheel for this interpreter: built from the sdist"
     if wheels:
-        return None, f"no wheel for this interpreter ({len(wheels)} wheel(s) for others) and " \
-                     "no sdist"
+        return None, (f"no wheel for this interpreter (wheels for "
+                      f"{', '.join(sorted(interpreters))} only) and no sdist")
+    if refused:
+        return None, f"needs Python {' or '.join(sorted(refused))} (Requires-Python)"
     return None, "no file that installs on this Python"
 
 
@@ -322,6 +331,12 @@ class Bisection:
     python: str = field(default_factory=_interpreter)
     seconds: float = 0.0
     run_dir: Path | None = None
+    older_elsewhere: tuple[str, ...] = ()
+    """Releases older than every one run here that do not install on this interpreter: the
+    bug may start among them (another interpreter's bisect runs them: ``--python``)."""
+    newer_elsewhere: tuple[str, ...] = ()
+    """Releases newer than every one run here that do not install on this interpreter: the
+    fix may be among them."""
 
     @property
     def runs_taken(self) -> int:
@@ -343,6 +358,8 @@ class Bisection:
             "notes": self.notes,
             "releases": [{"release": c.version, "how": c.how} for c in self.releases],
             "skipped": [{"release": v, "reason": why} for v, why in self.skipped],
+            "older_elsewhere": list(self.older_elsewhere),
+            "newer_elsewhere": list(self.newer_elsewhere),
             "seconds": round(self.seconds, 1),
             "run_dir": None if self.run_dir is None else str(self.run_dir),
         }
@@ -354,12 +371,97 @@ class Bisection:
                                      f"none (the target is absent from {self.absent_after})")
         text = (f"{date.isoformat()}: {self.runs_taken} runs on Python {self.python}: first "
                 f"affected {self.first_affected}, first fixed {fixed}")
-        if not self.lower_certain or not self.upper_certain:
-            text += "; " + ", ".join(
-                side for side, ok in (("the lower bound", self.lower_certain),
-                                      ("the upper bound", self.upper_certain)) if not ok) + \
-                " next to releases whose runs errored"
+        doubts = []
+        for side, ok, elsewhere in (("the lower bound", self.lower_certain, self.older_elsewhere),
+                                    ("the upper bound", self.upper_certain, self.newer_elsewhere)):
+            if not ok:
+                doubts.append(f"{side} next to releases that install only on another Python"
+                              if elsewhere else f"{side} next to releases whose runs errored")
+        if doubts:
+            text += "; " + ", ".join(doubts)
         return text
+
+
+@dataclass(frozen=True)
+class ForeignRun:
+    """A run another interpreter's ``bisect --json`` reported (``--python``)."""
+
+    release: str
+    finding: Finding
+    message: str
+    seconds: float
+    how: str
+    receipt: Path | None
+    fingerprint: str | None
+    python: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], python: str) -> ForeignRun:
+        receipt = data.get("receipt")
+        return cls(str(data["release"]), Finding(data["verdict"]), str(data.get("message", "")),
+                   float(data.get("seconds", 0.0)), str(data.get("how", "")),
+                   Path(receipt) if receipt else None, data.get("fingerprint"), python)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"release": self.release, "verdict": self.finding.value,
+                "receipt": None if self.receipt is None else str(self.receipt),
+                "how": self.how, "seconds": round(self.seconds, 1), "message": self.message,
+                "fingerprint": self.fingerprint, "python": self.python}
+
+
+def combine(here: Bisection, there: Mapping[str, Any]) -> Bisection:
+    """One bisection from this interpreter's ``here`` and another interpreter's result
+    ``there`` (its ``bisect --json``): every release either ran, in version order, read as
+    one search (the same bounds, gate, certainty and notes as if one interpreter had
+    installed them all). A release both ran with different findings is a contradiction."""
+    python = str(there.get("python", "?"))
+    if there.get("entry") != here.entry_id or there.get("distribution") != here.distribution:
+        raise BisectError(f"{here.entry_id}: the Python {python} bisect answered for "
+                          f"{there.get('entry')!r} ({there.get('distribution')!r}): its "
+                          "registry differs from this one; fix: give both interpreters the same "
+                          "registry (PATCHLANE_REGISTRY, the same patchlane checkout)")
+    foreign = [(f"{phase} (Python {python})", ForeignRun.from_dict(run, python))
+               for run in there.get("runs", []) for phase in [run.get("phase", "bisect")]]
+    how = {c.version: c.how for c in here.releases}
+    for item in there.get("releases", []):
+        how.setdefault(str(item["release"]), str(item.get("how", "wheel")))
+    versions = sorted(how, key=Version)
+    runs = here.runs + foreign
+    found: list[Finding | None] = [None] * len(versions)
+    notes: list[str] = []
+    for _, run in runs:
+        i = versions.index(run.release)
+        before = found[i]
+        if before is not None and before is not run.finding and Finding.ERROR not in (
+                before, run.finding):
+            notes.append(f"{run.release} ran on both interpreters: {before.value} and "
+                         f"{run.finding.value}")
+        if before is None or before is Finding.ERROR:
+            found[i] = run.finding
+    ran_there = set(how) - {c.version for c in here.releases}
+    skipped = tuple((v, why) for v, why in here.skipped if v not in ran_there)
+    both = Bisection(here.entry_id, here.distribution,
+                     tuple(Candidate(v, how[v]) for v in versions), runs=runs, skipped=skipped,
+                     pivot=here.pivot, python=f"{here.python}, {python}",
+                     seconds=here.seconds + float(there.get("seconds", 0.0)),
+                     run_dir=here.run_dir)
+    _conclude(both, found, versions)
+    if notes:
+        both.consistent = False
+    both.notes[:0] = notes
+    return both
+
+
+def beyond_here(result: Bisection) -> list[str]:
+    """Pivots for another interpreter's bisect when ``result`` stops at releases that do not
+    install here: the last affected release (the search goes up for the fix from there), then
+    the first affected one (down for the start). Empty when nothing lies beyond."""
+    pivots: list[str] = []
+    if result.newer_elsewhere and result.last_affected:
+        pivots.append(result.last_affected)
+    if result.older_elsewhere and result.first_affected:
+        pivots.append(result.first_affected)
+    return list(dict.fromkeys(pivots))
 
 
 def next_minor(version: str) -> str:
@@ -487,17 +589,45 @@ def _conclude(result: Bisection, found: Sequence[Finding | None],
         result.notes.append(f"the run of {run.release} errored inside the affected range "
                             f"({_first_line(run.message)}): no evidence either way; the range "
                             "is taken as contiguous across it")
+    older = [(v, why) for v, why in result.skipped if _older(v, versions[0])]
+    newer = [(v, why) for v, why in result.skipped if _older(versions[-1], v)]
     if b.high + 1 >= n:
-        result.notes.append(f"still affected at the newest release {versions[b.high]}: the "
-                            f"proposed upper bound <{upper} is the next minor release, which "
-                            "no run has seen")
-    if b.low == 0 and any(_older(v, versions[0]) for v, _ in result.skipped):
-        result.notes.append(f"affected at the oldest release that installs here "
-                            f"({versions[0]}): older ones were not run (see skipped)")
+        if newer:
+            result.upper_certain = False
+            result.newer_elsewhere = tuple(v for v, _ in newer)
+            result.notes.append(
+                f"still affected at the newest release that installs on Python "
+                f"{result.python} ({versions[b.high]}); {_releases(newer)} do not install "
+                f"here, and the fix may be among them: {_elsewhere_fix(result, 'newer')}")
+        else:
+            result.notes.append(f"still affected at the newest release {versions[b.high]}: "
+                                f"the proposed upper bound <{upper} is the next minor "
+                                "release, which no run has seen")
+    if b.low == 0 and older:
+        result.lower_certain = False
+        result.older_elsewhere = tuple(v for v, _ in older)
+        result.notes.append(
+            f"affected at the oldest release that installs on Python {result.python} "
+            f"({versions[0]}); {_releases(older)} do not install here, and the bug may start "
+            f"among them: {_elsewhere_fix(result, 'older')}")
     absent = [versions[i] for i, f in enumerate(found) if f is Finding.ABSENT]
     if absent:
         result.notes.append(f"absent (the target does not exist yet, or no more): "
                             f"{', '.join(absent)}")
+
+
+def _releases(skipped: Sequence[tuple[str, str]]) -> str:
+    """``3 releases (0.17.0 … 0.19.2: needs Python >=3.12 (Requires-Python))``."""
+    versions = sorted((v for v, _ in skipped), key=Version)
+    reasons = sorted({why for _, why in skipped})
+    span = versions[0] if len(versions) == 1 else f"{versions[0]} … {versions[-1]}"
+    return f"{len(versions)} release(s) ({span}: {'; '.join(reasons)})"
+
+
+def _elsewhere_fix(result: Bisection, side: str) -> str:
+    return (f"`patchlane bisect {result.entry_id} --python PYTHON` runs the {side} ones on "
+            "another interpreter (its venv's python, with patchlane installed) and draws one "
+            "gate from both")
 
 
 def _older(version: str, than: str) -> bool:

@@ -224,7 +224,9 @@ def test_listing_keeps_what_installs_here_and_says_why_the_rest_does_not(h: Harn
     skipped = dict(listing.skipped)
     assert "no wheel for this interpreter" in skipped["0.3.0"]
     assert "0.5.0" not in skipped  # all yanked: not a release pip would install
-    assert skipped["0.6.0"] == "no file that installs on this Python"
+    assert skipped["0.6.0"] == "needs Python >=3.12 (Requires-Python)"
+    assert skipped["0.3.0"] == ("no wheel for this interpreter (wheels for cp312 only) and no "
+                                "sdist")
     assert "1 prerelease" in skipped["*"]
     with_pre = list_candidates(h.client(), "demo", tags=HERE, python="3.11.9", pre=True)
     assert "0.10.0rc1" in [c.version for c in with_pre.candidates]
@@ -611,6 +613,91 @@ def test_the_command_bisects_pip_installed_releases_and_writes_the_gate(
          "--offline"], env=env | {"PATCHLANE_CACHE": str(tmp_path / "empty")},
         capture_output=True, text=True, timeout=120, cwd=work)
     assert offline.returncode == 14, offline.stderr
+
+
+def _other_python() -> tuple[str, Path]:
+    """The other interpreter's (version, python) among the two scripts/test sets up."""
+    root = Path(__file__).resolve().parents[2]
+    other = "3.12" if sys.version_info[:2] == (3, 11) else "3.11"
+    python = root / (".venv312" if other == "3.12" else ".venv") / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"the Python {other} venv ({python}) is not set up: ./scripts/test makes "
+                    "both")
+    return other, python
+
+
+def test_releases_that_install_only_on_another_python_are_bisected_there(
+        fake_target: FakeTarget, base_env: dict[str, str], h: Harness,
+        index: tuple[str, Path], tmp_path: Path) -> None:
+    """megatron-core 0.17+ installs on Python 3.12 only: a bisect on 3.11 that stops at the
+    newest release it can install says so, with the command; ``--python`` runs the rest on
+    the other interpreter and draws one gate from both (and the mirror case on 3.12)."""
+    url, root = index
+    other, python = _other_python()
+    # not-affected 0.2.0 | affected 0.3.0, 0.4.0 | fixed 0.5.0, 0.6.0; 0.4.0 is recorded (the
+    # pivot). On 3.11 the fixed ones need 3.12; on 3.12 the first two need 3.11.
+    plan = [("0.2.0", True), ("0.3.0", False), ("0.4.0", False), ("0.5.0", True),
+            ("0.6.0", True)]
+    on_311 = sys.version_info[:2] == (3, 11)
+    elsewhere = {"0.5.0", "0.6.0"} if on_311 else {"0.2.0", "0.3.0"}
+    requires = ">=3.12" if on_311 else "<3.12"
+    files = root / "files"
+    files.mkdir()
+    wheels = {v: _wheel(files, fake_target, v, fixed=fixed) for v, fixed in plan}
+    simple = root / "simple" / fake_target.distribution
+    simple.mkdir(parents=True)
+    (simple / "index.html").write_text("<html><body>" + "".join(
+        f'<a href="../../files/{w.name}">{w.name}</a>' for w in wheels.values())
+        + "</body></html>")
+    h.upstream.route(f"/pypi/pypi/{fake_target.distribution}/json", Reply(body={"releases": {
+        v: [_file(w.name, requires=requires if v in elsewhere else None)]
+        for v, w in wheels.items()}}))
+    env = {k: v for k, v in base_env.items() if not k.startswith("PIP_")} | {
+        "PATCHLANE_PYPI_URL": h.upstream.pypi, "PATCHLANE_CACHE": str(tmp_path / "http"),
+        "PIP_INDEX_URL": f"{url}/simple", "PIP_CONFIG_FILE": os.devnull,
+        "PIP_NO_CACHE_DIR": "1"}
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def bisect_cmd(run: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "patchlane.cli.main", "bisect", fake_target.entry_id,
+             "--run-dir", str(tmp_path / run), "--cache", str(tmp_path / "releases"), *extra],
+            env=env, capture_output=True, text=True, timeout=600, cwd=work)
+
+    alone = bisect_cmd("alone")
+    assert alone.returncode == 0, alone.stderr
+    data = json.loads((tmp_path / "alone" / "bisect.json").read_text())
+    span = "0.5.0 … 0.6.0" if on_311 else "0.2.0 … 0.3.0"
+    shown = f"2 release(s) ({span}: needs Python {requires} (Requires-Python)) do not install here"
+    assert shown in alone.stdout, alone.stdout
+    assert f"patchlane bisect {fake_target.entry_id} --python PYTHON" in alone.stdout
+    assert f"{', '.join(sorted(elsewhere))}: needs Python {requires}" in alone.stdout  # not run
+    if on_311:
+        assert (data["first_fixed"], data["upper_certain"]) == (None, False)
+        assert data["newer_elsewhere"] == ["0.5.0", "0.6.0"]
+    else:
+        assert (data["first_affected"], data["lower_certain"]) == ("0.4.0", False)
+        assert data["older_elsewhere"] == ["0.2.0", "0.3.0"]
+
+    both = bisect_cmd("both", "--python", str(python), "--json", "--write")
+    assert both.returncode == 0, both.stderr
+    data = json.loads(both.stdout)
+    assert {k: data[k] for k in ("first_affected", "first_fixed", "applies_to",
+                                 "lower_certain", "upper_certain", "consistent")} == {
+        "first_affected": "0.3.0", "first_fixed": "0.5.0", "applies_to": ">=0.3.0,<0.5.0",
+        "lower_certain": True, "upper_certain": True, "consistent": True}
+    assert data["python"] == f"{sys.version_info[0]}.{sys.version_info[1]}, {other}"
+    ran_there = {r["release"] for r in data["runs"] if r.get("python") == other}
+    assert elsewhere <= ran_there
+    assert not data["skipped"]
+    after = yaml.safe_load(fake_target.registry.read_text())["entries"][0]
+    assert after["applies_to"] == ">=0.3.0,<0.5.0"
+    assert after["retire_when"]["release"] == ">=0.5.0"
+    assert f"on Python {data['python']}: first affected 0.3.0, first fixed 0.5.0" in \
+        after["evidence"]["bisected"]
+    # the releases that ran there are recorded like the ones that ran here
+    assert elsewhere & {r for r in after["fingerprint"]["releases"]}
 
 
 def test_installs_failing_in_a_row_stop_the_search_with_a_cap(
