@@ -39,7 +39,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--write", action="store_true",
                    help="record the result in the registry, in place: applies_to, "
                    "retire_when.release, fingerprint.releases of the releases run, and an "
-                   "evidence line")
+                   "evidence line. Each affected release also runs with the overlay: the gate "
+                   "widens only to releases where the overlay guards (nothing is written "
+                   "otherwise)")
     p.add_argument("--run-dir", type=Path,
                    help="where each run's record and logs go (default: "
                    "$PATCHLANE_RUNS/bisect-ID-STAMP)")
@@ -56,7 +58,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "the releases that do not install on this one: where the search stops at "
                    "them, it goes on there and one gate is drawn from both (repeatable; e.g. "
                    "megatron-core 0.17 and newer install on Python 3.12 only)")
-    p.add_argument("--fingerprints", action="store_true", help=argparse.SUPPRESS)
+    # what --write needs from each run, asked of the bisect on another --python
+    p.add_argument("--for-write", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
 
@@ -100,7 +103,8 @@ def run_bisect(args: argparse.Namespace) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)  # once there is something to run
     # how one release runs (the evidence side) is given to the search (the maintainers' side)
     runner = ReleaseRunner(entry, run_dir, release_cache(args.cache), timeout=args.timeout,
-                           fingerprints=args.write or args.fingerprints)
+                           fingerprints=args.write or args.for_write,
+                           overlay_leg=args.write or args.for_write)
     if not args.quiet:
         sdists = sum(c.how == "sdist" for c in listing.candidates)
         print(f"{entry.id}: {len(listing.candidates)} releases of {dist} install here "
@@ -173,7 +177,8 @@ def _on_another_python(python: str, args: argparse.Namespace, here: Bisection,
     for pivot in pivots:
         run_dir = here.run_dir / f"python-{n}-{pivot}"
         cmd = [python, "-m", "patchlane.cli.main", "bisect", here.entry_id, "--json",
-               "--quiet", "--fingerprints", "--pivot", pivot, "--run-dir", str(run_dir),
+               "--quiet", *(["--for-write"] if args.write else []), "--pivot", pivot,
+               "--run-dir", str(run_dir),
                "--cache", str(runner.cache), "--timeout", str(args.timeout),
                "--jobs", str(args.jobs), *(["--pre"] if args.pre else []),
                *(["--offline"] if args.offline else []),

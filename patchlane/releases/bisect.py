@@ -213,6 +213,8 @@ class RunRecord(Protocol):
     def receipt(self) -> Path | None: ...
     @property
     def fingerprint(self) -> str | None: ...
+    @property
+    def overlay(self) -> str | None: ...
     def as_dict(self) -> dict[str, Any]: ...
 
 
@@ -394,19 +396,22 @@ class ForeignRun:
     receipt: Path | None
     fingerprint: str | None
     python: str
+    overlay: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], python: str) -> ForeignRun:
         receipt = data.get("receipt")
         return cls(str(data["release"]), Finding(data["verdict"]), str(data.get("message", "")),
                    float(data.get("seconds", 0.0)), str(data.get("how", "")),
-                   Path(receipt) if receipt else None, data.get("fingerprint"), python)
+                   Path(receipt) if receipt else None, data.get("fingerprint"), python,
+                   data.get("overlay"))
 
     def as_dict(self) -> dict[str, Any]:
         return {"release": self.release, "verdict": self.finding.value,
                 "receipt": None if self.receipt is None else str(self.receipt),
                 "how": self.how, "seconds": round(self.seconds, 1), "message": self.message,
-                "fingerprint": self.fingerprint, "python": self.python}
+                "fingerprint": self.fingerprint, "overlay": self.overlay,
+                "python": self.python}
 
 
 def combine(here: Bisection, there: Mapping[str, Any]) -> Bisection:
@@ -777,18 +782,37 @@ def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date) -> str:
     return stored.text()
 
 
+def _guards_where_it_widens(entry: Entry, result: Bisection) -> None:
+    """A gate widens only where the sweep would say ``guarding``: each affected release that
+    ran outside the entry's present ``applies_to`` must also pass with the overlay (the
+    runner's overlay leg); otherwise the entry would apply where it does not fix anything."""
+    gate = entry.applies_to
+    outside = [run for _, run in result.runs if run.finding is Finding.AFFECTED
+               and gate is not None and not in_range(gate, run.release)]
+    bad = [f"{run.release}: {run.overlay or 'not run with the overlay'}" for run in outside
+           if run.overlay != "guarding"]
+    if bad:
+        raise BisectError(f"{entry.id}: the proposed gate {result.applies_to!r} widens "
+                          f"applies_to ({gate}) to releases where the overlay does not guard ("
+                          + "; ".join(bad) + "); nothing written. Fix: make the overlay work "
+                          "there (its probe, a branch for that release), run bisect --write "
+                          "again, or set applies_to by hand to where it guards")
+
+
 def write_bisection(entry: Entry, result: Bisection, *, date: _dt.date) -> str:
     """Record ``result`` in ``entry``'s registry file, in place, under its edit lock:
     ``applies_to``, ``retire_when.release`` (``>=FIRST_FIXED`` when there is one), a
     ``fingerprint.releases`` line for each release that ran with a fingerprint, and
     ``evidence.bisected``. Refused, with nothing written, for a result that is not one
-    contiguous range, and for a file the loader would not accept afterwards. Returns the
+    contiguous range, one that widens the gate to a release where the overlay does not
+    guard, and a file the loader would not accept afterwards. Returns the
     new text."""
     if not result.consistent:
         raise BisectError(f"{entry.id}: the runs do not form one contiguous affected range ("
                           + "; ".join(result.notes) + "): no gate follows from them; nothing "
                           "written. Fix: read the receipts of those runs (a flaky reproducer, "
                           "a regression?) and set applies_to by hand")
+    _guards_where_it_widens(entry, result)
     path = entry.source
 
     def locked(message: str) -> PatchlaneError:

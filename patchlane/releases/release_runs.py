@@ -20,6 +20,7 @@ kept out by the real startup walk and the run is checked to have imported that r
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -69,12 +70,15 @@ class ReleaseRun:
     fingerprint: str | None = None
     """The target's fingerprint as the process that imported this release computed it (only
     when asked: ``--write`` records it under ``fingerprint.releases``)."""
+    overlay: str | None = None
+    """For an affected release, when asked (``--write``): ``guarding`` if the reproducer
+    passes there with the overlay, else why not. A gate widens only to where it guards."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"release": self.release, "verdict": self.finding.value,
                 "receipt": None if self.receipt is None else str(self.receipt),
                 "how": self.how, "seconds": round(self.seconds, 1), "message": self.message,
-                "fingerprint": self.fingerprint}
+                "fingerprint": self.fingerprint, "overlay": self.overlay}
 
 
 _ABSENT_EXCEPTIONS = ("AttributeError", "ImportError", "ModuleNotFoundError", "TypeError")
@@ -226,7 +230,7 @@ class ReleaseRunner:
     not pip install anything."""
 
     def __init__(self, entry: Entry, run_dir: Path, cache: Path, *, timeout: float = 600.0,
-                 fingerprints: bool = False,
+                 fingerprints: bool = False, overlay_leg: bool = False,
                  install: Callable[[str, Path], Path] | None = None,
                  run: Callable[..., CaseResult] = run_case,
                  env: Mapping[str, str] | None = None) -> None:
@@ -240,6 +244,7 @@ class ReleaseRunner:
         self.cache = cache
         self.timeout = timeout
         self.fingerprints = fingerprints
+        self.overlay_leg = overlay_leg
         self.world_size = min(read_spec(entry).world_sizes)
         self.base_env = dict(os.environ if env is None else env)
         self._install = install or self._pip
@@ -321,7 +326,75 @@ class ReleaseRunner:
         fingerprint = None
         if self.fingerprints and finding in (Finding.AFFECTED, Finding.NOT_AFFECTED):
             fingerprint = self._fingerprint(env, record)
-        return self._finish(record, started, finding, message, fingerprint)
+        overlay = None
+        if self.overlay_leg and finding is Finding.AFFECTED:
+            overlay = self._with_overlay(case_dir, env, record, fingerprint)
+        return self._finish(record, started, finding, message, fingerprint, overlay)
+
+    def _with_overlay(self, case_dir: Path, env: Mapping[str, str], record: dict[str, Any],
+                      fingerprint: str | None) -> str:
+        """The same release, the reproducer run with the overlay: ``guarding`` when it
+        passes (the sweep's verdict there), else what it did."""
+        version = str(record["release"])
+        try:
+            entry, env = self._gate_widened_to(version, fingerprint,
+                                               case_dir / "with" / "registry", env)
+        except PatchlaneError as exc:
+            return f"not run with the overlay: {exc}"
+        result = self._run(entry, Mode.WITH, lane="cpu", world_size=self.world_size,
+                           timeout=self.timeout, workdir=case_dir / "with", env=env,
+                           flat=True, bad_side=False, stop=self.stop)
+        record["case_with"] = result.as_dict()
+        if result.outcome is RunOutcome.PASS:
+            return "guarding"
+        first = (result.message.strip().splitlines() or [""])[0][:300]
+        return f"{result.outcome.value} with the overlay: {first}"
+
+    def _gate_widened_to(self, version: str, fingerprint: str | None, folder: Path,
+                         env: Mapping[str, str]) -> tuple[Entry, dict[str, str]]:
+        """The entry and ``env`` with the entry's registry replaced by a copy in ``folder``
+        whose only change is this entry's gate, ``==VERSION`` (and ``fingerprint``
+        accepted): the question is whether the overlay would guard here if the gate admitted
+        this release. The copy sits beside links to everything in the registry's own folder,
+        so every relative path (overlays, reproducers, checks) names the same files."""
+        from ..registry import parse_registry
+        from ..registry.editor import (
+            entry_block,
+            key_line,
+            read_as_stored,
+            record_fingerprints,
+            set_value,
+            stored_lines,
+        )
+        from ..startup import default_registry_path
+
+        source = self.entry.source
+        stored = stored_lines(read_as_stored(source))
+        lines = stored.lines
+        start, end, indent = entry_block(lines, self.entry.id, source)
+        at = key_line(lines, start, end, indent + 2, "applies_to")
+        if at is None:
+            raise ReproducerError(self.entry.id, f"{source}: no `applies_to:` line to widen")
+        lines[at] = set_value(lines[at], json.dumps(f"=={version}"))
+        if fingerprint and key_line(lines, start, end, indent + 2, "fingerprint") is not None:
+            record_fingerprints(lines, start, end, indent + 2, stored.newline,
+                                [(None, fingerprint, f"{version} (bisect run)")])
+        folder.mkdir(parents=True, exist_ok=True)
+        for item in source.parent.iterdir():
+            if item.name != source.name and not (folder / item.name).exists():
+                (folder / item.name).symlink_to(item)
+        copy = folder / source.name
+        copy.write_text(stored.text(), encoding="utf-8", newline="")
+        out = dict(env)
+        extra = [p for p in out.get("PATCHLANE_REGISTRY", "").split(os.pathsep) if p]
+        if source.resolve() == default_registry_path().resolve():
+            out["PATCHLANE_DEFAULT_REGISTRY"] = "0"
+            extra = [str(copy), *extra]
+        else:
+            extra = [str(copy) if Path(p).resolve() == source.resolve() else p for p in extra]
+        out["PATCHLANE_REGISTRY"] = os.pathsep.join(extra)
+        widened = next(e for e in parse_registry(copy, stored.text()) if e.id == self.entry.id)
+        return widened, out
 
     def _ran_version(self, result: CaseResult) -> str | None:
         for rank in result.ranks:
@@ -349,15 +422,15 @@ class ReleaseRunner:
         return value
 
     def _finish(self, record: dict[str, Any], started: float, finding: Finding, message: str,
-                fingerprint: str | None = None) -> ReleaseRun:
+                fingerprint: str | None = None, overlay: str | None = None) -> ReleaseRun:
         seconds = time.monotonic() - started
         record.update(verdict=finding.value, message=message, seconds=round(seconds, 3),
-                      fingerprint=fingerprint)
+                      fingerprint=fingerprint, overlay=overlay)
         receipt = self.run_dir / "runs" / f"{record['release']}.json"
         receipt.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(receipt, record)
         return ReleaseRun(record["release"], finding, message, seconds, receipt, record["how"],
-                          fingerprint)
+                          fingerprint, overlay)
 
 
 def _same(a: str, b: str) -> bool | None:

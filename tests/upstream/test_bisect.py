@@ -259,7 +259,9 @@ WORLD_SIZES = (1,)
 def run(ctx):
     import {module} as target
 
-    assert target.FIXED, "the bug shows"
+    # the overlay makes the greeting "patched ..."; a fixed release needs none
+    greeting = target.Greeter().greet("x")
+    assert target.FIXED or greeting.startswith("patched"), "the bug shows"
 """
 
 
@@ -405,12 +407,13 @@ FP_NEW = "sha256-v2:" + "a" * 32
 FP_OLD = "sha256-v2:f1d56a68f9832c7151c20d9842c1ef0d"  # 0.15.3's, as registry.yaml records it
 
 
-def _result(**changes: Any) -> Bisection:
-    runs = [("pivot", ReleaseRun("0.15.3", A, "", fingerprint=FP_OLD)),
-            ("bisect", ReleaseRun("0.13.1", A, "", fingerprint=FP_NEW)),
+def _result(overlay_at_0131: str = "guarding", **changes: Any) -> Bisection:
+    runs = [("pivot", ReleaseRun("0.15.3", A, "", fingerprint=FP_OLD, overlay="guarding")),
+            ("bisect", ReleaseRun("0.13.1", A, "", fingerprint=FP_NEW,
+                                  overlay=overlay_at_0131)),
             ("bisect", ReleaseRun("0.12.3", N, "", fingerprint=FP_NEW)),
             ("bisect", ReleaseRun("0.18.0", N, "", fingerprint="sha256-v2:" + "b" * 32)),
-            ("bisect", ReleaseRun("0.17.1", A, "", fingerprint=None))]
+            ("bisect", ReleaseRun("0.17.1", A, "", fingerprint=None, overlay="guarding"))]
     result = Bisection(ENTRY, "megatron-core", (), runs=runs, first_affected="0.13.1",
                        last_affected="0.17.1", first_fixed="0.18.0",
                        applies_to=">=0.13.1,<0.18.0", lower_certain=True, upper_certain=True,
@@ -467,6 +470,21 @@ def test_write_keeps_crlf_and_refuses_a_broken_range_leaving_the_file(
     assert b"\n" not in after.replace(b"\r\n", b"")
     assert b'    applies_to: ">=0.13.1,<0.20.0"\r\n' in after
     assert b'      release: ">=0.18.0"\r\n' in after  # no first fixed: left as it was
+
+
+def test_write_widens_the_gate_only_where_the_overlay_guards(registry_file: Path) -> None:
+    """0.13.1 is affected, outside the entry's gate, and the reproducer fails there with the
+    overlay too: the sweep would say broken there, so the gate is not widened to it."""
+    before = registry_file.read_bytes()
+    entry = load_registries([registry_file]).get(ENTRY)
+    assert entry.applies_to is not None and "0.13.1" not in entry.applies_to
+    with pytest.raises(BisectError) as refused:
+        write_bisection(entry, _result("fail with the overlay: AssertionError: still hangs"),
+                        date=dt.date(2027, 1, 2))
+    text = str(refused.value)
+    assert "0.13.1: fail with the overlay: AssertionError: still hangs" in text
+    assert "nothing written" in text and "0.17.1" not in text  # inside the gate: not asked
+    assert registry_file.read_bytes() == before
 
 
 def test_write_keeps_crlf_when_the_entry_is_last_and_has_no_final_line_break(
@@ -587,6 +605,9 @@ def test_the_command_bisects_pip_installed_releases_and_writes_the_gate(
         "first_affected": "0.3.0", "first_fixed": "0.6.0", "applies_to": ">=0.3.0,<0.6.0",
         "releases_considered": 7}
     assert data["runs_taken"] == len(data["runs"]) < 7
+    # each affected release also ran with the overlay, its gate widened to it: guarding
+    assert {r["release"]: r["overlay"] for r in data["runs"] if r["verdict"] == "affected"} \
+        == dict.fromkeys(("0.3.0", "0.4.0", "0.5.0"), "guarding")
     assert {r["verdict"] for r in data["runs"]} <= {"affected", "not-affected", "absent"}
     assert all(Path(r["receipt"]).is_file() for r in data["runs"])
     assert any(s["release"] == "0.8.0" for s in data["skipped"])
