@@ -35,6 +35,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import platform
+import textwrap
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -713,6 +714,12 @@ def _flow(mapping: Mapping[str, Any]) -> str:
     return "{" + ", ".join(f"{k}: {json.dumps(v)}" for k, v in mapping.items()) + "}"
 
 
+# Comments the tools write above applies_to, which a later --write replaces: `patchlane new`'s
+# ("... not yet verified by runs") and --write's own.
+_GATE_COMMENT = "gate drawn by `patchlane bisect --write`"
+_TOOL_COMMENTS = ("not yet verified by runs", _GATE_COMMENT)
+
+
 def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date) -> str:
     """``raw`` with ``entry``'s block rewritten to record ``result``; every other byte kept."""
     path = entry.source
@@ -732,6 +739,18 @@ def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date) -> str:
         raise BisectError(f"{path}: entry {entry.id!r} has no `applies_to:` line at the "
                           "expected indentation; edit by hand")
     lines[at] = set_value(lines[at], json.dumps(result.applies_to), BisectError)
+    # the comment `patchlane new` (or an earlier --write) left above it says where the gate
+    # came from: it came from these runs now. A maintainer's own comment stays.
+    above = at
+    while above > start + 1 and lines[above - 1].lstrip().startswith("#") and \
+            len(lines[above - 1]) - len(lines[above - 1].lstrip()) == key:
+        above -= 1
+    said = " ".join(line.strip().lstrip("#").strip() for line in lines[above:at])
+    if said and any(mark in said for mark in _TOOL_COMMENTS):
+        why = textwrap.wrap(f"{_GATE_COMMENT} on {date.isoformat()}: "
+                            f"{result.summary(date).split(': ', 1)[1]}", width=96 - key - 2)
+        lines[above:at] = [f"{pad}# {text}{nl}" for text in why]
+        end += len(why) - (at - above)
 
     if result.first_fixed is not None:
         release = json.dumps(f">={result.first_fixed}")
@@ -761,6 +780,13 @@ def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date) -> str:
             lines, start, end, key, nl,
             [(version, value, f"{version} (bisect run)") for version, value in
              sorted(prints.items(), key=lambda kv: Version(kv[0]))], BisectError)
+        at = key_line(lines, start, end, key, "fingerprint")
+        assert at is not None
+        stop = child_end(lines, at, end, key)
+        rel = key_line(lines, at + 1, stop, child_indent(lines, at, stop, key + 2), "releases")
+        if rel is not None and "(not a run)" in lines[rel]:
+            lines[rel] = (lines[rel][:lines[rel].index("#")].rstrip()
+                          + "  # seen at run time (bisect), or read at `patchlane new`" + nl)
 
     line = f"bisected: {json.dumps(result.summary(date))}"
     at = key_line(lines, start, end, key, "evidence")
