@@ -234,5 +234,6 @@ def test_the_guide_shows_the_commands_this_test_runs() -> None:
     guide = " ".join((ROOT / "docs" / "adding-an-entry.md").read_text().split())
     for command in ("patchlane new ", "patchlane reproduce ID --without-overlay",
                     "patchlane reproduce ID", "patchlane sweep --only ID",
-                    "patchlane draft ID --evidence", "patchlane retire ID"):
+                    "patchlane draft ID --evidence", "patchlane retire ID",
+                    "patchlane bisect ID --write", "--python .venv312/bin/python"):
         assert command in guide, command
