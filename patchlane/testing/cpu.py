@@ -1,4 +1,5 @@
-"""CPU stand-ins for the CUDA calls megatron-core's checkpoint save path makes even for CPU tensors.
+"""CPU stand-ins for the CUDA calls megatron-core makes even for CPU tensors (checkpoint saving,
+activation checkpointing, the CUDA RNG tracker).
 
 ``megatron.core.dist_checkpointing.save`` with CPU tensors and a gloo process group would run
 on a machine without CUDA, except for two calls that assume a GPU whatever the tensors are. Each
@@ -17,9 +18,15 @@ swaps in:
     tensor it broadcasts so that every rank learns whether a write failed. The stand-in answers
     ``"cpu"``: the flag is made on the CPU, where gloo broadcasts it.
 
-:func:`get_rng_state`, for ``torch.cuda.get_rng_state()``
+:func:`get_rng_state`, for ``torch.cuda.get_rng_state()`` and ``torch.cuda.random.get_rng_state()``
     called by ``megatron.training.checkpointing.save_checkpoint`` to collect RNG states even
-    when ``--no-save-rng`` then leaves them out: the CPU generator's state stands in.
+    when ``--no-save-rng`` then leaves them out, and by activation checkpointing
+    (``tensor_parallel.checkpoint``) and the CUDA RNG tracker (``add``, ``fork``) on every
+    release from 0.9 (the first name to 0.11, the second from 0.12): the CPU generator's state
+    stands in. A checkpointed step then computes exactly what the plain one does, dropout
+    included. Not covered: a random op on CPU tensors inside ``tracker.fork()`` draws from the
+    CPU generator, which megatron itself refuses ("CPU RNG state changed within GPU RNG
+    context"): keep tensor-parallel dropout at 0 in a CPU reproducer.
 
 All are installed only while CUDA is unavailable (with CUDA the real calls run), only inside
 the ``with`` block, and always restored on exit. Nothing here touches what a reproducer tests:
@@ -94,11 +101,21 @@ def cpu_stand_ins() -> Iterator[None]:
     if torch.cuda.is_available():
         yield
         return
-    saved = torch.cuda.synchronize, torch.cuda.current_device, torch.cuda.get_rng_state
+    import torch.cuda.random
+
+    # Both names of the RNG getter: megatron-core up to 0.11 calls torch.cuda.get_rng_state()
+    # in its activation checkpointing and RNG tracker; from 0.12 its _get_cuda_rng_state calls
+    # torch.cuda.random.get_rng_state(device=...), a binding of its own. The setters need no
+    # stand-in: megatron's _set_cuda_rng_state (and torch.cuda.manual_seed) go through
+    # torch.cuda._lazy_call, which queues the call until CUDA initialises: never, on the CPU.
+    saved = (torch.cuda.synchronize, torch.cuda.current_device, torch.cuda.get_rng_state,
+             torch.cuda.random.get_rng_state)
     torch.cuda.synchronize = synchronize
     torch.cuda.current_device = current_device  # type: ignore[assignment]
     torch.cuda.get_rng_state = get_rng_state
+    torch.cuda.random.get_rng_state = get_rng_state
     try:
         yield
     finally:
-        torch.cuda.synchronize, torch.cuda.current_device, torch.cuda.get_rng_state = saved
+        (torch.cuda.synchronize, torch.cuda.current_device, torch.cuda.get_rng_state,
+         torch.cuda.random.get_rng_state) = saved
