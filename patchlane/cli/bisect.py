@@ -130,6 +130,11 @@ def run_bisect(args: argparse.Namespace) -> int:
         write_bisection(entry, result, date=_dt.date.today())
         print(f"{entry.id}: recorded in {entry.source}: applies_to {result.applies_to!r}",
               file=sys.stderr)
+        unmatched = _not_in_matrix(entry, result)
+        if unmatched:
+            print(f"{entry.id}: fingerprints recorded for {', '.join(unmatched)}, which no set "
+                  f"of {entry.source.parent / 'matrix.yaml'} runs: add a set for each (the "
+                  "release matrix checks every recorded value by a run)", file=sys.stderr)
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))
         return ExitCode.OK
@@ -209,6 +214,26 @@ def _on_another_python(python: str, args: argparse.Namespace, here: Bisection,
                       "install here; fix: check that interpreter has patchlane and the entry's "
                       "dependencies installed (its records: "
                       f"{here.run_dir / f'python-{n}-*'}), or leave --python out")
+
+
+def _not_in_matrix(entry: Any, result: Bisection) -> list[str]:
+    """Releases whose fingerprint ``--write`` recorded that no set of the ``matrix.yaml``
+    beside the registry installs (none when there is no such file)."""
+    from ..errors import MatrixError
+    from ..releases.matrix import load_matrix
+
+    path = entry.source.parent / "matrix.yaml"
+    if not path.is_file():
+        return []
+    try:
+        sets = load_matrix(path)
+    except MatrixError:
+        return []
+    installs = {spec for s in sets for spec in s.install}
+    dist = entry.target.distribution
+    ran = sorted({run.release for _, run in result.runs if run.fingerprint},
+                 key=_version_key)
+    return [v for v in ran if f"{dist}=={v}" not in installs]
 
 
 def _stoppable(search: Callable[[], T], runner: Any, run_dir: Path) -> T:

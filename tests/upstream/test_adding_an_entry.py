@@ -116,9 +116,14 @@ def test_the_guide_from_new_to_a_bisected_gate_needs_no_hand_edit(
     (fake_target.root / "patches" / f"{ENTRY}.py").write_text(OVERLAY)
     assert cli("reproduce", ENTRY).returncode == ExitCode.OK
 
-    # 4. bisect --write: the gate from runs, both legs where it widens
+    # 4. bisect --write: the gate from runs, both legs where it widens; the team's release
+    # matrix runs 1.2.0 only, and the command says which recorded releases it does not run
+    (fake_target.root / "matrix.yaml").write_text(
+        f"schema: 1\nsets:\n  - name: installed\n    install: "
+        f"[{fake_target.distribution}==1.2.0]\n    expect: {{{ENTRY}: guarding}}\n")
     out = cli("bisect", ENTRY, "--write", "--json", "--run-dir", str(tmp_path / "bisect"))
     assert out.returncode == 0, out.stderr
+    assert "fingerprints recorded for 1.1.0, 1.3.0, 1.4.0, which no set of" in out.stderr
     found = json.loads(out.stdout)
     assert (found["first_affected"], found["first_fixed"], found["applies_to"]) == (
         "1.1.0", "1.3.0", ">=1.1.0,<1.3.0")
