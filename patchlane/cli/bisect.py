@@ -58,8 +58,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "the releases that do not install on this one: where the search stops at "
                    "them, it goes on there and one gate is drawn from both (repeatable; e.g. "
                    "megatron-core 0.17 and newer install on Python 3.12 only)")
-    # what --write needs from each run, asked of the bisect on another --python
+    # what --write needs from each run, and the one side of --pivot to search, asked of the
+    # bisect on another --python
     p.add_argument("--for-write", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--side", choices=("up", "down"), help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
 
@@ -85,6 +87,7 @@ def run_bisect(args: argparse.Namespace) -> int:
         RunRecord,
         bisect_entry,
         list_candidates,
+        one_side,
         write_bisection,
     )
     from ..releases.release_runs import ReleaseRunner
@@ -100,6 +103,8 @@ def run_bisect(args: argparse.Namespace) -> int:
     run_dir = _run_dir(entry.id, args.run_dir)
     with Client(tracker_config(args.offline, args.cache_dir)) as client:
         listing = list_candidates(client, dist, pre=args.pre)
+    if args.side and args.pivot:
+        listing = one_side(listing, args.pivot, args.side)
     run_dir.mkdir(parents=True, exist_ok=True)  # once there is something to run
     # how one release runs (the evidence side) is given to the search (the maintainers' side)
     runner = ReleaseRunner(entry, run_dir, release_cache(args.cache), timeout=args.timeout,
@@ -173,24 +178,25 @@ def _on_another_python(python: str, args: argparse.Namespace, here: Bisection,
     from ..evidence.reproduce import CaseInterrupted
     from ..releases.bisect import BisectError, beyond_here, combine
 
-    pivots = beyond_here(here)
-    if not pivots:
+    searches = beyond_here(here)
+    if not searches:
         return here
     assert here.run_dir is not None
     n = len(list(here.run_dir.glob("python-*"))) + 1
     errors = []
-    for pivot in pivots:
-        run_dir = here.run_dir / f"python-{n}-{pivot}"
+    combined = here
+    for pivot, side in searches:
+        run_dir = here.run_dir / f"python-{n}-{side}-{pivot}"
         cmd = [python, "-m", "patchlane.cli.main", "bisect", here.entry_id, "--json",
                "--quiet", *(["--for-write"] if args.write else []), "--pivot", pivot,
-               "--run-dir", str(run_dir),
+               "--side", side, "--run-dir", str(run_dir),
                "--cache", str(runner.cache), "--timeout", str(args.timeout),
                "--jobs", str(args.jobs), *(["--pre"] if args.pre else []),
                *(["--offline"] if args.offline else []),
                *(["--cache-dir", str(args.cache_dir)] if args.cache_dir else [])]
         if not args.quiet:
-            print(f"  [python {python}] from {pivot}: the releases that do not install here",
-                  file=sys.stderr, flush=True)
+            print(f"  [python {python}] from {pivot} {side}: the releases that do not install "
+                  "here", file=sys.stderr, flush=True)
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True)
@@ -206,14 +212,18 @@ def _on_another_python(python: str, args: argparse.Namespace, here: Bisection,
             time.sleep(0.2)
         out, err = proc.communicate()
         if proc.returncode == 0:
-            return combine(here, json.loads(out))
-        errors.append(f"from {pivot}: exit {proc.returncode}: "
-                      f"{(err.strip().splitlines() or ['no message'])[-1]}")
-    raise BisectError(f"{here.entry_id}: the bisect on --python {python} found nothing to add "
-                      f"({'; '.join(errors)}); expected it to run the releases that do not "
-                      "install here; fix: check that interpreter has patchlane and the entry's "
-                      "dependencies installed (its records: "
-                      f"{here.run_dir / f'python-{n}-*'}), or leave --python out")
+            combined = combine(combined, json.loads(out))
+        else:
+            errors.append(f"from {pivot} {side}: exit {proc.returncode}: "
+                          f"{(err.strip().splitlines() or ['no message'])[-1]}")
+    if len(errors) == len(searches):
+        raise BisectError(f"{here.entry_id}: the bisect on --python {python} found nothing to "
+                          f"add ({'; '.join(errors)}); expected it to run the releases that do "
+                          "not install here; fix: check that interpreter has patchlane and the "
+                          "entry's dependencies installed (its records: "
+                          f"{here.run_dir / f'python-{n}-*'}), or leave --python out")
+    combined.notes += [f"--python {python}: {e}" for e in errors]
+    return combined
 
 
 def _not_in_matrix(entry: Any, result: Bisection) -> list[str]:

@@ -90,6 +90,7 @@ __all__ = [
     "list_candidates",
     "next_minor",
     "next_probes",
+    "one_side",
     "plan",
     "write_bisection",
 ]
@@ -458,16 +459,27 @@ def combine(here: Bisection, there: Mapping[str, Any]) -> Bisection:
     return both
 
 
-def beyond_here(result: Bisection) -> list[str]:
-    """Pivots for another interpreter's bisect when ``result`` stops at releases that do not
-    install here: the last affected release (the search goes up for the fix from there), then
-    the first affected one (down for the start). Empty when nothing lies beyond."""
-    pivots: list[str] = []
+def beyond_here(result: Bisection) -> list[tuple[str, str]]:
+    """(pivot, side) for another interpreter's bisect when ``result`` stops at releases that
+    do not install here: from the last affected release ``up`` (for the fix), from the first
+    affected one ``down`` (for the start). Empty when nothing lies beyond."""
+    searches: list[tuple[str, str]] = []
     if result.newer_elsewhere and result.last_affected:
-        pivots.append(result.last_affected)
+        searches.append((result.last_affected, "up"))
     if result.older_elsewhere and result.first_affected:
-        pivots.append(result.first_affected)
-    return list(dict.fromkeys(pivots))
+        searches.append((result.first_affected, "down"))
+    return searches
+
+
+def one_side(listing: Listing, pivot: str, side: str) -> Listing:
+    """``listing`` cut to the pivot and the releases on one ``side`` of it (``up``: newer,
+    ``down``: older): another interpreter's part of a bisection searches only where this one
+    could not."""
+    keep = [c for c in listing.candidates
+            if c.version == pivot or _older(pivot, c.version) == (side == "up")]
+    skipped = [(v, why) for v, why in listing.skipped
+               if v == "*" or _older(pivot, v) == (side == "up")]
+    return Listing(tuple(keep), tuple(skipped))
 
 
 def next_minor(version: str) -> str:
@@ -815,8 +827,8 @@ def _guards_where_it_widens(entry: Entry, result: Bisection) -> None:
     gate = entry.applies_to
     outside = [run for _, run in result.runs if run.finding is Finding.AFFECTED
                and gate is not None and not in_range(gate, run.release)]
-    bad = [f"{run.release}: {run.overlay or 'not run with the overlay'}" for run in outside
-           if run.overlay != "guarding"]
+    bad = list(dict.fromkeys(f"{run.release}: {run.overlay or 'not run with the overlay'}"
+                             for run in outside if run.overlay != "guarding"))
     if bad:
         raise BisectError(f"{entry.id}: the proposed gate {result.applies_to!r} widens "
                           f"applies_to ({gate}) to releases where the overlay does not guard ("
