@@ -37,7 +37,7 @@ import json
 import platform
 import textwrap
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -664,11 +664,14 @@ def _middle_first(versions: Sequence[str]) -> list[str]:
 
 
 def plan(entry: Entry, listing: Listing, *, installed: str | None = None,
-         pivot: str | None = None) -> tuple[list[Candidate], list[str], list[str], list[str]]:
+         pivot: str | None = None, also_run: Iterable[str] = (),
+         ) -> tuple[list[Candidate], list[str], list[str], list[str]]:
     """(releases, pivots, recorded, notes) for bisecting ``entry`` over ``listing``: the
     installed release runs as it is; the pivots are ``pivot`` alone when given, else the
     installed release, then the releases recorded under ``fingerprint.releases`` inside
-    ``applies_to``; every recorded release that installs here must run."""
+    ``applies_to``; every recorded release that installs here must run, and so must each of
+    ``also_run`` that installs here (``--write``: the releases the team's matrix runs, so each
+    has the fingerprint a strict start there needs)."""
     releases = list(listing.candidates)
     notes: list[str] = []
     at = _index(releases, installed) if installed else None
@@ -683,6 +686,7 @@ def plan(entry: Entry, listing: Listing, *, installed: str | None = None,
         if version not in recorded:
             notes.append(f"fingerprint.releases records {version}, which does not install "
                          "here: not run")
+    recorded += [v for v in also_run if v not in recorded and _index(releases, v) is not None]
     if pivot is not None:
         if _index(releases, pivot) is None:
             near = ", ".join(c.version for c in releases[-8:])
@@ -698,10 +702,12 @@ def plan(entry: Entry, listing: Listing, *, installed: str | None = None,
 
 def bisect_entry(entry: Entry, listing: Listing, runner: Runner, *, jobs: int = 1,
                  installed: str | None = None, pivot: str | None = None,
+                 also_run: Iterable[str] = (),
                  progress: Callable[[str, RunRecord], None] | None = None) -> Bisection:
     """:func:`bisect` for a registry entry over its ``target.distribution`` (see
     :func:`plan`). A ``--pivot`` that is not affected is refused: the search needs one."""
-    releases, pivots, recorded, notes = plan(entry, listing, installed=installed, pivot=pivot)
+    releases, pivots, recorded, notes = plan(entry, listing, installed=installed, pivot=pivot,
+                                             also_run=also_run)
     try:
         result = bisect(entry.id, entry.target.distribution, releases, runner, pivots=pivots,
                         recorded=recorded, jobs=jobs, skipped=listing.skipped,
@@ -732,7 +738,8 @@ _GATE_COMMENT = "gate drawn by `patchlane bisect --write`"
 _TOOL_COMMENTS = ("not yet verified by runs", _GATE_COMMENT)
 
 
-def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date) -> str:
+def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date,
+          checked: Collection[str] | None = None) -> str:
     """``raw`` with ``entry``'s block rewritten to record ``result``; every other byte kept."""
     path = entry.source
     stored = stored_lines(raw)  # the file's line endings, its last line's (or none) too
@@ -788,9 +795,12 @@ def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date) -> str:
     if prints and key_line(lines, start, end, key, "fingerprint") is not None:
         # each value the runs saw, in sha256 and under its release: the two agree, or the
         # next strict start on that release would stop with a drift error
+        # under fingerprint.releases only the releases `checked` names (the team's matrix
+        # runs them, so every recorded value stays checked by a run); the rest in sha256 alone
         end = record_fingerprints(
             lines, start, end, key, nl,
-            [(version, value, f"{version} (bisect run)") for version, value in
+            [(version if checked is None or version in checked else None, value,
+              f"{version} (bisect run)") for version, value in
              sorted(prints.items(), key=lambda kv: Version(kv[0]))], BisectError)
         at = key_line(lines, start, end, key, "fingerprint")
         assert at is not None
@@ -837,13 +847,16 @@ def _guards_where_it_widens(entry: Entry, result: Bisection) -> None:
                           "again, or set applies_to by hand to where it guards")
 
 
-def write_bisection(entry: Entry, result: Bisection, *, date: _dt.date) -> str:
+def write_bisection(entry: Entry, result: Bisection, *, date: _dt.date,
+                    checked: Collection[str] | None = None) -> str:
     """Record ``result`` in ``entry``'s registry file, in place, under its edit lock:
     ``applies_to``, ``retire_when.release`` (``>=FIRST_FIXED`` when there is one), a
     ``fingerprint.releases`` line for each release that ran with a fingerprint, and
-    ``evidence.bisected``. Refused, with nothing written, for a result that is not one
-    contiguous range, one that widens the gate to a release where the overlay does not
-    guard, and a file the loader would not accept afterwards. Returns the
+    ``evidence.bisected`` (``checked``: the releases to record under ``fingerprint.releases``,
+    the others' values going to ``sha256`` alone; None: all). Refused, with nothing
+    written, for a result that is not one contiguous range, one that widens the gate to a
+    release where the overlay does not guard, and a file the loader would not accept
+    afterwards. Returns the
     new text."""
     if not result.consistent:
         raise BisectError(f"{entry.id}: the runs do not form one contiguous affected range ("
@@ -858,7 +871,7 @@ def write_bisection(entry: Entry, result: Bisection, *, date: _dt.date) -> str:
 
     with registry_lock(path, locked):
         raw = read_as_stored(path)
-        text = _edit(entry, raw, result, date)
+        text = _edit(entry, raw, result, date, checked)
         try:
             written = next(e for e in parse_registry(path, text) if e.id == entry.id)
         except (RegistryError, StopIteration) as exc:
