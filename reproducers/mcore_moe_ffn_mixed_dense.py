@@ -3,8 +3,8 @@
 keeps some layers dense. MoE upcycling builds the dense layers' config that way (the model's
 MoE settings, no experts on that layer), and it cannot be built: "moe_ffn_hidden_size must be
 None when num_experts is not set". Upstream (NVIDIA/Megatron-LM#3647, in 0.18.0) accepts it for
-a mixed layout, warns, and drops ``moe_ffn_hidden_size``; a layout with no dense layer and no
-experts is still refused.
+a mixed layout, warns, and drops ``moe_ffn_hidden_size``. (Whether a layout with no dense layer
+and no experts is refused differs by release, the oldest refuse nothing: not this bug.)
 """
 
 from __future__ import annotations
@@ -35,12 +35,4 @@ def run(ctx: ReproContext) -> None:
                 f"and no experts is refused: {exc}") from None
         # what becomes of moe_ffn_hidden_size is the release's business (dropped from 0.18,
         # set to ffn_hidden_size before 0.13, which never refused): the config must build
-        assert config.num_moe_experts is None
-    # every layer MoE and no experts is still a mistake, refused as before
-    refused = False
-    try:
-        TransformerConfig(**BASE, moe_ffn_hidden_size=128, moe_layer_freq=1)
-    except (AssertionError, ValueError):
-        refused = True
-    assert refused, "moe_ffn_hidden_size with no experts and no dense layer was accepted"
-    assert TransformerConfig(**BASE).moe_ffn_hidden_size is None
+        assert config.num_moe_experts is None, f"experts appeared: {config.num_moe_experts}"

@@ -8,6 +8,7 @@ the list's sizes. Real gloo groups of this case's world.
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -20,6 +21,13 @@ WORLD_SIZES = (1,)
 def run(ctx: ReproContext) -> None:
     import torch.distributed as dist
     from megatron.core.process_groups_config import ProcessGroupCollection
+
+    written = inspect.unwrap(ProcessGroupCollection.__repr__).__code__.co_filename
+    if written.startswith("<"):
+        # up to 0.15 the dataclass writes __repr__ (no source file): the method this entry
+        # patches, and its bug, come with 0.16's own __repr__
+        raise AttributeError("ProcessGroupCollection.__repr__ is dataclass-generated in this "
+                             "release: the target does not exist here")
 
     with ctx.process_group() as world:
         levels = [dist.new_group([0]), dist.new_group([0])]  # two hierarchy levels

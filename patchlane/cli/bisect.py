@@ -161,10 +161,13 @@ def run_bisect(args: argparse.Namespace) -> int:
           f"({result.seconds:.0f} s); records in {run_dir}")
     for note in result.notes:
         print(f"note: {note}")
-    if result.skipped:
-        reasons: dict[str, list[str]] = {}
-        for version, why in result.skipped:
+    reasons: dict[str, list[str]] = {}
+    for version, why in result.skipped:
+        if version == "*":  # the prereleases, counted in their reason
+            print(f"not run: {why}")
+        else:
             reasons.setdefault(why, []).append(version)
+    if reasons:
         print(f"not run ({sum(map(len, reasons.values()))} release(s) that do not install on "
               f"Python {result.python}):")
         for why, versions in reasons.items():
