@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..controls import ToolSettings
-from ..errors import RunDirError, SweepInterrupted
+from ..errors import RunDirError, SweepInterrupted, UsageError
 from ..evidence.provenance import git_revision, patch_set_digest
 from ..evidence.reports import write_reports
 from ..evidence.reproduce import Lane
@@ -111,6 +111,7 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
     lanes, only, runs_root, run_dir, resume = o.lanes, o.only, o.runs_root, o.run_dir, o.resume
     quiet = o.quiet
     registry = decider().registry
+    _known_ids(registry, only)
     shard = Shard.parse(o.shard)
     # Earlier runs named on the command line are read before anything runs: a mistyped or
     # malformed one is a usage error now, not a failure after the last case.
@@ -167,6 +168,20 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
             held.enter_context(RunDir.lock(path))
         return _run_and_report(registry, run, jobs=o.jobs, timeout=o.timeout, quiet=quiet,
                                previous=previous, history=o.history, as_json=o.as_json)
+
+
+def _known_ids(registry: Registry, only: list[str] | None) -> None:
+    """Every ``--only`` id names an entry: an unknown one would sweep nothing and say all is
+    well (exit 0), the false all-clear a nightly must never give."""
+    known = {e.id for e in registry.entries}
+    unknown = [i for i in only or [] if i not in known]
+    if unknown:
+        comma = any("," in i for i in unknown)
+        raise UsageError(
+            f"--only {', '.join(repr(i) for i in unknown)}: no such entry in the registry "
+            f"({len(known)} entries: `patchlane status` lists them); fix: "
+            + ("repeat --only for each id (--only a --only b), not a comma list" if comma
+               else "name an entry the registry has"))
 
 
 def named_index(path: Path, option: str) -> RunIndex:

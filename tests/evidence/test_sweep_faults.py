@@ -98,6 +98,25 @@ def test_every_fault_is_classified_and_the_sweep_carries_on(fake_target: FakeTar
         assert case["state"] == expected_state
 
 
+def test_an_only_id_the_registry_lacks_is_a_usage_error_not_an_empty_pass(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    """`--only a,b` (or a typo) swept nothing and exited 0: a nightly that says all is well
+    without running anything. It is refused before any run directory exists."""
+    multi_registry(fake_target, {"good": GUARDING})
+    good = f"{fake_target.entry_id}_good"
+    for only, fix in (([f"{good},x"], "repeat --only for each id (--only a --only b)"),
+                      ([good, "typo_id"], "name an entry the registry has")):
+        run_dir = tmp_path / f"run-{len(only)}"
+        cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir", str(run_dir)]
+        for entry_id in only:
+            cmd += ["--only", entry_id]
+        out = subprocess.run(cmd, env=env_for(fake_target), capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "no such entry in the registry" in out.stderr and fix in out.stderr, out.stderr
+        assert not run_dir.exists()
+
+
 def test_receipts_never_record_secrets(fake_target: FakeTarget, tmp_path: Path) -> None:
     registry = load_registries([multi_registry(fake_target, {"good": GUARDING})])
     run = new_run(registry, tmp_path / "run", lanes=["cpu"], only=None, shard=Shard(1, 1),
