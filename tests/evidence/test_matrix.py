@@ -89,7 +89,7 @@ def test_a_set_is_checked_against_the_verdicts_of_its_sweep(
     assert not result.ok
     assert result.mismatches == [
         f"{fake_target.entry_id}: expected broken, got ['guarding']",
-        "absent: expected skipped, but the sweep had no row for it"]
+        "absent: expected skipped, but the registry has no such entry"]
 
 
 def test_the_command_exits_with_the_mismatch_code(tmp_path: Path,

@@ -28,7 +28,10 @@ def test_example_trains_and_its_checkpoint_carries_the_stamp(tmp_path: Path) -> 
                          env=env, cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     assert "weights reloaded identical: True" in out.stdout
-    assert "applied ['mcore_rerun_sentinel']" in out.stdout
+    # every entry whose gate admits the release: the example's own patch, and the two config
+    # and repr fixes of 0.16-0.17
+    assert ("applied ['mcore_rerun_sentinel', 'mcore_moe_ffn_mixed_dense', "
+            "'mcore_pgc_repr_hcp_list']") in out.stdout
     # read back independently, from the Megatron --save root and from the iteration dir
     receipt = read_run_stamp(tmp_path / "run")
     assert receipt == read_run_stamp(tmp_path / "run" / "iter_0000006")
