@@ -151,6 +151,12 @@ def run_bisect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))
         return ExitCode.OK
+    _show(result, run_dir)
+    return ExitCode.OK
+
+
+def _show(result: Bisection, run_dir: Path) -> None:
+    """The runs as a table, the proposal, the notes and the releases not run, with why."""
     rows = [[run.release, run.how, run.finding.value, f"{run.seconds:.0f}", phase,
              run.message.strip().splitlines()[0] if run.message.strip() else ""]
             for phase, run in sorted(result.runs, key=lambda pr: _version_key(pr[1].release))]
@@ -174,7 +180,6 @@ def run_bisect(args: argparse.Namespace) -> int:
             shown = ", ".join(versions) if len(versions) <= 6 else \
                 f"{', '.join(versions[:3])} … {', '.join(versions[-2:])}"
             print(f"  {shown}: {why}")
-    return ExitCode.OK
 
 
 def _on_another_python(python: str, args: argparse.Namespace, here: Bisection,

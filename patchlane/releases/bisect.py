@@ -738,96 +738,129 @@ _GATE_COMMENT = "gate drawn by `patchlane bisect --write`"
 _TOOL_COMMENTS = ("not yet verified by runs", _GATE_COMMENT)
 
 
+@dataclass
+class _Block:
+    """An entry's lines in a registry file being rewritten: ``lines[start:end]``, its keys
+    at ``key`` columns; ``insert`` keeps ``end`` right."""
+
+    lines: list[str]
+    start: int
+    end: int
+    key: int
+    nl: str
+    where: str
+    """``FILE: entry 'ID'``, for the messages."""
+
+    def line_of(self, name: str, required: bool = False) -> int | None:
+        at = key_line(self.lines, self.start, self.end, self.key, name)
+        if at is None and required:
+            raise BisectError(f"{self.where} has no `{name}:` line at the expected "
+                              "indentation; edit by hand")
+        return at
+
+    def insert(self, at: int, new: Sequence[str]) -> None:
+        self.lines[at:at] = new
+        self.end += len(new)
+
+
 def _edit(entry: Entry, raw: str, result: Bisection, date: _dt.date,
           checked: Collection[str] | None = None) -> str:
     """``raw`` with ``entry``'s block rewritten to record ``result``; every other byte kept."""
-    path = entry.source
     stored = stored_lines(raw)  # the file's line endings, its last line's (or none) too
-    lines, nl = stored.lines, stored.newline
-    start, end, indent = entry_block(lines, entry.id, path, BisectError)
-    key = indent + 2
-    pad = " " * key
+    start, end, indent = entry_block(stored.lines, entry.id, entry.source, BisectError)
+    block = _Block(stored.lines, start, end, indent + 2, stored.newline,
+                   f"{entry.source}: entry {entry.id!r}")
+    _record_gate(block, result, date)
+    if result.first_fixed is not None:
+        _record_retirement(block, f">={result.first_fixed}")
+    _record_prints(block, result, checked)
+    _record_evidence(block, f"bisected: {json.dumps(result.summary(date))}")
+    return stored.text()
 
-    def insert(at: int, new: Sequence[str]) -> None:
-        nonlocal end
-        lines[at:at] = new
-        end += len(new)
 
-    at = key_line(lines, start, end, key, "applies_to")
-    if at is None:
-        raise BisectError(f"{path}: entry {entry.id!r} has no `applies_to:` line at the "
-                          "expected indentation; edit by hand")
+def _record_gate(block: _Block, result: Bisection, date: _dt.date) -> None:
+    """``applies_to``, and the comment above it when a tool wrote it: `patchlane new`'s (or
+    an earlier --write's) says where the gate came from, which is these runs now. A
+    maintainer's own comment stays."""
+    lines, key = block.lines, block.key
+    at = block.line_of("applies_to", required=True)
+    assert at is not None
     lines[at] = set_value(lines[at], json.dumps(result.applies_to), BisectError)
-    # the comment `patchlane new` (or an earlier --write) left above it says where the gate
-    # came from: it came from these runs now. A maintainer's own comment stays.
     above = at
-    while above > start + 1 and lines[above - 1].lstrip().startswith("#") and \
+    while above > block.start + 1 and lines[above - 1].lstrip().startswith("#") and \
             len(lines[above - 1]) - len(lines[above - 1].lstrip()) == key:
         above -= 1
     said = " ".join(line.strip().lstrip("#").strip() for line in lines[above:at])
     if said and any(mark in said for mark in _TOOL_COMMENTS):
         why = textwrap.wrap(f"{_GATE_COMMENT} on {date.isoformat()}: "
                             f"{result.summary(date).split(': ', 1)[1]}", width=96 - key - 2)
-        lines[above:at] = [f"{pad}# {text}{nl}" for text in why]
-        end += len(why) - (at - above)
+        lines[above:at] = [f"{' ' * key}# {text}{block.nl}" for text in why]
+        block.end += len(why) - (at - above)
 
-    if result.first_fixed is not None:
-        release = json.dumps(f">={result.first_fixed}")
-        at = key_line(lines, start, end, key, "retire_when")
-        if at is None:
-            raise BisectError(f"{path}: entry {entry.id!r} has no `retire_when:` line at the "
-                              "expected indentation; edit by hand")
-        inline = inline_value(lines[at])
-        if isinstance(inline, dict):
-            inline = {"release": yaml.safe_load(release), **{k: v for k, v in inline.items()
-                                                            if k != "release"}}
-            lines[at] = set_value(lines[at], _flow(inline), BisectError)
-        else:
-            stop = child_end(lines, at, end, key)
-            sub = child_indent(lines, at, stop, key + 2)
-            there = key_line(lines, at + 1, stop, sub, "release")
-            if there is not None:
-                lines[there] = set_value(lines[there], release, BisectError)
-            else:
-                insert(at + 1, [f"{' ' * sub}release: {release}{nl}"])
 
-    prints = {r.release: r.fingerprint for _, r in result.runs if r.fingerprint}
-    if prints and key_line(lines, start, end, key, "fingerprint") is not None:
-        # each value the runs saw, in sha256 and under its release: the two agree, or the
-        # next strict start on that release would stop with a drift error
-        # under fingerprint.releases only the releases `checked` names (the team's matrix
-        # runs them, so every recorded value stays checked by a run); the rest in sha256 alone
-        end = record_fingerprints(
-            lines, start, end, key, nl,
-            [(version if checked is None or version in checked else None, value,
-              f"{version} (bisect run)") for version, value in
-             sorted(prints.items(), key=lambda kv: Version(kv[0]))], BisectError)
-        at = key_line(lines, start, end, key, "fingerprint")
-        assert at is not None
-        stop = child_end(lines, at, end, key)
-        rel = key_line(lines, at + 1, stop, child_indent(lines, at, stop, key + 2), "releases")
-        if rel is not None and "(not a run)" in lines[rel]:
-            lines[rel] = (lines[rel][:lines[rel].index("#")].rstrip()
-                          + "  # seen at run time (bisect), or read at `patchlane new`" + nl)
-
-    line = f"bisected: {json.dumps(result.summary(date))}"
-    at = key_line(lines, start, end, key, "evidence")
-    if at is None:
-        owner = key_line(lines, start, end, key, "owner")
-        insert(owner if owner is not None else end, [f"{pad}evidence:{nl}", f"{pad}  {line}{nl}"])
-    elif inline_value(lines[at]) is not None:
-        raise BisectError(f"{path}: entry {entry.id!r} has an inline `evidence:` value; make it "
-                          "a block mapping first")
+def _record_retirement(block: _Block, spec: str) -> None:
+    """``retire_when.release: SPEC``, in the flow or block mapping the entry has."""
+    lines, release = block.lines, json.dumps(spec)
+    at = block.line_of("retire_when", required=True)
+    assert at is not None
+    inline = inline_value(lines[at])
+    if isinstance(inline, dict):
+        inline = {"release": yaml.safe_load(release), **{k: v for k, v in inline.items()
+                                                        if k != "release"}}
+        lines[at] = set_value(lines[at], _flow(inline), BisectError)
+        return
+    stop = child_end(lines, at, block.end, block.key)
+    sub = child_indent(lines, at, stop, block.key + 2)
+    there = key_line(lines, at + 1, stop, sub, "release")
+    if there is not None:
+        lines[there] = set_value(lines[there], release, BisectError)
     else:
-        stop = child_end(lines, at, end, key)
-        sub = child_indent(lines, at, stop, key + 2)
-        there = key_line(lines, at + 1, stop, sub, "bisected")
-        if there is not None:  # the newest bisection replaces the one before (and its lines)
-            old_end = child_end(lines, there, stop, sub)
-            lines[there:old_end] = [f"{' ' * sub}{line}{nl}"]
-        else:
-            insert(stop, [f"{' ' * sub}{line}{nl}"])
-    return stored.text()
+        block.insert(at + 1, [f"{' ' * sub}release: {release}{block.nl}"])
+
+
+def _record_prints(block: _Block, result: Bisection, checked: Collection[str] | None) -> None:
+    """Each value the runs saw, in ``sha256`` and, for the releases ``checked`` names (the
+    team's matrix runs them, so every value recorded there stays checked by a run), under
+    ``fingerprint.releases``: the two agree, or the next strict start on that release would
+    stop with a drift error. The `patchlane new` comment "(not a run)" goes."""
+    prints = {r.release: r.fingerprint for _, r in result.runs if r.fingerprint}
+    if not prints or block.line_of("fingerprint") is None:
+        return
+    lines = block.lines
+    block.end = record_fingerprints(
+        lines, block.start, block.end, block.key, block.nl,
+        [(version if checked is None or version in checked else None, value,
+          f"{version} (bisect run)") for version, value in
+         sorted(prints.items(), key=lambda kv: Version(kv[0]))], BisectError)
+    at = block.line_of("fingerprint")
+    assert at is not None
+    stop = child_end(lines, at, block.end, block.key)
+    rel = key_line(lines, at + 1, stop, child_indent(lines, at, stop, block.key + 2),
+                   "releases")
+    if rel is not None and "(not a run)" in lines[rel]:
+        lines[rel] = (lines[rel][:lines[rel].index("#")].rstrip()
+                      + "  # seen at run time (bisect), or read at `patchlane new`" + block.nl)
+
+
+def _record_evidence(block: _Block, line: str) -> None:
+    """``evidence.bisected``: the newest bisection replaces the one before (and its lines)."""
+    lines, pad, nl = block.lines, " " * block.key, block.nl
+    at = block.line_of("evidence")
+    if at is None:
+        owner = block.line_of("owner")
+        block.insert(owner if owner is not None else block.end,
+                     [f"{pad}evidence:{nl}", f"{pad}  {line}{nl}"])
+        return
+    if inline_value(lines[at]) is not None:
+        raise BisectError(f"{block.where} has an inline `evidence:` value; make it a block "
+                          "mapping first")
+    stop = child_end(lines, at, block.end, block.key)
+    sub = child_indent(lines, at, stop, block.key + 2)
+    there = key_line(lines, at + 1, stop, sub, "bisected")
+    if there is not None:
+        lines[there:child_end(lines, there, stop, sub)] = [f"{' ' * sub}{line}{nl}"]
+    else:
+        block.insert(stop, [f"{' ' * sub}{line}{nl}"])
 
 
 def _guards_where_it_widens(entry: Entry, result: Bisection) -> None:
