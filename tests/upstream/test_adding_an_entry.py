@@ -21,7 +21,7 @@ from patchlane.exit_codes import ExitCode
 from ..cli.test_new import OVERLAY, REPRODUCER
 from ..conftest import TARGET_SOURCE, FakeTarget
 from .fake_upstream import Harness, Reply
-from .test_bisect import _digest, _file, index  # noqa: F401  (index: the fixture)
+from .test_bisect import _file, _publish, _wheel_of, index  # noqa: F401  (index: the fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -35,30 +35,6 @@ FIXED_SOURCE = BUGGY_SOURCE.replace(
     "SHOUT_ENDS_WITH_BANG = True\n\n\ndef shout(text):\n    return text.upper() + \"!\"\n")
 
 
-def _wheel(out: Path, fake: FakeTarget, version: str, source: str | None) -> Path:
-    """``fake``'s distribution at ``version`` as a py3 wheel (``source``: its target module;
-    None: the release has no target module yet)."""
-    import zipfile
-
-    name = fake.distribution.replace("-", "_")
-    files = {f"{fake.package}/__init__.py": ""}
-    if source is not None:
-        files[f"{fake.package}/target.py"] = source
-    info = f"{name}-{version}.dist-info"
-    files[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {fake.distribution}\n"
-                                 f"Version: {version}\n")
-    files[f"{info}/WHEEL"] = ("Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\n"
-                              "Tag: py3-none-any\n")
-    files[f"{info}/RECORD"] = "\n".join(
-        [f"{p},sha256={_digest(t)},{len(t.encode())}" for p, t in files.items()]
-        + [f"{info}/RECORD,,"]) + "\n"
-    path = out / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as zf:
-        for member, text in files.items():
-            zf.writestr(member, text)
-    return path
-
-
 def test_the_guide_from_new_to_a_bisected_gate_needs_no_hand_edit(
         fake_target: FakeTarget, h: Harness, index: tuple[str, Path],  # noqa: F811
         tmp_path: Path) -> None:
@@ -70,11 +46,8 @@ def test_the_guide_from_new_to_a_bisected_gate_needs_no_hand_edit(
                                    "1.4.0": FIXED_SOURCE}
     fake_target.target_file.write_text(BUGGY_SOURCE)  # the installed 1.2.0
     (served / "files").mkdir()
-    wheels = {v: _wheel(served / "files", fake_target, v, src) for v, src in plan.items()}
-    simple = served / "simple" / fake_target.distribution
-    simple.mkdir(parents=True)
-    (simple / "index.html").write_text("".join(
-        f'<a href="../../files/{w.name}">{w.name}</a>' for w in wheels.values()))
+    wheels = {v: _wheel_of(served / "files", fake_target, v, src) for v, src in plan.items()}
+    _publish(served, fake_target.distribution, wheels)
     h.upstream.route(f"/pypi/pypi/{fake_target.distribution}/json", Reply(body={
         "releases": {v: [_file(w.name)] for v, w in wheels.items()}}))
     env = {k: v for k, v in os.environ.items()

@@ -515,12 +515,18 @@ def _wheel(out: Path, fake: FakeTarget, version: str, *, fixed: bool | None,
            greeting: str = "hello") -> Path:
     """A py3-none-any wheel of ``fake``'s distribution at ``version`` (the target module left
     out when ``fixed`` is None; ``greeting``: another word changes the target's fingerprint)."""
+    source = None if fixed is None else TARGET_SOURCE.replace(
+        "FIXED = False", f"FIXED = {fixed}").replace('f"hello {name}"', f'f"{greeting} {{name}}"')
+    return _wheel_of(out, fake, version, source)
+
+
+def _wheel_of(out: Path, fake: FakeTarget, version: str, source: str | None) -> Path:
+    """``fake``'s distribution at ``version`` as a py3 wheel whose target module is
+    ``source`` (None: the release has no target module)."""
     name = fake.distribution.replace("-", "_")
     files = {f"{fake.package}/__init__.py": ""}
-    if fixed is not None:
-        files[f"{fake.package}/target.py"] = TARGET_SOURCE.replace(
-            "FIXED = False", f"FIXED = {fixed}").replace('f"hello {name}"',
-                                                         f'f"{greeting} {{name}}"')
+    if source is not None:
+        files[f"{fake.package}/target.py"] = source
     info = f"{name}-{version}.dist-info"
     files[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {fake.distribution}\n"
                                  f"Version: {version}\n")
@@ -534,6 +540,25 @@ def _wheel(out: Path, fake: FakeTarget, version: str, *, fixed: bool | None,
         for member, text in files.items():
             zf.writestr(member, text)
     return path
+
+
+def _publish(root: Path, distribution: str, wheels: dict[str, Path]) -> None:
+    """A PEP 503 page for ``distribution`` under ``root/simple``, linking ``wheels`` (which lie
+    in ``root/files``)."""
+    simple = root / "simple" / distribution
+    simple.mkdir(parents=True)
+    (simple / "index.html").write_text("<html><body>" + "".join(
+        f'<a href="../../files/{w.name}">{w.name}</a>' for w in wheels.values())
+        + "</body></html>")
+
+
+def _pip_env(base_env: dict[str, str], h: Harness, url: str, tmp_path: Path) -> dict[str, str]:
+    """``base_env`` for a command that asks the fake PyPI and pip installs from the index at
+    ``url`` only."""
+    return {k: v for k, v in base_env.items() if not k.startswith("PIP_")} | {
+        "PATCHLANE_PYPI_URL": h.upstream.pypi, "PATCHLANE_CACHE": str(tmp_path / "http"),
+        "PIP_INDEX_URL": f"{url}/simple", "PIP_CONFIG_FILE": os.devnull,
+        "PIP_NO_CACHE_DIR": "1"}
 
 
 def _digest(text: str) -> str:
@@ -576,18 +601,11 @@ def test_the_command_bisects_pip_installed_releases_and_writes_the_gate(
     # record it in sha256 as well as under its release
     wheels = {v: _wheel(files, fake_target, v, fixed=fixed,
                         greeting="hi" if v == "0.3.0" else "hello") for v, fixed in plan}
-    simple = root / "simple" / fake_target.distribution
-    simple.mkdir(parents=True)
-    (simple / "index.html").write_text("<html><body>" + "".join(
-        f'<a href="../../files/{w.name}">{w.name}</a>' for w in wheels.values())
-        + "</body></html>")
+    _publish(root, fake_target.distribution, wheels)
     h.upstream.route(f"/pypi/pypi/{fake_target.distribution}/json", Reply(body={"releases": {
         v: [_file(w.name)] for v, w in wheels.items()} | {
         "0.8.0": [_file("x-0.8.0-cp27-cp27mu-linux_x86_64.whl")]}}))
-    env = {k: v for k, v in base_env.items() if not k.startswith("PIP_")} | {
-        "PATCHLANE_PYPI_URL": h.upstream.pypi, "PATCHLANE_CACHE": str(tmp_path / "http"),
-        "PIP_INDEX_URL": f"{url}/simple", "PIP_CONFIG_FILE": os.devnull,
-        "PIP_NO_CACHE_DIR": "1"}
+    env = _pip_env(base_env, h, url, tmp_path)
     run_dir = tmp_path / "bisect-run"
     work = tmp_path / "work"  # not the fake's root: python -m puts the working directory first
     work.mkdir()
@@ -665,18 +683,11 @@ def test_releases_that_install_only_on_another_python_are_bisected_there(
     files = root / "files"
     files.mkdir()
     wheels = {v: _wheel(files, fake_target, v, fixed=fixed) for v, fixed in plan}
-    simple = root / "simple" / fake_target.distribution
-    simple.mkdir(parents=True)
-    (simple / "index.html").write_text("<html><body>" + "".join(
-        f'<a href="../../files/{w.name}">{w.name}</a>' for w in wheels.values())
-        + "</body></html>")
+    _publish(root, fake_target.distribution, wheels)
     h.upstream.route(f"/pypi/pypi/{fake_target.distribution}/json", Reply(body={"releases": {
         v: [_file(w.name, requires=requires if v in elsewhere else None)]
         for v, w in wheels.items()}}))
-    env = {k: v for k, v in base_env.items() if not k.startswith("PIP_")} | {
-        "PATCHLANE_PYPI_URL": h.upstream.pypi, "PATCHLANE_CACHE": str(tmp_path / "http"),
-        "PIP_INDEX_URL": f"{url}/simple", "PIP_CONFIG_FILE": os.devnull,
-        "PIP_NO_CACHE_DIR": "1"}
+    env = _pip_env(base_env, h, url, tmp_path)
     work = tmp_path / "work"
     work.mkdir()
 

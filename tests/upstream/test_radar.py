@@ -5,7 +5,6 @@ wheels from a local index) and sweeps its entries, with the edit each verdict pr
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,15 @@ from patchlane.runs.verdicts import Verdict
 
 from ..conftest import FakeTarget
 from .fake_upstream import Harness, Reply
-from .test_bisect import _fake_entry, _file, _wheel, base_env, index  # noqa: F401 - fixtures
+from .test_bisect import (  # noqa: F401 - fixtures
+    _fake_entry,
+    _file,
+    _pip_env,
+    _publish,
+    _wheel,
+    base_env,
+    index,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -58,17 +65,10 @@ def test_the_command_sweeps_each_new_release_and_proposes_the_edit(
     # the entry's gate is >=0.4.0,<0.5.0 and 0.4.0 ran; 0.5.0 still has the bug, 0.6.0 not
     wheels = {v: _wheel(files, fake_target, v, fixed=fixed)
               for v, fixed in (("0.4.0", False), ("0.5.0", False), ("0.6.0", True))}
-    simple = root / "simple" / fake_target.distribution
-    simple.mkdir(parents=True)
-    (simple / "index.html").write_text("<html><body>" + "".join(
-        f'<a href="../../files/{w.name}">{w.name}</a>' for w in wheels.values())
-        + "</body></html>")
+    _publish(root, fake_target.distribution, wheels)
     h.upstream.route(f"/pypi/pypi/{fake_target.distribution}/json", Reply(body={"releases": {
         v: [_file(w.name)] for v, w in wheels.items()}}))
-    env = {k: v for k, v in base_env.items() if not k.startswith("PIP_")} | {
-        "PATCHLANE_PYPI_URL": h.upstream.pypi, "PATCHLANE_CACHE": str(tmp_path / "http"),
-        "PIP_INDEX_URL": f"{url}/simple", "PIP_CONFIG_FILE": os.devnull,
-        "PIP_NO_CACHE_DIR": "1"}
+    env = _pip_env(base_env, h, url, tmp_path)
     work = tmp_path / "work"  # not the fake's root: python -m puts the working directory first
     work.mkdir()
     out = subprocess.run(
@@ -101,17 +101,10 @@ def test_one_release_pip_cannot_install_is_one_bad_row(
     wheels = {v: _wheel(files, fake_target, v, fixed=fixed)
               for v, fixed in (("0.4.0", False), ("0.5.0", False), ("0.6.0", True))}
     wheels["0.5.0"].write_bytes(b"not a zip file")  # pip refuses it
-    simple = root / "simple" / fake_target.distribution
-    simple.mkdir(parents=True)
-    (simple / "index.html").write_text("<html><body>" + "".join(
-        f'<a href="../../files/{w.name}">{w.name}</a>' for w in wheels.values())
-        + "</body></html>")
+    _publish(root, fake_target.distribution, wheels)
     h.upstream.route(f"/pypi/pypi/{fake_target.distribution}/json", Reply(body={"releases": {
         v: [_file(w.name)] for v, w in wheels.items()}}))
-    env = {k: v for k, v in base_env.items() if not k.startswith("PIP_")} | {
-        "PATCHLANE_PYPI_URL": h.upstream.pypi, "PATCHLANE_CACHE": str(tmp_path / "http"),
-        "PIP_INDEX_URL": f"{url}/simple", "PIP_CONFIG_FILE": os.devnull,
-        "PIP_NO_CACHE_DIR": "1"}
+    env = _pip_env(base_env, h, url, tmp_path)
     work = tmp_path / "work"
     work.mkdir()
     out = subprocess.run(
