@@ -20,6 +20,7 @@ says.
 from __future__ import annotations
 
 import importlib.util
+import re
 import runpy
 import sys
 from dataclasses import dataclass
@@ -207,11 +208,25 @@ def _resolve(distribution: str, module: ModuleType | None,
                   f"imported tree's version is unknown: {why}")
 
 
+# Where a distribution's import name is not its own name normalized ('-' and '.' -> '_'): the
+# module a version floor or pin waits for when the entry names no module (`target.object`,
+# `when.imported`) itself, and the package a gate looks for on sys.path.
+KNOWN_IMPORT_NAMES = {
+    "megatron-core": "megatron.core",
+    "pytorch-triton": "triton",
+    "pyyaml": "yaml",
+}
+
+
+def import_name(distribution: str) -> str:
+    """The module a distribution is imported as (``megatron-core`` -> ``megatron.core``)."""
+    name = distribution.lower()
+    return KNOWN_IMPORT_NAMES.get(name) or re.sub(r"[-.]+", "_", name)
+
+
 def _on_path(distribution: str, version_from: str | None) -> bool:
     """Whether an import of ``distribution`` (or of its ``version_from`` module) would find
     anything on ``sys.path``; top-level lookups only, which import nothing."""
-    from .registry.records import import_name
-
     names = [import_name(distribution), *([version_from] if version_from else [])]
     return any(importlib.util.find_spec(name.partition(":")[0].partition(".")[0]) is not None
                for name in names)

@@ -254,8 +254,9 @@ class Decider:
         def assign(module: ModuleType) -> None:
             entry = self.registry.get(entry_id)
             settings = {}
-            assert entry.config is not None
-            for name, value in entry.config.settings.items():
+            # a kind the startup decides by assigning settings (Startup.CONFIG) keeps them in
+            # its record's `settings` (KindSpec)
+            for name, value in getattr(entry.spec, "settings", {}).items():
                 owner, _, attr = name.rpartition(".")
                 if owner == module_name:
                     settings[attr] = value

@@ -1,4 +1,6 @@
-"""The typed ledger: workarounds that are not source patches, kept visible and checked.
+"""The typed ledger: workarounds that are not source patches, kept visible and checked. Each
+kind's own check is in its module (:mod:`patchlane.registry.per_kind`); this module runs them
+in order (controls, ``when``, the check) and raises for a violated ``policy: error``.
 
 ``version_floor``  the installed release must satisfy ``requires`` (checked when its module is
                    imported; with ``policy: error`` that import raises).
@@ -19,19 +21,16 @@ and the CLI (``patchlane doctor``) run: controls, then ``when``, then the check.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from importlib import metadata
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from .controls import Controls
-from .errors import OverlayError, PatchlaneError
+from .errors import PatchlaneError
 from .exit_codes import ExitCode
 from .gates import GateResult, check_gate
-from .loading import load_file
-from .registry import CompatGate, Entry, Kind, PackagingPin, Policy, VersionFloor, When
+from .registry import KINDS, Entry, LedgerResult, Policy, Startup, When
+from .registry.per_kind import PARTS
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -54,98 +53,11 @@ class CompatGateError(LedgerError):
     """The run's configuration hits a known-bad combination."""
 
 
-@dataclass(frozen=True)
-class LedgerResult:
-    entry_id: str
-    kind: str
-    ok: bool
-    policy: Policy
-    message: str
-    found: str | None = None
-    expected: str | None = None
-    skipped: Literal["disabled", "not applicable"] | None = None
-    """Why the check did not run; None when it ran."""
-    skip_reason: str | None = None
-    """For a skip, the reason alone (``listed in PATCHLANE_DISABLE``, the unmet condition):
-    the audit records it beside its outcome, where ``message`` says it in a sentence."""
-
-    @property
-    def blocking(self) -> bool:
-        return not self.ok and self.policy is Policy.ERROR
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"entry_id": self.entry_id, "kind": self.kind, "ok": self.ok,
-                "policy": self.policy.value, "message": self.message, "found": self.found,
-                "expected": self.expected, "skipped": self.skipped}
-
-
-def _link(entry: Entry) -> str:
-    return entry.upstream.issue or entry.upstream.pr or "no upstream link"
-
-
-def _version_floor(entry: Entry, floor: VersionFloor) -> LedgerResult:
-    dist = entry.target.distribution
-    gate = check_gate(dist, floor.requires)
-    expected = f"{dist}{floor.requires}"
-    if gate.found is None:
-        return LedgerResult(entry.id, entry.kind.value, True, floor.policy,
-                            f"{dist} not installed: floor not applicable", None, expected)
-    if gate.open:
-        return LedgerResult(entry.id, entry.kind.value, True, floor.policy,
-                            f"{dist} {gate.found} meets {expected}", gate.found, expected)
-    return LedgerResult(
-        entry.id, entry.kind.value, False, floor.policy,
-        f"{entry.id}: {dist} {gate.found} is below the floor {expected} ({entry.summary}; "
-        f"{_link(entry)}). Fix: install {expected}", gate.found, expected)
-
-
-def _direct_url(dist: str) -> str | None:
-    try:
-        text = metadata.distribution(dist).read_text("direct_url.json")
-    except metadata.PackageNotFoundError:
-        return None
-    if not text:
-        return None
-    try:
-        return str(json.loads(text).get("url"))
-    except (json.JSONDecodeError, AttributeError):
-        return "<unreadable direct_url.json>"
-
-
-def _packaging_pin(entry: Entry, spec: PackagingPin) -> LedgerResult:
-    dist = entry.target.distribution
-    pin = spec.pin
-    policy = spec.policy
-    gate = check_gate(dist, pin)
-    expected = f"{dist}{pin}"
-    if gate.found is None:
-        return LedgerResult(entry.id, entry.kind.value, True, policy,
-                            f"{dist} not installed: pin not applicable", None, expected)
-    if not gate.open:
-        return LedgerResult(entry.id, entry.kind.value, False, policy,
-                            f"{entry.id}: {dist} {gate.found} does not match the pin {expected} "
-                            f"({entry.summary}; {_link(entry)}). Fix: pip install '{expected}'",
-                            gate.found, expected)
-    source = spec.source
-    if source is not None:
-        url = _direct_url(dist)
-        if url != source:
-            return LedgerResult(entry.id, entry.kind.value, False, policy,
-                                f"{entry.id}: {dist} {gate.found} was installed from "
-                                f"{url or 'an index (no direct_url.json)'}, the pin requires "
-                                f"{source}. Fix: pip install '{source}'", url, source)
-    return LedgerResult(entry.id, entry.kind.value, True, policy,
-                        f"{dist} {gate.found} matches {expected}", gate.found, expected)
-
-
 def check(entry: Entry) -> LedgerResult | None:
-    """The installed-environment checks (floors and pins), unconditionally; None for other
-    kinds. :func:`evaluate` applies the controls and the ``when`` condition first."""
-    if entry.floor is not None:
-        return _version_floor(entry, entry.floor)
-    if entry.pin is not None:
-        return _packaging_pin(entry, entry.pin)
-    return None
+    """The installed-environment check of the entry's kind (a floor's, a pin's: its module's
+    ``decide``), unconditionally; None for a kind not decided that way. :func:`evaluate`
+    applies the controls and the ``when`` condition first."""
+    return PARTS[entry.kind].decide(entry)
 
 
 def _skipped(entry: Entry, why: Literal["disabled", "not applicable"], message: str,
@@ -187,35 +99,11 @@ def evaluate(entry: Entry, controls: Controls | None = None,
     return check(entry)
 
 
-def _load_check(entry: Entry, gate: CompatGate) -> Callable[[Any], str | None]:
-    module = load_file(entry.id, "check", gate.check_file)
-    fn = getattr(module, gate.check_function, None)
-    if not callable(fn):
-        # The registry's `check: FILE:FUNCTION` names code the file does not have: the same
-        # fault as an overlay file without `overlay`.
-        raise OverlayError(entry.id, f"{gate.check_file} defines no callable "
-                                     f"{gate.check_function!r} (found "
-                                     f"{type(fn).__name__ if fn is not None else 'nothing'}); "
-                                     "fix: define it there, or correct the entry's `check`")
-    return fn  # type: ignore[no-any-return]
-
-
 def run_compat_gate(entry: Entry, config: Any) -> LedgerResult:
-    """Run one compat gate on ``config``: the check returns None when the combination is safe,
-    else a sentence describing the problem."""
-    spec = entry.compat_gate
-    assert spec is not None, f"{entry.id} is not a compat gate"
-    policy = spec.policy
-    if entry.target.distribution and entry.applies_to is not None:
-        gate = check_gate(entry.target.distribution, entry.applies_to)
-        if not gate.open:
-            return LedgerResult(entry.id, entry.kind.value, True, policy,
-                                f"not applicable: {gate.reason}")
-    problem = _load_check(entry, spec)(config)
-    if problem is None:
-        return LedgerResult(entry.id, entry.kind.value, True, policy, "configuration is safe")
-    return LedgerResult(entry.id, entry.kind.value, False, policy,
-                        f"{entry.id}: {problem} ({entry.summary}; {_link(entry)})")
+    """Run one on-demand check (a compat gate's) on ``config``."""
+    result = PARTS[entry.kind].judge(entry, config)
+    assert result is not None, f"{entry.id}: a {entry.kind.value} entry judges no configuration"
+    return result
 
 
 def check_config(config: Any, entries: list[Entry],
@@ -224,7 +112,7 @@ def check_config(config: Any, entries: list[Entry],
     result says so) and never raises."""
     results = []
     for entry in entries:
-        if entry.kind is not Kind.COMPAT_GATE or not entry.active:
+        if KINDS[entry.kind].startup is not Startup.ON_DEMAND or not entry.active:
             continue
         reason = controls.disabled_reason(entry.id) if controls is not None else None
         if reason is not None:

@@ -79,12 +79,13 @@ def _validator() -> tuple[Any, ...]:
 
 
 def _validator_modules() -> tuple[tuple[str, int, int], ...]:
-    """Every module of :mod:`patchlane.registry` and :mod:`patchlane.versions`: a change to
-    any of them (the schema, the reader, the records whose classes the pickle names, the rules
-    for version ranges) is a new validator."""
+    """Every module of :mod:`patchlane.registry` (its kinds' modules included),
+    :mod:`patchlane.versions` and :mod:`patchlane.gates`: a change to any of them (the schema,
+    the reader, the records whose classes the pickle names, the rules for version ranges, a
+    distribution's import name) is a new validator."""
     from .lazy.watchlist import module_stamps
 
-    return module_stamps(("registry",), ("versions",))
+    return module_stamps(("registry", "registry/per_kind"), ("versions", "gates"))
 
 
 def load_registries(paths: Sequence[Path]) -> Registry:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -50,7 +51,8 @@ from ..loading import resolve
 from ..registry import Entry, Kind, parse_registry
 from ..registry.editor import registry_lock
 from ..registry.kinds import KINDS
-from ..versions import in_range, parse_version, range_problem, shown, why_not_version
+from ..registry.per_kind import PARTS, Release, new_options
+from ..versions import parse_version, range_problem, shown, why_not_version
 
 __all__ = ["Created", "NewEntryError", "Request", "new_entry", "next_minor_range"]
 
@@ -97,25 +99,20 @@ class Request:
     issue: str | None = None
     pr: str | None = None
     applies_to: str | None = None
-    requires: str | None = None
-    pin: str | None = None
-    settings: tuple[str, ...] = ()
-    """``NAME=VALUE`` items of a config entry."""
-    check: str | None = None
-    """The function name of a compat gate's check (default ``check``)."""
     policy: str | None = None
     retire_release: str | None = None
     today: _dt.date = field(default_factory=_dt.date.today)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The kind's own options by name (``requires`` of a floor, ``settings`` of a config
+    entry: each kind's ``OPTIONS`` in :mod:`patchlane.registry.per_kind`)."""
+
+    def option(self, name: str) -> Any:
+        return self.options.get(name)
 
 
-@dataclass(frozen=True)
-class Installed:
-    """The release the entry was written from."""
-
-    distribution: str
-    version: str
-    source: str
-    """``metadata`` or ``source tree (<file>)`` (:func:`patchlane.gates.resolve_version`)."""
+Installed = Release
+"""The release the entry was written from (``source``: ``metadata`` or ``source tree
+(<file>)``, as :func:`patchlane.gates.resolve_version` says)."""
 
 
 @dataclass(frozen=True)
@@ -133,34 +130,46 @@ class Created:
 
 # -- the checks before anything is written -------------------------------------------------------
 
-_OPTION_FLAGS = {"target": "--target", "distribution": "--distribution",
-                 "applies_to": "--applies-to", "requires": "--requires", "pin": "--pin",
-                 "settings": "--setting", "check": "--check", "policy": "--policy",
+_COMMON_FLAGS = {"target": "--target", "distribution": "--distribution",
+                 "applies_to": "--applies-to", "policy": "--policy",
                  "retire_release": "--retire-release"}
+"""The options whose meaning every kind shares (their use, each kind's ``new_options``)."""
+_EXAMPLES = {"target": "--target megatron.core.rerun_state_machine:RerunStateMachine.state_dict",
+             "distribution": "--distribution numpy"}
+
+
+def _flags() -> dict[str, str]:
+    """Every option's flag by name: the shared ones and each kind's own."""
+    return {**_COMMON_FLAGS, **{name: option.flag for name, (option, _) in new_options().items()}}
+
+
+def _given(request: Request, name: str) -> Any:
+    return request.option(name) if name not in _COMMON_FLAGS else getattr(request, name)
 
 
 def _check_options(request: Request) -> None:
     allowed = KINDS[request.kind].new_options
-    for name, flag in _OPTION_FLAGS.items():
-        if getattr(request, name) and name not in allowed:
+    flags = _flags()
+    unknown = sorted(set(request.options) - set(flags))
+    if unknown:
+        raise NewEntryError(request.entry_id, f"unknown option {unknown[0]!r}", found=unknown,
+                            expected=f"one of {sorted(flags)}")
+    for name, flag in flags.items():
+        if _given(request, name) and name not in allowed:
             kinds = [k.value for k, rules in KINDS.items() if name in rules.new_options]
             raise NewEntryError(request.entry_id, f"{flag} does not apply to a "
                                 f"{request.kind.value} entry", found=flag,
                                 expected=f"{flag} only with --kind {' or '.join(kinds)}",
                                 fix=f"drop {flag}, or choose the kind it belongs to")
-    required = {Kind.SOURCE_PATCH: ("target",), Kind.VERSION_FLOOR: ("requires",),
-                Kind.PACKAGING_PIN: ("pin", "distribution"), Kind.CONFIG: ("settings",),
-                Kind.COMPAT_GATE: ()}[request.kind]
-    examples = {"target": "--target megatron.core.rerun_state_machine:RerunStateMachine."
-                          "state_dict",
-                "requires": "--requires '>=2.6.0'", "pin": "--pin '<2.3'",
-                "distribution": "--distribution numpy",
-                "settings": "--setting torch._dynamo.config.recompile_limit=64"}
-    for name in required:
-        if not getattr(request, name):
+    for name in KINDS[request.kind].new_required:
+        if not _given(request, name):
+            option = new_options().get(name)
+            example = _EXAMPLES.get(name) or (
+                f"{option[0].flag} {option[0].help.partition('e.g. ')[2] or option[0].metavar}"
+                if option else flags[name])
             raise NewEntryError(request.entry_id, f"a {request.kind.value} entry needs "
-                                f"{_OPTION_FLAGS[name]}", found="nothing",
-                                expected=examples[name], fix=f"add {examples[name]}")
+                                f"{flags[name]}", found="nothing",
+                                expected=example, fix=f"add {example}")
 
 
 def _specifier(request: Request, flag: str, text: str) -> SpecifierSet:
@@ -453,6 +462,96 @@ class _Draft:
     settings: dict[str, bool | int | float | str] = field(default_factory=dict)
     applies_to: str | None = None
 
+    # What a kind's writer may ask (patchlane.registry.per_kind.Drafting): the request's
+    # parts and this module's checks, each refusal a NewEntryError naming the option.
+
+    @property
+    def entry_id(self) -> str:
+        return self.request.entry_id
+
+    @property
+    def kind(self) -> str:
+        return self.request.kind.value
+
+    @property
+    def target(self) -> str | None:
+        return self.request.target
+
+    @property
+    def policy(self) -> str | None:
+        return self.request.policy
+
+    def option(self, name: str) -> Any:
+        return self.request.option(name)
+
+    def refuse(self, problem: str, *, found: object = None, expected: str | None = None,
+               fix: str | None = None) -> Exception:
+        return NewEntryError(self.entry_id, problem, found=found, expected=expected, fix=fix)
+
+    def find(self, module_name: str, flag: str) -> None:
+        _find(self.request, module_name, flag)
+
+    def imported(self, module_name: str, flag: str) -> ModuleType | None:
+        return _import(self.request, module_name, flag)
+
+    def resolve_target(self, module: ModuleType | None, module_name: str, qualname: str) -> None:
+        _resolve_target(self.request, module, module_name, qualname)
+
+    def fingerprint(self, module: ModuleType | None, module_name: str, qualname: str) -> str:
+        return _fingerprint(self.request, module, module_name, qualname)
+
+    def distribution(self, module_name: str | None) -> str:
+        return _distribution(self.request, module_name)
+
+    def release(self, distribution: str, module: ModuleType | None,
+                metadata_only: bool = False) -> Release:
+        self.installed = _installed(self.request, distribution, module, metadata_only)
+        return self.installed
+
+    def gate(self, release: Release) -> tuple[str, str]:
+        return _applies_to(self.request, release)
+
+    def gated(self, module_name: str | None, module: ModuleType | None) -> None:
+        """``target`` and ``applies_to`` of a kind gated on a distribution when it names one
+        (a config entry, a compat gate)."""
+        if not (self.request.distribution or module_name):
+            return
+        dist = self.distribution(module_name)
+        spec, why = self.gate(self.release(dist, module))
+        self.applies_to = spec
+        self.lines += ["target:", f"  distribution: {_scalar(dist)}", *_comment(why),
+                       f"applies_to: {json.dumps(spec)}"]
+
+    def specifier(self, flag: str, text: str) -> SpecifierSet:
+        return _specifier(self.request, flag, text)
+
+    def setting(self, item: str) -> tuple[str, bool | int | float | str]:
+        return _setting(self.request, item)
+
+    def scalar(self, text: str) -> str:
+        return _scalar(text)
+
+    def value(self, value: bool | int | float | str) -> str:
+        return _value(value)
+
+    def comment(self, text: str) -> list[str]:
+        return _comment(text)
+
+    def upstream_lines(self) -> list[str]:
+        return _upstream_lines(self)
+
+    def retire_lines(self, probe: list[str] | None = None) -> list[str]:
+        return _retire_lines(self, probe)
+
+    def stub(self, what: str, **values: Any) -> str:
+        if what == "overlay":
+            return _overlay_stub(self.request, values["release"])
+        if what == "reproducer":
+            return _reproducer_stub(self.request)
+        if what == "check":
+            return _check_stub(self.request, values["function"])
+        raise ValueError(f"no starting file {what!r}: overlay, reproducer or check")
+
 
 def _upstream_lines(draft: _Draft) -> list[str]:
     req, eid = draft.request, draft.request.entry_id
@@ -462,7 +561,7 @@ def _upstream_lines(draft: _Draft) -> list[str]:
         lines.append(f"  issue: {_scalar(issue)}")
     if pr:
         lines.append(f"  pr: {_scalar(pr)}")
-    if req.kind is not Kind.SOURCE_PATCH:
+    if not KINDS[req.kind].with_overlay:
         # a floor, pin, setting or refused configuration is local configuration: there is
         # no patch to forward, only the upstream bug to link
         lines.append("  forwarded: not-needed")
@@ -476,17 +575,14 @@ def _upstream_lines(draft: _Draft) -> list[str]:
     return lines
 
 
-def _retire_lines(draft: _Draft) -> list[str]:
+def _retire_lines(draft: _Draft, probe: list[str] | None) -> list[str]:
     req = draft.request
     lines = ["retire_when:"]
     if req.retire_release:
         spec = _specifier(req, "--retire-release", req.retire_release)
         lines.append(f"  release: {json.dumps(str(spec))}")
-    if req.kind is Kind.SOURCE_PATCH:
-        lines += [f"  # probe(module) in patches/{req.entry_id}.py says when upstream behaves",
-                  "  probe: true"]
-    elif req.kind is Kind.CONFIG:
-        lines.append("  probe: true  # upstream's own default reaches the value")
+    if probe:
+        lines += probe
     elif req.issue or req.pr:
         lines.append("  upstream_released: true  # the linked fix in a release")
     elif not req.retire_release:
@@ -497,121 +593,6 @@ def _retire_lines(draft: _Draft) -> list[str]:
             "--retire-release SPEC (the releases that carry it)",
             fix="link the upstream bug with --issue URL")
     return lines
-
-
-def _source_patch(draft: _Draft) -> None:
-    req, eid = draft.request, draft.request.entry_id
-    module_name, sep, qualname = (req.target or "").partition(":")
-    if not sep or not _DOTTED.fullmatch(module_name) or not _DOTTED.fullmatch(qualname):
-        raise NewEntryError(eid, "--target is not MODULE:QUALNAME", found=req.target,
-                            expected="'package.module:Qual.name', e.g. "
-                            "megatron.core.rerun_state_machine:RerunStateMachine.state_dict")
-    module = _import(req, module_name, "--target")
-    _resolve_target(req, module, module_name, qualname)
-    value = _fingerprint(req, module, module_name, qualname)
-    dist = _distribution(req, module_name)
-    installed = draft.installed = _installed(req, dist, module)
-    spec, why = _applies_to(req, installed)
-    draft.applies_to = spec
-    parsed = parse_version(installed.version)
-    release = parsed.public if parsed is not None else installed.version
-    draft.lines += [
-        "target:",
-        f"  distribution: {_scalar(dist)}",
-        f"  object: {_scalar(req.target or '')}",
-        *_comment(why),
-        f"applies_to: {json.dumps(spec)}",
-        *_upstream_lines(draft),
-        *_retire_lines(draft),
-        f"overlay: patches/{eid}.py",
-        f"reproducer: reproducers/{eid}.py",
-        "fingerprint:",
-        "  policy: refuse",
-        "  sha256:",
-        f"    - {json.dumps(value)}  # {release}",
-        "  releases:  # imported from the installed release by `patchlane new` (not a run)",
-        f"    {json.dumps(release)}: {json.dumps(value)}",
-    ]
-    draft.files[f"patches/{eid}.py"] = _overlay_stub(req, installed)
-    draft.files[f"reproducers/{eid}.py"] = _reproducer_stub(req)
-
-
-def _floor_or_pin(draft: _Draft) -> None:
-    req = draft.request
-    module_name = req.target
-    if module_name is not None:
-        if not _DOTTED.fullmatch(module_name):
-            raise NewEntryError(req.entry_id, "--target is not a module name", found=module_name,
-                                expected="the module whose import triggers the check, e.g. "
-                                "torch")
-        _find(req, module_name, "--target")  # found, not imported: its import is the check
-    dist = _distribution(req, module_name)
-    # A typo here would make a floor or pin that never fires: only an installed
-    # distribution is accepted, by its metadata (what the ledger reads).
-    installed = draft.installed = _installed(req, dist, None, metadata_only=True)
-    key, flag = ("requires", "--requires") if req.kind is Kind.VERSION_FLOOR else ("pin", "--pin")
-    spec = _specifier(req, flag, str(getattr(req, key)))
-    if in_range(spec, installed.version) is False:
-        draft.notes.append(f"the installed {dist} {installed.version} violates {key} "
-                           f"{spec}: this entry fails at its import here (policy "
-                           f"{req.policy or ('error' if key == 'requires' else 'warn')})")
-    draft.lines += ["target:", f"  distribution: {_scalar(dist)}"]
-    if module_name:
-        draft.lines.append(f"  object: {_scalar(module_name)}")
-    draft.lines.append(f"{key}: {json.dumps(str(spec))}")
-    if req.policy:
-        draft.lines.append(f"policy: {req.policy}")
-    elif req.kind is Kind.VERSION_FLOOR:
-        draft.lines.append("policy: error")  # required for a floor; say it rather than imply it
-    draft.lines += [*_upstream_lines(draft), *_retire_lines(draft)]
-
-
-def _gated(draft: _Draft, module_name: str | None, module: ModuleType | None) -> None:
-    """``target`` and ``applies_to`` of a config entry or a compat gate, when it names a
-    distribution."""
-    req = draft.request
-    if not (req.distribution or module_name):
-        return
-    dist = _distribution(req, module_name)
-    installed = draft.installed = _installed(req, dist, module)
-    spec, why = _applies_to(req, installed)
-    draft.applies_to = spec
-    draft.lines += ["target:", f"  distribution: {_scalar(dist)}", *_comment(why),
-                    f"applies_to: {json.dumps(spec)}"]
-
-
-def _config(draft: _Draft) -> None:
-    req = draft.request
-    for item in req.settings:
-        name, value = _setting(req, item)
-        module_name, _, attribute = name.rpartition(".")
-        module = _import(req, module_name, "--setting")
-        if module is not None and not hasattr(module, attribute):
-            close = difflib.get_close_matches(attribute, dir(module), n=3)
-            raise NewEntryError(req.entry_id, f"{module_name} has no attribute {attribute!r}",
-                                found=f"--setting {item}", expected="an attribute the module "
-                                "defines" + (f" (close: {', '.join(close)})" if close else ""),
-                                fix="correct the name: a misspelt setting would be assigned "
-                                "and never read")
-        draft.settings[name] = value
-    first = next(iter(draft.settings)).rpartition(".")[0]
-    _gated(draft, first, None)
-    draft.lines.append("settings:")
-    draft.lines += [f"  {name}: {_value(value)}" for name, value in draft.settings.items()]
-    draft.lines += [*_upstream_lines(draft), *_retire_lines(draft)]
-
-
-def _compat_gate(draft: _Draft) -> None:
-    req, eid = draft.request, draft.request.entry_id
-    function = req.check or "check"
-    if not _NAME.fullmatch(function):
-        raise NewEntryError(eid, "--check is not a function name", found=function,
-                            expected="a Python identifier such as check")
-    _gated(draft, None, None)
-    draft.lines.append(f"check: checks/{eid}.py:{function}")
-    draft.lines.append(f"policy: {req.policy or 'error'}")
-    draft.lines += [*_upstream_lines(draft), *_retire_lines(draft)]
-    draft.files[f"checks/{eid}.py"] = _check_stub(req, function)
 
 
 def _block(draft: _Draft, summary: str) -> list[str]:
@@ -642,9 +623,7 @@ def _prepare(request: Request, others: Mapping[str, Path]) -> tuple[_Draft, list
                             fix="choose another id (ids are unique across the registries a "
                             "lane loads)")
     draft = _Draft(request)
-    {Kind.SOURCE_PATCH: _source_patch, Kind.VERSION_FLOOR: _floor_or_pin,
-     Kind.PACKAGING_PIN: _floor_or_pin, Kind.CONFIG: _config,
-     Kind.COMPAT_GATE: _compat_gate}[request.kind](draft)
+    PARTS[request.kind].write(draft)
     summary = request.summary or ("TODO (written by patchlane new): what upstream gets wrong, "
                                   "and what this entry changes")
     if not summary.strip():
@@ -784,9 +763,8 @@ def new_entry(request: Request, others: Mapping[str, Path] | None = None) -> Cre
                                     "if the file looks right, report it with the command "
                                     "line you ran") from None
             entry = entries[-1]
-            if entry.id != request.entry_id or (draft.settings and entry.config is not None
-                                                and dict(entry.config.settings)
-                                                != draft.settings):
+            if entry.id != request.entry_id or (
+                    draft.settings and dict(getattr(entry.spec, "settings", {})) != draft.settings):
                 raise NewEntryError(request.entry_id, "the appended block did not read back "
                                     "as written; nothing was written", found=entry.id,
                                     expected=request.entry_id,

@@ -156,7 +156,7 @@ def _check_decisions(items: list[EntryReport], found: _Found) -> None:
         if decision is None:
             continue
         outcome = decision["outcome"]
-        if outcome in _BAD and item["kind"] == Kind.SOURCE_PATCH.value:
+        if outcome in _BAD and KINDS[Kind(item["kind"])].with_overlay:
             found.problems.append(f"{item['id']}: {outcome}: {decision['reason']}")
         elif outcome == "skipped: gate":
             found.warnings.append(f"{item['id']}: {outcome}: {decision['reason']}")

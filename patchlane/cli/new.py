@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from .. import startup
 from ..controls import Controls
 from ..errors import PatchlaneError
-from ..registry import Kind
+from ..registry import KINDS, Kind
+from ..registry.per_kind import new_options
 
 if TYPE_CHECKING:  # the parser is built for every command; the module only for this one
     from ..authoring.new import Created
@@ -45,15 +46,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="default: >=INSTALLED,<NEXT_MINOR (upper-bounded)")
     p.add_argument("--retire-release", metavar="SPEC",
                    help="retire_when.release: the releases that carry the fix")
-    p.add_argument("--requires", metavar="SPEC", help="version_floor: e.g. '>=2.6.0'")
-    p.add_argument("--pin", metavar="SPEC", help="packaging_pin: e.g. '<2.3'")
-    p.add_argument("--setting", action="append", metavar="NAME=VALUE", default=[],
-                   help="config (repeatable): e.g. torch._dynamo.config.recompile_limit=64")
-    p.add_argument("--check", metavar="FUNCTION",
-                   help="compat_gate: the check's function name in checks/ID.py (default: "
-                   "check)")
     p.add_argument("--policy", choices=("error", "warn"),
                    help="version_floor, packaging_pin, compat_gate: what a violation does")
+    # each kind's own options, as its module declares them
+    for name, (option, _) in new_options().items():
+        if option.repeatable:
+            p.add_argument(option.flag, dest=f"kind_{name}", action="append", default=[],
+                           metavar=option.metavar, help=option.help)
+        else:
+            p.add_argument(option.flag, dest=f"kind_{name}", metavar=option.metavar,
+                           help=option.help)
 
 
 def _default_registry(entry_id: str) -> Path:
@@ -80,9 +82,10 @@ def run_new(args: argparse.Namespace) -> int:
     request = Request(
         entry_id=args.id, registry=registry, kind=Kind(args.kind), target=args.target,
         distribution=args.distribution, summary=args.summary, owner=args.owner,
-        issue=args.issue, pr=args.pr, applies_to=args.applies_to, requires=args.requires,
-        pin=args.pin, settings=tuple(args.setting), check=args.check, policy=args.policy,
-        retire_release=args.retire_release)
+        issue=args.issue, pr=args.pr, applies_to=args.applies_to, policy=args.policy,
+        retire_release=args.retire_release,
+        options={name: tuple(value) if isinstance(value, list) else value
+                 for name in new_options() if (value := getattr(args, f"kind_{name}"))})
     _report(new_entry(request, others), args.id)
     return 0
 
@@ -108,7 +111,7 @@ def _report(created: Created, entry_id: str) -> None:
     if not loads:
         print(f"  note: this process does not load {shown(created.registry)}; name it in "
               "PATCHLANE_REGISTRY (as below) or `patchlane run --registry`")
-    if entry.kind is Kind.SOURCE_PATCH:
+    if KINDS[entry.kind].with_overlay:
         print("next:")
         print(f"  1. write reproducers/{entry_id}.py; watch it fail: "
               f"{env}patchlane reproduce {entry_id} --without-overlay")

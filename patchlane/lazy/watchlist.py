@@ -168,7 +168,8 @@ def module_stamps(packages: "tuple[str, ...]",
 def _validator() -> tuple[tuple[str, int, int], ...]:
     """The modules that compute what the watch list holds: the registry package,
     :mod:`patchlane.versions`, this package and the version file."""
-    return module_stamps(("registry", "lazy"), ("versions", "_version"))
+    return module_stamps(("registry", "registry/per_kind", "lazy"),
+                         ("versions", "_version", "gates"))
 
 
 def _digest(data: bytes) -> str:

@@ -4,9 +4,15 @@ Loading is all-or-nothing: every file is parsed and every entry validated before
 returned, so a malformed registry can never leave a process half-patched. One module per
 concern:
 
-- :mod:`.records`: the frozen records (:class:`Entry`, its value and per-kind records,
+- :mod:`.kinds`: what each entry kind is, one row of facts per kind (its keys, how the startup
+  decides it, whether it carries an overlay);
+- :mod:`.records`: the frozen records (:class:`Entry` and its value records, :class:`LedgerResult`,
   :class:`StartupRow`, :class:`Registry`), all that code reading entries needs;
-- :mod:`.schema`: the validation that builds them, the only place entries are built;
+- :mod:`.fields`: the readers of one value (a range, a file, a ``when:``), every refusal naming
+  the file, entry and key;
+- :mod:`.per_kind`: one module per kind (its own keys and record, its ledger decision, what
+  ``patchlane new`` writes for it), registered in one table;
+- :mod:`.schema`: the validation that builds entries, the only place entries are built;
 - :mod:`.reader`: a registry file's bytes and text (regular files of bounded size, UTF-8);
 - :mod:`.safe_yaml`: the text parsed with a safe loader (duplicate keys, alias bombs refused);
 - :mod:`.loader`: :func:`parse_registry` and :func:`load_registries`, the three put together.
@@ -18,17 +24,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..gates import KNOWN_IMPORT_NAMES, import_name
 from .kinds import KINDS, Kind, KindRules, Startup
 from .reader import MAX_REGISTRY_BYTES, read_registry_bytes
 from .records import (
-    KNOWN_IMPORT_NAMES,
-    CompatGate,
-    ConfigSettings,
     Entry,
     FingerprintPolicy,
     FingerprintSpec,
     KindSpec,
-    PackagingPin,
+    LedgerResult,
     Policy,
     Registry,
     RetireWhen,
@@ -36,13 +40,12 @@ from .records import (
     Status,
     Target,
     Upstream,
-    VersionFloor,
     When,
-    import_name,
 )
 
 if TYPE_CHECKING:
     from .loader import load_registries, parse_registry
+    from .per_kind import CompatGate, ConfigSettings, PackagingPin, VersionFloor
     from .schema import SCHEMA_VERSION
 
 __all__ = [
@@ -58,6 +61,7 @@ __all__ = [
     "Kind",
     "KindRules",
     "KindSpec",
+    "LedgerResult",
     "PackagingPin",
     "Policy",
     "Registry",
@@ -79,6 +83,11 @@ _ON_FIRST_USE = {
     "load_registries": "loader",
     "parse_registry": "loader",
     "SCHEMA_VERSION": "schema",
+    # each kind's own record, in its module: loaded with the table of kinds' parts
+    "CompatGate": "per_kind",
+    "ConfigSettings": "per_kind",
+    "PackagingPin": "per_kind",
+    "VersionFloor": "per_kind",
 }
 """Names whose modules are imported when first asked for: a start the validated-registry cache
 serves reads only records and bytes, so `import patchlane` then loads neither PyYAML nor the

@@ -54,8 +54,15 @@ class KindRules(NamedTuple):
     """What ``patchlane new`` accepts for it; any other option is refused, not ignored."""
     startup: Startup
     with_overlay: bool
-    """Whether its reproducer runs with an overlay applied (the sweep's ``with`` case is the
-    overlay's; the other kinds' ``with`` case is the entry decided as the registry says)."""
+    """Whether it carries an overlay: its target names a function, its gate needs an upper
+    bound, an unforwarded fix needs a draft, other entries may depend on it or continue it, and
+    the sweep's ``with`` case is the overlay's (the other kinds' ``with`` case is the entry
+    decided as the registry says)."""
+    own_probe: bool = False
+    """Whether ``retire_when.probe`` may stand without an overlay: the startup itself can tell
+    that upstream behaves (a config entry's setting is already upstream's default)."""
+    new_required: tuple[str, ...] = ()
+    """What ``patchlane new`` must be given for it (``requires`` for a floor)."""
 
 
 KINDS: dict[Kind, KindRules] = {
@@ -63,11 +70,11 @@ KINDS: dict[Kind, KindRules] = {
         ("target", "applies_to", "overlay", "reproducer", "fingerprint"),
         ("depends_on", "continued_by"),
         frozenset({"target", "distribution", "applies_to", "retire_release"}),
-        Startup.WRAP, True),
+        Startup.WRAP, True, new_required=("target",)),
     Kind.VERSION_FLOOR: KindRules(
         ("target", "requires", "policy"), ("when",),
         frozenset({"target", "distribution", "requires", "policy", "retire_release"}),
-        Startup.LEDGER, False),
+        Startup.LEDGER, False, new_required=("requires",)),
     Kind.COMPAT_GATE: KindRules(
         ("check",), ("policy",),
         frozenset({"distribution", "check", "policy", "applies_to", "retire_release"}),
@@ -75,9 +82,9 @@ KINDS: dict[Kind, KindRules] = {
     Kind.PACKAGING_PIN: KindRules(
         ("target", "pin"), ("source", "policy", "when"),
         frozenset({"target", "distribution", "pin", "policy", "retire_release"}),
-        Startup.LEDGER, False),
+        Startup.LEDGER, False, new_required=("pin", "distribution")),
     Kind.CONFIG: KindRules(
         ("settings",), (),
         frozenset({"distribution", "settings", "applies_to", "retire_release"}),
-        Startup.CONFIG, False),
+        Startup.CONFIG, False, own_probe=True, new_required=("settings",)),
 }

@@ -1,8 +1,10 @@
 """The registry's records: what a validated entry *is*, frozen.
 
-:class:`Entry` and the value records nested in it, the per-kind records (:data:`KindSpec`),
-:class:`StartupRow` (what `import patchlane` reads of an entry) and :class:`Registry`. Only
-:mod:`patchlane.registry.schema` builds them from YAML; everything else reads them. Pickled by
+:class:`Entry` and the value records nested in it (a kind's own record is its module's, in
+:mod:`patchlane.registry.per_kind`; :class:`KindSpec` says what the startup reads of one),
+:class:`LedgerResult` (what a ledger check decided), :class:`StartupRow` (what `import
+patchlane` reads of an entry) and :class:`Registry`. Only :mod:`patchlane.registry.schema` builds
+them from YAML; everything else reads them. Pickled by
 the validated-registry cache (:mod:`patchlane.registry_cache`), so a change here invalidates it
 like a change of the validation does.
 """
@@ -12,15 +14,15 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import functools
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
 from packaging.specifiers import SpecifierSet
 
 from ..errors import UnknownEntryError
+from ..gates import import_name
 from .kinds import KINDS, Kind, Startup
 
 
@@ -104,21 +106,6 @@ class When(NamedTuple):
         return None
 
 
-# Where a distribution's import name is not its own name normalized ('-' and '.' -> '_'): the
-# module a version floor or pin waits for when the entry names no module (`target.object`,
-# `when.imported`) itself.
-KNOWN_IMPORT_NAMES = {
-    "megatron-core": "megatron.core",
-    "pytorch-triton": "triton",
-    "pyyaml": "yaml",
-}
-
-
-def import_name(distribution: str) -> str:
-    name = distribution.lower()
-    return KNOWN_IMPORT_NAMES.get(name) or re.sub(r"[-.]+", "_", name)
-
-
 class RetireWhen(NamedTuple):
     release: SpecifierSet | None
     """Releases of the target distribution that carry the fix."""
@@ -157,41 +144,41 @@ class Policy(str, enum.Enum):
     WARN = "warn"
 
 
-class VersionFloor(NamedTuple):
-    """``kind: version_floor``: the target distribution must satisfy ``requires``."""
+class KindSpec(Protocol):
+    """A kind's own settings: the value record its module (:mod:`patchlane.registry.per_kind`)
+    reads from the registry, frozen. What the startup reads of one, it reads by these names:
+    ``policy`` (a ledger kind's), ``when`` and ``requirement`` (a kind decided at an import:
+    ``Startup.LEDGER``), ``settings`` (``Startup.CONFIG``). A NamedTuple, as every record
+    here: ``patchlane show`` lists its fields."""
 
-    requires: SpecifierSet
+    def _asdict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class LedgerResult:
+    """What one ledger check decided (a floor, a pin, a compat gate, ...)."""
+
+    entry_id: str
+    kind: str
+    ok: bool
     policy: Policy
-    when: When | None = None
+    message: str
+    found: str | None = None
+    expected: str | None = None
+    skipped: Literal["disabled", "not applicable"] | None = None
+    """Why the check did not run; None when it ran."""
+    skip_reason: str | None = None
+    """For a skip, the reason alone (``listed in PATCHLANE_DISABLE``, the unmet condition):
+    the audit records it beside its outcome, where ``message`` says it in a sentence."""
 
+    @property
+    def blocking(self) -> bool:
+        return not self.ok and self.policy is Policy.ERROR
 
-class PackagingPin(NamedTuple):
-    """``kind: packaging_pin``: the distribution must satisfy ``pin`` and, with ``source``,
-    have been installed from that URL (its ``direct_url.json``)."""
-
-    pin: SpecifierSet
-    policy: Policy
-    source: str | None = None
-    when: When | None = None
-
-
-class CompatGate(NamedTuple):
-    """``kind: compat_gate``: ``check_function`` in ``check_file`` judges a run's config."""
-
-    check_file: Path
-    check_function: str
-    policy: Policy
-
-
-class ConfigSettings(NamedTuple):
-    """``kind: config``: module attributes assigned when their module is imported."""
-
-    settings: Mapping[str, bool | int | float | str]
-
-
-KindSpec = VersionFloor | PackagingPin | CompatGate | ConfigSettings
-"""The per-kind part of an :class:`Entry` (None for a source patch, whose own fields are
-``overlay``, ``reproducer`` and ``fingerprint``)."""
+    def as_dict(self) -> dict[str, Any]:
+        return {"entry_id": self.entry_id, "kind": self.kind, "ok": self.ok,
+                "policy": self.policy.value, "message": self.message, "found": self.found,
+                "expected": self.expected, "skipped": self.skipped}
 
 
 @dataclass(frozen=True)
@@ -236,27 +223,38 @@ class Entry:
     sorts the clauses (``<0.20.0,>=0.16.0``), which is not what the author wrote; pages and
     receipts show this (:attr:`applies_to_shown`)."""
 
+    # What a kind's own record holds, by kind: kept for code written against them; code
+    # that treats kinds alike reads `spec` by the names KindSpec lists.
     @property
-    def floor(self) -> VersionFloor | None:
-        return self.spec if isinstance(self.spec, VersionFloor) else None
+    def floor(self) -> Any:
+        """A ``version_floor``'s record (None for the other kinds)."""
+        return self.spec if self.kind is Kind.VERSION_FLOOR else None
 
     @property
-    def pin(self) -> PackagingPin | None:
-        return self.spec if isinstance(self.spec, PackagingPin) else None
+    def pin(self) -> Any:
+        """A ``packaging_pin``'s record (None for the other kinds)."""
+        return self.spec if self.kind is Kind.PACKAGING_PIN else None
 
     @property
-    def compat_gate(self) -> CompatGate | None:
-        return self.spec if isinstance(self.spec, CompatGate) else None
+    def compat_gate(self) -> Any:
+        """A ``compat_gate``'s record (None for the other kinds)."""
+        return self.spec if self.kind is Kind.COMPAT_GATE else None
 
     @property
-    def config(self) -> ConfigSettings | None:
-        return self.spec if isinstance(self.spec, ConfigSettings) else None
+    def config(self) -> Any:
+        """A ``config`` entry's record (None for the other kinds)."""
+        return self.spec if self.kind is Kind.CONFIG else None
 
     @property
     def policy(self) -> Policy | None:
-        spec = self.spec
-        return spec.policy if isinstance(spec, (VersionFloor, PackagingPin, CompatGate)) \
-            else None
+        """What a violation of a ledger kind does; None for a kind without one."""
+        policy = getattr(self.spec, "policy", None)
+        return policy if isinstance(policy, Policy) else None
+
+    @property
+    def upstream_link(self) -> str:
+        """The upstream issue, else the PR, for a message that points at the bug."""
+        return self.upstream.issue or self.upstream.pr or "no upstream link"
 
     @property
     def active(self) -> bool:
@@ -280,22 +278,21 @@ class Entry:
     @functools.cached_property
     def requirement_text(self) -> str | None:
         """A floor's or pin's requirement as decisions record it (``torch>=2.6.0``)."""
-        spec = self.spec
-        required = spec.requires if isinstance(spec, VersionFloor) else \
-            spec.pin if isinstance(spec, PackagingPin) else None
+        required = getattr(self.spec, "requirement", None)
         return f"{self.target.distribution}{required}" if required is not None else None
 
     @property
     def _declared_when(self) -> When | None:
-        """The ``when:`` the registry spelled out (floors and pins only), before defaults."""
-        return self.spec.when if isinstance(self.spec, (VersionFloor, PackagingPin)) else None
+        """The ``when:`` the registry spelled out (kinds decided at an import), before defaults."""
+        when = getattr(self.spec, "when", None)
+        return when if isinstance(when, When) else None
 
     @functools.cached_property
     def when(self) -> When | None:
-        """For a version floor or packaging pin: the import (and environment) its check waits
-        for. ``when.imported`` defaults to the module of ``target.object``, else the
+        """For a kind decided at an import (a floor, a pin): the import (and environment) its
+        check waits for. ``when.imported`` defaults to the module of ``target.object``, else the
         distribution's import name. None for the other kinds."""
-        if self.kind not in (Kind.VERSION_FLOOR, Kind.PACKAGING_PIN):
+        if KINDS[self.kind].startup is not Startup.LEDGER:
             return None
         given = self._declared_when
         module = (given.imported if given is not None and given.imported else None) \
@@ -347,9 +344,8 @@ class StartupRow(NamedTuple):
             module, applies_to = entry.when.imported, entry.requirement_text
             waiting = f"waiting for {entry.when.describe()}"
         elif startup is Startup.CONFIG:
-            assert entry.config is not None
             modules = tuple(sorted({str(name).rpartition(".")[0]
-                                    for name in entry.config.settings}))
+                                    for name in getattr(entry.spec, "settings", {})}))
             waiting = f"waiting for `import {', '.join(modules)}`"
         return cls(entry.id, entry.kind.value, entry.active, entry.target.distribution, module,
                    modules, waiting, applies_to, startup.value)

@@ -8,33 +8,33 @@ files (``depends_on``, ``continued_by``) run once all files are read (:mod:`.loa
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 
 from ..errors import RegistryError
-from ..versions import MAX_DIGITS, range_problem, version_problem
+from ..versions import version_problem
+from .fields import DIST_RE as _DIST_RE
+from .fields import MODULE_RE as _MODULE_RE
+from .fields import Fields as _Ctx
+from .fields import check_keys as _check_keys
+from .fields import expect_type as _expect_type
+from .fields import inside_folder as _inside_folder
+from .fields import relative_file as _relative_file
+from .fields import specifier as _specifier
 from .kinds import KINDS, Kind
+from .per_kind import PARTS
 from .records import (
-    CompatGate,
-    ConfigSettings,
     Entry,
     FingerprintPolicy,
     FingerprintSpec,
-    KindSpec,
-    PackagingPin,
-    Policy,
     RetireWhen,
     Status,
     Target,
     Upstream,
-    VersionFloor,
-    When,
-    import_name,
 )
 
 __all__ = ["SCHEMA_VERSION", "check_continuations", "check_dependencies", "validate_document"]
@@ -42,96 +42,13 @@ __all__ = ["SCHEMA_VERSION", "check_continuations", "check_dependencies", "valid
 SCHEMA_VERSION = 1
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]{2,63}$")
-_DIST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
-_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _QUALNAME_RE = _MODULE_RE
 _SHA_RE = re.compile(r"^sha256(-v2)?:[0-9a-f]{32}$")
 _VERSION_RE = re.compile(r"^\d+(\.\d+)*([a-z]+\d*)?(\.(post|dev)\d+)?$")
 _DEP3_FORWARDED = ("no", "not-needed")
-_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _COMMON_REQUIRED = ("id", "kind", "summary", "upstream", "retire_when", "owner", "added", "status")
 _COMMON_OPTIONAL = ("target", "applies_to", "reproducer", "notes", "evidence", "retired")
-
-
-class _Ctx:
-    """Where we are while validating, so every error names the file, entry and key."""
-
-    def __init__(self, path: Path, drafts_required: bool = True,
-                 checked: list[tuple[Path, Path]] | None = None) -> None:
-        self.path = path
-        self.entry_id: str | None = None
-        self.drafts_required = drafts_required
-        """False only for ``patchlane draft``, which writes the draft this rule asks for."""
-        self.checked = checked if checked is not None else []
-        """Every file whose existence a rule checked: (the path as written, the registry's
-        folder joined with the text; what it resolved to). What the validated-registry cache
-        must see unchanged to stand for this validation."""
-
-    def exists(self, written: Path, resolved: Path) -> bool:
-        self.checked.append((written, resolved))
-        return written.is_file()
-
-    def fail(
-        self,
-        message: str,
-        *,
-        key: str | None = None,
-        found: object = None,
-        expected: str | None = None,
-        fix: str | None = None,
-    ) -> RegistryError:
-        return RegistryError(
-            self.path,
-            message,
-            entry_id=self.entry_id,
-            key=key,
-            found=found,
-            expected=expected,
-            fix=fix,
-        )
-
-
-def _expect_type(ctx: _Ctx, value: object, typ: type | tuple[type, ...], key: str,
-                 what: str) -> Any:
-    # bool is an int subclass; YAML `yes`/`no` surprises are exactly what this catches.
-    types = typ if isinstance(typ, tuple) else (typ,)
-    if isinstance(value, bool) and bool not in types:
-        raise ctx.fail("wrong type", key=key, found=value, expected=what)
-    if not isinstance(value, typ):
-        raise ctx.fail(
-            "wrong type", key=key, found=value, expected=f"{what} (got {type(value).__name__})"
-        )
-    return value
-
-
-def _check_keys(ctx: _Ctx, data: Mapping[str, Any], required: Iterable[str],
-                optional: Iterable[str], where: str, prefix: str = "") -> None:
-    required = tuple(required)
-    allowed = set(required) | set(optional)
-    for key in data:
-        if key not in allowed:
-            raise ctx.fail(
-                f"unknown key in {where}",
-                key=f"{prefix}{key}",
-                found=key,
-                expected=f"one of {sorted(allowed)}",
-                fix="remove it or correct its spelling",
-            )
-    for key in required:
-        if key not in data or data[key] is None:
-            # present with no value (`entries:` and nothing under it) is not "missing": say so
-            present = key in data
-            holder = "the registry" if where == "the registry" else "the entry"
-            raise ctx.fail(
-                f"{'empty' if present else 'missing required'} key in {where}",
-                key=f"{prefix}{key}",
-                found=None,
-                expected="a value",
-                fix=(f"give `{key}:` a value" + (" (list the entries under it, or write "
-                                                   "`entries: []`)" if key == "entries" else "")
-                     if present else f"add `{key}:` to {holder}"),
-            )
 
 
 def _url_or_none(ctx: _Ctx, value: object, key: str) -> str | None:
@@ -143,72 +60,13 @@ def _url_or_none(ctx: _Ctx, value: object, key: str) -> str | None:
     return str(text)
 
 
-def _specifier(ctx: _Ctx, value: object, key: str) -> SpecifierSet:
-    text = _expect_type(ctx, value, str, key, "a PEP 440 specifier string such as '>=0.14,<0.18'")
-    try:
-        spec = SpecifierSet(text)
-    except InvalidSpecifier as exc:
-        raise ctx.fail(
-            "invalid PEP 440 specifier",
-            key=key,
-            found=text,
-            expected="a PEP 440 specifier such as '>=0.14,<0.18'",
-            fix=str(exc),
-        ) from None
-    if not len(spec):
-        raise ctx.fail("empty specifier", key=key, found=text, expected="at least one clause")
-    problem = range_problem(spec)  # before anything prints it: str() parses its versions
-    if problem:
-        raise ctx.fail("unusable version range", key=key, found=text,
-                       expected="a range some release can satisfy, of PEP 440 versions with "
-                       f"numbers of at most {MAX_DIGITS} digits",
-                       fix=f"{problem}; write the releases the entry really covers, e.g. "
-                       "'>=0.14,<0.18'")
-    return spec
-
-
 def _has_upper_bound(spec: SpecifierSet) -> bool:
     return any(s.operator in ("<", "<=", "==", "===", "~=") for s in spec)
 
 
-def _inside_folder(ctx: _Ctx, text: str, key: str) -> None:
-    """Files a registry names stay in its folder: no absolute path, no ``..`` out of it
-    (checked on the written path; a symlink inside the folder is the owner's choice)."""
-    folder = os.path.normpath(ctx.path.parent)
-    joined = os.path.normpath(os.path.join(folder, text))
-    if os.path.isabs(text) or os.path.commonpath([folder, joined]) != folder:
-        raise ctx.fail("path outside the registry's folder", key=key, found=text,
-                       expected=f"a path inside {folder}",
-                       fix="put the file beside the registry (e.g. patches/<id>.py) and name "
-                       "it relative to it")
-
-
-def _relative_file(ctx: _Ctx, value: object, key: str, entry_id: str) -> Path:
-    text = _expect_type(ctx, value, str, key, "a path relative to the registry file")
-    _inside_folder(ctx, text, key)
-    path: Path = (ctx.path.parent / text).resolve()
-    if not ctx.exists(ctx.path.parent / text, path):
-        raise ctx.fail(
-            "file does not exist",
-            key=key,
-            found=text,
-            expected=f"an existing file relative to {ctx.path.parent}",
-            fix=f"create {path} or correct the path",
-        )
-    if path.suffix != ".py" or path.stem != entry_id:
-        raise ctx.fail(
-            "overlay and reproducer files are named after their entry id",
-            key=key,
-            found=text,
-            expected=f"a file named {entry_id}.py",
-            fix=f"rename it to {entry_id}.py so retiring the patch touches one id",
-        )
-    return path
-
-
 def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
     data = _expect_type(ctx, value, dict, "target", "a mapping with `distribution` and `object`")
-    needs_object = kind is Kind.SOURCE_PATCH
+    needs_object = KINDS[kind].with_overlay
     _check_keys(ctx, data, ("distribution", "object") if needs_object else ("distribution",),
                 ("version_from",) if needs_object else ("object", "version_from"), "target",
                 "target.")
@@ -289,7 +147,7 @@ def _draft(ctx: _Ctx, value: object) -> Path | None:
 def _require_draft(ctx: _Ctx, kind: Kind, status: Status, upstream: Upstream) -> None:
     # The rule this product exists for: every local patch names an upstream issue, a PR, or a
     # public-ready draft. A retired entry is upstream's now; it needs none.
-    if (kind is not Kind.SOURCE_PATCH or status is not Status.ACTIVE
+    if (not KINDS[kind].with_overlay or status is not Status.ACTIVE
             or upstream.forwarded != "no" or upstream.draft is not None
             or not ctx.drafts_required):
         return
@@ -408,117 +266,6 @@ def _date(ctx: _Ctx, value: object, key: str) -> _dt.date:
     raise ctx.fail("invalid date", key=key, found=value, expected="an ISO date such as 2026-11-22")
 
 
-def _when(ctx: _Ctx, value: object, target: Target) -> When:
-    expected = ("a mapping such as `{imported: triton, env: {TRITON_INTERPRET: \"1\"}}`: "
-                "the module whose import triggers the check and/or the environment variables "
-                "that must hold")
-    data = _expect_type(ctx, value, dict, "when", expected)
-    _check_keys(ctx, data, (), ("imported", "env", "installed"), "when", "when.")
-    if data.get("imported") is None and data.get("env") is None and data.get("installed") is None:
-        raise ctx.fail("empty condition", key="when", found=data, expected=expected,
-                       fix="name the module (`imported:`) and/or the environment (`env:`), or "
-                       "drop `when:` to check as soon as the target module is imported")
-    imported = ""
-    if data.get("imported") is not None:
-        imported = _expect_type(ctx, data["imported"], str, "when.imported",
-                                "a module name such as 'triton'")
-        if not _MODULE_RE.match(imported):
-            raise ctx.fail("invalid module name", key="when.imported", found=imported,
-                           expected="a dotted module path such as 'triton' or "
-                           "'torch.distributed'")
-    elif not _MODULE_RE.match(target.module or import_name(target.distribution)):
-        raise ctx.fail("cannot tell which module the check waits for", key="when.imported",
-                       found=target.distribution,
-                       expected="`when: {imported: <module>}` (the distribution's name is not "
-                       "a module name)")
-    env = {name: _env_value(ctx, name, value) for name, value in _condition(
-        ctx, data, "env", "a mapping of environment variable to its required value, such as "
-        "`{TRITON_INTERPRET: \"1\"}`", "at least one `NAME: \"value\"`", _ENV_RE,
-        "invalid environment variable name", "a name such as TRITON_INTERPRET").items()}
-    installed = {name: _specifier(ctx, spec, f"when.installed.{name}")
-                 for name, spec in _condition(
-                     ctx, data, "installed", "a mapping of distribution to the range it must be "
-                     "installed in, such as `{triton: \"<3.7\"}`",
-                     "at least one `distribution: \"<range>\"`", _DIST_RE,
-                     "invalid distribution name", "a distribution name such as triton").items()}
-    return When(imported, env, installed)
-
-
-def _condition(ctx: _Ctx, data: Mapping[str, Any], key: str, shape: str, at_least: str,
-               name_re: re.Pattern[str], bad_name: str, a_name: str) -> dict[str, Any]:
-    """``when.<key>``: absent (empty), or a non-empty mapping whose every key matches
-    ``name_re``; the values are the caller's to check."""
-    if data.get(key) is None:
-        return {}
-    raw = _expect_type(ctx, data[key], dict, f"when.{key}", shape)
-    if not raw:
-        raise ctx.fail("empty condition", key=f"when.{key}", found=raw, expected=at_least)
-    for name in raw:
-        if not isinstance(name, str) or not name_re.match(name):
-            raise ctx.fail(bad_name, key=f"when.{key}", found=name, expected=a_name)
-    return dict(raw)
-
-
-def _env_value(ctx: _Ctx, name: str, required: object) -> str:
-    if not isinstance(required, str):
-        # YAML reads `1` as an int and `yes` as a bool; the environment holds strings
-        raise ctx.fail("wrong type", key=f"when.env.{name}", found=required,
-                       expected="a quoted string such as \"1\" (the environment holds text; "
-                       "compared exactly)")
-    return required
-
-
-def _policy(ctx: _Ctx, data: Mapping[str, Any], default: Policy) -> Policy:
-    raw = data.get("policy", default.value)
-    try:
-        return Policy(raw)
-    except ValueError:
-        raise ctx.fail("unknown policy", key="policy", found=raw,
-                       expected="'error' or 'warn'") from None
-
-
-def _kind_spec(ctx: _Ctx, kind: Kind, data: Mapping[str, Any], target: Target) -> KindSpec | None:
-    # `when` is only allowed on floors and pins (their kinds' optional keys: KINDS)
-    when = _when(ctx, data["when"], target) if data.get("when") is not None else None
-    if kind is Kind.VERSION_FLOOR:
-        return VersionFloor(_specifier(ctx, data["requires"], "requires"),
-                            _policy(ctx, data, Policy.ERROR), when)
-    if kind is Kind.PACKAGING_PIN:
-        source = None
-        if data.get("source") is not None:
-            source = _expect_type(ctx, data["source"], str, "source",
-                                  "the URL the distribution must be installed from "
-                                  "(compared with its direct_url.json)")
-        return PackagingPin(_specifier(ctx, data["pin"], "pin"), _policy(ctx, data, Policy.WARN),
-                            source, when)
-    if kind is Kind.COMPAT_GATE:
-        text = _expect_type(ctx, data["check"], str, "check",
-                            "'patches/<id>.py:function' that validates a run configuration")
-        file, sep, function = text.rpartition(":")
-        if not sep or not _QUALNAME_RE.match(function):
-            raise ctx.fail("invalid check", key="check", found=text,
-                           expected="'patches/<id>.py:function'")
-        policy = _policy(ctx, data, Policy.ERROR)
-        return CompatGate(_relative_file(ctx, file, "check", str(ctx.entry_id)), function, policy)
-    if kind is Kind.CONFIG:
-        settings = _expect_type(ctx, data["settings"], dict, "settings",
-                                "a mapping of 'package.module.attribute' to value")
-        if not settings:
-            raise ctx.fail("no settings", key="settings", found=settings,
-                           expected="at least one 'package.module.attribute: value'")
-        for name, value in settings.items():
-            module = str(name).rpartition(".")[0]
-            if not module or not _MODULE_RE.match(str(name)):
-                raise ctx.fail("invalid setting name", key=f"settings.{name}", found=name,
-                               expected="'package.module.attribute' (e.g. "
-                               "'torch._dynamo.config.recompile_limit')")
-            if not isinstance(value, (bool, int, float, str)) or value is None:
-                raise ctx.fail("invalid setting value", key=f"settings.{name}", found=value,
-                               expected="a bool, number or string")
-        return ConfigSettings(dict(settings))
-    return None
-
-
 def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
     ctx.entry_id = None
     data = _expect_type(ctx, raw, dict, f"entries[{index}]", "a mapping describing one entry")
@@ -542,7 +289,7 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
     for key in ("notes", "evidence"):
         if data.get(key) is not None:
             _expect_type(ctx, data[key], (str, list, dict), key, "text, a list or a mapping")
-    spec = _kind_spec(ctx, kind, data, target)
+    spec = PARTS[kind].parse(ctx, data, target)
     retired = _date(ctx, data["retired"], "retired") if data.get("retired") is not None else None
     retire_when = _retire_when(ctx, data["retire_when"], upstream)
     _check_retirement(ctx, retire_when, kind, entry_id, overlay, reproducer)
@@ -604,7 +351,7 @@ def _applies_to(ctx: _Ctx, data: Mapping[str, Any], kind: Kind) -> SpecifierSet 
     applies_to = None
     if data.get("applies_to") is not None:
         applies_to = _specifier(ctx, data["applies_to"], "applies_to")
-        if kind is Kind.SOURCE_PATCH and not _has_upper_bound(applies_to):
+        if KINDS[kind].with_overlay and not _has_upper_bound(applies_to):
             raise ctx.fail(
                 "source patches need an upper bound",
                 key="applies_to",
@@ -625,7 +372,7 @@ def _check_retirement(ctx: _Ctx, retire_when: RetireWhen, kind: Kind, entry_id: 
                        fix="add the reproducer, or name another condition")
     # A config entry's probe is built in (upstream's default already equals the setting); a
     # floor, pin or compat gate has no overlay, so nothing could ever report upstream-fixed.
-    if retire_when.probe and overlay is None and kind is not Kind.CONFIG:
+    if retire_when.probe and overlay is None and not KINDS[kind].own_probe:
         raise ctx.fail("a probe needs an overlay", key="retire_when.probe", found=True,
                        expected=f"a {kind.value} entry retires on `release`, "
                        "`upstream_released` or `reproducer` (it has no overlay to probe)",
@@ -683,7 +430,7 @@ def check_continuations(entries: Sequence[Entry]) -> None:
                 expected="the id of a source_patch entry in a loaded registry"
                 + (f" (did you mean {close[0]!r}?)" if close else ""),
                 fix="correct the id, or load the registry that declares it (PATCHLANE_REGISTRY)")
-        if other.kind is not Kind.SOURCE_PATCH or (
+        if not KINDS[other.kind].with_overlay or (
                 other.target.distribution.lower() != entry.target.distribution.lower()):
             raise RegistryError(
                 entry.source, "a continuation must be a source patch on the same distribution",
@@ -712,7 +459,7 @@ def check_dependencies(entries: Sequence[Entry]) -> None:
     for entry in entries:
         for dep in entry.depends_on:
             target = by_id.get(dep)
-            if target is None or target.kind is not Kind.SOURCE_PATCH:
+            if target is None or not KINDS[target.kind].with_overlay:
                 import difflib
 
                 close = difflib.get_close_matches(dep, list(by_id), n=1)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ..fingerprint import compute
 from ..gates import resolve_version
-from ..registry import Entry, Kind
+from ..registry import KINDS, Entry
 from ..versions import parse_version
 
 __all__ = ["ReleaseMatch", "nearest_release"]
@@ -55,7 +55,7 @@ def _distance(release: str, declared: str | None) -> tuple[int, ...]:
 def nearest_release(entries: Iterable[Entry], distribution: str) -> ReleaseMatch:
     """Import each source-patch target of ``distribution`` (as a training job would) and name
     the recorded release its code matches best."""
-    relevant = [e for e in entries if e.kind is Kind.SOURCE_PATCH and e.fingerprint is not None
+    relevant = [e for e in entries if KINDS[e.kind].with_overlay and e.fingerprint is not None
                 and e.fingerprint.releases and e.target.distribution == distribution
                 and e.target.module and e.target.qualname]
     found: dict[str, str] = {}

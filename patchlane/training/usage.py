@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..registry import KINDS, Kind
+
 __all__ = ["MAX_REPORT_BYTES", "EntryUsage", "ProcessReport", "RankKey", "Stack", "Unreadable",
            "Usage", "aggregate", "collect", "read_report"]
 
@@ -334,7 +336,7 @@ class EntryUsage:
     @property
     def counted(self) -> bool:
         """Whether hits say anything: an active source patch (it has an overlay to hit)."""
-        return self.kind == "source_patch" and self.status == "active"
+        return self.status == "active" and _carries_overlay(self.kind)
 
     @property
     def state(self) -> str:
@@ -501,3 +503,11 @@ def aggregate(reports: Sequence[ProcessReport],
                  jobs=sorted({r.job for r in reports}), ranks=len(ranks),
                  launchers=sum(k is None for k in keys), unreadable=list(unreadable))
 
+
+def _carries_overlay(kind: str) -> bool:
+    """Whether entries of ``kind`` (as a usage file spells it) carry an overlay; False for a
+    kind this patchlane does not know (a newer one wrote the file)."""
+    try:
+        return KINDS[Kind(kind)].with_overlay
+    except ValueError:
+        return False

@@ -1,7 +1,9 @@
-"""One record per entry kind (patchlane.registry.kinds.KINDS), read wherever kinds differ.
+"""One row of facts per entry kind (patchlane.registry.kinds.KINDS) and one module per kind
+(patchlane.registry.per_kind.PARTS), read wherever kinds differ.
 
 Every kind must have every part; the startup and the lazy start decide from a row's
-``startup`` (taken from the record), never from a kind's name.
+``startup`` (taken from the record), never from a kind's name; no module outside the kinds'
+own compares a kind's name.
 """
 
 from __future__ import annotations
@@ -9,7 +11,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import inspect
+
 from patchlane.registry import KINDS, Kind, KindRules, Startup, StartupRow, load_registries
+from patchlane.registry.per_kind import PARTS, KindParts, NewOption, new_options
+from patchlane.registry.per_kind.protocol import Drafting
 from patchlane.registry.schema import _COMMON_OPTIONAL, _COMMON_REQUIRED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,3 +57,70 @@ def test_the_lazy_start_and_the_walk_name_no_kind() -> None:
         assert not found, (path.name, found)
         if path.parent.name == "lazy":
             assert not any("Kind." in line for line in code), path.name
+
+
+def test_every_kind_has_a_module_with_every_part() -> None:
+    assert set(PARTS) == set(Kind)
+    parts = [name for name, _ in inspect.getmembers(KindParts)
+             if not name.startswith("_")] + list(KindParts.__annotations__)
+    assert set(parts) == {"OPTIONS", "parse", "decide", "judge", "write"}
+    for kind, module in PARTS.items():
+        for name in parts:
+            assert hasattr(module, name), (kind, name)
+        for name in ("parse", "decide", "judge", "write"):
+            signature = inspect.signature(getattr(module, name))
+            assert list(signature.parameters) == list(
+                inspect.signature(getattr(KindParts, name)).parameters)[1:], (kind, name)
+        assert all(isinstance(o, NewOption) for o in module.OPTIONS), kind
+        # a kind's own options are options it takes; `patchlane new` offers each once
+        assert {o.name for o in module.OPTIONS} <= KINDS[kind].new_options, kind
+    flags = [option.flag for option, _ in new_options().values()]
+    assert len(flags) == len(set(flags))
+    for name in KINDS[Kind.SOURCE_PATCH].new_options | KINDS[Kind.CONFIG].new_options:
+        assert name in new_options() or name in (
+            "target", "distribution", "applies_to", "policy", "retire_release"), name
+
+
+def test_each_kind_decides_as_its_startup_says() -> None:
+    """A kind decided at an import has a ledger check there; one decided on demand judges a
+    configuration; the others answer None to both (checked on the default registry)."""
+    registry = load_registries([ROOT / "registry.yaml"])
+    for entry in registry.entries:
+        startup = KINDS[entry.kind].startup
+        decided = PARTS[entry.kind].decide(entry)
+        assert (decided is not None) is (startup is Startup.LEDGER), entry.id
+        if startup is not Startup.ON_DEMAND:
+            assert PARTS[entry.kind].judge(entry, object()) is None, entry.id
+        if startup is Startup.LEDGER:
+            assert entry.when is not None and entry.requirement_text, entry.id
+        if startup is Startup.CONFIG:
+            assert StartupRow.of(entry).modules, entry.id
+
+
+def test_drafting_is_what_patchlane_new_lends() -> None:
+    """The authoring side implements every part of the protocol a kind's writer is given."""
+    from patchlane.authoring.new import _Draft
+
+    for name, _ in inspect.getmembers(Drafting):
+        if not name.startswith("_"):
+            assert hasattr(_Draft, name), name
+    for name in Drafting.__annotations__:
+        assert name in _Draft.__dataclass_fields__, name
+
+
+def test_no_module_outside_the_kinds_compares_a_kind() -> None:
+    """A kind's difference lives in its module and its row: code elsewhere reads the row's
+    facts (with_overlay, startup, own_probe) or the module's parts, so a new kind edits
+    neither. The records keep the named accessors older code reads (`entry.floor`)."""
+    member = re.compile(r"Kind\.(" + "|".join(k.name for k in Kind) + r")\b")
+    allowed = {"registry/kinds.py", "registry/per_kind/__init__.py", "registry/records.py"}
+    defaults = re.compile(r"(kind: Kind = |default=)Kind\.SOURCE_PATCH")  # the default kind
+    found = []
+    for path in sorted((ROOT / "patchlane").rglob("*.py")):
+        rel = path.relative_to(ROOT / "patchlane").as_posix()
+        if rel in allowed:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if member.search(line) and not defaults.search(line):
+                found.append(f"{rel}:{number}: {line.strip()}")
+    assert not found, found

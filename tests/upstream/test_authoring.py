@@ -23,7 +23,10 @@ TODAY = dt.date(2026, 11, 23)
 def request(fake: FakeTarget, entry_id: str = "greet_bug", **kwargs: object) -> Request:
     base: dict[str, object] = {"registry": fake.registry, "target":
                                f"{fake.module}:Greeter.greet", "owner": "tests", "today": TODAY}
-    base.update(kwargs)
+    # a kind's own options (its module's OPTIONS) go under `options`, as the CLI puts them
+    options = {name: kwargs.pop(name) for name in ("requires", "pin", "settings", "check")
+               if name in kwargs}
+    base.update(kwargs, options=options)
     return Request(entry_id, **base)  # type: ignore[arg-type]
 
 

@@ -1,0 +1,76 @@
+"""``kind: source_patch``: an overlay wraps a function of the target release when its module is
+imported, gated, probed and fingerprinted (the decider: :mod:`patchlane.importer`). Its keys
+(``overlay``, ``reproducer``, ``fingerprint``, ``depends_on``, ``continued_by``) are read by the
+schema with every entry's, so it has no record of its own; no ledger check decides it."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ...versions import parse_version
+from .protocol import NewOption
+
+if TYPE_CHECKING:
+    from ..fields import Fields
+    from ..records import Entry, LedgerResult, Target
+    from .protocol import Drafting
+
+__all__ = ["OPTIONS", "decide", "judge", "parse", "write"]
+
+OPTIONS: tuple[NewOption, ...] = ()
+"""``--target MODULE:QUALNAME`` and ``--applies-to`` are every kind's options."""
+
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def parse(fields: Fields, data: Mapping[str, Any], target: Target) -> None:
+    return None
+
+
+def decide(entry: Entry) -> LedgerResult | None:
+    return None
+
+
+def judge(entry: Entry, config: Any) -> LedgerResult | None:
+    return None
+
+
+def write(draft: Drafting) -> None:
+    eid = draft.entry_id
+    module_name, sep, qualname = (draft.target or "").partition(":")
+    if not sep or not _DOTTED.fullmatch(module_name) or not _DOTTED.fullmatch(qualname):
+        raise draft.refuse("--target is not MODULE:QUALNAME", found=draft.target,
+                           expected="'package.module:Qual.name', e.g. "
+                           "megatron.core.rerun_state_machine:RerunStateMachine.state_dict")
+    module = draft.imported(module_name, "--target")
+    draft.resolve_target(module, module_name, qualname)
+    value = draft.fingerprint(module, module_name, qualname)
+    dist = draft.distribution(module_name)
+    installed = draft.release(dist, module)
+    spec, why = draft.gate(installed)
+    draft.applies_to = spec
+    parsed = parse_version(installed.version)
+    release = parsed.public if parsed is not None else installed.version
+    draft.lines += [
+        "target:",
+        f"  distribution: {draft.scalar(dist)}",
+        f"  object: {draft.scalar(draft.target or '')}",
+        *draft.comment(why),
+        f"applies_to: {json.dumps(spec)}",
+        *draft.upstream_lines(),
+        *draft.retire_lines([f"  # probe(module) in patches/{eid}.py says when upstream behaves",
+                             "  probe: true"]),
+        f"overlay: patches/{eid}.py",
+        f"reproducer: reproducers/{eid}.py",
+        "fingerprint:",
+        "  policy: refuse",
+        "  sha256:",
+        f"    - {json.dumps(value)}  # {release}",
+        "  releases:  # imported from the installed release by `patchlane new` (not a run)",
+        f"    {json.dumps(release)}: {json.dumps(value)}",
+    ]
+    draft.files[f"patches/{eid}.py"] = draft.stub("overlay", release=installed)
+    draft.files[f"reproducers/{eid}.py"] = draft.stub("reproducer")
