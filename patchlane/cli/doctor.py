@@ -26,7 +26,7 @@ from ..evidence.record import RecordCheck, verify_distribution
 from ..exit_codes import ExitCode
 from ..gates import resolve_version
 from ..ledger import evaluate
-from ..registry import KINDS, Entry, Kind, Startup
+from ..registry import KINDS, Entry, Kind, LedgerResult, Startup
 from ..releases.release_match import ReleaseMatch, nearest_release
 from ..reporting import EntryReport
 from .common import decider, table
@@ -63,8 +63,18 @@ def _run_doctor(as_json: bool, strict: bool, out: Any = None) -> int:
     for violation in ledger:
         if not violation.ok:
             (found.problems if violation.blocking else found.warnings).append(violation.message)
-    _check_imports(entries, found)
-    matches = _check_releases(entries, distributions, found)
+    refusing = _refused_imports(entries, ledger)
+    matches: list[ReleaseMatch] = []
+    if refusing:
+        # Importing the targets would run into the refusal (a floor on torch fails `import
+        # torch`), and a package whose import failed part-way cannot be imported again (torch's
+        # C extension is half-registered: the next import raises, the exit may crash). The
+        # refusal is the problem to fix first; the targets wait for the next doctor.
+        found.warnings.append(f"targets not imported: {refusing} refuses its import here, "
+                              "and the targets may need it; fix that, then run doctor again")
+    else:
+        _check_imports(entries, found)
+        matches = _check_releases(entries, distributions, found)
     report = patchlane.report()
     _check_decisions(report["entries"], found)
     from .activate import startup_state
@@ -116,6 +126,17 @@ def _check_records(distributions: list[str], found: _Found) -> list[RecordCheck]
         for line in result.unreadable:
             found.problems.append(f"{dist} {result.version}: {line}")
     return records
+
+
+def _refused_imports(entries: list[Entry], ledger: list[LedgerResult]) -> str | None:
+    """The first ledger entry whose violation makes its module's import fail (``policy:
+    error`` on an entry that names its import): ``entry (`import module`)``; None when none."""
+    by_id = {e.id: e for e in entries}
+    for result in ledger:
+        entry = by_id.get(result.entry_id)
+        if result.blocking and entry is not None and entry.names_its_import and entry.when:
+            return f"{entry.id} (`import {entry.when.imported}`)"
+    return None
 
 
 def _check_imports(entries: list[Entry], found: _Found) -> None:

@@ -8,10 +8,9 @@ own compares a kind's name.
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
-
-import inspect
 
 from patchlane.registry import KINDS, Kind, KindRules, Startup, StartupRow, load_registries
 from patchlane.registry.per_kind import PARTS, KindParts, NewOption, new_options

@@ -264,3 +264,40 @@ def test_retire_accepts_a_real_sweep_and_refuses_it_once_edited(fake_target: Fak
     assert retired.returncode == 0, retired.stdout + retired.stderr
     assert load_registries([fake_target.registry]).get(fake_target.entry_id).status \
         is Status.RETIRED
+
+
+@pytest.mark.slow
+@pytest.mark.upstream
+def test_doctor_reports_a_refused_torch_import_instead_of_crashing(tmp_path: Path) -> None:
+    """A floor on torch with `policy: error` that the installed torch violates: importing
+    torch raises the floor's error, and every later import of torch fails for that alone (a
+    C extension half-registered, the exit may crash). Doctor names the floor as the problem
+    once, exits 16, and says why it did not import the targets: no internal error."""
+    registry = tmp_path / "registry.yaml"
+    registry.write_text("""schema: 1
+entries:
+  - id: torch_floor_future
+    kind: version_floor
+    summary: needs a torch nobody has yet
+    target:
+      distribution: torch
+      object: torch
+    requires: ">=99"
+    policy: error
+    upstream:
+      issue: https://github.com/pytorch/pytorch/issues/1
+      forwarded: not-needed
+    retire_when:
+      upstream_released: true
+    owner: tests
+    added: 2026-11-27
+    status: active
+""")
+    out = cli("doctor", registry=registry,
+              extra={"PATCHLANE_DEFAULT_REGISTRY": "1", "PATCHLANE_REGISTRY": str(registry)})
+    assert out.returncode == 16, out.stdout + out.stderr
+    assert "internal error" not in out.stderr, out.stderr
+    assert "torch_floor_future: torch" in out.stdout and "below the floor torch>=99" in out.stdout
+    assert out.stdout.count("PROBLEM:") == 1, out.stdout
+    assert "targets not imported: torch_floor_future (`import torch`) refuses its import" \
+        in out.stdout, out.stdout
