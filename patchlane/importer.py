@@ -159,7 +159,7 @@ class Decider:
         hooks: list[tuple[str, Callable[[ModuleType], None]]] = []
         for row in index:
             # What an entry is before its module is imported: one rule with a process whose
-            # lane never loaded (patchlane.lazy.untouched).
+            # startup never loaded (patchlane.lazy.untouched).
             outcome, reason = at_start(row.startup, row.active,
                                        self.controls.disabled_reason(row.id), row.waiting)
             if outcome == Outcome.RETIRED.value:

@@ -19,7 +19,7 @@ def module_name(kind: str, entry_id: str) -> str:
 
 
 def entry_id(name: str) -> str:
-    """The entry id of a file the lane loaded, from its module ``__name__``: how an overlay
+    """The entry id of a file the startup loaded, from its module ``__name__``: how an overlay
     gets its id without spelling (or misspelling) it, ``ENTRY_ID = entry_id(__name__)``."""
     for kind in ("overlay", "reproducer", "check"):
         prefix = module_name(kind, "")

@@ -5,7 +5,7 @@ pickles, copies and stacks.
   __reduce__()"), so a patched function could not go through ``pickle``, ``copy.deepcopy`` or
   ``multiprocessing.Pool.map`` while the unpatched one could. Functions pickle *by reference*
   (module and qualified name), and so do these: unpickling looks the name up again, so the
-  receiving process gets whatever its own lane decided (patched or not). A bound method pickles
+  receiving process gets whatever its own startup decided (patched or not). A bound method pickles
   as ``getattr(instance, name)``, as Python's own do. Copies are the object itself, as for
   functions.
 * **Stacking.** Two entries may patch one function (a team registry on top of the default

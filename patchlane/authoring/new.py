@@ -621,7 +621,7 @@ def _prepare(request: Request, others: Mapping[str, Path]) -> tuple[_Draft, list
         raise NewEntryError(eid, "the id is taken", found=f"entry {eid!r} in {others[eid]}",
                             expected="an id no loaded registry declares",
                             fix="choose another id (ids are unique across the registries a "
-                            "lane loads)")
+                            "process loads)")
     draft = _Draft(request)
     PARTS[request.kind].write(draft)
     summary = request.summary or ("TODO (written by patchlane new): what upstream gets wrong, "

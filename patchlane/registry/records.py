@@ -310,7 +310,7 @@ class Entry:
 
 class StartupRow(NamedTuple):
     """What the startup walk needs of one entry, and nothing else: plain strings, so a cached
-    registry can start a lane without rebuilding its entries (patchlane.registry_cache)."""
+    registry can start a process without rebuilding its entries (patchlane.registry_cache)."""
 
     id: str
     kind: str
