@@ -59,7 +59,6 @@ __all__ = ["Created", "NewEntryError", "Request", "new_entry", "next_minor_range
 # The registry's id rule (patchlane.registry). Checked here before anything else because the
 # id names the files this command writes: a path-like id must never reach the filesystem.
 _ID = re.compile(r"[a-z][a-z0-9_]{2,63}")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 # A plain YAML scalar needs no quotes when it looks like this and is not a YAML 1.1 keyword.
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/@+-]*")

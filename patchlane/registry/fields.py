@@ -180,7 +180,10 @@ def relative_file(ctx: Fields, value: object, key: str, entry_id: str) -> Path:
     return path
 
 
-def when_condition(ctx: Fields, value: object, target: Target) -> When:
+def when_condition(ctx: Fields, value: object, target: Target) -> When | None:
+    """``when:`` of a kind decided at an import; None when the entry has none."""
+    if value is None:
+        return None
     expected = ("a mapping such as `{imported: triton, env: {TRITON_INTERPRET: \"1\"}}`: "
                 "the module whose import triggers the check and/or the environment variables "
                 "that must hold")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ...errors import OverlayError
 from ...gates import check_gate
 from ...loading import load_file
-from ..fields import expect_type, policy, relative_file
+from ..fields import MODULE_RE, expect_type, policy, relative_file
 from ..records import LedgerResult, Policy
 from .protocol import NewOption
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["OPTIONS", "CompatGate", "decide", "judge", "parse", "write"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""What ``patchlane new --check`` accepts: a plain function name for the stub it writes."""
 
 
 class CompatGate(NamedTuple):
@@ -43,7 +44,7 @@ def parse(fields: Fields, data: Mapping[str, Any], target: Target) -> CompatGate
     text = expect_type(fields, data["check"], str, "check",
                        "'patches/<id>.py:function' that validates a run configuration")
     file, sep, function = text.rpartition(":")
-    if not sep or not _NAME.fullmatch(function):
+    if not sep or not MODULE_RE.match(function):
         raise fields.fail("invalid check", key="check", found=text,
                           expected="'patches/<id>.py:function'")
     return CompatGate(relative_file(fields, file, "check", str(fields.entry_id)), function,

@@ -43,14 +43,13 @@ OPTIONS: tuple[NewOption, ...] = (
 
 
 def parse(fields: Fields, data: Mapping[str, Any], target: Target) -> PackagingPin:
-    when = when_condition(fields, data["when"], target) if data.get("when") is not None else None
     source = None
     if data.get("source") is not None:
         source = expect_type(fields, data["source"], str, "source",
                              "the URL the distribution must be installed from "
                              "(compared with its direct_url.json)")
     return PackagingPin(specifier(fields, data["pin"], "pin"), policy(fields, data, Policy.WARN),
-                        source, when)
+                        source, when_condition(fields, data.get("when"), target))
 
 
 def _direct_url(dist: str) -> str | None:

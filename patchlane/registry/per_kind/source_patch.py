@@ -6,11 +6,11 @@ schema with every entry's, so it has no record of its own; no ledger check decid
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...versions import parse_version
+from ..fields import MODULE_RE
 from .protocol import NewOption
 
 if TYPE_CHECKING:
@@ -22,9 +22,6 @@ __all__ = ["OPTIONS", "decide", "judge", "parse", "write"]
 
 OPTIONS: tuple[NewOption, ...] = ()
 """``--target MODULE:QUALNAME`` and ``--applies-to`` are every kind's options."""
-
-_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
-
 
 def parse(fields: Fields, data: Mapping[str, Any], target: Target) -> None:
     return None
@@ -41,7 +38,7 @@ def judge(entry: Entry, config: Any) -> LedgerResult | None:
 def write(draft: Drafting) -> None:
     eid = draft.entry_id
     module_name, sep, qualname = (draft.target or "").partition(":")
-    if not sep or not _DOTTED.fullmatch(module_name) or not _DOTTED.fullmatch(qualname):
+    if not sep or not MODULE_RE.fullmatch(module_name) or not MODULE_RE.fullmatch(qualname):
         raise draft.refuse("--target is not MODULE:QUALNAME", found=draft.target,
                            expected="'package.module:Qual.name', e.g. "
                            "megatron.core.rerun_state_machine:RerunStateMachine.state_dict")

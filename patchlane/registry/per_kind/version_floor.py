@@ -4,12 +4,11 @@ default) that import raises."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...gates import check_gate
-from ..fields import policy, specifier, when_condition
+from ..fields import MODULE_RE, policy, specifier, when_condition
 from ..records import LedgerResult, Policy, When
 from .protocol import NewOption
 
@@ -40,9 +39,9 @@ OPTIONS: tuple[NewOption, ...] = (
 
 
 def parse(fields: Fields, data: Mapping[str, Any], target: Target) -> VersionFloor:
-    when = when_condition(fields, data["when"], target) if data.get("when") is not None else None
     return VersionFloor(specifier(fields, data["requires"], "requires"),
-                        policy(fields, data, Policy.ERROR), when)
+                        policy(fields, data, Policy.ERROR),
+                        when_condition(fields, data.get("when"), target))
 
 
 def decide(entry: Entry) -> LedgerResult:
@@ -79,7 +78,7 @@ def write_requirement(draft: Drafting, key: str, default_policy: str) -> None:
 
     module_name = draft.target
     if module_name is not None:
-        if not _is_dotted(module_name):
+        if not MODULE_RE.fullmatch(module_name):
             raise draft.refuse("--target is not a module name", found=module_name,
                                expected="the module whose import triggers the check, e.g. "
                                "torch")
@@ -101,10 +100,3 @@ def write_requirement(draft: Drafting, key: str, default_policy: str) -> None:
         # a floor's policy is said rather than implied; a pin warns unless told otherwise
         draft.lines.append(f"policy: {draft.policy or default_policy}")
     draft.lines += [*draft.upstream_lines(), *draft.retire_lines()]
-
-
-_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
-
-
-def _is_dotted(name: str) -> bool:
-    return _DOTTED.fullmatch(name) is not None
