@@ -125,20 +125,36 @@ def _mm_into(out: Any, a: Any, b: Any) -> None:
         out.copy_(a @ b)
 
 
-def _rows_torch(logits: Any, target: Any, valid: Any, safe: Any, lse: Any, loss: Any,
-               grad_logits: Any | None) -> None:
-    """The rows kernel's work in torch ops (CPU; no Triton): ``logits`` is overwritten."""
+def _rows_torch(logits: Any, target: Any, valid: Any, safe: Any, shift: Any, logsum: Any,
+               loss: Any, grad_logits: Any | None) -> None:
+    """The rows kernel's work in torch ops (CPU; no Triton): ``logits`` is overwritten with
+    ``logits - max``, as torch's ``log_softmax`` shifts them (the maximum and the log-sum are
+    kept apart: see the rows kernel)."""
     import torch
 
-    lse.copy_(torch.logsumexp(logits, dim=1))
+    shift.copy_(logits.amax(dim=1))
+    logits.sub_(shift[:, None])
+    logsum.copy_(torch.exp(logits).sum(dim=1).log_())
     picked = logits.gather(1, safe[:, None]).squeeze(1)
-    loss.copy_(torch.where(valid, lse - picked, 0.0))
+    loss.copy_(torch.where(valid, logsum - picked, 0.0))
     if grad_logits is not None and grad_logits.shape[1] > 0:
         saved = grad_logits.shape[1]
-        part = logits[:, :saved].sub_(lse[:, None]).exp_()
+        part = logits[:, :saved].sub_(logsum[:, None]).exp_()
         hit = safe < saved
         part[torch.arange(logits.shape[0], device=logits.device)[hit], safe[hit]] -= 1.0
         grad_logits.copy_(part)
+
+
+def _check_targets(target: Any, valid: Any, vocab: int) -> None:
+    """Refuse a target outside ``[0, vocab)`` that is not ``ignore_index``, as torch's
+    cross-entropy does. On a CPU here, at once (no device to wait for). On a GPU the check
+    costs no host synchronisation in the step: the rows kernel stops at a device-side assert,
+    as torch's own kernels do (without Triton, torch's ``gather`` asserts the same)."""
+    if target.is_cuda:
+        return
+    bad = valid & ((target < 0) | (target >= vocab))
+    if bool(bad.any()):
+        raise IndexError(f"Target {int(target[bad][0])} is out of bounds.")
 
 
 def _make_function() -> Any:
@@ -166,8 +182,10 @@ def _make_function() -> Any:
             wt = weight.to(dtype).T
             b32 = bias.float() if bias is not None else None
             loss = torch.empty(tokens, dtype=torch.float32, device=x.device)
-            lse = torch.empty(tokens, dtype=torch.float32, device=x.device)
+            shift = torch.empty(tokens, dtype=torch.float32, device=x.device)
+            logsum = torch.empty(tokens, dtype=torch.float32, device=x.device)
             valid = target != ignore_index
+            _check_targets(target, valid, vocab)
             safe = torch.where(valid, target, torch.zeros_like(target))
             saved = min(vocab, save_limit // max(1, tokens * wt.element_size()))
             kept = torch.empty(tokens, saved, dtype=dtype, device=x.device)
@@ -177,22 +195,22 @@ def _make_function() -> Any:
                 logits = _mm32(x[start:stop].to(dtype), wt)
                 if b32 is not None:
                     logits += b32
+                part = slice(start, stop)
                 if kernel is not None:
-                    kernel.rows(logits, target[start:stop], ignore_index, lse[start:stop],
-                                loss[start:stop], kept[start:stop])
+                    kernel.rows(logits, target[part], ignore_index, shift[part], logsum[part],
+                                loss[part], kept[part])
                 else:
-                    _rows_torch(logits, target[start:stop], valid[start:stop],
-                                safe[start:stop], lse[start:stop], loss[start:stop],
-                                kept[start:stop])
+                    _rows_torch(logits, target[part], valid[part], safe[part], shift[part],
+                                logsum[part], loss[part], kept[part])
                 del logits
-            ctx.save_for_backward(x, weight, target, bias, lse, kept)
+            ctx.save_for_backward(x, weight, target, bias, shift, logsum, kept)
             ctx.ignore_index = ignore_index
             ctx.chunk_elements = chunk_elements
             return loss
 
         @staticmethod
         def backward(ctx: Any, grad_loss: Any) -> Any:
-            x, weight, target, bias, lse, kept = ctx.saved_tensors
+            x, weight, target, bias, shift, logsum, kept = ctx.saved_tensors
             tokens, vocab = x.shape[0], weight.shape[0]
             valid = target != ctx.ignore_index
             safe = torch.where(valid, target, torch.zeros_like(target))
@@ -233,7 +251,7 @@ def _make_function() -> Any:
                 logits = _mm32(x_op, w_op[start:stop].T)
                 if bias is not None:
                     logits += bias[start:stop].float()
-                logits.sub_(lse[:, None]).exp_()
+                logits.sub_(shift[:, None]).sub_(logsum[:, None]).exp_()
                 hit = (safe >= start) & (safe < stop)
                 logits[token_index[hit], safe[hit] - start] -= 1.0
                 logits.mul_(scale[:, None])
@@ -301,7 +319,8 @@ def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str
     values.update(zip((p.name for p in params), args, strict=False))
     values.update(kwargs)
     if values.get("reduction") != "none":
-        patchlane.hit_path(ENTRY_ID, "fused")
+        patchlane.hit_path(ENTRY_ID, "fused", f"reduction={values.get('reduction')!r}: one "
+                           "scalar rescales the gradients, which liger's fused path gets right")
         return wrapped(*args, **kwargs)
     for name, supported in _UNSUPPORTED.items():
         if name in values and values[name] != supported:
@@ -310,7 +329,12 @@ def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str
                 "supported "
                 f"by the routed (correct-gradient) path, which implements {name}={supported!r} "
                 "only; use liger-kernel>=0.8.2, or reduction='mean'/'sum'")
-    patchlane.hit_path(ENTRY_ID, "routed")
+    x = values["_input"]
+    rows_by = ("the Triton rows kernel" if _rows_kernel(x) is not None
+               else f"torch ops ({x.device.type} tensors)" if not x.is_cuda
+               else "torch ops (Triton is not importable)")
+    patchlane.hit_path(ENTRY_ID, "routed", "reduction='none': liger scales every token's "
+                       f"gradient by the first token's; rows by {rows_by}")
     loss = linear_cross_entropy(values["_input"], values["weight"], values["target"],
                                 values.get("bias"), int(values["ignore_index"]))
     # the release's return arity: (loss, z_loss[, token_accuracy[, predicted_tokens]])

@@ -33,8 +33,8 @@ def streamed_index_scores(q: Any, weights: Any, k: Any, use_relu: bool = True,
     """Upstream's ``_compute_index_scores`` without the ``[sq, b, h, sk]`` intermediate."""
     if block_elements is None:
         block_elements = BLOCK_ELEMENTS  # read per call: tests set it to force several tiles
-    scores, path = dsa_index_scores.scores(q, weights, k, use_relu, block_elements)
-    patchlane.hit_path(ENTRY_ID, path)
+    scores, path, reason = dsa_index_scores.scores(q, weights, k, use_relu, block_elements)
+    patchlane.hit_path(ENTRY_ID, path, reason)
     return scores
 
 

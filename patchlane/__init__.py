@@ -135,11 +135,16 @@ def hits(entry_id: str, path: str | None = None) -> int:
     return audit.hits[entry_id] if path is None else audit.paths[(entry_id, path)]
 
 
-def hit_path(entry_id: str, path: str) -> None:
-    """Called by an overlay to record which branch a call took (e.g. "fused" vs "routed")."""
+def hit_path(entry_id: str, path: str, reason: str | None = None) -> None:
+    """Called by an overlay to record which branch a call took (e.g. "fused" vs "routed") and,
+    with ``reason``, why: the latest reason per branch is in :func:`report` (``path_reasons``)
+    and so in the sweep's receipts."""
     from . import startup
 
-    startup.current().audit.paths[(entry_id, path)] += 1
+    audit = startup.current().audit
+    audit.paths[(entry_id, path)] += 1
+    if reason is not None:
+        audit.path_reasons[(entry_id, path)] = reason
 
 
 def verify_ranks(group: "Any" = None) -> str:

@@ -106,6 +106,8 @@ class AuditLog:
         # of every overlay call takes no lock.
         self.hits: Counter[str] = Counter()
         self.paths: Counter[tuple[str, str]] = Counter()
+        self.path_reasons: dict[tuple[str, str], str] = {}
+        """Why each branch was taken, as the overlay said at its latest call."""
 
     @staticmethod
     def stamp() -> str:
@@ -163,3 +165,4 @@ class AuditLog:
             self._pending.clear()
             self.hits.clear()
             self.paths.clear()
+            self.path_reasons.clear()

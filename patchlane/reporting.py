@@ -100,6 +100,8 @@ class EntryReport(TypedDict):
     hits: int
     paths: dict[str, int]
     """Calls per branch the overlay recorded with :func:`patchlane.hit_path`."""
+    path_reasons: dict[str, str]
+    """Why each branch was taken, where the overlay said (its latest call's reason)."""
     evidence: ProofRecord | None
     """For an applied entry when evidence is asked for (``PATCHLANE_EVIDENCE``, ``patchlane
     status --evidence``): proven here, elsewhere, or never run. None otherwise."""
@@ -128,6 +130,7 @@ def build_report(decider: Decided, startup_error: PatchlaneError | None = None,
     ``PATCHLANE_EVIDENCE``; neither: the evidence is not read)."""
     latest = decider.audit.latest()
     hits, paths = decider.audit.counts()  # other threads may be counting: iterate copies
+    reasons = dict.copy(decider.audit.path_reasons)
     found = decider.evidence(tuple(evidence))
     entries: list[EntryReport] = []
     for entry in decider.registry.entries:
@@ -146,6 +149,7 @@ def build_report(decider: Decided, startup_error: PatchlaneError | None = None,
             "applied": applied,
             "hits": hits.get(entry.id, 0),
             "paths": {p: n for (e, p), n in paths.items() if e == entry.id},
+            "path_reasons": {p: r for (e, p), r in reasons.items() if e == entry.id},
             "evidence": proof,
         })
     return {

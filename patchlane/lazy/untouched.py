@@ -43,5 +43,6 @@ def report(rows: "Iterable[RowTuple]",
         outcome, reason = at_start(startup, active, disabled(entry_id), waiting)
         entries.append({"id": entry_id, "kind": kind,
                         "decision": {"entry_id": entry_id, "outcome": outcome, "reason": reason},
-                        "applied": False, "hits": 0, "paths": {}, "evidence": None})
+                        "applied": False, "hits": 0, "paths": {}, "path_reasons": {},
+                        "evidence": None})
     return {"entries": entries, "startup_error": None, "evidence": None}

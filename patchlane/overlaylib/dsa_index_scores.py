@@ -5,8 +5,9 @@ Shared by ``mcore_dsa_streamed_index_scores`` (megatron-core 0.16, the ``DSAInde
 and ``mcore_dsa_streamed_index_scores_fn`` (0.17-0.19, the module function): the same
 arithmetic behind two targets; each entry still retires alone.
 
-Two paths compute the same function; every call records which one ran (the overlays pass it to
-``patchlane.hit_path``), and the first time a CUDA call cannot take the kernel, why is logged:
+Three paths compute the same function; every call records which one ran and why (the overlays
+pass both to ``patchlane.hit_path``; ``patchlane.report()`` and the sweep's receipts show them),
+and the first time a CUDA call cannot take the kernel, why is also logged:
 
 - ``kernel`` (``kernel-autograd`` under autograd): the Triton kernels of
   :mod:`.dsa_index_scores_kernel`, on CUDA tensors when Triton imports. The per-head scores live
@@ -16,8 +17,15 @@ Two paths compute the same function; every call records which one ran (the overl
   tile's weighted head sum added into one ``[sq, b, sk]`` buffer. Tiles are sized for the
   device: about 4 MiB of scores on a CPU (its cache), :func:`tile_elements` of the device's
   memory on a GPU, so a GPU launches a few large products, not thousands of small ones. Runs
-  where the kernel cannot: CPU tensors, no Triton, fp64 weights, a head dim over 256, or
-  ``PATCHLANE_DSA_KERNEL=0``.
+  where the kernel cannot: CPU tensors, no Triton, fp64 weights, a head dim over 256, fp16
+  under autograd (see :func:`kernel_refusal`), or ``PATCHLANE_DSA_KERNEL`` off.
+- ``zero-size``: a zero-size sq, b, h or sk: upstream's own arithmetic, whose intermediate is
+  then empty, so shapes, dtypes and gradients are upstream's by construction.
+
+Failures surface where upstream's do: a NaN in q, k, weights or the gradient reaches the
+result and the gradients that upstream's reach (ReLU keeps a NaN, and its backward passes the
+gradient through one, as ``torch.relu`` does), and a double backward runs the torch path's
+differentiable backward.
 
 Both return upstream's dtype, shape and strides (the ``[b, sq, sk]`` transpose view of a
 ``[sq, b, sk]`` buffer); sums run in another order than upstream's (fp32 rounding, not
@@ -30,10 +38,13 @@ import functools
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["KernelConfig", "autograd_function", "forward_scores", "kernel_config",
-           "kernel_refusal", "scores", "streamed", "tile_elements", "tiles"]
+from .. import switch_values
+
+__all__ = ["KERNEL_SWITCH", "KernelConfig", "Scores", "autograd_function", "forward_scores",
+           "kernel_config", "kernel_on", "kernel_refusal", "scores", "streamed",
+           "tile_elements", "tiles"]
 
 _LOG = logging.getLogger("patchlane")
 CPU_TILE_ELEMENTS = 1 << 20
@@ -97,12 +108,33 @@ def tile_elements(device: Any, out_elements: int | None = None) -> int:
     return max(CPU_TILE_ELEMENTS, budget)
 
 
-def kernel_refusal(q: Any, weights: Any, k: Any) -> str | None:
-    """Why the kernel cannot compute these inputs (None: it can)."""
+KERNEL_SWITCH = "PATCHLANE_DSA_KERNEL"
+"""Switches the Triton kernel off (the torch path everywhere): read at each call, with the
+grammar of every ``PATCHLANE_*`` yes/no setting (:mod:`patchlane.switch_values`)."""
+
+
+def kernel_on() -> bool:
+    """``PATCHLANE_DSA_KERNEL``: unset or empty is on; a value that is neither a yes nor a no
+    raises :class:`patchlane.errors.ControlsError` naming the accepted spellings (a typo must
+    not leave the kernel silently on, or off)."""
+    raw = os.environ.get(KERNEL_SWITCH)
+    value = switch_values.flag(raw, True)
+    if value is None:
+        from ..errors import ControlsError
+
+        raise ControlsError(
+            f"{KERNEL_SWITCH}={raw!r}: expected one of {', '.join(switch_values.TRUE)} (on) "
+            f"or {', '.join(switch_values.FALSE)} (off), or unset (on); fix or unset it")
+    return value
+
+
+def kernel_refusal(q: Any, weights: Any, k: Any, grad: bool = False) -> str | None:
+    """Why the kernel cannot compute these inputs (None: it can). ``grad``: the call runs
+    under autograd (its backward will run too)."""
     import torch
 
-    if os.environ.get("PATCHLANE_DSA_KERNEL", "1") == "0":
-        return "PATCHLANE_DSA_KERNEL=0"
+    if not kernel_on():
+        return f"{KERNEL_SWITCH}={os.environ.get(KERNEL_SWITCH)!r} switches the kernel off"
     if q.device.type != "cuda":
         return f"tensors on {q.device.type}, not CUDA"
     if not (q.device == weights.device == k.device):
@@ -115,6 +147,13 @@ def kernel_refusal(q: Any, weights: Any, k: Any) -> str | None:
         return f"head dim {q.shape[-1]} > {MAX_KERNEL_DIM}"
     if q.dim() != 4 or k.dim() != 3 or weights.dim() != 3:
         return "not the [sq, b, h, d] / [sq, b, h] / [sk, b, d] layout"
+    if grad and q.dtype == torch.float16:
+        # The backward's fp32 score gradient goes to the tensor cores as two parts in the
+        # operands' dtype: fp16 overflows above 65504 (upstream's fp32 does not) and falls
+        # into subnormals below about 6e-5 (2-15x less accurate than upstream there).
+        return ("q torch.float16 under autograd: the kernel's backward would split the fp32 "
+                "score gradient into fp16 parts (overflow above 65504, subnormals below 6e-5); "
+                "the torch path keeps upstream's fp32")
     if _triton_missing() is not None:
         return _triton_missing()
     return None
@@ -151,7 +190,7 @@ def tiles(q: Any, k: Any, block_elements: int) -> list[tuple[slice, slice]]:
     sq, b, heads, _ = q.shape
     per_row_head = b * k.shape[0]
     n_heads = max(1, min(heads, block_elements // max(1, sq * per_row_head)))
-    n_rows = sq if n_heads > 1 else max(1, min(sq, block_elements // max(1, per_row_head)))
+    n_rows = max(1, sq) if n_heads > 1 else max(1, min(sq, block_elements // max(1, per_row_head)))
     return [(slice(r, min(sq, r + n_rows)), slice(h, min(heads, h + n_heads)))
             for r in range(0, sq, n_rows) for h in range(0, heads, n_heads)]
 
@@ -182,31 +221,37 @@ def forward_scores(q: Any, weights: Any, k: Any, use_relu: bool, block_elements:
 
 def _streamed_backward(q: Any, weights: Any, k: Any, grad_out: Any, use_relu: bool,
                        block_elements: int, needs: tuple[bool, bool, bool]) -> tuple[Any, ...]:
+    """The gradients in torch ops over tiles, as upstream's autograd computes them: grad
+    weights in the forward's dtype (fp64 weights: fp64, as upstream's promoted product), the
+    score gradient in fp32. Differentiable (a double backward runs through it)."""
     import torch
 
     need_q, need_w, need_k = needs
     grad_q = torch.empty_like(q) if need_q else None
     grad_w = torch.empty_like(weights) if need_w else None
     grad_k = torch.zeros(k.shape, dtype=torch.float32, device=k.device) if need_k else None
-    g = grad_out.transpose(0, 1).float()  # [sq, b, sk], a view when already fp32
+    wide = torch.promote_types(torch.float32, weights.dtype)  # the forward's dtype
+    g = grad_out.transpose(0, 1).to(wide)  # [sq, b, sk], a view when already that dtype
     k32 = k.float()
     for rows, heads in tiles(q, k, block_elements):
         q32 = q[rows, :, heads].float()
         g_rows = g[rows]
         scores = torch.einsum("sbhd,tbd->sbht", q32, k32)
-        positive = scores > 0 if use_relu else None
+        # torch.relu's backward passes the gradient where the score is not <= 0: a NaN
+        # score passes it, as upstream's does
+        passed = torch.logical_not(scores <= 0) if use_relu else None
         if grad_w is not None:
-            if positive is not None:
-                scores.relu_()
-            grad_w[rows, :, heads] = torch.einsum("sbt,sbht->sbh", g_rows, scores)
+            if use_relu:
+                scores.relu_()  # keeps a NaN, as upstream's relu does
+            grad_w[rows, :, heads] = torch.einsum("sbt,sbht->sbh", g_rows, scores.to(wide))
         del scores
         if grad_q is None and grad_k is None:
             continue
         # d(scores): the head-sum's gradient times each head's weight (then ReLU's)
-        grad_s = g_rows.unsqueeze(2) * weights[rows, :, heads, None].float()
-        if positive is not None:
-            grad_s.mul_(positive)
-        del positive
+        grad_s = (g_rows.unsqueeze(2) * weights[rows, :, heads, None].to(wide)).float()
+        if passed is not None:
+            grad_s = torch.where(passed, grad_s, 0.0)
+        del passed
         if grad_q is not None:
             grad_q[rows, :, heads] = torch.einsum("sbht,tbd->sbhd", grad_s, k32)
         if grad_k is not None:
@@ -215,6 +260,17 @@ def _streamed_backward(q: Any, weights: Any, k: Any, grad_out: Any, use_relu: bo
     if grad_k is not None:
         grad_k = grad_k.to(k.dtype)
     return grad_q, grad_w, grad_k
+
+
+def _upstream_arithmetic(q: Any, weights: Any, k: Any, use_relu: bool) -> Any:
+    """The scores as upstream writes them, through the ``[sq, b, h, sk]`` product: only for
+    a zero-size sq, b, h or sk, where that product is empty."""
+    import torch
+
+    s = torch.einsum("sbhd,tbd->sbht", q.float(), k.float())
+    if use_relu:
+        s = torch.relu(s)
+    return (s * weights.unsqueeze(-1)).sum(dim=2).transpose(0, 1)
 
 
 def _kernel_forward(q: Any, weights: Any, k: Any, use_relu: bool, config: KernelConfig) -> Any:
@@ -244,22 +300,48 @@ def autograd_function() -> Any:
         def backward(ctx: Any, grad_out: Any) -> Any:
             q, weights, k = ctx.saved_tensors
             needs = tuple(ctx.needs_input_grad[:3])
-            if ctx.config is not None:
+            # Grad mode is on in backward only under create_graph: a double backward needs
+            # differentiable ops, which the kernel is not; the torch path's backward is.
+            if ctx.config is not None and not torch.is_grad_enabled():
                 grads = _kernel_module().backward(q, weights, k, grad_out, ctx.use_relu, needs,
                                                   ctx.config)
             else:
-                grads = _streamed_backward(q, weights, k, grad_out, ctx.use_relu,
-                                           ctx.block_elements, needs)
+                block = ctx.block_elements
+                if ctx.config is not None:
+                    _note_refusal("a double backward (create_graph=True): the torch path's "
+                                  "differentiable backward runs instead of the kernel's")
+                grads = _streamed_backward(q, weights, k, grad_out, ctx.use_relu, block, needs)
             return (*grads, None, None, None)
 
     return IndexScores
 
 
+class Scores(NamedTuple):
+    """What :func:`scores` returns: the scores, the path that computed them, and why."""
+
+    scores: Any
+    path: str
+    """``kernel``, ``streamed`` or ``zero-size``; ``-autograd`` appended under autograd."""
+    reason: str
+    """Why this path: what the kernel could not take, or what asked for the path."""
+
+
+def _zero_size(q: Any, weights: Any, k: Any) -> str | None:
+    if q.dim() != 4 or k.dim() != 3:
+        return None
+    sq, b, heads, _ = q.shape
+    sk = k.shape[0]
+    if 0 in (sq, b, heads, sk):
+        return (f"a zero-size dimension (sq={sq}, b={b}, h={heads}, sk={sk}): upstream's own "
+                "arithmetic, whose [sq, b, h, sk] product is empty")
+    return None
+
+
 def scores(q: Any, weights: Any, k: Any, use_relu: bool = True,
            block_elements: int | None = None, *, kernel: bool | None = None,
-           config: KernelConfig | None = None) -> tuple[Any, str]:
-    """(the scores, the path taken: ``kernel``, ``streamed``, each ``-autograd`` when an input
-    requires grad under grad mode).
+           config: KernelConfig | None = None) -> Scores:
+    """The scores, the path taken (``kernel``, ``streamed``, ``zero-size``, each
+    ``-autograd`` when an input requires grad under grad mode) and why that path.
 
     ``kernel``: None picks it where it can run (:func:`kernel_refusal`), True insists (tests on
     Triton's interpreter), False takes the torch path. ``block_elements``: the torch path's
@@ -268,30 +350,41 @@ def scores(q: Any, weights: Any, k: Any, use_relu: bool = True,
     """
     import torch
 
+    grad = torch.is_grad_enabled() and (q.requires_grad or weights.requires_grad
+                                        or k.requires_grad)
+    suffix = "-autograd" if grad else ""
+    empty = _zero_size(q, weights, k)
+    if empty is not None:
+        return Scores(_upstream_arithmetic(q, weights, k, use_relu), "zero-size" + suffix,
+                      empty)
     if kernel is None:
         if block_elements is not None:
-            kernel = False
+            kernel, reason = False, f"tiles of {block_elements} scores asked for"
         else:
-            reason = kernel_refusal(q, weights, k)
-            if reason is not None and q.device.type == "cuda":
-                _note_refusal(reason)
-            kernel = reason is None
+            refusal = kernel_refusal(q, weights, k, grad)
+            if refusal is not None and q.device.type == "cuda":
+                _note_refusal(refusal)
+            kernel = refusal is None
+            reason = refusal or (f"the kernel takes these inputs ({q.device.type}, {q.dtype}, "
+                                 f"head dim {q.shape[-1]})")
+    else:
+        reason = f"kernel={kernel} asked for"
     if kernel and config is None:
         config = kernel_config(q.device)
     if not kernel:
         config = None
     if block_elements is None:
         block_elements = tile_elements(q.device, q.shape[0] * q.shape[1] * k.shape[0])
-    path = "kernel" if config is not None else "streamed"
-    if torch.is_grad_enabled() and (q.requires_grad or weights.requires_grad
-                                    or k.requires_grad):
-        return (autograd_function().apply(q, weights, k, use_relu, block_elements, config),
-                f"{path}-autograd")
-    if config is not None:
-        return _kernel_forward(q, weights, k, use_relu, config), path
-    return forward_scores(q, weights, k, use_relu, block_elements), path
+    path = ("kernel" if config is not None else "streamed") + suffix
+    if grad:
+        out = autograd_function().apply(q, weights, k, use_relu, block_elements, config)
+    elif config is not None:
+        out = _kernel_forward(q, weights, k, use_relu, config)
+    else:
+        out = forward_scores(q, weights, k, use_relu, block_elements)
+    return Scores(out, path, reason)
 
 
-def streamed(q: Any, weights: Any, k: Any, use_relu: bool, block_elements: int) -> tuple[Any, str]:
+def streamed(q: Any, weights: Any, k: Any, use_relu: bool, block_elements: int) -> Scores:
     """The torch path with ``block_elements`` tiles: ``scores(..., kernel=False)``."""
     return scores(q, weights, k, use_relu, block_elements, kernel=False)

@@ -8,10 +8,19 @@ Arithmetic. Upstream computes ``einsum('sbhd,tbd->sbht', q.float(), k.float())``
 bf16 (or fp16) inputs every product is exact in fp32, so ``tl.dot`` on the bf16 operands with
 an fp32 accumulator computes the same sums in another order. fp32 inputs use
 ``input_precision="ieee"`` (no TF32). In backward the score gradient ``ds`` is fp32 and the
-second operand (k or q) is the inputs' dtype: ``ds`` is split into a bf16 high part and a bf16
-low part (two tensor-core products, about 16 significant bits) instead of one product on a
-rounded ``ds`` (8 bits). Gradients are accumulated and written in fp32, then rounded to the
-inputs' dtypes by torch, as upstream's ``.to(q.dtype)`` rounds them.
+second operand (k or q) is the inputs' dtype: for bf16, ``ds`` is split into a bf16 high part
+(its fp32 bits truncated: exact, and never rounded up past bf16's largest finite value) and a
+bf16 low part (the remainder), two tensor-core products and about 16 significant bits instead
+of one product on a rounded ``ds`` (8 bits). fp16 has neither fp32's range nor its small
+numbers, so an fp16 split would overflow above 65504 and lose bits to subnormals: fp16 (and
+fp32) inputs multiply ``ds`` in fp32. Gradients are accumulated and written in fp32, then
+rounded to the inputs' dtypes by torch, as upstream's ``.to(q.dtype)`` rounds them.
+
+NaN and inf. ReLU is ``where(s <= 0, 0, s)``, never ``maximum(s, 0)``: a GPU's ``maximum``
+returns the number when the other operand is NaN, which would turn a NaN score into 0 where
+upstream's ``torch.relu`` keeps it; in backward the gradient passes where the score is not
+``<= 0``, a NaN included, as torch's ReLU backward does. An infinite ``ds`` keeps its high
+part and a zero low part, so the product is upstream's ``inf * k`` (not ``inf - inf``).
 
 Shapes: q ``[sq, b, h, d]``, weights ``[sq, b, h]``, k ``[sk, b, d]`` (any strides), grad
 ``[b, sq, sk]`` (any strides); the scores are written to a ``[sq, b, sk]`` fp32 buffer, whose
@@ -46,13 +55,16 @@ def _dot(a, b, F32: tl.constexpr):
 
 @triton.jit
 def _dot_split(x, b, F32: tl.constexpr, SPLIT: tl.constexpr):
-    """``x @ b`` for fp32 ``x`` and ``b`` in the inputs' dtype: with ``SPLIT`` as two
-    products of ``x``'s bf16 (fp16) high and low parts, about 16 significant bits of ``x``
-    instead of 8; else on fp32 operands."""
+    """``x @ b`` for fp32 ``x`` and ``b`` in the inputs' dtype: with ``SPLIT`` (bf16) as two
+    products of ``x``'s bf16 high and low parts, about 16 significant bits of ``x`` instead
+    of 8; else on fp32 operands."""
     if SPLIT:
-        hi = x.to(b.dtype)
-        lo = (x - hi.to(tl.float32)).to(b.dtype)
-        return _dot(hi, b, F32) + _dot(lo, b, F32)
+        # The high part is x with its low 16 bits cleared: exactly a bf16, rounded toward
+        # zero, so a finite x near fp32's largest never becomes inf (round-to-nearest would,
+        # and inf - x is then NaN). An infinite x is its own high part, with a zero low part.
+        hi = (x.to(tl.int32, bitcast=True) & -65536).to(tl.float32, bitcast=True)
+        lo = tl.where(hi == x, 0.0, x - hi)
+        return _dot(hi.to(b.dtype), b, F32) + _dot(lo.to(b.dtype), b, F32)
     return tl.dot(x, b.to(tl.float32), input_precision="ieee")
 
 
@@ -86,7 +98,7 @@ def _scores_fwd(q_ptr, w_ptr, k_ptr, out_ptr,
         kt = tl.load(k_ptrs, mask=k_mask, other=0.0)
         s = _dot(q_tile, kt, F32)
         if RELU:
-            s = tl.maximum(s, 0.0)
+            s = tl.where(s <= 0.0, 0.0, s)  # keeps a NaN (a GPU's maximum drops it)
         w = tl.load(w_base + h * w_h, mask=row_ok, other=0.0).to(tl.float32)
         acc += s * w[:, None]
     tl.store(out_ptr + rows[:, None] * o_s + bb * o_b + cols[None, :] * o_t, acc,
@@ -128,9 +140,9 @@ def _scores_bwd_q(q_ptr, w_ptr, k_ptr, g_ptr, dq_ptr, dw_ptr,
         g = tl.load(g_ptr + bb * g_b + rows[:, None] * g_s + cols[None, :] * g_t,
                     mask=row_ok[:, None] & col_ok[None, :], other=0.0).to(tl.float32)
         if RELU:
-            positive = s > 0.0
-            s = tl.where(positive, s, 0.0)
-            ds = tl.where(positive, g * w[:, None], 0.0)
+            off = s <= 0.0  # a NaN score is not off: its gradient passes, as torch's does
+            s = tl.where(off, 0.0, s)
+            ds = tl.where(off, 0.0, g * w[:, None])
         else:
             ds = g * w[:, None]
         if NEED_W:
@@ -183,7 +195,7 @@ def _scores_bwd_k(q_ptr, w_ptr, k_ptr, g_ptr, part_ptr,
                         other=0.0).to(tl.float32)
             ds = g * w[:, None]
             if RELU:
-                ds = tl.where(s > 0.0, ds, 0.0)
+                ds = tl.where(s <= 0.0, 0.0, ds)
             dk += _dot_split(tl.trans(ds), q_tile, F32, SPLIT)
     tl.store(part_ptr + group * p_g + cols[:, None] * p_t + bb * p_b + dims[None, :], dk,
              mask=col_ok[:, None] & dim_ok[None, :])
@@ -195,11 +207,11 @@ def _block_d(d: int) -> int:
 
 def _modes(q: Any) -> dict[str, bool]:
     """``F32``: fp32 dot operands (fp32 inputs, or CPU tensors: Triton's interpreter);
-    ``SPLIT``: the backward's fp32 score gradient as two half-precision parts."""
+    ``SPLIT``: the backward's fp32 score gradient as two bf16 parts (bf16 inputs only)."""
     import torch
 
     low = q.dtype != torch.float32
-    return {"F32": not low or q.device.type != "cuda", "SPLIT": low}
+    return {"F32": not low or q.device.type != "cuda", "SPLIT": q.dtype == torch.bfloat16}
 
 
 def forward(q: Any, weights: Any, k: Any, use_relu: bool, config: Any) -> Any:

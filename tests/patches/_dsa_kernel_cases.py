@@ -103,14 +103,14 @@ def case_upstream(shape: tuple[int, ...], use_relu: bool, dtype: str) -> None:
     upstream = _upstream()
     q, w, k, grad = _inputs(*shape, getattr(torch, dtype))
     want = upstream(q, w, k, use_relu)
-    got, path = dsa_index_scores.scores(q, w, k, use_relu, kernel=True)
+    got, path, _ = dsa_index_scores.scores(q, w, k, use_relu, kernel=True)
     assert path == "kernel", path
     assert got.dtype == want.dtype and got.shape == want.shape
     assert got.stride() == want.stride()  # upstream's [b, sq, sk] view of [sq, b, sk]
     _assert_close(got, want, 1e-5)
 
     leaves = [t.detach().clone().requires_grad_(True) for t in (q, w, k)]
-    out, path = dsa_index_scores.scores(*leaves, use_relu, kernel=True)
+    out, path, _ = dsa_index_scores.scores(*leaves, use_relu, kernel=True)
     assert path == "kernel-autograd"
     out.backward(grad)
     ref = [t.detach().clone().requires_grad_(True) for t in (q, w, k)]

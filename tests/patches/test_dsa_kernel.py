@@ -83,15 +83,35 @@ def test_cpu_tensors_take_the_cache_sized_torch_path() -> None:
     q, w, k, _ = _inputs(16, 16, 1, 2, 8, torch.float32)
     reason = dsa_index_scores.kernel_refusal(q, w, k)
     assert reason is not None and "cpu" in reason
-    _, path = dsa_index_scores.scores(q, w, k)
+    _, path, _ = dsa_index_scores.scores(q, w, k)
     assert path == "streamed"
     assert dsa_index_scores.tile_elements(q.device) == dsa_index_scores.CPU_TILE_ELEMENTS
 
 
-def test_the_kernel_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("value", ["0", "false", "off", "no", " 0", "OFF"])
+def test_the_kernel_can_be_switched_off(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """Every no of the PATCHLANE_* grammar switches it off, not only the exact string 0."""
     q, w, k, _ = _inputs(16, 16, 1, 2, 8, torch.float32)
-    monkeypatch.setenv("PATCHLANE_DSA_KERNEL", "0")
-    assert dsa_index_scores.kernel_refusal(q, w, k) == "PATCHLANE_DSA_KERNEL=0"
+    monkeypatch.setenv("PATCHLANE_DSA_KERNEL", value)
+    reason = dsa_index_scores.kernel_refusal(q, w, k)
+    assert reason is not None and "switches the kernel off" in reason, reason
+
+
+@pytest.mark.parametrize("value", ["", "1", "yes", "on", "true"])
+def test_the_kernel_stays_on(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("PATCHLANE_DSA_KERNEL", value)
+    assert dsa_index_scores.kernel_on()
+
+
+@pytest.mark.parametrize("value", ["00", "garbage", "disable"])
+def test_an_unreadable_switch_is_refused_naming_the_spellings(monkeypatch: pytest.MonkeyPatch,
+                                                              value: str) -> None:
+    from patchlane.errors import ControlsError
+
+    q, w, k, _ = _inputs(16, 16, 1, 2, 8, torch.float32)
+    monkeypatch.setenv("PATCHLANE_DSA_KERNEL", value)
+    with pytest.raises(ControlsError, match=r"PATCHLANE_DSA_KERNEL=.*expected one of 1, true"):
+        dsa_index_scores.scores(q, w, k)
 
 
 @pytest.mark.parametrize(("change", "words"), [

@@ -201,9 +201,11 @@ g = torch.Generator().manual_seed(0)
 for n, vocab, saved in ((5, 3000, 2500), (3, 17, 0), (4, 4096, 4096)):
     logits = torch.randn(n, vocab, generator=g) * 4
     target = torch.randint(0, vocab, (n,), generator=g); target[1] = -100
-    lse, loss = torch.empty(n), torch.empty(n)
+    shift, logsum, loss = torch.empty(n), torch.empty(n), torch.empty(n)
     kept = torch.empty(n, saved)
-    k.rows(logits, target, -100, lse, loss, kept)
+    k.rows(logits, target, -100, shift, logsum, loss, kept)
+    lse = shift + logsum
+    assert torch.equal(shift, logits.amax(1))
     want_lse = torch.logsumexp(logits, 1)
     safe = target.clamp_min(0)
     want_loss = torch.where(target != -100, want_lse - logits[torch.arange(n), safe], 0.0)

@@ -1,0 +1,393 @@
+"""Parity cases for the product's kernels: each path against upstream and against float64, run
+by tests/patches/test_kernel_parity.py in a child interpreter with ``TRITON_INTERPRET=1`` set
+before Triton is imported. Prints one JSON object: case -> "ok", "skip: why" or why not.
+
+The rule, for every tensor a case compares (the output, each gradient):
+- dtype and shape equal to upstream's; the output's strides equal to upstream's, each
+  gradient's to its input's (the layout ``AccumulateGrad`` keeps in ``.grad``: upstream's
+  gradients come in whatever order its einsum's backward permuted them to);
+- NaN and inf exactly where upstream has them (a path gains or loses none);
+- on the finite elements, its error against a float64 evaluation of upstream's arithmetic
+  within 2x upstream's own error plus one unit of the tensor's dtype at its largest value.
+
+Triton's interpreter computes ``maximum`` with numpy, which keeps a NaN; a GPU's ``maximum``
+(PTX ``max.f32``) returns the number. And it converts fp32 to bf16 by truncation, where a GPU
+rounds to nearest (``cvt.rn.bf16.f32``: a value above bf16's largest rounds to inf). The
+interpreter is given the GPU's rules here, so a kernel that relies on either fails as it
+would on the GPU.
+
+Upstream: DSA, the installed megatron-core's own ``_compute_index_scores`` (0.16's method or
+0.17+'s function); FLCE, ``torch.nn.functional.cross_entropy`` of ``linear``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from triton.runtime import interpreter  # noqa: E402
+
+from patchlane.loading import load_file  # noqa: E402
+from patchlane.overlaylib import cross_entropy_rows_kernel as rows_kernel  # noqa: E402
+from patchlane.overlaylib import dsa_index_scores as dsa_scores  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+FLCE = load_file("liger_flce_weighted_none", "overlay",
+                 ROOT / "patches" / "liger_flce_weighted_none.py")
+
+
+def _gpu_maxnum(self: Any, lhs: Any, rhs: Any) -> Any:
+    return self.binary_op(lhs, rhs, np.fmax)  # fmax: the number wins over a NaN, as on a GPU
+
+
+_interpreter_cast = interpreter.InterpreterBuilder.cast_impl
+
+
+def _gpu_cast(self: Any, src: Any, dst_type: Any) -> Any:
+    import triton.language as tl
+
+    if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+        rounded = torch.from_numpy(np.ascontiguousarray(src.data)).to(torch.bfloat16)
+        return interpreter.TensorHandle(rounded.view(torch.int16).numpy().view(np.uint16),
+                                        dst_type.scalar)
+    return _interpreter_cast(self, src, dst_type)
+
+
+interpreter.InterpreterBuilder.create_maxnumf = _gpu_maxnum
+interpreter.InterpreterBuilder.cast_impl = _gpu_cast
+
+
+class Skip(Exception):
+    pass
+
+
+# -- the rule -------------------------------------------------------------------------------
+
+def _ulp(dtype: Any, value: float) -> float:
+    """One unit in the last place of ``dtype`` at ``value``."""
+    if value == 0 or not math.isfinite(value):
+        return 0.0
+    bits = {torch.bfloat16: 8, torch.float16: 11, torch.float32: 24, torch.float64: 53}[dtype]
+    return 2.0 ** (math.floor(math.log2(abs(value))) - bits + 1)
+
+
+ANY_LAYOUT = object()
+
+
+def check(name: str, got: Any, upstream: Any, exact: Any, layout: Any = None) -> None:
+    """``got`` (a path's tensor) against ``upstream``'s and a float64 ``exact``; ``layout``:
+    another tensor whose strides ``got`` may have instead of upstream's, or ``ANY_LAYOUT``
+    (a second-order gradient: no consumer reads its layout)."""
+    if upstream is None or got is None:
+        assert got is None and upstream is None, f"{name}: {got is None=} {upstream is None=}"
+        return
+    assert got.dtype == upstream.dtype, f"{name}: dtype {got.dtype}, upstream {upstream.dtype}"
+    assert got.shape == upstream.shape, f"{name}: shape {tuple(got.shape)}, upstream " \
+        f"{tuple(upstream.shape)}"
+    allowed_strides = {upstream.stride()} | ({layout.stride()} if layout is not None
+                                             and layout is not ANY_LAYOUT else set())
+    if got.numel() > 1 and layout is not ANY_LAYOUT:
+        assert got.stride() in allowed_strides, \
+            f"{name}: strides {got.stride()}, expected one of {sorted(allowed_strides)}"
+    for what, test in (("NaN", torch.isnan), ("inf", torch.isinf)):
+        mine, theirs = test(got), test(upstream)
+        assert torch.equal(mine, theirs), \
+            f"{name}: {int(mine.sum())} {what} where upstream has {int(theirs.sum())}"
+    finite = torch.isfinite(upstream)
+    if not bool(finite.any()):
+        return
+    exact = exact.double()[finite]
+    err = float((got.double()[finite] - exact).abs().max())
+    err_up = float((upstream.double()[finite] - exact).abs().max())
+    allowed = 2 * err_up + _ulp(got.dtype, float(exact.abs().max()))
+    assert err <= allowed, f"{name}: error {err:.3g} against float64, upstream's {err_up:.3g} " \
+        f"(allowed {allowed:.3g})"
+
+
+# -- DSA index scores -------------------------------------------------------------------------
+
+def _dsa_upstream() -> Callable[..., Any]:
+    try:
+        from megatron.core.transformer.experimental_attention_variant import dsa
+    except ImportError as exc:
+        raise Skip(f"megatron-core's dsa is not importable: {exc}") from None
+    function = vars(dsa).get("_compute_index_scores")
+    if function is not None:  # 0.17+
+        original = inspect.unwrap(function)
+        relu_arg = "use_relu" in inspect.signature(original).parameters
+
+        def call(q: Any, w: Any, k: Any, use_relu: bool) -> Any:
+            if not use_relu and not relu_arg:
+                raise Skip("this release has no use_relu")
+            return original(q, w, k, use_relu=use_relu) if relu_arg else original(q, w, k)
+        return call
+    method = inspect.unwrap(vars(dsa.DSAIndexer)["_compute_index_scores"])
+
+    def call16(q: Any, w: Any, k: Any, use_relu: bool) -> Any:
+        if not use_relu:
+            raise Skip("0.16 has no use_relu")
+        return method(None, q, w, k)
+    return call16
+
+
+def _dsa_exact(q: Any, w: Any, k: Any, use_relu: bool) -> Any:
+    s = torch.einsum("sbhd,tbd->sbht", q, k)
+    if use_relu:
+        s = torch.relu(s)
+    return (s * w.unsqueeze(-1)).sum(dim=2).transpose(0, 1)
+
+
+PATHS = {"kernel": {"kernel": True}, "streamed": {"kernel": False},
+         "streamed-tiles": {"block_elements": 64}}
+
+
+def _run(fn: Callable[..., Any], inputs: tuple[Any, ...], grad: Any,
+         double: bool = False) -> list[Any]:
+    leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
+    out = fn(*leaves)
+    grads = torch.autograd.grad(out, leaves, grad, create_graph=double, allow_unused=True)
+    if not double:
+        return [out.detach(), *grads]
+    # a double backward: the gradient of the gradients' weighted sum
+    second = sum((g.float() * (i + 1)).sum() for i, g in enumerate(grads) if g is not None)
+    return [out.detach(), *torch.autograd.grad(second, leaves, allow_unused=True)]
+
+
+def dsa_case(shape: tuple[int, ...], dtype: Any, use_relu: bool = True, *,
+             w_dtype: Any = None, edit: Callable[..., None] | None = None,
+             double: bool = False, paths: tuple[str, ...] = tuple(PATHS), seed: int = 0) -> None:
+    sq, sk, b, h, d = shape
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(sq, b, h, d, generator=gen).to(dtype)
+    k = torch.randn(sk, b, d, generator=gen).to(dtype)
+    w = torch.randn(sq, b, h, generator=gen).to(w_dtype or dtype)
+    grad = torch.randn(b, sq, sk, generator=gen, dtype=torch.promote_types(torch.float32,
+                                                                             w.dtype))
+    if edit is not None:
+        q, w, k, grad = edit(q, w, k, grad)
+    upstream = _dsa_upstream()
+    want = _run(lambda *t: upstream(*t, use_relu), (q, w, k), grad, double)
+    exact = _run(lambda *t: _dsa_exact(*t, use_relu), (q.double(), w.double(), k.double()),
+                 grad.double(), double)
+    for path in paths:
+        got = _run(lambda *t, p=path: dsa_scores.scores(*t, use_relu, **PATHS[p]).scores,
+                   (q, w, k), grad, double)
+        layouts = (None, q, w, k) if not double else (None, *[ANY_LAYOUT] * 3)
+        for name, g_, u, e, lay in zip(("out", "grad q", "grad w", "grad k"), got, want,
+                                       exact, layouts, strict=True):
+            check(f"{path} {name}", g_, u, e, lay)
+
+
+def _nan(where: str) -> Callable[..., Any]:
+    def edit(q: Any, w: Any, k: Any, grad: Any) -> tuple[Any, ...]:
+        q, w, k, grad = q.clone(), w.clone(), k.clone(), grad.clone()
+        {"q": lambda: q.__setitem__((3, 0, 1, 2), float("nan")),
+         "k": lambda: k.__setitem__((5, 0, 1), float("nan")),
+         "w": lambda: w.__setitem__((2, 0, 0), float("nan")),
+         "grad": lambda: grad.__setitem__((0, 4, 6), float("nan")),
+         "q-inf": lambda: q.__setitem__((3, 0, 1, 2), float("inf"))}[where]()
+        return q, w, k, grad
+    return edit
+
+
+def _scaled(w_scale: float, g_scale: float) -> Callable[..., Any]:
+    def edit(q: Any, w: Any, k: Any, grad: Any) -> tuple[Any, ...]:
+        return q, (w.float() * w_scale).to(w.dtype), k, grad * g_scale
+    return edit
+
+
+def _near_fp32_max(q: Any, w: Any, k: Any, grad: Any) -> tuple[Any, ...]:
+    """Score gradients of 3.40e38: finite in fp32, above bf16's largest finite value (3.39e38),
+    with q and k small enough that every gradient's exact sum stays finite."""
+    return ((q.float() * 1e-3).to(q.dtype), torch.full_like(w, 1.1333e38),
+            (k.float() * 1e-3).to(k.dtype), torch.full_like(grad, 3.0))
+
+
+def dsa_kernel_refuses_fp16_under_autograd() -> None:
+    class OnCuda:  # only the device is read before the dtype checks
+        def __init__(self, t: Any) -> None:
+            self.t = t
+
+        def __getattr__(self, name: str) -> Any:
+            return torch.device("cuda") if name == "device" else getattr(self.t, name)
+
+    q = OnCuda(torch.zeros(4, 1, 2, 8, dtype=torch.float16))
+    w = OnCuda(torch.zeros(4, 1, 2, dtype=torch.float16))
+    k = OnCuda(torch.zeros(4, 1, 8, dtype=torch.float16))
+    if dsa_scores._triton_missing() is not None:
+        raise Skip("Triton is not importable")
+    assert dsa_scores.kernel_refusal(q, w, k, grad=False) is None
+    reason = dsa_scores.kernel_refusal(q, w, k, grad=True)
+    assert reason is not None and "float16" in reason and "65504" in reason, reason
+
+
+def dsa_every_path_says_why() -> None:
+    q, w, k = torch.randn(5, 1, 2, 8), torch.randn(5, 1, 2), torch.randn(6, 1, 8)
+    for kwargs, path, words in (({}, "streamed", "not CUDA"),
+                                ({"kernel": True}, "kernel", "kernel=True"),
+                                ({"block_elements": 8}, "streamed", "tiles of 8")):
+        result = dsa_scores.scores(q, w, k, **kwargs)
+        assert result.path == path and words in result.reason, result[1:]
+    empty = dsa_scores.scores(q[:0], w[:0], k)
+    assert empty.path == "zero-size" and "sq=0" in empty.reason, empty[1:]
+
+
+# -- FLCE rows ----------------------------------------------------------------------------------
+
+def _flce_upstream(x: Any, w: Any, t: Any, b: Any) -> Any:
+    return torch.nn.functional.cross_entropy(torch.nn.functional.linear(x, w, b), t,
+                                             ignore_index=-100, reduction="none")
+
+
+def _flce_ours(kernel: bool) -> Callable[..., Any]:
+    def call(x: Any, w: Any, t: Any, b: Any) -> Any:
+        original = FLCE._rows_kernel
+        FLCE._rows_kernel = (lambda x_: rows_kernel) if kernel else (lambda x_: None)
+        try:
+            return FLCE.linear_cross_entropy(x, w, t, b, -100, 40 * 37, 0)
+        finally:
+            FLCE._rows_kernel = original
+    return call
+
+
+def _flce_grads(fn: Callable[..., Any], x: Any, w: Any, t: Any, b: Any,
+                scale: Any) -> list[Any]:
+    leaves = [v.detach().clone().requires_grad_(True) for v in (x, w, b)]
+    loss = fn(leaves[0], leaves[1], t, leaves[2])
+    grads = torch.autograd.grad((scale.to(loss.dtype) * loss).sum(), leaves)
+    return [loss.detach(), *grads]
+
+
+def flce_case(tokens: int = 23, hidden: int = 12, vocab: int = 37, *, logit_scale: float = 1.0,
+              edit: Callable[..., Any] | None = None, seed: int = 0) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, hidden, generator=gen)
+    w = torch.randn(vocab, hidden, generator=gen) * (logit_scale / math.sqrt(hidden))
+    b = torch.randn(vocab, generator=gen) * 0.1
+    t = torch.randint(0, vocab, (tokens,), generator=gen)
+    t[::5] = -100
+    scale = torch.rand(tokens, generator=gen) * 2
+    if edit is not None:
+        x, w, b, t = edit(x, w, b, t)
+    want = _flce_grads(_flce_upstream, x, w, t, b, scale)
+    exact = _flce_grads(_flce_upstream, x.double(), w.double(), t, b.double(), scale.double())
+    for kernel in (True, False):
+        got = _flce_grads(_flce_ours(kernel), x, w, t, b, scale)
+        for name, g_, u, e, lay in zip(("loss", "grad x", "grad w", "grad b"), got, want,
+                                       exact, (None, x, w, b), strict=True):
+            check(f"{'kernel' if kernel else 'torch'} rows {name}", g_, u, e, lay)
+
+
+def _flce_nonfinite(x: Any, w: Any, b: Any, t: Any) -> tuple[Any, ...]:
+    b = b.clone()
+    b[3] = float("nan")  # every row's logit 3: NaN for every token
+    return x, w, b, t
+
+
+def flce_out_of_range(bad: int) -> None:
+    gen = torch.Generator().manual_seed(1)
+    x, w = torch.randn(6, 8, generator=gen), torch.randn(11, 8, generator=gen)
+    t = torch.tensor([1, 2, bad, -100, 4, 0])
+    try:
+        _flce_upstream(x, w, t, None)
+    except (IndexError, RuntimeError) as exc:
+        torch_says = f"{type(exc).__name__}: {exc}"
+    else:
+        raise AssertionError(f"torch took target {bad}")
+    for kernel in (True, False):
+        try:
+            _flce_ours(kernel)(x, w, t, None)
+        except IndexError as exc:
+            assert str(exc) == f"Target {bad} is out of bounds.", (str(exc), torch_says)
+        else:
+            raise AssertionError(f"target {bad} of vocab 11 was taken (torch: {torch_says})")
+    # the kernel on its own (what a GPU runs, where the host check does not): never reads
+    # outside the row, and a row it cannot score is NaN, never a loss
+    logits = x @ w.T
+    shift, logsum, loss = torch.empty(6), torch.empty(6), torch.empty(6)
+    kept = torch.empty(6, 11)
+    rows_kernel.rows(logits, t, -100, shift, logsum, loss, kept)
+    assert bool(loss[2].isnan()) and bool(kept[2].isnan().all()), (loss, kept[2])
+    assert bool(torch.isfinite(loss[[0, 1, 3, 4, 5]]).all()), loss
+
+
+# -- the cases ----------------------------------------------------------------------------------
+
+SHAPES = [(20, 36, 1, 3, 8), (33, 17, 2, 5, 24), (17, 50, 1, 4, 40)]  # sq, sk, b, h, d
+
+
+def cases() -> dict[str, Callable[[], None]]:
+    table: dict[str, Callable[[], None]] = {}
+    for shape in SHAPES:
+        label = "x".join(map(str, shape))
+        for dtype in (torch.bfloat16, torch.float16, torch.float32):
+            for relu in (True, False):
+                table[f"dsa-{str(dtype)[6:]}-{'relu' if relu else 'no-relu'}-{label}"] = (
+                    lambda s=shape, dt=dtype, r=relu: dsa_case(s, dt, r))
+    for where in ("q", "k", "w", "grad", "q-inf"):
+        for dtype in (torch.bfloat16, torch.float32):
+            table[f"dsa-nan-{where}-{str(dtype)[6:]}"] = (
+                lambda wh=where, dt=dtype: dsa_case((20, 18, 2, 3, 8), dt, edit=_nan(wh)))
+    # |g * w| above fp16's 65504; the score gradient near fp32's largest (bf16 rounds it up)
+    table["dsa-overflow-fp16"] = lambda: dsa_case((20, 18, 1, 3, 8), torch.float16,
+                                                  edit=_scaled(300.0, 300.0))
+    table["dsa-overflow-bf16"] = lambda: dsa_case((20, 18, 1, 3, 8), torch.bfloat16,
+                                                  w_dtype=torch.float32, edit=_near_fp32_max)
+    # |g * w| below fp16's smallest normal (6e-5): 1e-5 and 1e-6
+    for small in (1e-5, 1e-6):
+        table[f"dsa-small-fp16-{small:g}"] = (
+            lambda s=small: dsa_case((20, 18, 1, 3, 8), torch.float16, edit=_scaled(1.0, s)))
+    for zero in range(5):
+        shape = [12, 10, 2, 3, 8]
+        shape[zero] = 0
+        label = ["sq", "sk", "b", "h", "d"][zero]
+        table[f"dsa-zero-{label}"] = lambda s=tuple(shape): dsa_case(s, torch.float32)
+    for dtype in (torch.bfloat16, torch.float32):
+        table[f"dsa-double-backward-{str(dtype)[6:]}"] = (
+            lambda dt=dtype: dsa_case((12, 10, 2, 3, 8), dt, double=True))
+    table["dsa-fp64-weights"] = lambda: dsa_case((20, 18, 2, 3, 8), torch.float32,
+                                                 w_dtype=torch.float64,
+                                                 paths=("streamed", "streamed-tiles"))
+    table["dsa-fp16-refused-under-autograd"] = dsa_kernel_refuses_fp16_under_autograd
+    table["dsa-paths-say-why"] = dsa_every_path_says_why
+    table["flce-fp32"] = lambda: flce_case()
+    for scale in (30.0, 100.0):  # logits N(0, scale^2): lse rounded to fp32 loses ulp(max)
+        table[f"flce-fp32-logits-{scale:g}"] = lambda s=scale: flce_case(logit_scale=s)
+    table["flce-odd-vocab"] = lambda: flce_case(tokens=9, hidden=5, vocab=2053)
+    table["flce-nan-logit"] = lambda: flce_case(edit=_flce_nonfinite)
+    for bad in (11, 40, -5):
+        table[f"flce-target-out-of-range-{bad}"] = lambda v=bad: flce_out_of_range(v)
+    return table
+
+
+def main() -> int:
+    only = set(sys.argv[1:])
+    results: dict[str, str] = {}
+    for name, fn in cases().items():
+        if only and name not in only:
+            continue
+        try:
+            fn()
+        except Skip as exc:
+            results[name] = f"skip: {exc}"
+        except Exception:
+            results[name] = traceback.format_exc()[-1500:]
+        else:
+            results[name] = "ok"
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
