@@ -4,8 +4,8 @@ path, its tiles) and of the FLCE routed path (the rows kernel, torch ops), again
 (megatron-core's own ``_compute_index_scores``; torch's ``cross_entropy``) and float64, at odd
 shapes, with NaN, inf, values past fp16's and bf16's range, fp16's subnormals, zero sizes,
 double backward, fp64 weights and out-of-range targets. The rule and the GPU semantics the
-interpreter is given are in ``_kernel_parity_cases.py``; each case there failed before the
-change that made it pass.
+interpreter is given are in ``patchlane/testing/kernel_parity.py``; each case there failed
+before the change that made it pass.
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-CASES = Path(__file__).with_name("_kernel_parity_cases.py")
+CASES = ["-m", "patchlane.testing.kernel_parity"]
 
 
 NAMES = [  # kept in step with cases() by test_every_case_is_listed
@@ -43,7 +42,7 @@ NAMES = [  # kept in step with cases() by test_every_case_is_listed
 def results() -> dict[str, str]:
     """Every case, run once in a child interpreter under ``TRITON_INTERPRET=1``."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
-    out = subprocess.run([sys.executable, str(CASES)], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, *CASES], capture_output=True, text=True,
                          env=env, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     found: dict[str, str] = json.loads(out.stdout.strip().splitlines()[-1])

@@ -60,7 +60,12 @@ def test_fails_without_and_passes_with(tmp_path: Path) -> None:
     assert "forward peaked" in without.message and "forward+backward peaked" in without.message
     with_ = run_case(entry, Mode.WITH, workdir=tmp_path, env=env)
     assert with_.outcome is RunOutcome.PASS, (version, with_.message, with_.ranks)
-    assert with_.ranks[0]["audit"]["decision"]["outcome"] == "applied"
+    audit = with_.ranks[0]["audit"]
+    assert audit["decision"]["outcome"] == "applied"
+    # the receipt says which path ran and why: on a CPU, the torch path, for its tensors
+    reasons = audit["path_reasons"]
+    assert set(reasons) == set(audit["paths"]) and reasons, audit
+    assert all("cpu, not CUDA" in why for why in reasons.values()), reasons
 
 
 @pytest.fixture

@@ -35,6 +35,9 @@ def test_affected_release_fails_without_and_passes_with(tmp_path: Path) -> None:
     assert audit["decision"]["outcome"] == "applied"
     # 'none' went through the routed path; mean and sum stayed on liger's fused kernels
     assert audit["paths"]["routed"] >= 6 and audit["paths"]["fused"] == 2, audit["paths"]
+    # and the receipt says why each path was taken
+    assert "rows by torch ops (cpu tensors)" in audit["path_reasons"]["routed"], audit
+    assert audit["path_reasons"]["fused"].startswith("reduction="), audit
 
 
 @pytest.mark.gpu

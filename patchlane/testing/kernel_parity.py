@@ -1,6 +1,12 @@
-"""Parity cases for the product's kernels: each path against upstream and against float64, run
-by tests/patches/test_kernel_parity.py in a child interpreter with ``TRITON_INTERPRET=1`` set
-before Triton is imported. Prints one JSON object: case -> "ok", "skip: why" or why not.
+"""Parity cases for the product's kernels: each path against upstream and against float64.
+
+    TRITON_INTERPRET=1 python -m patchlane.testing.kernel_parity      # CPU: Triton's interpreter
+    python -m patchlane.testing.kernel_parity --device cuda           # a GPU: compiled kernels
+
+Run by tests/patches/test_kernel_parity.py (CPU, in a child interpreter: ``TRITON_INTERPRET``
+must be set before Triton is imported) and by ``scripts/gpu-check`` on a GPU. Prints one JSON
+object: case -> "ok", "skip: why" or why not; ``--only NAME`` runs some. Needs torch, Triton,
+and megatron-core for the DSA cases (upstream's own function); exit 2 when it cannot run.
 
 The rule, for every tensor a case compares (the output, each gradient):
 - dtype and shape equal to upstream's; the output's strides equal to upstream's, each
@@ -10,9 +16,9 @@ The rule, for every tensor a case compares (the output, each gradient):
 - on the finite elements, its error against a float64 evaluation of upstream's arithmetic
   within 2x upstream's own error plus one unit of the tensor's dtype at its largest value.
 
-Triton's interpreter computes ``maximum`` with numpy, which keeps a NaN; a GPU's ``maximum``
-(PTX ``max.f32``) returns the number. And it converts fp32 to bf16 by truncation, where a GPU
-rounds to nearest (``cvt.rn.bf16.f32``: a value above bf16's largest rounds to inf). The
+On a CPU, Triton's interpreter computes ``maximum`` with numpy, which keeps a NaN; a GPU's
+``maximum`` (PTX ``max.f32``) returns the number. And it converts fp32 to bf16 by truncation,
+where a GPU rounds to nearest (``cvt.rn.bf16.f32``: a value above bf16's largest rounds to inf). The
 interpreter is given the GPU's rules here, so a kernel that relies on either fails as it
 would on the GPU.
 
@@ -22,50 +28,52 @@ Upstream: DSA, the installed megatron-core's own ``_compute_index_scores`` (0.16
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import json
 import math
 import os
+import subprocess
 import sys
 import traceback
 from collections.abc import Callable
-from pathlib import Path
+from functools import partial
 from typing import Any
 
-assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from triton.runtime import interpreter  # noqa: E402
+from patchlane.loading import load_file
+from patchlane.overlaylib import cross_entropy_rows_kernel as rows_kernel
+from patchlane.overlaylib import dsa_index_scores as dsa_scores
+from patchlane.startup import default_registry_path
 
-from patchlane.loading import load_file  # noqa: E402
-from patchlane.overlaylib import cross_entropy_rows_kernel as rows_kernel  # noqa: E402
-from patchlane.overlaylib import dsa_index_scores as dsa_scores  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-FLCE = load_file("liger_flce_weighted_none", "overlay",
-                 ROOT / "patches" / "liger_flce_weighted_none.py")
+FLCE: Any = load_file("liger_flce_weighted_none", "overlay",
+                 default_registry_path().parent / "patches" / "liger_flce_weighted_none.py")
+DEVICE = torch.device("cpu")
+"""Where the paths run (``--device``); upstream runs there too, float64 on the CPU."""
 
 
-def _gpu_maxnum(self: Any, lhs: Any, rhs: Any) -> Any:
-    return self.binary_op(lhs, rhs, np.fmax)  # fmax: the number wins over a NaN, as on a GPU
+def _give_interpreter_gpu_rules() -> None:
+    """Triton's interpreter with a GPU's ``maximum`` and fp32 -> bf16 rounding."""
+    import numpy as np
+    from triton.runtime import interpreter
 
+    def maxnum(self: Any, lhs: Any, rhs: Any) -> Any:
+        return self.binary_op(lhs, rhs, np.fmax)  # fmax: the number wins over a NaN
 
-_interpreter_cast = interpreter.InterpreterBuilder.cast_impl
+    truncating_cast = interpreter.InterpreterBuilder.cast_impl
 
+    def cast(self: Any, src: Any, dst_type: Any) -> Any:
+        import triton.language as tl
 
-def _gpu_cast(self: Any, src: Any, dst_type: Any) -> Any:
-    import triton.language as tl
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            rounded = torch.from_numpy(np.ascontiguousarray(src.data)).to(torch.bfloat16)
+            return interpreter.TensorHandle(rounded.view(torch.int16).numpy().view(np.uint16),
+                                            dst_type.scalar)
+        return truncating_cast(self, src, dst_type)
 
-    if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
-        rounded = torch.from_numpy(np.ascontiguousarray(src.data)).to(torch.bfloat16)
-        return interpreter.TensorHandle(rounded.view(torch.int16).numpy().view(np.uint16),
-                                        dst_type.scalar)
-    return _interpreter_cast(self, src, dst_type)
-
-
-interpreter.InterpreterBuilder.create_maxnumf = _gpu_maxnum
-interpreter.InterpreterBuilder.cast_impl = _gpu_cast
+    interpreter.InterpreterBuilder.create_maxnumf = maxnum
+    interpreter.InterpreterBuilder.cast_impl = cast
 
 
 class Skip(Exception):
@@ -148,7 +156,7 @@ def _dsa_exact(q: Any, w: Any, k: Any, use_relu: bool) -> Any:
     return (s * w.unsqueeze(-1)).sum(dim=2).transpose(0, 1)
 
 
-PATHS = {"kernel": {"kernel": True}, "streamed": {"kernel": False},
+PATHS: dict[str, dict[str, Any]] = {"kernel": {"kernel": True}, "streamed": {"kernel": False},
          "streamed-tiles": {"block_elements": 64}}
 
 
@@ -157,15 +165,15 @@ def _run(fn: Callable[..., Any], inputs: tuple[Any, ...], grad: Any,
     leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
     out = fn(*leaves)
     grads = torch.autograd.grad(out, leaves, grad, create_graph=double, allow_unused=True)
-    if not double:
-        return [out.detach(), *grads]
-    # a double backward: the gradient of the gradients' weighted sum
-    second = sum((g.float() * (i + 1)).sum() for i, g in enumerate(grads) if g is not None)
-    return [out.detach(), *torch.autograd.grad(second, leaves, allow_unused=True)]
+    if double:  # a double backward: the gradient of the gradients' weighted sum
+        second: Any = sum((g.float() * (i + 1)).sum() for i, g in enumerate(grads)
+                          if g is not None)
+        grads = torch.autograd.grad(second, leaves, allow_unused=True)
+    return [t.cpu() if t is not None else None for t in (out.detach(), *grads)]
 
 
 def dsa_case(shape: tuple[int, ...], dtype: Any, use_relu: bool = True, *,
-             w_dtype: Any = None, edit: Callable[..., None] | None = None,
+             w_dtype: Any = None, edit: Callable[..., tuple[Any, ...]] | None = None,
              double: bool = False, paths: tuple[str, ...] = tuple(PATHS), seed: int = 0) -> None:
     sq, sk, b, h, d = shape
     gen = torch.Generator().manual_seed(seed)
@@ -177,11 +185,14 @@ def dsa_case(shape: tuple[int, ...], dtype: Any, use_relu: bool = True, *,
     if edit is not None:
         q, w, k, grad = edit(q, w, k, grad)
     upstream = _dsa_upstream()
+    exact = _run(lambda q_, w_, k_: _dsa_exact(q_, w_, k_, use_relu),
+                 (q.double(), w.double(), k.double()), grad.double(), double)
+    q, w, k, grad = (t.to(DEVICE) for t in (q, w, k, grad))
     want = _run(lambda *t: upstream(*t, use_relu), (q, w, k), grad, double)
-    exact = _run(lambda *t: _dsa_exact(*t, use_relu), (q.double(), w.double(), k.double()),
-                 grad.double(), double)
     for path in paths:
-        got = _run(lambda *t, p=path: dsa_scores.scores(*t, use_relu, **PATHS[p]).scores,
+        options: dict[str, Any] = PATHS[path]
+        got = _run(lambda q_, w_, k_, o=options: dsa_scores.scores(q_, w_, k_, use_relu,
+                                                                   **o).scores,
                    (q, w, k), grad, double)
         layouts = (None, q, w, k) if not double else (None, *[ANY_LAYOUT] * 3)
         for name, g_, u, e, lay in zip(("out", "grad q", "grad w", "grad k"), got, want,
@@ -233,6 +244,8 @@ def dsa_kernel_refuses_fp16_under_autograd() -> None:
 
 
 def dsa_every_path_says_why() -> None:
+    if DEVICE.type != "cpu":
+        raise Skip("the CPU's reasons")
     q, w, k = torch.randn(5, 1, 2, 8), torch.randn(5, 1, 2), torch.randn(6, 1, 8)
     for kwargs, path, words in (({}, "streamed", "not CUDA"),
                                 ({"kernel": True}, "kernel", "kernel=True"),
@@ -266,7 +279,7 @@ def _flce_grads(fn: Callable[..., Any], x: Any, w: Any, t: Any, b: Any,
     leaves = [v.detach().clone().requires_grad_(True) for v in (x, w, b)]
     loss = fn(leaves[0], leaves[1], t, leaves[2])
     grads = torch.autograd.grad((scale.to(loss.dtype) * loss).sum(), leaves)
-    return [loss.detach(), *grads]
+    return [v.cpu() for v in (loss.detach(), *grads)]
 
 
 def flce_case(tokens: int = 23, hidden: int = 12, vocab: int = 37, *, logit_scale: float = 1.0,
@@ -280,8 +293,9 @@ def flce_case(tokens: int = 23, hidden: int = 12, vocab: int = 37, *, logit_scal
     scale = torch.rand(tokens, generator=gen) * 2
     if edit is not None:
         x, w, b, t = edit(x, w, b, t)
-    want = _flce_grads(_flce_upstream, x, w, t, b, scale)
     exact = _flce_grads(_flce_upstream, x.double(), w.double(), t, b.double(), scale.double())
+    x, w, b, t, scale = (v.to(DEVICE) for v in (x, w, b, t, scale))
+    want = _flce_grads(_flce_upstream, x, w, t, b, scale)
     for kernel in (True, False):
         got = _flce_grads(_flce_ours(kernel), x, w, t, b, scale)
         for name, g_, u, e, lay in zip(("loss", "grad x", "grad w", "grad b"), got, want,
@@ -296,6 +310,8 @@ def _flce_nonfinite(x: Any, w: Any, b: Any, t: Any) -> tuple[Any, ...]:
 
 
 def flce_out_of_range(bad: int) -> None:
+    if DEVICE.type == "cuda":
+        return _flce_out_of_range_on_cuda(bad)
     gen = torch.Generator().manual_seed(1)
     x, w = torch.randn(6, 8, generator=gen), torch.randn(11, 8, generator=gen)
     t = torch.tensor([1, 2, bad, -100, 4, 0])
@@ -322,6 +338,24 @@ def flce_out_of_range(bad: int) -> None:
     assert bool(torch.isfinite(loss[[0, 1, 3, 4, 5]]).all()), loss
 
 
+def _flce_out_of_range_on_cuda(bad: int) -> None:
+    """On a GPU the rows kernel's device-side assert ends the CUDA context, as torch's own
+    do: a child process must die of it, naming it, where torch's ``cross_entropy`` also does."""
+    code = ("import sys, torch; from patchlane.testing import kernel_parity as p; "
+            "p.DEVICE = torch.device('cuda'); kernel = sys.argv[1] == 'kernel'; "
+            "x = torch.randn(6, 8, device='cuda'); w = torch.randn(11, 8, device='cuda'); "
+            f"t = torch.tensor([1, 2, {bad}, -100, 4, 0], device='cuda'); "
+            "loss = p._flce_upstream(x, w, t, None) if sys.argv[1] == 'torch' "
+            "else p._flce_ours(kernel)(x, w, t, None); "
+            "print(float(loss.sum())); torch.cuda.synchronize()")
+    for who in ("torch", "kernel"):
+        out = subprocess.run([sys.executable, "-c", code, who], capture_output=True, text=True,
+                             timeout=300)
+        said = (out.stdout + out.stderr).lower()
+        assert out.returncode != 0 and "assert" in said, \
+            f"{who}: exit {out.returncode}, {said[-600:]}"
+
+
 # -- the cases ----------------------------------------------------------------------------------
 
 SHAPES = [(20, 36, 1, 3, 8), (33, 17, 2, 5, 24), (17, 50, 1, 4, 40)]  # sq, sk, b, h, d
@@ -334,45 +368,59 @@ def cases() -> dict[str, Callable[[], None]]:
         for dtype in (torch.bfloat16, torch.float16, torch.float32):
             for relu in (True, False):
                 table[f"dsa-{str(dtype)[6:]}-{'relu' if relu else 'no-relu'}-{label}"] = (
-                    lambda s=shape, dt=dtype, r=relu: dsa_case(s, dt, r))
+                    partial(dsa_case, shape, dtype, relu))
     for where in ("q", "k", "w", "grad", "q-inf"):
         for dtype in (torch.bfloat16, torch.float32):
             table[f"dsa-nan-{where}-{str(dtype)[6:]}"] = (
-                lambda wh=where, dt=dtype: dsa_case((20, 18, 2, 3, 8), dt, edit=_nan(wh)))
+                partial(dsa_case, (20, 18, 2, 3, 8), dtype, edit=_nan(where)))
     # |g * w| above fp16's 65504; the score gradient near fp32's largest (bf16 rounds it up)
-    table["dsa-overflow-fp16"] = lambda: dsa_case((20, 18, 1, 3, 8), torch.float16,
-                                                  edit=_scaled(300.0, 300.0))
-    table["dsa-overflow-bf16"] = lambda: dsa_case((20, 18, 1, 3, 8), torch.bfloat16,
-                                                  w_dtype=torch.float32, edit=_near_fp32_max)
+    table["dsa-overflow-fp16"] = partial(dsa_case, (20, 18, 1, 3, 8), torch.float16,
+                                         edit=_scaled(300.0, 300.0))
+    table["dsa-overflow-bf16"] = partial(dsa_case, (20, 18, 1, 3, 8), torch.bfloat16,
+                                         w_dtype=torch.float32, edit=_near_fp32_max)
     # |g * w| below fp16's smallest normal (6e-5): 1e-5 and 1e-6
     for small in (1e-5, 1e-6):
-        table[f"dsa-small-fp16-{small:g}"] = (
-            lambda s=small: dsa_case((20, 18, 1, 3, 8), torch.float16, edit=_scaled(1.0, s)))
-    for zero in range(5):
-        shape = [12, 10, 2, 3, 8]
-        shape[zero] = 0
-        label = ["sq", "sk", "b", "h", "d"][zero]
-        table[f"dsa-zero-{label}"] = lambda s=tuple(shape): dsa_case(s, torch.float32)
+        table[f"dsa-small-fp16-{small:g}"] = partial(dsa_case, (20, 18, 1, 3, 8), torch.float16,
+                                                     edit=_scaled(1.0, small))
+    for zero, label in enumerate(("sq", "sk", "b", "h", "d")):
+        sizes = [12, 10, 2, 3, 8]
+        sizes[zero] = 0
+        table[f"dsa-zero-{label}"] = partial(dsa_case, tuple(sizes), torch.float32)
     for dtype in (torch.bfloat16, torch.float32):
         table[f"dsa-double-backward-{str(dtype)[6:]}"] = (
-            lambda dt=dtype: dsa_case((12, 10, 2, 3, 8), dt, double=True))
-    table["dsa-fp64-weights"] = lambda: dsa_case((20, 18, 2, 3, 8), torch.float32,
-                                                 w_dtype=torch.float64,
-                                                 paths=("streamed", "streamed-tiles"))
+            partial(dsa_case, (12, 10, 2, 3, 8), dtype, double=True))
+    table["dsa-fp64-weights"] = partial(dsa_case, (20, 18, 2, 3, 8), torch.float32,
+                                        w_dtype=torch.float64,
+                                        paths=("streamed", "streamed-tiles"))
     table["dsa-fp16-refused-under-autograd"] = dsa_kernel_refuses_fp16_under_autograd
     table["dsa-paths-say-why"] = dsa_every_path_says_why
-    table["flce-fp32"] = lambda: flce_case()
+    table["flce-fp32"] = flce_case
     for scale in (30.0, 100.0):  # logits N(0, scale^2): lse rounded to fp32 loses ulp(max)
-        table[f"flce-fp32-logits-{scale:g}"] = lambda s=scale: flce_case(logit_scale=s)
-    table["flce-odd-vocab"] = lambda: flce_case(tokens=9, hidden=5, vocab=2053)
-    table["flce-nan-logit"] = lambda: flce_case(edit=_flce_nonfinite)
+        table[f"flce-fp32-logits-{scale:g}"] = partial(flce_case, logit_scale=scale)
+    table["flce-odd-vocab"] = partial(flce_case, tokens=9, hidden=5, vocab=2053)
+    table["flce-nan-logit"] = partial(flce_case, edit=_flce_nonfinite)
     for bad in (11, 40, -5):
-        table[f"flce-target-out-of-range-{bad}"] = lambda v=bad: flce_out_of_range(v)
+        table[f"flce-target-out-of-range-{bad}"] = partial(flce_out_of_range, bad)
     return table
 
 
-def main() -> int:
-    only = set(sys.argv[1:])
+def main(argv: list[str] | None = None) -> int:
+    global DEVICE
+    parser = argparse.ArgumentParser(prog="python -m patchlane.testing.kernel_parity")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--only", action="append", default=[], metavar="NAME")
+    args = parser.parse_args(argv)
+    DEVICE = torch.device(args.device)
+    if args.device == "cpu":
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            print("kernel_parity: on the CPU the kernels run on Triton's interpreter: set "
+                  "TRITON_INTERPRET=1 (before Triton is imported)", file=sys.stderr)
+            return 2
+        _give_interpreter_gpu_rules()
+    elif not torch.cuda.is_available():
+        print("kernel_parity: --device cuda, but torch sees no CUDA device", file=sys.stderr)
+        return 2
+    only = set(args.only)
     results: dict[str, str] = {}
     for name, fn in cases().items():
         if only and name not in only:
