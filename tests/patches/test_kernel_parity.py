@@ -4,7 +4,7 @@ path, its tiles) and of the FLCE routed path (the rows kernel, torch ops), again
 (megatron-core's own ``_compute_index_scores``; torch's ``cross_entropy``) and float64, at odd
 shapes, with NaN, inf, values past fp16's and bf16's range, fp16's subnormals, zero sizes,
 double backward, fp64 weights and out-of-range targets. The rule and the GPU semantics the
-interpreter is given are in ``patchlane/testing/kernel_parity.py``; each case there failed
+interpreter is given are in ``patchlane/overlaylib/kernel_parity.py``; each case there failed
 before the change that made it pass.
 """
 
@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-CASES = ["-m", "patchlane.testing.kernel_parity"]
+CASES = ["-m", "patchlane.overlaylib.kernel_parity"]
 
 
 NAMES = [  # kept in step with cases() by test_every_case_is_listed

@@ -1,7 +1,7 @@
 """Parity cases for the product's kernels: each path against upstream and against float64.
 
-    TRITON_INTERPRET=1 python -m patchlane.testing.kernel_parity      # CPU: Triton's interpreter
-    python -m patchlane.testing.kernel_parity --device cuda           # a GPU: compiled kernels
+    TRITON_INTERPRET=1 python -m patchlane.overlaylib.kernel_parity      # CPU: Triton's interpreter
+    python -m patchlane.overlaylib.kernel_parity --device cuda           # a GPU: compiled kernels
 
 Run by tests/patches/test_kernel_parity.py (CPU, in a child interpreter: ``TRITON_INTERPRET``
 must be set before Triton is imported) and by ``scripts/gpu-check`` on a GPU. Prints one JSON
@@ -341,7 +341,7 @@ def flce_out_of_range(bad: int) -> None:
 def _flce_out_of_range_on_cuda(bad: int) -> None:
     """On a GPU the rows kernel's device-side assert ends the CUDA context, as torch's own
     do: a child process must die of it, naming it, where torch's ``cross_entropy`` also does."""
-    code = ("import sys, torch; from patchlane.testing import kernel_parity as p; "
+    code = ("import sys, torch; from patchlane.overlaylib import kernel_parity as p; "
             "p.DEVICE = torch.device('cuda'); kernel = sys.argv[1] == 'kernel'; "
             "x = torch.randn(6, 8, device='cuda'); w = torch.randn(11, 8, device='cuda'); "
             f"t = torch.tensor([1, 2, {bad}, -100, 4, 0], device='cuda'); "
@@ -406,7 +406,7 @@ def cases() -> dict[str, Callable[[], None]]:
 
 def main(argv: list[str] | None = None) -> int:
     global DEVICE
-    parser = argparse.ArgumentParser(prog="python -m patchlane.testing.kernel_parity")
+    parser = argparse.ArgumentParser(prog="python -m patchlane.overlaylib.kernel_parity")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--only", action="append", default=[], metavar="NAME")
     args = parser.parse_args(argv)
