@@ -125,7 +125,7 @@ def check(name: str, got: Any, upstream: Any, exact: Any, layout: Any = None) ->
 
 # -- DSA index scores -------------------------------------------------------------------------
 
-def _dsa_upstream() -> Callable[..., Any]:
+def dsa_upstream() -> Callable[..., Any]:
     try:
         from megatron.core.transformer.experimental_attention_variant import dsa
     except ImportError as exc:
@@ -184,7 +184,7 @@ def dsa_case(shape: tuple[int, ...], dtype: Any, use_relu: bool = True, *,
                                                                              w.dtype))
     if edit is not None:
         q, w, k, grad = edit(q, w, k, grad)
-    upstream = _dsa_upstream()
+    upstream = dsa_upstream()
     exact = _run(lambda q_, w_, k_: _dsa_exact(q_, w_, k_, use_relu),
                  (q.double(), w.double(), k.double()), grad.double(), double)
     q, w, k, grad = (t.to(DEVICE) for t in (q, w, k, grad))
@@ -421,10 +421,15 @@ def main(argv: list[str] | None = None) -> int:
         print("kernel_parity: --device cuda, but torch sees no CUDA device", file=sys.stderr)
         return 2
     only = set(args.only)
+    table = {name: fn for name, fn in cases().items() if not only or name in only}
+    print(json.dumps(run_cases(table)))
+    return 0
+
+
+def run_cases(table: dict[str, Callable[[], None]]) -> dict[str, str]:
+    """Run each case: name -> "ok", "skip: why" (:class:`Skip`), or the failure's traceback."""
     results: dict[str, str] = {}
-    for name, fn in cases().items():
-        if only and name not in only:
-            continue
+    for name, fn in table.items():
         try:
             fn()
         except Skip as exc:
@@ -433,8 +438,7 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = traceback.format_exc()[-1500:]
         else:
             results[name] = "ok"
-    print(json.dumps(results))
-    return 0
+    return results
 
 
 if __name__ == "__main__":

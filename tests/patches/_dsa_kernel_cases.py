@@ -7,11 +7,9 @@ not.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import sys
-import traceback
 from typing import Any
 
 assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
@@ -20,34 +18,9 @@ import torch  # noqa: E402
 
 from patchlane.overlaylib import dsa_index_scores  # noqa: E402
 from patchlane.overlaylib import dsa_index_scores_kernel as kernel  # noqa: E402
+from patchlane.overlaylib.kernel_parity import dsa_upstream, run_cases  # noqa: E402
 
 BF16_STEP = 2.0**-7
-
-
-class Skip(Exception):
-    pass
-
-
-def _upstream() -> Any:
-    """(q, w, k, use_relu) -> scores, through the installed megatron-core's own code."""
-    dsa = _import_dsa()
-    function = vars(dsa).get("_compute_index_scores")
-    if function is not None:  # 0.17+
-        original = inspect.unwrap(function)
-        relu_arg = "use_relu" in inspect.signature(original).parameters
-
-        def call(q: Any, w: Any, k: Any, use_relu: bool) -> Any:
-            if not use_relu and not relu_arg:
-                _skip("this release has no use_relu (0.19+)")
-            return original(q, w, k, use_relu=use_relu) if relu_arg else original(q, w, k)
-        return call
-    method = inspect.unwrap(vars(dsa.DSAIndexer)["_compute_index_scores"])
-
-    def call16(q: Any, w: Any, k: Any, use_relu: bool) -> Any:
-        if not use_relu:
-            _skip("0.16 has no use_relu")
-        return method(None, q, w, k)
-    return call16
 
 
 def _inputs(sq: int, sk: int, b: int, h: int, d: int, dtype: Any, seed: int = 0) -> tuple:
@@ -79,18 +52,6 @@ def _assert_close(got: Any, want: Any, rtol: float, slack: Any = 0.0) -> None:
     assert not bool(bad.any()), (int(bad.sum()), float(diff.max()))
 
 
-def _import_dsa() -> Any:
-    try:
-        from megatron.core.transformer.experimental_attention_variant import dsa
-    except ImportError as exc:
-        raise Skip(f"megatron-core's dsa is not importable: {exc}") from None
-    return dsa
-
-
-def _skip(reason: str) -> None:
-    raise Skip(reason)
-
-
 SHAPES = [  # sq, sk, b, h, d
     (20, 36, 1, 3, 8),
     (33, 17, 2, 5, 24),
@@ -100,7 +61,7 @@ SHAPES = [  # sq, sk, b, h, d
 
 
 def case_upstream(shape: tuple[int, ...], use_relu: bool, dtype: str) -> None:
-    upstream = _upstream()
+    upstream = dsa_upstream()
     q, w, k, grad = _inputs(*shape, getattr(torch, dtype))
     want = upstream(q, w, k, use_relu)
     got, path, _ = dsa_index_scores.scores(q, w, k, use_relu, kernel=True)
@@ -152,17 +113,7 @@ def main() -> int:
                 name = f"upstream-{dtype}-{'relu' if use_relu else 'no-relu'}-" \
                     + "x".join(map(str, shape))
                 cases[name] = (lambda s=shape, r=use_relu, d=dtype: case_upstream(s, r, d))
-    results: dict[str, str] = {}
-    for name, fn in cases.items():
-        try:
-            fn()
-        except Skip as exc:
-            results[name] = f"skip: {exc}"
-        except Exception:
-            results[name] = traceback.format_exc()[-1500:]
-        else:
-            results[name] = "ok"
-    print(json.dumps(results))
+    print(json.dumps(run_cases(cases)))
     return 0
 
 
