@@ -19,8 +19,16 @@ Formats, named by the value's prefix:
                         as drift whose reason names the fix (re-record with
                         ``patchlane fingerprint ID``).
 
-This module imports only the standard library, so the cross-interpreter test can load it in a
-bare interpreter.
+What is hashed is the source of what the overlay replaces, per shape of target
+(:mod:`patchlane.targets`): a function's or method's own definition (a classmethod's or
+staticmethod's function); a class's class statement; a property's getter, setter and deleter,
+in that order (each definition of that name in the class body); any other descriptor or value
+the statement that binds it in the source of the module that defines its owner (``TABLE =
+{...}``, ``x: int = 3``, ``cp = cached_property(...)``, or the decorated definition). Read
+from an imported module or from a source file, the same nodes are hashed, so the two agree.
+
+The hashing imports only the standard library, so the cross-interpreter test can load it in a
+bare interpreter (the target resolver is imported on use).
 """
 
 from __future__ import annotations
@@ -32,10 +40,8 @@ import textwrap
 from collections.abc import Iterable
 from types import ModuleType
 
-from .loading import resolve
-
 __all__ = ["FORMAT", "LEGACY_PREFIX", "PREFIX", "compute", "compute_from_source", "format_of",
-           "matches", "resolve"]
+           "matches"]
 
 FORMAT = 2
 PREFIX = "sha256-v2:"
@@ -92,12 +98,50 @@ def _serialise(node: ast.AST, fmt: int) -> str:
 
 
 def _source_node(obj: object) -> ast.AST:
-    if isinstance(obj, property) and obj.fget is not None:
-        obj = obj.fget  # a property's source is its getter's (as the source-file path sees it)
     # Unwrap our own (or anyone's) wrapt wrapper: the fingerprint is of the upstream code.
     obj = inspect.unwrap(obj)  # type: ignore[arg-type]
     source = textwrap.dedent(inspect.getsource(obj))  # type: ignore[arg-type]
     return ast.parse(source).body[0]
+
+
+def _binds(node: ast.AST, name: str) -> bool:
+    """Whether statement ``node`` binds ``name``: a def or class of that name, or an
+    assignment to it."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    if isinstance(node, ast.AnnAssign):
+        return isinstance(node.target, ast.Name) and node.target.id == name
+    return False
+
+
+def _is_accessor(node: ast.AST) -> bool:
+    """A def decorated ``@property`` or ``@<name>.setter`` / ``.deleter`` / ``.getter``."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for deco in node.decorator_list:
+        if isinstance(deco, ast.Name) and deco.id == "property":
+            return True
+        if isinstance(deco, ast.Attribute) and deco.attr in ("setter", "deleter", "getter"):
+            return True
+    return False
+
+
+def _find_all(tree: ast.Module, qualname: str) -> list[ast.AST]:
+    """The statements of ``tree`` that bind ``qualname``: its last definition, or a property's
+    accessors (each def of that name, in order) when the last one is one."""
+    *owners, name = qualname.split(".")
+    body: list[ast.stmt] = tree.body
+    if owners:
+        owner = _find(tree, ".".join(owners))
+        body = owner.body  # type: ignore[attr-defined]
+    found = [n for n in body if _binds(n, name)]
+    if not found:
+        _find(tree, qualname)  # raises the LookupError that names what is missing
+    if _is_accessor(found[-1]):
+        return [n for n in found if _is_accessor(n)]
+    return [found[-1]]
 
 
 def _find(tree: ast.Module, qualname: str) -> ast.AST:
@@ -105,8 +149,11 @@ def _find(tree: ast.Module, qualname: str) -> ast.AST:
     node: ast.AST | None = None
     done: list[str] = []
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    for part in qualname.split("."):
-        node = next((n for n in reversed(body) if isinstance(n, kinds) and n.name == part), None)
+    for i, part in enumerate(qualname.split(".")):
+        last = i == len(qualname.split(".")) - 1
+        node = next((n for n in reversed(body)
+                     if (isinstance(n, kinds) and n.name == part)
+                     or (last and _binds(n, part))), None)
         if node is None:
             import difflib  # only on this error: not on `import patchlane`'s path
 
@@ -116,9 +163,38 @@ def _find(tree: ast.Module, qualname: str) -> ast.AST:
             raise LookupError(f"{qualname!r}: no definition of {part!r} {where}"
                               + (f" (did you mean {close[0]!r}?)" if close else ""))
         done.append(part)
-        body = node.body
+        body = getattr(node, "body", [])  # a binding statement is the last part: no body
     assert node is not None
     return node
+
+
+def _serialise_all(nodes: list[ast.AST], fmt: int) -> str:
+    # One node serialises as it always has, so every recorded value of a function stays valid.
+    return "\x1e".join(_serialise(node, fmt) for node in nodes)
+
+
+def _live_nodes(module: ModuleType, qualname: str) -> list[ast.AST]:
+    """What :func:`compute` hashes for ``qualname`` of an imported module (module doc)."""
+    import sys
+
+    from .targets.find import Refused, defining_module, find, lookup, source_qualname
+
+    try:
+        found = find(module, qualname)
+    except Refused:
+        return [_source_node(lookup(module, qualname))]  # named for its source alone
+    raw = inspect.unwrap(found.raw) if callable(found.raw) else found.raw
+    while hasattr(raw, "_patchlane_below"):  # a property or descriptor an overlay placed
+        raw = raw._patchlane_below
+    if isinstance(raw, (classmethod, staticmethod)):
+        raw = raw.__func__
+    if inspect.isfunction(raw) or inspect.isclass(raw) or inspect.ismethod(raw):
+        return [_source_node(raw)]
+    # A property, another descriptor or a value: the statements binding it, where its owner is
+    # defined (as a source file is read).
+    owner_module = sys.modules[defining_module(found)]
+    tree = ast.parse(inspect.getsource(owner_module))
+    return _find_all(tree, source_qualname(found))
 
 
 def _digest(parts: Iterable[tuple[str, str]], fmt: int) -> str:
@@ -130,8 +206,7 @@ def _digest(parts: Iterable[tuple[str, str]], fmt: int) -> str:
 
 def compute(module: ModuleType, qualnames: Iterable[str], fmt: int = FORMAT) -> str:
     """Fingerprint of the named objects of an imported module."""
-    return _digest(((q, _serialise(_source_node(resolve(module, q)), fmt)) for q in qualnames),
-                   fmt)
+    return _digest(((q, _serialise_all(_live_nodes(module, q), fmt)) for q in qualnames), fmt)
 
 
 def compute_from_source(source: str, qualnames: Iterable[str], fmt: int = FORMAT) -> str:
@@ -139,7 +214,7 @@ def compute_from_source(source: str, qualnames: Iterable[str], fmt: int = FORMAT
     releases that cannot be installed here (another Python, another platform). A value read
     this way is evidence of what the source says, not that anything ran."""
     tree = ast.parse(source)
-    return _digest(((q, _serialise(_find(tree, q), fmt)) for q in qualnames), fmt)
+    return _digest(((q, _serialise_all(_find_all(tree, q), fmt)) for q in qualnames), fmt)
 
 
 def matches(module: ModuleType, qualnames: Iterable[str],

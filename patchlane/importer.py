@@ -2,8 +2,9 @@
 
 A :class:`Decider` owns one validated registry. It registers a wrapt post-import hook per target
 module; when the module is imported (or at once, if it already is) each entry on it is decided
-once, recorded in the audit, and applied with a wrapt ``FunctionWrapper`` whose original stays
-reachable for :meth:`Decider.revert`.
+once, recorded in the audit, and applied in the shape its target has (:mod:`patchlane.targets`:
+a function wrapper, a property, a class's members ...), whose originals stay reachable for
+:meth:`Decider.revert`.
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ from .errors import (
 )
 from .gates import GateResult, check_gate
 from .lazy.untouched import at_start
-from .loading import load_file, resolve
-from .protocols import OverlayFn
+from .loading import load_file
 from .registry import Entry, FingerprintPolicy, Registry, StartupRow
 from .registry.kinds import KINDS, Startup
-from .wrappers import PatchWrapper, chain
+from .targets import Refused, Resolved, find
+from .targets import resolve as resolve_target
+from .targets.place import current, ours_at, place, reaches, unplace
+from .targets.protocol import Placement, forget_value, layers_at
 
 if TYPE_CHECKING:
     from .proof import Evidence
@@ -60,19 +63,6 @@ def strict_error(decision: Decision, overlay_failed: bool = False) -> StrictMode
     return StrictModeError(decision.entry_id, decision.outcome.value, decision.reason)
 
 
-class _Applied:
-    """What revert needs: where the wrapper sits and what was there before."""
-
-    __slots__ = ("attr", "had_own", "original", "owner", "wrapper")
-
-    def __init__(self, owner: Any, attr: str, had_own: bool, original: Any, wrapper: Any):
-        self.owner = owner
-        self.attr = attr
-        self.had_own = had_own
-        self.original = original
-        self.wrapper = wrapper
-
-
 def load_overlay(entry: Entry) -> ModuleType:
     """Import the overlay file of ``entry`` (once) under a private module name."""
     assert entry.overlay is not None
@@ -80,11 +70,6 @@ def load_overlay(entry: Entry) -> ModuleType:
         return load_file(entry.id, "overlay", entry.overlay)
     except ImportError as exc:
         raise OverlayError(entry.id, str(exc)) from exc
-
-
-def _split(qualname: str) -> tuple[str, str]:
-    parent, _, attr = qualname.rpartition(".")
-    return parent, attr
 
 
 class _Locks(dict[str, threading.RLock]):
@@ -99,11 +84,6 @@ class _Locks(dict[str, threading.RLock]):
             return self.setdefault(entry_id, threading.RLock())
 
 
-def _is_ours(obj: object, entry_id: str) -> bool:
-    inner = getattr(obj, "_self_wrapper", None)
-    return getattr(inner, "__patchlane_id__", None) == entry_id
-
-
 class Decider:
     """The per-process decision engine: one registry's worth of entries in this process, each
     decided when its target is imported (gate, probe, fingerprint, apply, audit).
@@ -116,7 +96,8 @@ class Decider:
         self.registry = registry
         self.controls = controls
         self.audit = audit if audit is not None else AuditLog()
-        self._applied: dict[str, _Applied] = {}
+        self._applied: dict[str, list[Placement]] = {}
+        """entry id -> every attribute its overlay set (one, or a class's members)."""
         # One lock per entry, not one global lock: a probe may import another target module
         # while a second thread holds that module's import lock and waits to decide its own
         # entry. A single lock would deadlock those two threads; per-entry locks cannot.
@@ -362,12 +343,11 @@ class Decider:
 
     def decide(self, entry: Entry, module: ModuleType) -> Decision:
         with self._locks[entry.id]:
-            current = self._current(entry, module)
             applied = self._applied.get(entry.id)
-            if applied is not None and any(layer is applied.wrapper for layer in chain(current)):
+            if applied is not None and self._still_placed(entry, module, applied):
                 # idempotent: nothing new happened (another entry's layer may sit on top)
                 return self.audit.latest()[entry.id]
-            if any(_is_ours(layer, entry.id) for layer in chain(current)):
+            if self._placed_elsewhere(entry, module):
                 # Wrapped by another Decider in this process (e.g. a second registry load): never
                 # stack a second wrapper on top of the first.
                 return self._finish(entry, Decision(
@@ -468,13 +448,26 @@ class Decider:
                     "what this entry fixes is not there", None)
         return None, None
 
-    def _current(self, entry: Entry, module: ModuleType) -> Any:
-        parent_path, attr = _split(entry.target.qualname or "")
+    @staticmethod
+    def _still_placed(entry: Entry, module: ModuleType, applied: list[Placement]) -> bool:
+        """Whether what this entry placed is still where the target is now: each placement
+        reaches, on the target's owner (or, for a class, on the class) as found now. A reload
+        builds fresh classes and functions: then it is decided (and placed) again."""
         try:
-            parent = resolve(module, parent_path) if parent_path else module
-            return vars(parent).get(attr)
-        except (AttributeError, TypeError):
-            return None
+            found = find(module, entry.target.qualname or "")
+        except (AttributeError, LookupError):
+            return False
+        return all((p.owner is found.owner or p.owner is found.raw) and reaches(p)
+                   for p in applied)
+
+    def _placed_elsewhere(self, entry: Entry, module: ModuleType) -> bool:
+        """Whether a layer of this entry already sits at its target, placed by another
+        decider in this process."""
+        try:
+            found = find(module, entry.target.qualname or "")
+        except (AttributeError, LookupError):
+            return False
+        return ours_at(found.owner, found.attribute, entry.id)
 
     def _walk(self, entry: Entry, module: ModuleType) -> tuple[Decision, bool]:
         """The decision for ``entry`` on its imported ``module``, and whether it is a failure of
@@ -509,16 +502,17 @@ class Decider:
         if unmet is not None:
             return decision(Outcome.SKIPPED_DEPENDENCY, unmet), False
         try:
+            assert entry.target.qualname is not None
+            # Where the overlay would go, and in what shape, before any overlay code runs: a
+            # target no shape carries is refused here with the fix, never reported applied.
+            target = resolve_target(module, entry.target.qualname, entry.target.shape)
             overlay = load_overlay(entry)
-            fn = getattr(overlay, "overlay", None)
-            if not callable(fn):
-                raise OverlayError(entry.id, f"{entry.overlay} defines no callable `overlay`")
             probe = getattr(overlay, "probe", None)
             if probe is not None and probe(module):
                 return decision(Outcome.UPSTREAM_FIXED,
                                 f"probe: upstream already behaves correctly on {gate.found}"), False
             spec = entry.fingerprint
-            assert spec is not None and entry.target.qualname is not None
+            assert spec is not None
             # Imported here, not at module level: ast/hashlib stay out of `import patchlane`.
             from .fingerprint import matches
 
@@ -531,7 +525,9 @@ class Decider:
                 unproven = self._unproven(entry, gate.found)
                 if unproven is not None:
                     return decision(Outcome.REFUSED_EVIDENCE, unproven, found), False
-            self._wrap(entry, module, fn)
+            self._place(entry, target, overlay)
+        except Refused as exc:
+            return decision(Outcome.FAILED_ERROR, f"{entry.id}: {exc}"), True
         except Exception as exc:  # recorded, logged, raised in strict mode: never swallowed
             return decision(Outcome.FAILED_ERROR, f"{type(exc).__name__}: {exc}"), True
         except SystemExit as exc:
@@ -541,7 +537,9 @@ class Decider:
                             f"sys.exit({exc.code!r}) while being decided; patchlane stopped "
                             "it"), True
         note = " (fingerprint drift tolerated: policy warn)" if drift else ""
-        return decision(Outcome.APPLIED, f"{gate.reason}; fingerprint {found}{note}",
+        counted = "" if target.shape.counts_hits else "; its reads are not counted"
+        return decision(Outcome.APPLIED, f"{gate.reason}; {target.shape.described} "
+                        f"({target.shape.name}){counted}; fingerprint {found}{note}",
                         found), False
 
     # -- evidence --------------------------------------------------------------------------
@@ -579,23 +577,15 @@ class Decider:
                 f"--only {entry.id} --runs-root {self.controls.evidence[0]}`), or unset "
                 "PATCHLANE_REQUIRE_EVIDENCE")
 
-    def _wrap(self, entry: Entry, module: ModuleType, fn: OverlayFn) -> None:
+    def _place(self, entry: Entry, target: Resolved, overlay: ModuleType) -> None:
         hits = self.audit.hits
         entry_id = entry.id
 
-        def counted(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                    kwargs: dict[str, Any]) -> Any:
+        def hit() -> None:
             hits[entry_id] += 1
-            return fn(wrapped, instance, args, kwargs)
 
-        counted.__patchlane_id__ = entry_id  # type: ignore[attr-defined]
-        qualname = entry.target.qualname or ""
-        parent_path, attr = _split(qualname)
-        parent = resolve(module, parent_path) if parent_path else module
-        had_own = attr in vars(parent)
-        original = vars(parent).get(attr)
-        wrapper = wrapt.wrap_object(module, qualname, PatchWrapper, (counted,))
-        self._applied[entry.id] = _Applied(parent, attr, had_own, original, wrapper)
+        parts = target.shape.build(target.found, overlay, entry_id, hit)
+        self._applied[entry.id] = place(parts, target.target)
 
     def _finish(self, entry: Entry, decision: Decision, overlay_failed: bool = False) -> Decision:
         decision = self.audit.record(decision)
@@ -618,29 +608,53 @@ class Decider:
     def revert(self, entry_id: str) -> Decision:
         entry = self.registry.get(entry_id)
         with self._locks[entry.id]:
-            applied = self._applied.pop(entry_id, None)
+            applied = self._applied.get(entry_id)
             if applied is None:
                 raise OverlayError(entry_id, "is not applied in this process; nothing to revert")
-            current = vars(applied.owner).get(applied.attr)
-            layers = list(chain(current))
-            note = "patchlane.revert() restored the original"
-            if current is applied.wrapper:
-                if applied.had_own:
-                    setattr(applied.owner, applied.attr, applied.original)
-                else:
-                    delattr(applied.owner, applied.attr)
-            elif any(layer is applied.wrapper for layer in layers):
-                # Another entry's layer sits on top: unlink this one, keep the others. (By
-                # identity: a proxy's == compares what it wraps.)
-                position = next(i for i, layer in enumerate(layers) if layer is applied.wrapper)
-                above = layers[position - 1]
-                above.__wrapped__ = applied.wrapper.__wrapped__
-                for other in self._applied.values():
-                    if other.wrapper is above:  # its revert must not bring this layer back
-                        other.original = applied.wrapper.__wrapped__
-                note = "patchlane.revert() removed its layer; the layers above it stay"
+            # Checked for every attribute before any is touched: nothing is left half-reverted.
+            plans = [self._revert_plan(entry_id, p) for p in applied]
+            for plan in plans:
+                plan()
+            del self._applied[entry_id]
+            stacked = any(plan.__name__ == "unlink" for plan in plans)
+            note = ("patchlane.revert() removed its layer; the layers above it stay" if stacked
+                    else "patchlane.revert() restored the original")
             return self.audit.record(Decision(entry_id, Outcome.REVERTED, note,
                                               distribution=entry.target.distribution))
+
+    def _revert_plan(self, entry_id: str, placement: Placement) -> Callable[[], None]:
+        """How to take ``placement`` back: put the original back when it is what the owner
+        holds; unlink it when another entry's layer sits on top (which then rests on what was
+        below it)."""
+        now = current(placement.owner, placement.attribute)
+        if now is placement.placed:
+            def restore() -> None:
+                unplace(placement)
+
+            return restore
+        layers = list(layers_at(placement.owner, placement.attribute, now))
+        position = next((i for i, v in enumerate(layers) if v.obj is placement.placed), None)
+        if position is None:
+            def gone() -> None:  # replaced by someone else since: nothing of ours to take back
+                forget_value(placement.owner, placement.attribute, placement.placed)
+
+            return gone
+        above = layers[position - 1].obj if position else None
+        if not isinstance(above, wrapt.FunctionWrapper):
+            raise OverlayError(entry_id, f"another entry's {type(above).__name__} sits on top of "
+                               f"this one at {placement.attribute!r} and was built from it; "
+                               "revert that entry first, then this one")
+
+        def unlink() -> None:
+            above.__wrapped__ = placement.below
+            for entry_placements in self._applied.values():
+                for i, other in enumerate(entry_placements):
+                    if other.placed is above:  # its revert must not bring this layer back
+                        entry_placements[i] = other._replace(
+                            had_own=placement.had_own, original=placement.original,
+                            below=placement.below)
+
+        return unlink
 
     def summary(self, settled: bool = False) -> str:
         """One line: what was applied, what was skipped and why, what is still pending."""
@@ -664,7 +678,7 @@ class Decider:
                 + (" | ".join(parts) or "none"))
 
     def is_applied(self, entry_id: str) -> bool:
+        """Whether the overlay sits where the calls go now: a lookup through each owner reaches
+        what it set (checked afresh, so code that replaced the attribute since shows)."""
         applied = self._applied.get(entry_id)
-        return applied is not None and any(
-            layer is applied.wrapper
-            for layer in chain(vars(applied.owner).get(applied.attr)))
+        return applied is not None and all(reaches(p) for p in applied)

@@ -1,5 +1,6 @@
-"""Loading files by path and resolving qualnames: the one leaf both the startup layer and the
-evidence side use, so neither reaches into the other's private helpers.
+"""Loading files by path: the one leaf both the startup layer and the evidence side use, so
+neither reaches into the other's private helpers. (Where a target lives is
+:mod:`patchlane.targets`.)
 
 What a loaded file must provide is written down in :mod:`patchlane.protocols`."""
 
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["entry_id", "load_file", "module_name", "resolve"]
+__all__ = ["entry_id", "load_file", "module_name"]
 
 
 def module_name(kind: str, entry_id: str) -> str:
@@ -48,11 +49,3 @@ def load_file(entry_id: str, kind: str, path: Path) -> ModuleType:
         sys.modules.pop(name, None)
         raise
     return module
-
-
-def resolve(module: ModuleType, qualname: str) -> object:
-    """``module.A.b`` for ``qualname`` ``"A.b"``; AttributeError names the missing part."""
-    obj: object = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj

@@ -10,28 +10,27 @@ pickles, copies and stacks.
   functions.
 * **Stacking.** Two entries may patch one function (a team registry on top of the default
   one). The later-decided wrapper wraps the earlier one: registry order is application order,
-  the first entry innermost. :func:`chain` lists the layers, so "is entry X applied" and
-  "revert X" look through the layers instead of at the outermost only.
+  the first entry innermost. :func:`patchlane.targets.protocol.layers_at` lists the layers
+  (of every shape), so "is entry X applied" and "revert X" look through the layers instead of
+  at the outermost only.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
 from typing import Any
 
 import wrapt
 
-__all__ = ["PatchWrapper", "chain", "resolve_reference"]
+__all__ = ["PatchWrapper", "resolve_reference"]
 
 
 def resolve_reference(module: str, qualname: str) -> Any:
     """``module.qualname``, imported and looked up now (what unpickling a patched function
-    does)."""
-    obj: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
+    does), as calling code sees it (:func:`patchlane.targets.find.lookup`)."""
+    from .targets.find import lookup
+
+    return lookup(importlib.import_module(module), qualname)
 
 
 class _BoundPatchWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg]
@@ -61,12 +60,3 @@ class PatchWrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg]
 
     def __deepcopy__(self, memo: Any) -> Any:
         return self
-
-
-def chain(value: Any) -> Iterator[Any]:
-    """The wrapt function wrappers stacked on ``value``, outermost first."""
-    seen = 0
-    while isinstance(value, wrapt.FunctionWrapper) and seen < 1000:
-        yield value
-        value = value.__wrapped__
-        seen += 1

@@ -47,7 +47,6 @@ from .. import fingerprint
 from ..errors import PatchlaneError, RegistryError, StrictModeError, UsageError, described
 from ..files import NotARegularFile, atomic_write, read_regular
 from ..gates import installed_version, resolve_version
-from ..loading import resolve
 from ..registry import Entry, Kind, parse_registry
 from ..registry.editor import registry_lock
 from ..registry.kinds import KINDS
@@ -255,11 +254,19 @@ def _known_modules(module_name: str) -> list[str]:
 
 
 def _resolve_target(request: Request, module: ModuleType | None, module_name: str,
-                    qualname: str) -> None:
+                    qualname: str) -> str | None:
+    from ..targets import Refused, resolve
+
     if module is None:
-        return  # strict mode refused the import; the source read below finds the name or not
+        return None  # strict mode refused the import; the source read below finds it or not
     try:
-        resolve(module, qualname)
+        return resolve(module, qualname).shape.name
+    except Refused as exc:
+        raise NewEntryError(request.entry_id, f"{module_name}:{qualname} cannot be overlaid "
+                            "as named", found=exc.problem,
+                            expected="a function, method, property, descriptor, class or "
+                            "value stored on a module or class",
+                            fix=exc.fix or "target where the calls go") from None
     except AttributeError:
         scope: object = module
         parts = qualname.split(".")
@@ -274,6 +281,7 @@ def _resolve_target(request: Request, module: ModuleType | None, module_name: st
                     + (f" (close: {', '.join(close)})" if close else ""),
                     fix="correct --target MODULE:QUALNAME") from None
             scope = getattr(scope, part)
+        raise
 
 
 def _fingerprint(request: Request, module: ModuleType | None, module_name: str,
@@ -291,7 +299,7 @@ def _fingerprint(request: Request, module: ModuleType | None, module_name: str,
         raise NewEntryError(
             request.entry_id, f"cannot read the source of {module_name}:{qualname}",
             found=f"{type(exc).__name__}: {exc}",
-            expected="a function, method or class defined in Python source",
+            expected="a function, method, class, property or value defined in Python source",
             fix="target the Python function that calls it (a builtin or compiled extension "
             "has no source to fingerprint)") from None
 
@@ -493,8 +501,9 @@ class _Draft:
     def imported(self, module_name: str, flag: str) -> ModuleType | None:
         return _import(self.request, module_name, flag)
 
-    def resolve_target(self, module: ModuleType | None, module_name: str, qualname: str) -> None:
-        _resolve_target(self.request, module, module_name, qualname)
+    def resolve_target(self, module: ModuleType | None, module_name: str,
+                       qualname: str) -> str | None:
+        return _resolve_target(self.request, module, module_name, qualname)
 
     def fingerprint(self, module: ModuleType | None, module_name: str, qualname: str) -> str:
         return _fingerprint(self.request, module, module_name, qualname)
@@ -544,7 +553,7 @@ class _Draft:
 
     def stub(self, what: str, **values: Any) -> str:
         if what == "overlay":
-            return _overlay_stub(self.request, values["release"])
+            return _overlay_stub(self.request, values["release"], values.get("shape"))
         if what == "reproducer":
             return _reproducer_stub(self.request)
         if what == "check":
@@ -795,7 +804,10 @@ def _string_lines(text: str, indent: str) -> str:
                      for i, part in enumerate(parts))
 
 
-def _overlay_stub(request: Request, installed: Installed) -> str:
+def _overlay_stub(request: Request, installed: Installed, shape: str | None) -> str:
+    from ..targets import shape_named
+
+    body = shape_named(shape or "function").stub(request.target or "")
     eid, target = request.entry_id, request.target
     first = _wrap(f'"""Overlay for {eid}: {target} ({installed.distribution} '
                   f"{installed.version}).")
@@ -817,11 +829,7 @@ from patchlane.loading import entry_id
 ENTRY_ID = entry_id(__name__)  # the decider loads this file under its entry id
 
 
-def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    # Calls straight through until the fix is written here: applied, the entry changes
-    # nothing yet (and the placeholder reproducer keeps the sweep from calling it a pass).
-    return wrapped(*args, **kwargs)
-
+{body}
 
 def probe(module: ModuleType) -> bool:
     """True once upstream itself behaves correctly in ``module`` (the imported target

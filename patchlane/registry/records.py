@@ -46,6 +46,11 @@ class Target(NamedTuple):
     version_from: str | None = None
     """``module:attribute`` where a source tree of the distribution declares its version, for
     a target imported without distribution metadata (defaults: ``gates.KNOWN_TREE_VERSIONS``)."""
+    shape: str | None = None
+    """What the target is (``function``, ``method``, ``property``, ``class`` ...: the names of
+    ``patchlane.targets.SHAPES``), as the overlay was written for it; None: whatever is found.
+    A release where the target has another shape refuses the overlay (``patchlane new`` writes
+    it)."""
 
     @property
     def object_path(self) -> str | None:

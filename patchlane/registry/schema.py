@@ -68,7 +68,8 @@ def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
     data = _expect_type(ctx, value, dict, "target", "a mapping with `distribution` and `object`")
     needs_object = KINDS[kind].with_overlay
     _check_keys(ctx, data, ("distribution", "object") if needs_object else ("distribution",),
-                ("version_from",) if needs_object else ("object", "version_from"), "target",
+                ("version_from", "shape") if needs_object else ("object", "version_from"),
+                "target",
                 "target.")
     dist = _expect_type(ctx, data["distribution"], str, "target.distribution",
                         "a distribution name such as 'megatron-core'")
@@ -97,8 +98,20 @@ def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
             raise ctx.fail("invalid version_from", key="target.version_from", found=version_from,
                            expected="'package.module:attribute' (e.g. "
                            "'megatron.core.package_info:__version__')")
+    shape = None
+    if data.get("shape") is not None:
+        # The shapes are listed once, where each is implemented (read only when a registry
+        # names one: a start from the cache never gets here).
+        from ..targets import SHAPE_NAMES
+
+        names = ", ".join(SHAPE_NAMES)
+        shape = _expect_type(ctx, data["shape"], str, "target.shape", f"one of {names}")
+        if shape not in SHAPE_NAMES:
+            raise ctx.fail("unknown target shape", key="target.shape", found=shape,
+                           expected=f"one of {names} (what the target is, as the overlay was "
+                           "written for it); or leave it out to accept whatever is found")
     return Target(distribution=dist, module=module, qualname=qualname or None,
-                  version_from=version_from)
+                  version_from=version_from, shape=shape)
 
 
 def _upstream(ctx: _Ctx, value: object) -> Upstream:

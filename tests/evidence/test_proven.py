@@ -239,12 +239,12 @@ def test_run_evidence_of_no_directory_is_refused_before_the_command(tmp_path: Pa
 # -- PATCHLANE_REQUIRE_EVIDENCE ----------------------------------------------------------------
 
 REQUIRE = (f"import json, patchlane, {TARGET} as t; "
-           "from patchlane.wrappers import chain; "
+           "from patchlane.targets.protocol import layers_at; "
            f"e = [e for e in patchlane.report()['entries'] if e['id'] == {ENTRY!r}][0]; "
            "print(json.dumps({'outcome': e['decision']['outcome'], 'applied': e['applied'], "
            "'reason': e['decision']['reason'], "
-           "'wrapped': len(list(chain(vars(t.LigerFusedLinearCrossEntropyFunction).get('apply')))) "
-           "== 1}))")
+           "'wrapped': len(list(layers_at(t.LigerFusedLinearCrossEntropyFunction, 'apply', "
+           "vars(t.LigerFusedLinearCrossEntropyFunction).get('apply')))) == 1}))")
 STRICT = (f"import patchlane\ntry:\n    import {TARGET}\n"
           "except patchlane.StrictModeError as exc:\n    print(int(exc.exit_code), exc)\n")
 

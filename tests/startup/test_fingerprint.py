@@ -24,6 +24,7 @@ import wrapt
 
 from patchlane import fingerprint
 from patchlane.fingerprint import compute, compute_from_source
+from patchlane.targets import lookup
 
 Loader = Callable[[str], ModuleType]
 
@@ -322,7 +323,7 @@ def test_wrapt_wrapped_function_fingerprints_like_the_original(
     module = load(BASE)
     before = compute(module, [qualname])
     parent_path, _, attr = qualname.rpartition(".")
-    parent = fingerprint.resolve(module, parent_path) if parent_path else module
+    parent = lookup(module, parent_path) if parent_path else module
     original = vars(parent)[attr]
     wrapper = wrapt.wrap_function_wrapper(module, qualname, _passthrough)
     assert isinstance(wrapper, wrapt.FunctionWrapper)

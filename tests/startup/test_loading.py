@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchlane import startup
-from patchlane.loading import entry_id, load_file, module_name, resolve
+from patchlane.loading import entry_id, load_file, module_name
 from patchlane.protocols import OverlayModule, ReproducerModule
 
 
@@ -33,13 +33,6 @@ def test_a_loaded_file_knows_its_id_and_a_failed_load_leaves_nothing(tmp_path: P
     with pytest.raises(RuntimeError, match="broken at import"):
         load_file("broken_fix", "overlay", bad)
     assert module_name("overlay", "broken_fix") not in sys.modules
-
-
-def test_resolve_walks_a_qualname() -> None:
-    assert resolve(sys.modules[__name__], "test_resolve_walks_a_qualname.__name__") == \
-        "test_resolve_walks_a_qualname"
-    with pytest.raises(AttributeError):
-        resolve(sys.modules[__name__], "no_such_thing")
 
 
 @pytest.mark.parametrize("entry", [e for e in startup.current().registry.entries

@@ -12,7 +12,7 @@ from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
 from patchlane.importer import Decider
 from patchlane.registry import load_registries
-from patchlane.wrappers import chain
+from patchlane.targets.protocol import layers_at
 
 from ..conftest import FakeTarget
 
@@ -41,10 +41,10 @@ def test_two_entries_stack_in_registry_order_and_both_are_applied(
     greeter = fake_target.import_target().Greeter
     assert greeter().greet("a") == "[patched hello a]"  # the first entry is innermost
     assert decider.is_applied(fake_target.entry_id) and decider.is_applied(SECOND)
-    assert len(list(chain(vars(greeter)["greet"]))) == 2
+    assert len(list(layers_at(greeter, "greet", vars(greeter)["greet"]))) == 2
     for _ in range(3):  # re-walks add nothing
         decider.apply()
-    assert len(list(chain(vars(greeter)["greet"]))) == 2
+    assert len(list(layers_at(greeter, "greet", vars(greeter)["greet"]))) == 2
     assert greeter().greet("a") == "[patched hello a]"
 
 
@@ -56,7 +56,7 @@ def test_reverting_the_inner_entry_keeps_the_outer_one(fake_target: FakeTarget) 
     assert not decider.is_applied(fake_target.entry_id) and decider.is_applied(SECOND)
     decider.revert(SECOND)
     assert greeter().greet("a") == "hello a"  # and the outer's revert does not bring it back
-    assert list(chain(vars(greeter)["greet"])) == []
+    assert list(layers_at(greeter, "greet", vars(greeter)["greet"])) == []
 
 
 def test_patched_callables_pickle_copy_and_cross_a_pool(fake_target: FakeTarget) -> None:

@@ -82,8 +82,10 @@ class Drafting(Protocol):
     def imported(self, module_name: str, flag: str) -> ModuleType | None:
         """The module imported as a training job would (None: strict mode refused it)."""
 
-    def resolve_target(self, module: ModuleType | None, module_name: str, qualname: str) -> None:
-        ...
+    def resolve_target(self, module: ModuleType | None, module_name: str,
+                       qualname: str) -> str | None:
+        """The target's shape (``patchlane.targets``); None when the module could not be
+        imported here. Refused, with the fix, when no shape can carry it."""
 
     def fingerprint(self, module: ModuleType | None, module_name: str, qualname: str) -> str:
         ...

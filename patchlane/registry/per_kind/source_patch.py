@@ -1,4 +1,5 @@
-"""``kind: source_patch``: an overlay wraps a function of the target release when its module is
+"""``kind: source_patch``: an overlay replaces an object of the target release (a function, a
+method, a property, a class's members, a value: :mod:`patchlane.targets`) when its module is
 imported, gated, probed and fingerprinted (the decider: :mod:`patchlane.importer`). Its keys
 (``overlay``, ``reproducer``, ``fingerprint``, ``depends_on``, ``continued_by``) are read by the
 schema with every entry's, so it has no record of its own; no ledger check decides it."""
@@ -43,7 +44,7 @@ def write(draft: Drafting) -> None:
                            expected="'package.module:Qual.name', e.g. "
                            "megatron.core.rerun_state_machine:RerunStateMachine.state_dict")
     module = draft.imported(module_name, "--target")
-    draft.resolve_target(module, module_name, qualname)
+    shape = draft.resolve_target(module, module_name, qualname)
     value = draft.fingerprint(module, module_name, qualname)
     dist = draft.distribution(module_name)
     installed = draft.release(dist, module)
@@ -55,6 +56,8 @@ def write(draft: Drafting) -> None:
         "target:",
         f"  distribution: {draft.scalar(dist)}",
         f"  object: {draft.scalar(draft.target or '')}",
+        *([f"  shape: {shape}  # what the target is; another shape on a release refuses the "
+           "overlay"] if shape else []),
         *draft.comment(why),
         f"applies_to: {json.dumps(spec)}",
         *draft.upstream_lines(),
@@ -69,5 +72,5 @@ def write(draft: Drafting) -> None:
         "  releases:  # imported from the installed release by `patchlane new` (not a run)",
         f"    {json.dumps(release)}: {json.dumps(value)}",
     ]
-    draft.files[f"patches/{eid}.py"] = draft.stub("overlay", release=installed)
+    draft.files[f"patches/{eid}.py"] = draft.stub("overlay", release=installed, shape=shape)
     draft.files[f"reproducers/{eid}.py"] = draft.stub("reproducer")

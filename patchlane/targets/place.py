@@ -1,0 +1,97 @@
+"""Setting what a shape built, checking that calls reach it, and taking it back.
+
+All or nothing: every attribute a shape builds is set, then each is looked up through its
+owner (``inspect.getattr_static``: the MRO and the metaclass as Python walks them, without
+running a descriptor); if any lookup does not reach the object just set (a metaclass data
+descriptor of that name, a ``__slots__`` conflict, an owner that swallowed the assignment),
+everything set is put back and the entry is refused with what the lookup found. "Applied"
+never means less than "the overlay sits where the calls go".
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+from .find import Refused
+from .protocol import Placement, forget_value, layers_at
+
+__all__ = ["current", "ours_at", "place", "reaches", "unplace"]
+
+_MISSING = object()
+
+
+def current(owner: Any, attribute: str) -> Any:
+    """What the owner's own ``__dict__`` holds under ``attribute`` (None when nothing)."""
+    try:
+        return vars(owner).get(attribute)
+    except TypeError:
+        return None
+
+
+def _looked_up(owner: Any, attribute: str) -> Any:
+    try:
+        return inspect.getattr_static(owner, attribute)
+    except AttributeError:
+        return _MISSING
+
+
+def reaches(placement: Placement) -> bool:
+    """Whether a lookup through the owner still reaches this placement: it is what the owner
+    holds, or a layer under what it holds (another entry stacked on top)."""
+    found = _looked_up(placement.owner, placement.attribute)
+    return any(view.obj is placement.placed
+               for view in layers_at(placement.owner, placement.attribute, found)) or \
+        found is placement.placed
+
+
+def ours_at(owner: Any, attribute: str, entry_id: str) -> bool:
+    """Whether a layer of ``entry_id`` already sits at ``owner.attribute`` (placed by another
+    decider in this process: a second registry load)."""
+    found = _looked_up(owner, attribute)
+    return any(view.entry_id == entry_id for view in layers_at(owner, attribute, found))
+
+
+def _stored(owner: Any, attribute: str) -> Any:
+    """What is stored for ``attribute`` on the owner or, for a class, its first base that
+    holds it (the raw object, as a lookup would find it)."""
+    for holder in getattr(owner, "__mro__", (owner,)):
+        if attribute in vars(holder):
+            return vars(holder)[attribute]
+    return None
+
+
+def place(parts: Sequence[tuple[Any, str, Any]], target: str) -> list[Placement]:
+    """Set each ``(owner, attribute, object)``; check each lookup reaches it; all or
+    nothing."""
+    done: list[Placement] = []
+    try:
+        for owner, attribute, obj in parts:
+            had_own = attribute in vars(owner)
+            placement = Placement(owner, attribute, had_own, vars(owner).get(attribute),
+                                  _stored(owner, attribute), obj)
+            setattr(owner, attribute, obj)
+            done.append(placement)
+        for placement in done:
+            if not reaches(placement):
+                seen = _looked_up(placement.owner, placement.attribute)
+                raise Refused(f"{target}: after the overlay was set, a lookup of "
+                              f"{placement.attribute!r} through {placement.owner!r} finds "
+                              f"{seen!r}, not the overlay: calls would not reach it (a "
+                              "metaclass attribute or __getattr__ of that name). Fix: target "
+                              "where the calls go")
+    except BaseException:
+        for placement in reversed(done):
+            unplace(placement)
+        raise
+    return done
+
+
+def unplace(placement: Placement) -> None:
+    """Put back exactly what the owner held before ``placement``."""
+    if placement.had_own:
+        setattr(placement.owner, placement.attribute, placement.original)
+    elif placement.attribute in vars(placement.owner):
+        delattr(placement.owner, placement.attribute)
+    forget_value(placement.owner, placement.attribute, placement.placed)
