@@ -538,8 +538,8 @@ class Decider:
                             "it"), True
         note = " (fingerprint drift tolerated: policy warn)" if drift else ""
         counted = "" if target.shape.counts_hits else "; its reads are not counted"
-        return decision(Outcome.APPLIED, f"{gate.reason}; {target.shape.described} "
-                        f"({target.shape.name}){counted}; fingerprint {found}{note}",
+        return decision(Outcome.APPLIED, f"{gate.reason}; the target is "
+                        f"{target.shape.described}{counted}; fingerprint {found}{note}",
                         found), False
 
     # -- evidence --------------------------------------------------------------------------

@@ -230,6 +230,25 @@ def main(argv: list[str] | None = None) -> int:
     return outcome.exit_code
 
 
+def _no_hit(entry: Entry, applied: bool) -> str:
+    """An applied overlay that counted no call: which is true, said so (an error), or a value,
+    whose reads cannot be counted (what the message adds)."""
+    target = entry.target.object_path
+    if not applied:
+        raise RuntimeError(f"the overlay was applied but is not on the call path now: a lookup "
+                           f"of {target} no longer reaches it (something replaced it after "
+                           "patchlane placed it), so the reproducer ran upstream's code")
+    from patchlane.targets import resolve
+
+    module = sys.modules.get(entry.target.module or "")
+    shape = resolve(module, entry.target.qualname or "").shape if module is not None else None
+    if shape is not None and not shape.counts_hits:
+        return f" ({target} is {shape.described}: its reads are not counted)"
+    what = f" ({shape.described})" if shape is not None else ""
+    raise RuntimeError(f"the overlay is on the call path of {target}{what} but was never "
+                       "called: the reproducer does not exercise the patched code")
+
+
 def _verify_decision(entry: Entry, mode: Mode, result: dict[str, Any]) -> str:
     """Check that the case ran as its mode says, from the decider's own audit: with the entry
     in force (an overlay applied and run, or a ledger entry satisfied), or without it. Raises
@@ -253,8 +272,7 @@ def _verify_decision(entry: Entry, mode: Mode, result: dict[str, Any]) -> str:
         if seen is not Outcome.APPLIED:
             raise RuntimeError(f"expected the overlay applied, audit says {_said(seen)}")
         if decision["hits"] < 1:
-            raise RuntimeError("the overlay was applied but never ran: the reproducer does "
-                               "not exercise the patched code")
+            return _no_hit(entry, decision["applied"])
         return ""
     if seen not in _WITHOUT_OK or decision["applied"]:
         raise RuntimeError(f"expected the overlay disabled, audit says {_said(seen)}")

@@ -2,7 +2,7 @@
 ``staticmethod``), or any other callable stored without a descriptor of its own.
 
 The overlay is wrapt's: ``overlay(wrapped, instance, args, kwargs)``, placed as a
-:class:`~patchlane.wrappers.PatchWrapper` around what is stored (wrapt binds it as the
+:class:`~patchlane.targets.wrapper.PatchWrapper` around what is stored (wrapt binds it as the
 original binds: ``instance`` is the object for a method, the class for a classmethod, None for
 a function or staticmethod; ``wrapped`` is the original, already bound).
 """
@@ -14,9 +14,9 @@ from typing import Any
 
 import wrapt
 
-from ..wrappers import PatchWrapper
 from .find import Found
 from .protocol import Hit
+from .wrapper import PatchWrapper
 
 __all__ = ["CLASSMETHOD", "FUNCTION", "METHOD", "PASS_THROUGH", "STATICMETHOD", "wrap_callable"]
 

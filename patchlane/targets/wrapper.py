@@ -28,7 +28,7 @@ __all__ = ["PatchWrapper", "resolve_reference"]
 def resolve_reference(module: str, qualname: str) -> Any:
     """``module.qualname``, imported and looked up now (what unpickling a patched function
     does), as calling code sees it (:func:`patchlane.targets.find.lookup`)."""
-    from .targets.find import lookup
+    from .find import lookup
 
     return lookup(importlib.import_module(module), qualname)
 
