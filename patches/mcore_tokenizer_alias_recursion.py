@@ -43,7 +43,7 @@ def _alias(short: str) -> property:
                     "available.")
 
 
-class Overlay(MegatronTokenizerTextAbstract):
+class Overlay(MegatronTokenizerTextAbstract):  # type: ignore[misc]  # megatron is untyped
     """The six aliases, each reading its short name (as upstream's fix does)."""
 
     cls_id = _alias("cls")

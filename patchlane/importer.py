@@ -527,7 +527,7 @@ class Decider:
                     return decision(Outcome.REFUSED_EVIDENCE, unproven, found), False
             self._place(entry, target, overlay)
         except Refused as exc:
-            return decision(Outcome.FAILED_ERROR, f"{entry.id}: {exc}"), True
+            return decision(Outcome.FAILED_ERROR, str(exc)), True
         except Exception as exc:  # recorded, logged, raised in strict mode: never swallowed
             return decision(Outcome.FAILED_ERROR, f"{type(exc).__name__}: {exc}"), True
         except SystemExit as exc:

@@ -45,7 +45,7 @@ def run(ctx: ReproContext) -> None:
                                  "RecursionError") from None
     assert _read(byte_level, "eod") == ("value", byte_level.eos_id)
 
-    class Minimal(abstract_tokenizer.MegatronTokenizerTextAbstract):
+    class Minimal(abstract_tokenizer.MegatronTokenizerTextAbstract):  # type: ignore[misc]
         """Every short name, nothing else: each alias is upstream's property."""
 
         def __init__(self) -> None:

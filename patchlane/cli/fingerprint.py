@@ -140,8 +140,9 @@ def _import_target(target: str, module_name: str) -> ModuleType:
 
 
 def _fingerprintable(target: str, module: ModuleType, qualname: str) -> None:
-    """Raise a usage error unless ``qualname`` in ``module`` is a function, class, method or
-    property with Python source: a typo names the closest attribute there is."""
+    """Raise a usage error unless ``qualname`` in ``module`` is a target some shape carries
+    (:mod:`patchlane.targets`) with Python source: a typo names the closest attribute there
+    is."""
     obj: object = module
     where = module.__name__
     for part in qualname.split("."):
@@ -151,16 +152,17 @@ def _fingerprintable(target: str, module: ModuleType, qualname: str) -> None:
             raise UsageError(f"--object {target}: {where} has no attribute {part!r}"
                              f"{_closest(part, dir(obj))}; fix: check the spelling") from None
         where = f"{where}.{part}" if where != module.__name__ else f"{where}:{part}"
-    inner = obj.fget if isinstance(obj, property) and obj.fget is not None else obj
-    inner = inspect.unwrap(inner) if callable(inner) else inner
-    if isinstance(inner, _IN_C):
+    from ..targets import Refused, resolve
+
+    try:
+        shape = resolve(module, qualname).shape
+    except Refused as exc:
+        raise UsageError(f"--object {target}: {exc}") from None
+    inner = inspect.unwrap(obj) if callable(obj) else obj
+    if shape.name in ("function", "method") and isinstance(inner, _IN_C):
         raise UsageError(f"--object {target}: a {type(inner).__name__}, implemented in C: it has "
                          "no Python source to fingerprint; fix: name the Python function or "
                          "method that calls it")
-    if not (inspect.isfunction(inner) or inspect.isclass(inner) or inspect.ismethod(inner)):
-        raise UsageError(f"--object {target}: is a {type(obj).__name__}, not a function, class, "
-                         "method or property: nothing to fingerprint; fix: name the function, "
-                         "class or method itself")
 
 
 def run_fingerprint_object(target: str, source: Path | None = None) -> int:

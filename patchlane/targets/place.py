@@ -71,7 +71,12 @@ def place(parts: Sequence[tuple[Any, str, Any]], target: str) -> list[Placement]
             had_own = attribute in vars(owner)
             placement = Placement(owner, attribute, had_own, vars(owner).get(attribute),
                                   _stored(owner, attribute), obj)
-            setattr(owner, attribute, obj)
+            try:
+                setattr(owner, attribute, obj)
+            except (AttributeError, TypeError) as exc:
+                raise Refused(f"{target}: {owner!r} refuses the assignment of "
+                              f"{attribute!r} ({type(exc).__name__}: {exc}). Fix: target "
+                              "where the calls go") from None
             done.append(placement)
         for placement in done:
             if not reaches(placement):
