@@ -4,9 +4,11 @@ passing, the sweep saying ``guarding``, the draft. Each step is the real CLI in 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -144,6 +146,10 @@ def test_refusals_are_usage_errors_and_write_nothing(fake_target: FakeTarget) ->
           "no-such-dist-xyz"], "is not installed"),
         (["new", ENTRY, "--target", f"{fake_target.module}:shout", "--pin", "<2"],
          "--pin does not apply"),
+        # a property's accessor is no attribute of the class: never an entry that reads
+        # "applied" while nothing calls it
+        (["new", ENTRY, "--target", f"{fake_target.module}:Greeter.greet.__code__"],
+         "Greeter.greet itself"),
     ]
     for args, needle in cases:
         out = cli(fake_target, *args, "--registry", str(fake_target.registry))
@@ -154,6 +160,59 @@ def test_refusals_are_usage_errors_and_write_nothing(fake_target: FakeTarget) ->
     assert sorted(p for p in fake_target.root.rglob("*")
                   if not p.name.endswith(".lock") and "__pycache__" not in p.parts) \
         == [p for p in listing if "__pycache__" not in p.parts]
+
+
+def test_a_property_target_gets_its_shape_its_stub_and_really_applies(
+        fake_target: FakeTarget) -> None:
+    """The case that once read "applied" while the fix never ran: a property. `new` refuses its
+    accessor, writes `shape: property` and a property stub for the property itself; with the
+    fix written, status says applied because the read now goes through the overlay, and the
+    reproducer passes with it and fails without it."""
+    fake_target.target_file.write_text(fake_target.target_file.read_text() + textwrap.dedent("""
+
+        class Tokenizer:
+            @property
+            def cls_id(self):
+                if hasattr(self, "cls_id"):  # reads itself: RecursionError
+                    return self.cls_id
+                raise AttributeError("no cls")
+    """))
+    target = f"{fake_target.module}:Tokenizer.cls_id"
+    accessor = cli(fake_target, "new", "tok_cls_id", "--target", f"{target}.fget",
+                   "--registry", str(fake_target.registry), "--owner", "tests",
+                   "--issue", "https://example.invalid/issues/7")
+    assert accessor.returncode == ExitCode.USAGE, accessor.stderr
+    assert "target the property itself" in accessor.stderr and not fake_target.registry.exists()
+    made = cli(fake_target, "new", "tok_cls_id", "--target", target, "--registry",
+               str(fake_target.registry), "--owner", "tests",
+               "--issue", "https://example.invalid/issues/7")
+    assert made.returncode == 0, made.stderr
+    assert "shape: property" in fake_target.registry.read_text()
+    stub = (fake_target.root / "patches" / "tok_cls_id.py").read_text()
+    assert "is a property; this overlays its read" in stub and "overlay_setter" in stub
+    (fake_target.root / "patches" / "tok_cls_id.py").write_text(stub.replace(
+        "    return wrapped(*args, **kwargs)\n",
+        "    if hasattr(instance, 'cls'):\n        return instance.cls\n"
+        "    raise AttributeError('no cls')\n"))
+    (fake_target.root / "reproducers" / "tok_cls_id.py").write_text(textwrap.dedent(f"""
+        LANES = ("cpu",)
+        WORLD_SIZES = (1,)
+
+        def run(ctx):
+            import {fake_target.module} as target
+            try:
+                assert hasattr(target.Tokenizer(), "cls_id") is False
+            except RecursionError:
+                raise AssertionError("hasattr(Tokenizer(), 'cls_id') recurses") from None
+    """))
+    status = cli(fake_target, "status", "--json")
+    entry = next(e for e in json.loads(status.stdout)["entries"] if e["id"] == "tok_cls_id")
+    assert entry["decision"]["outcome"] == "applied" and entry["applied"], entry
+    assert "the target is a property" in entry["decision"]["reason"]
+    without = cli(fake_target, "reproduce", "tok_cls_id", "--without-overlay")
+    assert without.returncode == 1 and "recurses" in without.stdout, without.stdout
+    fixed = cli(fake_target, "reproduce", "tok_cls_id")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
 
 
 def test_a_fifo_or_a_non_utf8_registry_is_one_line_and_no_hang(fake_target: FakeTarget,

@@ -123,10 +123,10 @@ def _use(fake: FakeTarget, case: Case) -> Any:
     if case.shape == "class" and case.upstream[1] is None:
         # upstream's title has no _title until set: read it as upstream would fail
         try:
-            return eval(case.use, {"m": module})  # noqa: S307 - the test's own expressions
+            return eval(case.use, {"m": module})
         except AttributeError:
             return (module.Loud().greet("c"), None)
-    return eval(case.use, {"m": module})  # noqa: S307
+    return eval(case.use, {"m": module})
 
 
 def _setup(fake: FakeTarget, case: Case, **entry: Any) -> None:
@@ -364,7 +364,7 @@ def test_new_writes_a_stub_for_every_shape_that_the_decider_takes(fake_target: F
             continue
         stub = shape_named(case.shape).stub(case.qualname)
         namespace: dict[str, Any] = {}
-        exec("from typing import Any\n" + stub, namespace)  # noqa: S102 - our own stub
+        exec("from typing import Any\n" + stub, namespace)
         # a pass-through: calling through it gives upstream's answer
         wrapped = functools.partial(lambda *a: ("upstream", a))
         assert namespace["overlay"](wrapped, None, (1,), {}) == ("upstream", (1,))
