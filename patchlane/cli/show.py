@@ -21,6 +21,7 @@ def run_show(entry_id: str, import_target: bool = True) -> int:
         ("id", entry.id), ("kind", entry.kind.value), ("status", entry.status.value),
         ("summary", entry.summary), ("owner", entry.owner), ("added", entry.added),
         ("target", entry.target.object_path or entry.target.distribution),
+        ("target.shape", entry.target.shape or "-"),
         ("distribution", entry.target.distribution), ("applies_to", entry.applies_to),
         ("upstream.issue", entry.upstream.issue), ("upstream.pr", entry.upstream.pr),
         ("upstream.discussion", entry.upstream.discussion),

@@ -263,7 +263,7 @@ def test_an_installed_version_with_a_5000_digit_number_is_no_crash(
     (":Greeter.gret", ":Greeter has no attribute 'gret' (did you mean 'greet'?); fix:"),
     (":Greter.greet", " has no attribute 'Greter' (did you mean 'Greeter'?); fix:"),
     ("x:shout", "no module named '{pkg}.targetx' (did you mean '{pkg}.target'?); fix:"),
-    (":FIXED", "is a bool, not a function, class, method or property"),
+    (":Greeter.greet.__code__", "Greeter.greet is a function, not a class or module"),
 ])
 def test_fingerprint_object_names_a_typo_with_the_closest_name(
         fake_target: FakeTarget, target: str, says: str) -> None:
@@ -275,13 +275,29 @@ def test_fingerprint_object_names_a_typo_with_the_closest_name(
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("target", ["math:sqrt", "json:JSONDecoder.decode.__call__",
-                                    "builtins:dict.get"])
-def test_fingerprint_object_refuses_what_has_no_python_source(target: str) -> None:
+@pytest.mark.parametrize(("target", "says"), [
+    ("math:sqrt", "has no Python source to fingerprint"),
+    ("json:JSONDecoder.decode.__call__", "is a function, not a class or module"),
+    ("builtins:dict.get", "is a type built in C"),
+])
+def test_fingerprint_object_refuses_what_has_no_python_source(target: str, says: str) -> None:
     out = cli("fingerprint", "--object", target)
     assert out.returncode == 2, out.stderr
-    assert "has no Python source to fingerprint" in out.stderr, out.stderr
+    assert says in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_fingerprint_object_reads_a_value_from_its_assignment(fake_target: FakeTarget,
+                                                              tmp_path: Path) -> None:
+    """A module constant is a target too (shape attribute): its fingerprint is its binding
+    statement, the same imported and read from the source file."""
+    imported = cli("fingerprint", "--object", f"{fake_target.module}:FIXED",
+                   env=fake_cli_env(fake_target))
+    assert imported.returncode == 0, imported.stderr
+    read = cli("fingerprint", "--object", f"{fake_target.module}:FIXED", "--source",
+               str(fake_target.target_file), env=fake_cli_env(fake_target))
+    assert read.returncode == 0, read.stderr
+    assert imported.stdout.split()[0] == read.stdout.split()[0]
 
 
 def test_fingerprint_source_names_a_missing_definition(fake_target: FakeTarget,
