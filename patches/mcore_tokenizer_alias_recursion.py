@@ -21,10 +21,6 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from megatron.core.tokenizers.text.libraries.abstract_tokenizer import (
-    MegatronTokenizerTextAbstract,
-)
-
 from patchlane.loading import entry_id
 
 ENTRY_ID = entry_id(__name__)  # the decider loads this file under its entry id
@@ -43,8 +39,10 @@ def _alias(short: str) -> property:
                     "available.")
 
 
-class Overlay(MegatronTokenizerTextAbstract):  # type: ignore[misc]  # megatron is untyped
-    """The six aliases, each reading its short name (as upstream's fix does)."""
+class Overlay:
+    """The six aliases of MegatronTokenizerTextAbstract, each reading its short name (as
+    upstream's fix does). A plain class, not a subclass: importing upstream's module at the top
+    of this file would run that module's import hook while this file is half-loaded."""
 
     cls_id = _alias("cls")
     sep_id = _alias("sep")

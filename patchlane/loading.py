@@ -14,6 +14,10 @@ from types import ModuleType
 __all__ = ["entry_id", "load_file", "module_name"]
 
 
+_executing: set[str] = set()
+"""Names whose file is running now (its body not finished)."""
+
+
 def module_name(kind: str, entry_id: str) -> str:
     """The private ``sys.modules`` name an entry's overlay, reproducer or check file gets."""
     return f"_patchlane_{kind}_{entry_id}"
@@ -36,6 +40,15 @@ def load_file(entry_id: str, kind: str, path: Path) -> ModuleType:
     name = module_name(kind, entry_id)
     cached = sys.modules.get(name)
     if cached is not None and getattr(cached, "__file__", None) == str(path):
+        if name in _executing:
+            # The file's own top-level import of its target fired the target's import hook,
+            # which asks for this file again: it is half-run (nothing after that import is
+            # defined yet), and handing it out would read as "defines no overlay".
+            raise ImportError(f"{entry_id}: {path} is still being loaded: an import at its top "
+                              "imports the target module, whose import decides this entry and "
+                              "loads this file again (a circular import). Fix: import the "
+                              "target inside the functions that use it, not at the top of "
+                              "the file")
         return cached
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -43,9 +56,12 @@ def load_file(entry_id: str, kind: str, path: Path) -> ModuleType:
         raise ImportError(f"{entry_id}: cannot load {kind} file {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    _executing.add(name)
     try:
         spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(name, None)
         raise
+    finally:
+        _executing.discard(name)
     return module

@@ -32,8 +32,10 @@ class ProbeFn(Protocol):
 
 @runtime_checkable
 class OverlayModule(Protocol):
-    """``patches/<id>.py``: ``overlay`` replaces the target; ``probe`` is optional (a module
-    without one is never ``upstream-fixed`` by probe)."""
+    """``patches/<id>.py`` for a function or method target: ``overlay`` replaces it; ``probe``
+    is optional (a module without one is never ``upstream-fixed`` by probe). Another shape of
+    target (a property, a class, a value) has its own names: ``Shape.overlay_names`` in
+    :mod:`patchlane.targets`."""
 
     overlay: OverlayFn
 

@@ -18,7 +18,7 @@ import types
 from typing import Any
 
 from .find import Found, Refused
-from .protocol import Hit, LayerView, remember_value
+from .protocol import Hit, LayerView, comment, remember_value
 
 __all__ = ["ATTRIBUTE"]
 
@@ -51,11 +51,11 @@ class _Attribute:
     def stub(self, target: str) -> str:
         return (
             "def overlay(original: Any) -> Any:\n"
-            f"    # {target} is a value: return the value to hold instead (a copy of a table,\n"
-            "    # changed; revert puts upstream's object back). Reads are not counted. Until\n"
-            "    # the fix is written the entry is refused (nothing would change), never\n"
-            "    # reported applied.\n"
-            "    return original\n")
+            + comment(f"{target} is a value: return the value to hold instead (a copy of a "
+                      "table, changed; revert puts upstream's object back). Reads are not "
+                      "counted. Until the fix is written the entry is refused (nothing would "
+                      "change), never reported applied.")
+            + "    return original\n")
 
 
 ATTRIBUTE = _Attribute()

@@ -23,7 +23,7 @@ import types
 from typing import Any
 
 from .find import Found, Refused
-from .protocol import Hit, Layer, mark
+from .protocol import Hit, Layer, comment, mark
 
 __all__ = ["DESCRIPTOR", "PROPERTY", "PatchProperty"]
 
@@ -169,10 +169,10 @@ def _stub(target: str, described: str, wrapped: str, others: str) -> str:
     return (
         "def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...],\n"
         "            kwargs: dict[str, Any]) -> Any:\n"
-        f"    # {target} is {described}; this overlays its read. wrapped() is {wrapped}.\n"
-        f"    # Define {others} the same way.\n"
-        f"{PASS_THROUGH}"
-        "    return wrapped(*args, **kwargs)\n")
+        + comment(f"{target} is {described}; this overlays its read. wrapped() is {wrapped}. "
+                  f"Define {others} the same way.")
+        + comment(PASS_THROUGH)
+        + "    return wrapped(*args, **kwargs)\n")
 
 
 PROPERTY = _Property()

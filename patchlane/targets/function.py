@@ -15,14 +15,14 @@ from typing import Any
 import wrapt
 
 from .find import Found
-from .protocol import Hit
+from .protocol import Hit, comment
 from .wrapper import PatchWrapper
 
 __all__ = ["CLASSMETHOD", "FUNCTION", "METHOD", "PASS_THROUGH", "STATICMETHOD", "wrap_callable"]
 
-PASS_THROUGH = (
-    "    # Calls straight through until the fix is written here: applied, the entry changes\n"
-    "    # nothing yet (and the placeholder reproducer keeps the sweep from calling it a pass).\n")
+PASS_THROUGH = ("Calls straight through until the fix is written here: applied, the entry "
+                "changes nothing yet (and the placeholder reproducer keeps the sweep from "
+                "calling it a pass).")
 
 
 def wrap_callable(stored: Any, fn: Any, entry_id: str, hit: Hit) -> PatchWrapper:
@@ -80,10 +80,10 @@ class _Callable:
         return (
             "def overlay(wrapped: Any, instance: Any, args: tuple[Any, ...],\n"
             "            kwargs: dict[str, Any]) -> Any:\n"
-            f"    # {target} is {self.described}: wrapped is upstream's, bound as it is called\n"
-            f"    # (wrapped(*args, **kwargs) runs it); instance is {instance}.\n"
-            f"{PASS_THROUGH}"
-            "    return wrapped(*args, **kwargs)\n")
+            + comment(f"{target} is {self.described}: wrapped is upstream's, bound as it is "
+                      f"called (wrapped(*args, **kwargs) runs it); instance is {instance}.")
+            + comment(PASS_THROUGH)
+            + "    return wrapped(*args, **kwargs)\n")
 
 
 FUNCTION = _Callable("function", "a function",

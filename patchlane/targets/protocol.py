@@ -32,6 +32,7 @@ __all__ = [
     "Placement",
     "Shape",
     "below_of",
+    "comment",
     "forget_value",
     "innermost",
     "layers_at",
@@ -74,6 +75,16 @@ class Layer:
 
     _patchlane_id: str
     _patchlane_below: Any
+
+
+def comment(text: str, indent: str = "    ") -> str:
+    """``text`` as ``# `` comment lines of a stub, wrapped to 96 columns (a long dotted name
+    stays whole)."""
+    import textwrap
+
+    return textwrap.fill(text, width=96, initial_indent=indent + "# ",
+                         subsequent_indent=indent + "# ", break_long_words=False,
+                         break_on_hyphens=False) + "\n"
 
 
 def mark(obj: Any, entry_id: str, below: Any) -> Any:

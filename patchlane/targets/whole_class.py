@@ -1,9 +1,9 @@
 """A whole class, overridden in place.
 
-The overlay file defines ``class Overlay`` (it may subclass upstream's class, for readers and
-type checkers) whose own members replace the members of the same name on upstream's class,
-written in full as a subclass would override them: a method, a ``property``, a classmethod, a
-value.
+The overlay file defines ``class Overlay``, a plain class (the target module's import is
+what loads the overlay file, so the file cannot import it at its top), whose own members
+replace the members of the same name on upstream's class, written in full as a subclass would
+override them: a method, a ``property``, a classmethod, a value.
 
 Why in place rather than a replacement class bound to the module's name: every
 ``from module import Cls`` taken earlier, every existing subclass and every existing instance
@@ -31,7 +31,7 @@ from typing import Any
 from .descriptor import PatchProperty
 from .find import Found, Refused
 from .function import wrap_callable
-from .protocol import Hit, LayerView, innermost, mark, remember_value
+from .protocol import Hit, LayerView, comment, innermost, mark, remember_value
 
 __all__ = ["WHOLE_CLASS"]
 
@@ -115,17 +115,16 @@ class _WholeClass:
         return parts
 
     def stub(self, target: str) -> str:
-        module, _, qualname = target.partition(":")
         return (
-            f"from {module} import {qualname.split('.')[0]}  # noqa: E402 (readers, type "
-            "checkers)\n\n\n"
-            f"class Overlay({qualname}):\n"
-            f"    # {target} is a class. Each member defined here replaces the member of\n"
-            "    # the same name on upstream's class, in place (every import, subclass and\n"
-            "    # instance sees it), written in full: no super(). A name upstream lacks, or\n"
-            "    # another kind of member (a function for a property), is refused. Until a\n"
-            "    # member is written the entry is refused, never reported applied.\n"
-            "    pass\n")
+            "class Overlay:\n"
+            + comment(f"{target} is a class. Each member defined here replaces the member of "
+                      "the same name on upstream's class, in place (every import, subclass and "
+                      "instance sees it), written in full: no super(). A name upstream lacks, "
+                      "or another kind of member (a function for a property), is refused. "
+                      "Until a member is written the entry is refused, never reported applied. "
+                      "A plain class: importing the target module at the top of this file "
+                      "would be a circular import (its import is what loads this file).")
+            + "    pass\n")
 
 
 def _placed(cls: type, name: str, member: Any, upstream: Any, entry_id: str, hit: Hit) -> Any:

@@ -66,6 +66,9 @@ def local_patch_set() -> dict[str, Any]:
             "installed": gate.found if gate else None,
             "gate_open": gate.open if gate else None,
             "decision": None if pending or decision is None else decision.outcome.value,
+            # checked now, not read from the audit: a rank whose overlay something replaced
+            # since (a lookup no longer reaches it) disagrees with the ranks where it runs
+            "applied": decider.is_applied(entry.id),
             "fingerprint": None if decision is None else decision.fingerprint_found,
             "depends_on": list(entry.depends_on),
         }
@@ -100,12 +103,19 @@ def compare_patch_sets(records: Sequence[dict[str, Any]]) -> list[str]:
     differing: set[str] = set()
     per_entry: dict[str, list[str]] = {}
     for entry_id in ids:
-        for field in ("status", "enabled", "installed", "gate_open", "decision", "fingerprint"):
+        for field in ("status", "enabled", "installed", "gate_open", "decision", "fingerprint",
+                      "applied"):
             values = {r: rec.get("entries", {}).get(entry_id, {}).get(field, "<absent>")
                       for r, rec in enumerate(records)}
             if field in ("decision", "fingerprint"):
                 # only ranks that already decided can disagree on the decision
                 values = {r: v for r, v in values.items() if v is not None}
+            if field == "applied":
+                # nor on whether the overlay is on the call path (an older patchlane's record
+                # has no such field: not compared)
+                decided = {r for r, rec in enumerate(records)
+                           if rec.get("entries", {}).get(entry_id, {}).get("decision")}
+                values = {r: v for r, v in values.items() if r in decided and v != "<absent>"}
             if len(set(map(json.dumps, values.values()))) > 1:
                 differing.add(entry_id)
                 per_entry.setdefault(entry_id, []).append(
@@ -162,6 +172,7 @@ def run_stamp() -> dict[str, Any]:
             "reason": decision.reason if decision else None,
             "installed": record["entries"][entry.id]["installed"],
             "fingerprint": decision.fingerprint_found if decision else None,
+            "applied": record["entries"][entry.id]["applied"],
             "hits": decider.audit.hits[entry.id],
             "upstream": entry.upstream.pr or entry.upstream.issue,
         })

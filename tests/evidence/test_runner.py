@@ -179,7 +179,8 @@ def test_an_overlay_that_never_ran_is_a_verify_error(fake_target: FakeTarget,
     write_repro(fake_target, "LANES = ('cpu',)\n\ndef run(ctx):\n    import {module}\n")
     rank = run_rank(fake_target, tmp_path, "with")
     assert (rank.data["outcome"], rank.data["stage"]) == ("error", "verify")
-    assert "the overlay was applied but never ran" in rank.data["message"]
+    said = rank.data["message"]
+    assert "is on the call path of" in said and "was never called" in said, said
     assert rank.audited == "applied" and rank.hits == 0
 
 

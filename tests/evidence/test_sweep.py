@@ -238,7 +238,7 @@ def run(ctx):
 """)
     verdict, reason = verdict_for(fake_target, monkeypatch)
     assert verdict is Verdict.ERROR
-    assert "never ran" in reason
+    assert "was never called" in reason
 
 
 def test_timeout_and_crash_are_classified(fake_target: FakeTarget) -> None:

@@ -11,6 +11,9 @@ import pytest
 from patchlane import startup
 from patchlane.loading import entry_id, load_file, module_name
 from patchlane.protocols import OverlayModule, ReproducerModule
+from patchlane.targets import shape_named
+
+from ..conftest import FakeTarget
 
 
 def test_entry_id_comes_from_the_module_name_the_startup_gives() -> None:
@@ -42,7 +45,12 @@ def test_every_shipped_overlay_meets_the_overlay_protocol(entry: object) -> None
 
     assert isinstance(entry, Entry) and entry.overlay is not None
     module = load_file(entry.id, "overlay", entry.overlay)
-    assert isinstance(module, OverlayModule)
+    # what the file defines is its target's shape's (patchlane.targets): wrapt's overlay for a
+    # function or method (OverlayModule), `class Overlay` for a class ...
+    shape = shape_named(entry.target.shape or "function")
+    assert any(hasattr(module, name) for name in shape.overlay_names), shape.name
+    if shape.name in ("function", "method", "classmethod", "staticmethod"):
+        assert isinstance(module, OverlayModule)
     # an overlay that names its id (for hit paths) takes it from the startup, never spells it
     assert getattr(module, "ENTRY_ID", entry.id) == entry.id
 
@@ -57,3 +65,20 @@ def test_every_shipped_reproducer_meets_the_reproducer_protocol(entry: object) -
     module = load_file(entry.id, "reproducer", entry.reproducer)
     assert isinstance(module, ReproducerModule)
     assert set(module.LANES) <= {"cpu", "cuda"} and all(n >= 1 for n in module.WORLD_SIZES)
+
+
+def test_an_overlay_that_imports_its_target_at_the_top_says_so(fake_target: FakeTarget) -> None:
+    """Loaded before its target (a test loading the file): its top-level import fires the
+    target's hook, which asks for the half-run file: said as the circular import it is, with
+    the fix, never as "defines no overlay"."""
+    fake_target.write_overlay(f"import {fake_target.module}\n\n"
+                              "def overlay(wrapped, instance, args, kwargs):\n"
+                              "    return wrapped(*args, **kwargs)\n")
+    fake_target.write_registry()
+    decider = fake_target.decider()
+    load_file(fake_target.entry_id, "overlay",
+              fake_target.root / "patches" / f"{fake_target.entry_id}.py")
+    decision = decider.audit.latest()[fake_target.entry_id]
+    assert decision.outcome.value == "failed: error"
+    assert "still being loaded" in decision.reason and "circular import" in decision.reason
+    assert "import the target inside the functions" in decision.reason

@@ -101,3 +101,18 @@ def test_different_releases_and_decisions_are_named() -> None:
     problems = compare_patch_sets([base, base, other])
     assert any("installed" in p and "ranks 2" in p for p in problems), problems
     assert any("fingerprint" in p for p in problems), problems
+
+
+def test_a_rank_whose_overlay_is_off_the_call_path_disagrees() -> None:
+    """Every rank decided "applied", but on one something replaced the overlay since: the
+    lookup no longer reaches it there, and the ranks are told they differ."""
+    base = {"patchlane": "0.1.0", "registry_digest": "sha256:a", "entries": {
+        "x": {"status": "active", "enabled": True, "installed": "0.16.1", "gate_open": True,
+              "decision": "applied", "fingerprint": "sha256:f", "applied": True}}}
+    replaced = json.loads(json.dumps(base))
+    replaced["entries"]["x"]["applied"] = False
+    problems = compare_patch_sets([base, base, replaced])
+    assert problems == ["entry x applied: ranks 0,1 = true; ranks 2 = false"], problems
+    pending = json.loads(json.dumps(base))
+    pending["entries"]["x"].update(decision=None, fingerprint=None, applied=False)
+    assert compare_patch_sets([base, pending]) == []  # not imported there yet
