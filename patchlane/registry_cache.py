@@ -57,6 +57,7 @@ from typing import Any, NamedTuple
 
 from . import private_files
 from ._version import __version__
+from .errors import RegistryError
 from .registry import Entry, Kind, Registry, StartupRow, read_registry_bytes
 
 __all__ = ["LazyKey", "load"]
@@ -93,7 +94,8 @@ def load_registries(paths: Sequence[Path]) -> Registry:
     serves never imports the YAML parser or the schema."""
     from .registry.loader import load_registries as parse_and_validate
 
-    return parse_and_validate(paths)
+    # isolated: a process starts with every file that holds, a refused one named in .rejected
+    return parse_and_validate(paths, isolated=True)
 
 
 def _loads(data: bytes) -> Any:
@@ -313,8 +315,12 @@ def load(paths: Sequence[Path], directory: Path | None, lazy: LazyKey | None = N
     # Stamped before they are read: a file changed meanwhile leaves a stale watch list, never a
     # fresh one of what is no longer there.
     stamps = _source_stamps(named, resolved) if lazy is not None else None
-    # Regular files of bounded size only (a FIFO would hang here): RegistryError otherwise.
-    contents = tuple(read_registry_bytes(p) for p in resolved)
+    # Regular files of bounded size only (a FIFO would hang here): RegistryError otherwise,
+    # and then the full load refuses that file alone (never cached).
+    try:
+        contents = tuple(read_registry_bytes(p) for p in resolved)
+    except RegistryError:
+        return load_registries(paths)
     name = _name(resolved)
     validator = _validator()
     real = _usable_dir(directory, create=False)
@@ -325,6 +331,8 @@ def load(paths: Sequence[Path], directory: Path | None, lazy: LazyKey | None = N
                 _write_watchlist(real, lazy, stamps, hit[2], hit[3], hit[1])
             return _CachedRegistry(hit[0], hit[1], tuple(resolved), contents, paths)
     registry = load_registries(paths)
+    if registry.rejected:
+        return registry  # a refused file is read and said again at every start: never cached
     if list(registry.sources) != resolved or registry.contents != contents:
         return registry  # a registry file changed between the two reads: the next start caches
     # The cache directory is made before the stamps are taken: it may be among their folders.

@@ -113,6 +113,9 @@ class Report(TypedDict):
     registries: list[str]
     registry_digest: str
     startup_error: str | None
+    rejected_registries: list[dict[str, str]]
+    """Registry files refused on their own (``path``, ``error``): their entries are not in
+    ``entries``; the other files' are."""
     unknown_control_ids: list[str]
     """PATCHLANE_DISABLE / PATCHLANE_ONLY ids that name no loaded entry (a typo, or an id of
     another registry set): they changed nothing here."""
@@ -158,6 +161,8 @@ def build_report(decider: Decided, startup_error: PatchlaneError | None = None,
         "registries": [str(p) for p in decider.registry.sources],
         "registry_digest": decider.registry.digest,
         "startup_error": str(startup_error) if startup_error else None,
+        "rejected_registries": [{"path": e.path, "error": str(e)}
+                                for e in decider.registry.rejected],
         "unknown_control_ids": sorted(decider.unknown_control_ids),
         "entries": entries,
         "history": [d.as_dict() for d in decider.audit.history()],

@@ -137,6 +137,14 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
                 raise
             log.error("patchlane: registry rejected, nothing applied: %s", exc)
             registry = Registry(entries=(), sources=())
+        for refused in registry.rejected:
+            # One file refused, on its own: the other registries' entries apply. Loud on every
+            # rank (ERROR, whatever the logging level); fatal in strict mode, in one line.
+            if controls.strict:
+                _strict_failure = refused
+                raise refused
+            log.error("patchlane: registry %s refused, its entries not applied (the other "
+                      "registries' apply): %s", refused.path, refused)
         decider = Decider(registry, controls, AuditLog())
         _decider = decider
     if controls.verify_ranks:

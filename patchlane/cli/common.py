@@ -10,15 +10,37 @@ from pathlib import Path
 from .. import startup
 from ..importer import Decider
 
-__all__ = ["add_comparison_options", "decider", "positive_int", "positive_seconds", "table"]
+__all__ = ["add_comparison_options", "decider", "positive_int", "positive_seconds",
+           "stdout_for_output", "table"]
 
 
-def decider() -> Decider:
+def decider(refused_ok: bool = False) -> Decider:
+    """The process's decider. A registry set with a refused file is an error for every command
+    (a sweep or a tool reading a partial set would leave entries out silently) except those
+    that show it (``refused_ok``: ``status`` lists what loaded and names what was refused)."""
     current = startup.current()
     error = startup.startup_error()
     if error is not None:
         raise error  # the CLI never shows a table built from a registry it rejected
+    if current.registry.rejected and not refused_ok:
+        raise current.registry.rejected[0]
     return current
+
+
+def stdout_for_output() -> None:
+    """After the targets are imported, before a command prints: a logging handler an imported
+    module put on stdout is moved to stderr, so what it logs later cannot land in the command's
+    output (``status --json`` must parse)."""
+    import logging
+    import sys
+
+    loggers = [logging.getLogger(), *(logger for logger in logging.root.manager.loggerDict
+                                      .values() if isinstance(logger, logging.Logger))]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and \
+                    getattr(handler, "stream", None) in (sys.stdout, sys.__stdout__):
+                handler.setStream(sys.stderr)
 
 
 def add_comparison_options(p: argparse.ArgumentParser) -> None:

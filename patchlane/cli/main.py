@@ -426,11 +426,30 @@ def _stop_on_sigterm(command: str) -> Callable[[], None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _logs_to_stderr()
     restore_sigterm = _stop_on_sigterm(args.command)
     try:
         return _main(args)
     finally:
         restore_sigterm()
+
+
+def _logs_to_stderr() -> None:
+    """A command's stdout carries its output only, whatever logging the process sets up: an
+    imported target may put an INFO handler on stdout (Megatron-LM's training code does), and
+    patchlane's decisions would land there, in front of `status --json`. patchlane's own
+    records go to stderr through a handler of their own, at WARNING (as Python's last-resort
+    handler showed them), and do not propagate to the root's handlers."""
+    import logging
+
+    logger = logging.getLogger("patchlane")
+    if not any(getattr(h, "patchlane_cli", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.setLevel(logging.WARNING)
+        handler.patchlane_cli = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.propagate = False
 
 
 def _main(args: argparse.Namespace) -> int:

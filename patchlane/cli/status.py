@@ -12,11 +12,12 @@ from pathlib import Path
 from .. import startup
 from ..audit import Outcome
 from ..errors import UsageError
+from ..exit_codes import ExitCode
 from ..gates import resolve_version
 from ..importer import Decider
 from ..registry import KINDS, Entry, Startup
 from ..reporting import build_report
-from .common import decider, table
+from .common import decider, stdout_for_output, table
 
 
 def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] = ()) -> int:
@@ -25,15 +26,17 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
             raise UsageError(f"status: --evidence {root}: no such directory; fix: give the "
                              "runs root `patchlane sweep --runs-root` wrote (or one run "
                              "directory)")
-    current = decider()
+    current = decider(refused_ok=True)
     if import_targets:
         decide_now(current, current.registry.entries)
+    stdout_for_output()
     # Absolute, as PATCHLANE_EVIDENCE is read: the report names the roots it read
     report = build_report(current, startup.startup_error(),
                           tuple(root.absolute() for root in evidence))
+    refused = _say_refused(current)
     if as_json:
         print(json.dumps(report, indent=2))
-        return 0
+        return refused
     read = report["evidence"]
     rows = []
     for item in report["entries"]:
@@ -65,7 +68,13 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
                 print(f"  {item['id']}: {item['evidence']['text']}")
         for why in read["unreadable"]:
             print(f"  left out: {why}")
-    return 0
+    return refused
+
+
+def _say_refused(current: Decider) -> int:
+    """The exit code: a registry file was refused (3), while the rest loaded and is shown. The
+    startup said which and why, on stderr (ERROR), and the report lists it."""
+    return int(ExitCode.REGISTRY_REJECTED) if current.registry.rejected else 0
 
 
 def decide_now(current: Decider, entries: Iterable[Entry]) -> None:
@@ -73,14 +82,18 @@ def decide_now(current: Decider, entries: Iterable[Entry]) -> None:
     imported (its post-import hook decides and records), each floor or pin whose module nothing
     imported checked eagerly (and marked so) rather than importing e.g. triton just to show it.
     ``status`` and ``show`` both report after this, so they say the same."""
+    import sys
+
     entries = list(entries)
     for entry in entries:
         installed = resolve_version(entry.target.distribution, None,
                                     entry.target.version_from)[0] is not None
         if (entry.active and KINDS[entry.kind].startup is Startup.WRAP and entry.target.module
                 and installed):
-            # a release without that module: the entry stays pending, and says so
-            with contextlib.suppress(ImportError):
+            # a release without that module: the entry stays pending, and says so. What the
+            # import prints, or a logging handler it puts on stdout, goes to stderr: the
+            # command's stdout is its output (`status --json` parses).
+            with contextlib.suppress(ImportError), contextlib.redirect_stdout(sys.stderr):
                 importlib.import_module(entry.target.module)
     for entry in entries:
         now = current.audit.get(entry.id)

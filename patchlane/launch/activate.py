@@ -121,8 +121,11 @@ def _print_summary(me: str, report: "Report") -> None:
         parts += f" | evidence: {len(read['unreadable'])} run(s) or receipt(s) left out " \
                  f"unread (first: {read['unreadable'][0]})"
     error = report.get("startup_error")
+    refused = [r["path"] for r in report.get("rejected_registries") or ()]
     sys.stderr.write(f"patchlane run: {me} (pid {os.getpid()}, {_hostname()}): "
                      + (f"registry rejected: {error} | " if error else "")
+                     + (f"registry refused, its entries not applied: {', '.join(refused)} | "
+                        if refused else "")
                      + (parts or "no entries") + "\n")
     sys.stderr.flush()
 

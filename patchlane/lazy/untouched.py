@@ -45,4 +45,5 @@ def report(rows: "Iterable[RowTuple]",
                         "decision": {"entry_id": entry_id, "outcome": outcome, "reason": reason},
                         "applied": False, "hits": 0, "paths": {}, "path_reasons": {},
                         "evidence": None})
-    return {"entries": entries, "startup_error": None, "evidence": None}
+    return {"entries": entries, "startup_error": None, "rejected_registries": [],
+            "evidence": None}

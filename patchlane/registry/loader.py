@@ -27,37 +27,74 @@ def parse_registry(path: Path, text: str | None = None, *, drafts_required: bool
                              checked=checked)
 
 
-def load_registries(paths: Sequence[Path], *, drafts_required: bool = True) -> Registry:
-    """Load several registry files as one. Duplicate ids across files are an error."""
-    entries: list[Entry] = []
-    contents: list[bytes] = []
+def load_registries(paths: Sequence[Path], *, drafts_required: bool = True,
+                    isolated: bool = False) -> Registry:
+    """Load several registry files as one. Duplicate ids across files are an error.
+
+    ``isolated`` (how a process starts): each file is read and validated on its own, and a
+    file that fails is refused alone, its error kept in ``Registry.rejected``, while the other
+    files' entries load. A file declaring an id an earlier file declares is refused whole (the
+    earlier file wins: the catalog, then ``PATCHLANE_REGISTRY`` in order, then entry points),
+    and so is a file whose entries depend on, or continue, an entry of a refused file. Without
+    it (the tools that edit or sweep a registry set) any error refuses them all."""
+    entries: dict[Path, tuple[Entry, ...]] = {}
+    contents: dict[Path, bytes] = {}
     owners: dict[str, Path] = {}
     resolved: list[Path] = []
-    checked: list[tuple[Path, Path]] = []
+    checked: dict[Path, list[tuple[Path, Path]]] = {}
+    rejected: list[RegistryError] = []
     for raw_path in paths:
         path = Path(raw_path).resolve()
-        if path in resolved:
+        if path in resolved or any(Path(e.path) == path for e in rejected):
             continue  # the same file named twice (default + env) is one registry
+        try:
+            try:
+                raw = read_registry_bytes(path)
+            except RegistryError as exc:
+                if Path(raw_path).is_absolute() or path.exists():
+                    raise
+                import os
+
+                raise RegistryError(path, "no such registry file", found=str(raw_path),
+                                    expected=f"a file; a relative path is read from the working "
+                                    f"directory ({os.getcwd()})",
+                                    fix="give PATCHLANE_REGISTRY an absolute path") from exc
+            found: list[tuple[Path, Path]] = []
+            parsed = parse_registry(path, decode(path, raw), drafts_required=drafts_required,
+                                    checked=found)
+            for entry in parsed:
+                if entry.id in owners:
+                    raise RegistryError(
+                        path, "duplicate id across registries", entry_id=entry.id, key="id",
+                        found=entry.id,
+                        expected=f"an id not already declared in {owners[entry.id]}",
+                        fix="rename one of them or drop one registry from PATCHLANE_REGISTRY "
+                        "(the first registry to declare an id keeps it; this file is refused "
+                        "whole)")
+        except RegistryError as exc:
+            if not isolated:
+                raise
+            rejected.append(exc)
+            continue
         resolved.append(path)
-        raw = read_registry_bytes(path)
-        parsed = parse_registry(path, decode(path, raw), drafts_required=drafts_required,
-                                checked=checked)
-        contents.append(raw)
-        for entry in parsed:
-            if entry.id in owners:
-                raise RegistryError(
-                    path,
-                    "duplicate id across registries",
-                    entry_id=entry.id,
-                    key="id",
-                    found=entry.id,
-                    expected=f"an id not already declared in {owners[entry.id]}",
-                    fix="rename one of them or drop one registry from PATCHLANE_REGISTRY",
-                )
-            owners[entry.id] = path
-            entries.append(entry)
-    # Cross-file rules, once every file is in: a dependency may live in another registry.
-    check_dependencies(entries)
-    check_continuations(entries)
-    return Registry(entries=tuple(entries), sources=tuple(resolved), contents=tuple(contents),
-                    checked=tuple(dict.fromkeys(checked)))
+        contents[path] = raw
+        checked[path] = found
+        entries[path] = parsed
+        owners.update((entry.id, path) for entry in parsed)
+    # Cross-file rules, once every file is in: a dependency may live in another registry. A
+    # file whose entry needs one of a refused file is refused in turn, until the rest holds.
+    while True:
+        kept = [entry for path in resolved for entry in entries[path]]
+        try:
+            check_dependencies(kept)
+            check_continuations(kept)
+            break
+        except RegistryError as exc:
+            if not isolated or Path(exc.path).resolve() not in entries:
+                raise
+            rejected.append(exc)
+            resolved.remove(Path(exc.path).resolve())
+    return Registry(entries=tuple(e for path in resolved for e in entries[path]),
+                    sources=tuple(resolved), contents=tuple(contents[p] for p in resolved),
+                    checked=tuple(dict.fromkeys(c for p in resolved for c in checked[p])),
+                    rejected=tuple(rejected))

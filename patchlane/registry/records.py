@@ -21,7 +21,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from packaging.specifiers import SpecifierSet
 
-from ..errors import UnknownEntryError
+from ..errors import RegistryError, UnknownEntryError
 from ..gates import import_name
 from .kinds import KINDS, Kind, Startup
 
@@ -366,6 +366,9 @@ class Registry:
     """Every file whose existence validation checked (an overlay, a reproducer, a check, a
     draft): (the registry's folder joined with the entry's text, what that resolved to). With
     the bytes, all that validation read from the filesystem."""
+    rejected: tuple[RegistryError, ...] = ()
+    """Registry files refused, each on its own (its entries are not here; the other files'
+    are): one error per file, naming the file, the key and the fix. Never cached."""
 
     @functools.cached_property
     def startup_rows(self) -> tuple[StartupRow, ...]:

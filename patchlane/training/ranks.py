@@ -183,6 +183,8 @@ def run_stamp() -> dict[str, Any]:
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "patchlane": __version__,
         "registry_digest": decider.registry.digest,
+        "rejected_registries": [{"path": e.path, "error": str(e)}
+                                for e in decider.registry.rejected],
         "patch_set": patch_set_hash(record),
         "strict": decider.controls.strict,
         "entries": entries,

@@ -361,3 +361,21 @@ def test_reproduce_refuses_a_world_size_or_timeout_that_means_nothing(
     out = cli("reproduce", fake_target.entry_id, *args, env=fake_cli_env(fake_target))
     assert out.returncode == 2, out.stdout + out.stderr
     assert says in out.stderr and "Traceback" not in out.stderr
+
+
+def test_status_json_parses_under_a_target_that_logs_to_stdout(fake_target: FakeTarget) -> None:
+    """An imported target that puts an INFO handler on stdout and logs (Megatron-LM's training
+    code does): `status --json` is still JSON on stdout, every log line on stderr."""
+    fake_target.target_file.write_text(
+        "import logging, sys\n"
+        "logging.basicConfig(stream=sys.stdout, level=logging.INFO)\n"
+        "logging.getLogger('upstream').info('upstream says hello at import')\n"
+        "print('upstream prints at import')\n" + fake_target.target_file.read_text())
+    fake_target.write_registry(fake_target.entry(
+        fingerprint={"policy": "refuse", "sha256": [fake_target.fingerprint()]}))
+    out = cli("status", "--json", env=fake_cli_env(fake_target))
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)  # nothing but the report
+    entry = next(e for e in report["entries"] if e["id"] == fake_target.entry_id)
+    assert entry["decision"]["outcome"] == "applied"
+    assert "upstream says hello" in out.stderr and "upstream prints" in out.stderr

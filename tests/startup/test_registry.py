@@ -925,17 +925,80 @@ def test_invalid_registry_applies_nothing_at_import(tmp_path: Path) -> None:
     proc = _run_import(path, strict=False)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    error = report["startup_error"]
-    assert error is not None
-    assert str(path.resolve()) in error
+    assert report["startup_error"] is None  # the process started: only this file is refused
+    (refused,) = report["rejected_registries"]
+    error = refused["error"]
+    assert refused["path"] == str(path.resolve())
     assert "entry 'bad_fix'" in error
     assert "key 'retire_when.probe'" in error
     assert "found 'yes', expected true or false" in error
-    assert report["entries"] == []  # the valid first entry was not hooked either
+    assert report["entries"] == []  # the valid first entry of that file was not hooked either
     assert report["history"] == []
     assert report["registries"] == []
     assert report["strict"] is False
-    assert "registry rejected, nothing applied" in proc.stderr
+    assert f"registry {path.resolve()} refused, its entries not applied" in proc.stderr
+
+
+def _run_import_with(paths: list[Path], cwd: Path, strict: bool = False
+                     ) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env.update({"PATCHLANE_DEFAULT_REGISTRY": "0", "PATCHLANE_ENTRY_POINTS": "0",
+                "PATCHLANE_REGISTRY": os.pathsep.join(map(str, paths))})
+    if strict:
+        env["PATCHLANE_STRICT"] = "1"
+    return subprocess.run([sys.executable, "-c", _REPORT], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=cwd, check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["unknown key", "duplicate id", "missing relative path",
+                                  "depends on a refused file"])
+def test_a_bad_team_file_refuses_only_its_own_entries(tmp_path: Path, case: str) -> None:
+    """A team registry beside the catalog: whatever is wrong with the team's file, the other
+    file's entries still load and apply; the refused file is named, with its key and fix, on
+    stderr and in the report. Strict mode makes it fatal, in one line."""
+    good = mutate(patch_entry("good_fix"), "target.object", "patchlane_absent_target:func")
+    for folder in ("catalog", "team", "team2"):
+        (tmp_path / folder).mkdir()
+    catalog = write_registry(tmp_path / "catalog", [good])
+    team_dir = tmp_path / "team"
+    named: Path
+    if case == "unknown key":
+        bad = mutate(patch_entry("team_fix"), "summery", "a typo of summary")
+        named = write_registry(team_dir, [bad])
+        says = "key 'summery'"
+    elif case == "duplicate id":
+        named = write_registry(team_dir, [mutate(patch_entry("good_fix"), "target.object",
+                                                 "patchlane_absent_target:other")])
+        says = "duplicate id across registries"
+    elif case == "missing relative path":
+        named = Path("team.yaml")  # read from the working directory: not there
+        says = "a relative path is read from the working directory"
+    else:
+        broken = write_registry(team_dir, [mutate(patch_entry("team_base"), "summery", "x")])
+        leaning = mutate(mutate(patch_entry("team_more"), "target.object",
+                                "patchlane_absent_target:more"), "depends_on", ["team_base"])
+        dependent = write_registry(tmp_path / "team2", [leaning])
+        proc = _run_import_with([catalog, broken, dependent], cwd=tmp_path)
+        report = json.loads(proc.stdout)
+        assert [e["id"] for e in report["entries"]] == ["good_fix"]
+        assert [r["path"] for r in report["rejected_registries"]] == [
+            str(broken.resolve()), str(dependent.resolve())]
+        assert "unknown dependency" in report["rejected_registries"][1]["error"]
+        return
+    proc = _run_import_with([catalog, named], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [e["id"] for e in report["entries"]] == ["good_fix"]
+    assert report["entries"][0]["decision"]["outcome"] == "pending"  # hooked, as ever
+    (refused,) = report["rejected_registries"]
+    assert says in refused["error"], refused
+    assert report["registries"] == [str(catalog.resolve())]
+    assert "refused, its entries not applied (the other registries' apply)" in proc.stderr
+    assert says in proc.stderr
+    strict = _run_import_with([catalog, named], cwd=tmp_path, strict=True)
+    assert strict.returncode == 3 and strict.stdout == "", strict.stderr
+    assert len(strict.stderr.splitlines()) == 1 and says in strict.stderr
 
 
 @pytest.mark.slow
