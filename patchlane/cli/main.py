@@ -51,7 +51,16 @@ def _add_git(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="patchlane", description=__doc__)
+    from .._version import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="patchlane", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Local fixes for upstream bugs in torch, megatron-core and kernel "
+        "libraries, carried honestly: each declared in a registry, gated on the releases it "
+        "fixes, proven by a reproducer run both ways, tracked upstream and retired on purpose.",
+        epilog="Exit codes: docs/cli.md (0 ok, 1 a reproducer failed, 2 usage, 3 registry "
+        "refused, ...). Guide: docs/adding-an-entry.md.")
+    parser.add_argument("--version", action="version", version=f"patchlane {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_entry_commands, _run_command, _sweep_commands, _tracking_commands,
                 _release_commands, _authoring_commands, _environment_commands):

@@ -91,6 +91,8 @@ FUNCTION = _Callable("function", "a function",
 METHOD = _Callable("method", "a method",
                    lambda f, inner: isinstance(f.owner, type) and _callable(inner))
 CLASSMETHOD = _Callable("classmethod", "a classmethod",
-                        lambda f, inner: isinstance(inner, classmethod))
+                        # (a C class's classmethod too: torch 2.15's autograd Function.apply)
+                        lambda f, inner: isinstance(inner, (classmethod,
+                                                            types.ClassMethodDescriptorType)))
 STATICMETHOD = _Callable("staticmethod", "a staticmethod",
                          lambda f, inner: isinstance(inner, staticmethod))

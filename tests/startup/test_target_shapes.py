@@ -395,3 +395,27 @@ def test_the_issue_trace_one_more_shape_touches_two_files() -> None:
               if "ATTRIBUTE" in p.read_text() and "targets/" not in p.as_posix()]
     assert naming == []
     assert textwrap.dedent("x") == "x"
+
+
+def test_a_c_classmethod_inherited_by_a_python_class_is_a_classmethod() -> None:
+    """torch 2.15's autograd ``Function.apply`` is a C classmethod (``classmethod_descriptor``)
+    inherited by Python subclasses: a classmethod, wrapped as wrapt wraps one and set on the
+    subclass (revert deletes it again), never mistaken for a generic descriptor."""
+    import types
+
+    from patchlane.targets.place import place, unplace
+
+    module = types.ModuleType("plshape_cdesc")
+    exec("class Table(dict):\n    pass\n", module.__dict__)  # noqa: S102
+    target = resolve(module, "Table.fromkeys")
+    assert target.shape.name == "classmethod" and not target.found.own
+    overlay = types.ModuleType("plshape_cdesc_overlay")
+    overlay.__file__ = "overlay.py"
+    overlay.overlay = lambda wrapped, instance, args, kwargs: {"via": wrapped(*args, **kwargs)}
+    hits: list[int] = []
+    placements = place(target.shape.build(target.found, overlay, "e", lambda: hits.append(1)),
+                       target.target)
+    assert module.Table.fromkeys("ab") == {"via": {"a": None, "b": None}} and hits == [1]
+    for placement in placements:
+        unplace(placement)
+    assert "fromkeys" not in vars(module.Table) and module.Table.fromkeys("a") == {"a": None}
