@@ -406,7 +406,7 @@ def test_a_c_classmethod_inherited_by_a_python_class_is_a_classmethod() -> None:
     from patchlane.targets.place import place, unplace
 
     module = types.ModuleType("plshape_cdesc")
-    exec("class Table(dict):\n    pass\n", module.__dict__)  # noqa: S102
+    exec("class Table(dict):\n    pass\n", module.__dict__)
     target = resolve(module, "Table.fromkeys")
     assert target.shape.name == "classmethod" and not target.found.own
     overlay = types.ModuleType("plshape_cdesc_overlay")
