@@ -11,7 +11,7 @@ from .. import startup
 from ..importer import Decider
 
 __all__ = ["add_comparison_options", "decider", "positive_int", "positive_seconds",
-           "stdout_for_output", "table"]
+           "stdout_for_output", "table", "upstream_fixed_advice"]
 
 
 def decider(refused_ok: bool = False) -> Decider:
@@ -25,6 +25,23 @@ def decider(refused_ok: bool = False) -> Decider:
     if current.registry.rejected and not refused_ok:
         raise current.registry.rejected[0]
     return current
+
+
+def upstream_fixed_advice(entry_id: str, release: str | None, applies_to: str | None,
+                          guarding: Sequence[str] = ()) -> str:
+    """What an ``upstream-fixed`` row asks, true for every release the entry's gate still
+    serves: fixed on one release is not "retire" while the gate admits releases that are still
+    run (``guarding``: where the matrix runs one, and the entry still guards)."""
+    on = f" on {release}" if release else ""
+    if guarding:
+        return (f"{entry_id} is fixed upstream{on}, but still guards {', '.join(guarding)}, "
+                f"which its gate ({applies_to}) admits: keep it; retire only once no one runs "
+                "those (`patchlane usage` over the jobs' reports)")
+    if applies_to:
+        return (f"{entry_id} is fixed upstream{on}; its gate ({applies_to}) still admits "
+                "older releases: keep it while any job runs one (`patchlane usage` over the "
+                f"jobs' reports), then `patchlane retire {entry_id} --evidence RUN`")
+    return f"{entry_id} is fixed upstream{on}: `patchlane retire {entry_id} --evidence RUN`"
 
 
 def stdout_for_output() -> None:

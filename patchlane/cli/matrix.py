@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import MatrixError
+from ..errors import MatrixError, UnknownEntryError
 from ..evidence.reproduce import Lane
 from ..exit_codes import ExitCode
 from ..releases.matrix import MatrixSet, interpreter, load_matrix, run_set
@@ -70,6 +71,7 @@ def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_ro
                               f"(it has {sorted(house.sets)}); fix: prepare it with "
                               "`patchlane wheelhouse DIR --set NAME`")
     sets = _chosen(file, names, lane)
+    all_sets = load_matrix(file)  # the advice names every set where an entry still guards
     rows, failed = [], 0
     asks: list[tuple[str, Verdict, str]] = []
     not_run: list[str] = []
@@ -100,6 +102,10 @@ def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_ro
     for line in not_run:
         print(f"not run on this {lane} lane (no verdict to compare): {line}")
     for name, verdict, entry_id in asks:
+        if verdict is Verdict.UPSTREAM_FIXED:
+            print(f"{verdict.value}: {entry_id} in {name}: "
+                  + _fixed_advice(entry_id, name, all_sets))
+            continue
         print(f"{verdict.value}: {entry_id} in {name}: {ACTION[verdict]}")
     if failed:
         return ExitCode.MATRIX_MISMATCH
@@ -107,3 +113,18 @@ def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_ro
         print(f"{unverified} set(s) not run at all on this {lane} lane: nothing was compared")
         return ExitCode.REPRODUCER_ERROR
     return ExitCode.OK
+
+
+def _fixed_advice(entry_id: str, fixed_in: str, sets: Sequence[MatrixSet]) -> str:
+    """The advice for an upstream-fixed entry: the matrix's other sets where it still guards
+    are releases its gate admits and someone runs."""
+    from .. import startup
+    from .common import upstream_fixed_advice
+
+    guarding = [s.name for s in sets
+                if s.name != fixed_in and s.expect.get(entry_id) is Verdict.GUARDING]
+    try:
+        applies_to: str | None = startup.current().registry.get(entry_id).applies_to_text
+    except UnknownEntryError:  # an id of another registry set: the advice without the gate
+        applies_to = None
+    return upstream_fixed_advice(entry_id, None, applies_to, guarding)

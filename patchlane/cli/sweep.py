@@ -25,7 +25,7 @@ from ..registry import Registry
 from ..runs.index import RunIndex, read_index
 from ..runs.manifest import CaseState, RunDir
 from ..runs.verdicts import ACTION, Verdict
-from .common import decider, table
+from .common import decider, table, upstream_fixed_advice
 from .reproduce import print_tails
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -240,8 +240,12 @@ def _run_and_report(registry: Registry, run: RunDir, *, jobs: int, timeout: floa
             print("STILL AFFECTED: a bug outlives its gate on the installed release, which runs "
                   f"unprotected there: {ACTION[Verdict.STILL_AFFECTED]} (exit bit 4)")
         if index.count(Verdict.UPSTREAM_FIXED):
-            print("UPSTREAM FIXED: retirement candidates above (not a failure): "
-                  f"{ACTION[Verdict.UPSTREAM_FIXED]}")
+            print("UPSTREAM FIXED (not a failure):")
+            for row in rows:
+                if row.verdict is Verdict.UPSTREAM_FIXED:
+                    gate = registry.get(row.entry_id).applies_to_text \
+                        if row.entry_id in {e.id for e in registry.entries} else None
+                    print("  " + upstream_fixed_advice(row.entry_id, row.installed, gate))
         compared = index.compare or {}
         for change in compared.get("changes", []):
             print(f"change vs {compared['previous_run']}: {dict(change)}")

@@ -111,8 +111,10 @@ MEANING: dict[Verdict, Meaning] = {
         "extend applies_to past {release} (e.g. <{next_minor}) once its change is read, and "
         "record the fingerprint (`patchlane bisect {id} --write`)"),
     Verdict.UPSTREAM_FIXED: Meaning(
-        3, "retire candidate", "retirement candidate: `patchlane retire ID --evidence RUN` "
-        "(the reproducer stays as a guard)", "#1565c0", "passed", 0, "maintainer",
+        3, "retire candidate", "retirement candidate once no one runs a release the gate "
+        "still admits (`patchlane usage` over the jobs' reports says which run): until then "
+        "the entry guards them; then `patchlane retire ID --evidence RUN` (the reproducer "
+        "stays as a guard)", "#1565c0", "passed", 0, "maintainer",
         "passes without the overlay: not affected", False,
         "retirement candidate: retire_when.release '>={release}', then `patchlane retire {id} "
         "--evidence RUN`"),

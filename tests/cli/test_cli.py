@@ -379,3 +379,19 @@ def test_status_json_parses_under_a_target_that_logs_to_stdout(fake_target: Fake
     entry = next(e for e in report["entries"] if e["id"] == fake_target.entry_id)
     assert entry["decision"]["outcome"] == "applied"
     assert "upstream says hello" in out.stderr and "upstream prints" in out.stderr
+
+
+def test_upstream_fixed_is_not_retire_while_the_gate_serves_releases_still_run() -> None:
+    """Fixed upstream on 0.19.0 is not "retire" for an entry whose gate admits 0.15-0.18 and
+    that the matrix still sees guarding there: the advice names those sets and says keep it."""
+    from patchlane.cli.common import upstream_fixed_advice
+    from patchlane.cli.matrix import _fixed_advice
+    from patchlane.releases.matrix import load_matrix
+
+    advice = _fixed_advice("mcore_tokenizer_alias_recursion", "py312-megatron-core-0.19.0",
+                           load_matrix(ROOT / "matrix.yaml"))
+    assert "keep it" in advice and "megatron-core-0.16.1" in advice, advice
+    assert "patchlane retire" not in advice
+    gated = upstream_fixed_advice("x", "0.19.0", ">=0.15.0,<0.19.0")
+    assert "keep it while any job runs one" in gated and "patchlane usage" in gated
+    assert upstream_fixed_advice("x", "0.19.0", None).endswith("`patchlane retire x --evidence RUN`")
