@@ -394,4 +394,5 @@ def test_upstream_fixed_is_not_retire_while_the_gate_serves_releases_still_run()
     assert "patchlane retire" not in advice
     gated = upstream_fixed_advice("x", "0.19.0", ">=0.15.0,<0.19.0")
     assert "keep it while any job runs one" in gated and "patchlane usage" in gated
-    assert upstream_fixed_advice("x", "0.19.0", None).endswith("`patchlane retire x --evidence RUN`")
+    ungated = upstream_fixed_advice("x", "0.19.0", None)
+    assert ungated.endswith("`patchlane retire x --evidence RUN`")
