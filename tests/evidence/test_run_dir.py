@@ -180,7 +180,7 @@ def test_still_affected_is_loud_and_every_report_says_what_to_do(tmp_path: Path)
     assert "- **still-affected**: review the entry" in summary
     assert "- **upstream-fixed**: retirement candidate" in summary
     suite = ET.parse(run.path / "junit.xml").getroot()
-    failure = suite.find("testcase[@classname='patchlane.e_still']/failure")
+    failure = suite.find("testsuite/testcase[@classname='patchlane.e_still']/failure")
     assert failure is not None and failure.get("type") == "still-affected"
     assert "extend applies_to" in (failure.get("message") or "")
     assert suite.get("failures") == "1" and suite.get("errors") == "0"
@@ -243,3 +243,33 @@ def test_resume_takes_a_case_killed_after_its_receipt_from_the_receipt(
             adopted["finished"]) == ("fail", "bug shows", 0.5, f"receipts/{ids[0]}.json",
                                      "2026-01-01T00:00:01+00:00")
     assert run.receipt_path(ids[0]).read_bytes() == receipt_bytes  # never rewritten
+
+
+def test_junit_has_a_testsuites_root_times_and_the_stack(tmp_path: Path) -> None:
+    """What CI systems read: a <testsuites> root, a time per case (its receipts' seconds) and
+    for the suite, and the stack the run compares within as properties."""
+    import xml.etree.ElementTree as ET
+
+    from patchlane.evidence.reports.junit import junit
+    from patchlane.runs.index import IndexRow, RunIndex
+    from patchlane.runs.verdicts import Verdict
+
+    (tmp_path / "receipts").mkdir()
+    for mode, seconds in (("without", 1.25), ("with", 2.5)):
+        (tmp_path / "receipts" / f"e--cpu--ws1--{mode}.json").write_text(
+            json.dumps({"seconds": seconds}))
+    row = IndexRow("e", "cpu", 1, Verdict.GUARDING, "fails without, passes with",
+                   installed="0.16.1",
+                   receipts={m: f"receipts/e--cpu--ws1--{m}.json" for m in ("without", "with")})
+    index = RunIndex(run_id="r1", created="2026-11-27T00:00:00+00:00", rows=(row,),
+                     registry_digest="sha256:ab",
+                     comparison_class={"lane": "cpu", "distributions": {"torch": ["2.13.0"]}})
+    root = ET.fromstring(junit(index, tmp_path).split("?>", 1)[1])
+    assert root.tag == "testsuites" and root.get("time") == "3.750"
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("time") == "3.750"
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["lane"] == "cpu" and props["distributions.torch"] == "2.13.0"
+    assert props["registry_digest"] == "sha256:ab" and props["installed"] == "0.16.1"
+    case = suite.find("testcase")
+    assert case is not None and case.get("time") == "3.750"

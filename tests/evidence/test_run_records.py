@@ -247,7 +247,7 @@ def test_control_characters_never_reach_the_reports(tmp_path: Path) -> None:
             VerdictRow("e_skip", "cpu", 2, Verdict.SKIPPED, nasty)]
     write_reports(run, rows)
     suite = ET.parse(run.path / "junit.xml").getroot()  # well-formed
-    failure = suite.find("testcase/failure")
+    failure = suite.find("testsuite/testcase/failure")
     assert failure is not None and failure.text is not None
     assert "\ufffd[31mred\ufffd[0m" in failure.text and "tab\tok" in failure.text
     for name in ("junit.xml", "report.html", "summary.md"):

@@ -81,7 +81,7 @@ def test_every_report_and_consumer_handles_the_verdict(verdict: Verdict, tmp_pat
     else:
         assert not any(f"## {t}" in summary for t in titles.values())
 
-    case = ET.parse(run.path / "junit.xml").getroot().find("testcase")
+    case = ET.parse(run.path / "junit.xml").getroot().find("testsuite/testcase")
     assert case is not None
     shown = {child.tag for child in case} & {"failure", "error", "skipped"}
     assert shown == ({meaning.junit} if meaning.junit != "passed" else set()), shown

@@ -104,7 +104,7 @@ def publish(index: RunIndex, out: Path, *, previous: RunIndex | None = None,
             "rows_compared": len(shared), "changes": compare(prev, index)})
     index.dump(out)
     atomic_write(out / "summary.md", markdown(index))
-    atomic_write(out / "junit.xml", junit(index))
+    atomic_write(out / "junit.xml", junit(index, out))
     shown: dict[Path, HistoryRun] = {}
     for path in history:  # named runs: shown whatever their class; a bad index is an error
         if (path / "index.json").is_file():
