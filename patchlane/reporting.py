@@ -94,6 +94,8 @@ class EntryReport(TypedDict):
     status: str
     target: str
     """``module:qualname`` of the target object, else its distribution."""
+    registry: str
+    """The registry file that declares it (the catalog's, a team's)."""
     decision: DecisionRecord | None
     """The decision that holds now; None before the first."""
     applied: bool
@@ -148,6 +150,7 @@ def build_report(decider: Decided, startup_error: PatchlaneError | None = None,
             "kind": entry.kind.value,
             "status": entry.status.value,
             "target": entry.target.object_path or entry.target.distribution,
+            "registry": str(entry.source),
             "decision": decision.as_dict() if decision else None,
             "applied": applied,
             "hits": hits.get(entry.id, 0),

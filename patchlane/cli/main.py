@@ -255,6 +255,15 @@ def _environment_commands(sub: Any) -> None:
     from .usage import add_parser as add_usage
     add_usage(sub)
     p = sub.add_parser(
+        "constraints", help="the registries' version floors and pins as a pip/uv constraints file",
+        description="Write the active version floors and packaging pins of the loaded "
+        "registries as a constraints file (`pip install -c FILE`, `uv pip install -c FILE`): "
+        "the registry stays the one source of truth. A floor or pin that holds only under a "
+        "condition (`when:` an environment variable or another distribution's range) is "
+        "written commented out, with its condition.")
+    p.add_argument("--output", "-o", type=Path, metavar="FILE",
+                   help="write the file (default: print it)")
+    p = sub.add_parser(
         "activate", help="activate patchlane in every interpreter of this environment (.pth)",
         description="Show, write (--pth) or remove (--remove) a .pth file in site-packages that "
         "makes every interpreter of this environment `import patchlane` (through the lazy "
@@ -394,6 +403,11 @@ def _activate(args: argparse.Namespace) -> int:
     return run_activate(args.pth, args.remove, args.site_dir, args.json)
 
 
+def _constraints(args: argparse.Namespace) -> int:
+    from .constraints import run_constraints
+    return run_constraints(args.output)
+
+
 def _usage(args: argparse.Namespace) -> int:
     from .usage import run_usage
     return run_usage(args)
@@ -404,7 +418,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": _run, "sweep": _sweep, "merge": _merge, "upstream": _upstream, "retire": _retire,
     "delete": _delete, "doctor": _doctor, "matrix": _matrix, "wheelhouse": _wheelhouse,
     "draft": _draft, "new": _new, "bisect": _bisect, "radar": _radar, "activate": _activate,
-    "usage": _usage,
+    "usage": _usage, "constraints": _constraints,
 }
 """Every command's handler: the one table `patchlane` dispatches through (a command the parser
 knows and this table does not is a test failure, not a silent no-op)."""

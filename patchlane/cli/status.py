@@ -38,6 +38,7 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
         print(json.dumps(report, indent=2))
         return refused
     read = report["evidence"]
+    several = len(current.registry.sources) > 1
     rows = []
     for item in report["entries"]:
         decision = item["decision"]
@@ -48,10 +49,13 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
             version = (decision["installed"] or "-") + (" (tree)" if tree else "")
             outcome, reason = decision["outcome"], decision["reason"]
         row = [item["id"], item["kind"], item["target"], version, outcome, str(item["hits"])]
+        if several:  # whose entry it is: the catalog's or a team's file
+            row.insert(1, _registry_label(item["registry"]))
         if read is not None:
             row.append(item["evidence"]["answer"] if item["evidence"] else "-")
         rows.append([*row, reason])
-    headers = ["ID", "KIND", "TARGET", "INSTALLED", "DECISION", "HITS"]
+    headers = ["ID", *(["REGISTRY"] if several else []), "KIND", "TARGET", "INSTALLED",
+               "DECISION", "HITS"]
     print(table([*headers, *(["EVIDENCE"] if read is not None else []), "REASON"], rows))
     print()
     print(report["summary"])
@@ -69,6 +73,13 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
         for why in read["unreadable"]:
             print(f"  left out: {why}")
     return refused
+
+
+def _registry_label(path: str) -> str:
+    """``catalog`` for the default registry (shipped with patchlane), else the file's path."""
+    from ..startup import default_registry_path
+
+    return "catalog" if Path(path) == default_registry_path().resolve() else path
 
 
 def _say_refused(current: Decider) -> int:

@@ -396,3 +396,20 @@ def test_upstream_fixed_is_not_retire_while_the_gate_serves_releases_still_run()
     assert "keep it while any job runs one" in gated and "patchlane usage" in gated
     ungated = upstream_fixed_advice("x", "0.19.0", None)
     assert ungated.endswith("`patchlane retire x --evidence RUN`")
+
+
+def test_constraints_hands_the_floors_and_pins_to_pip(tmp_path: Path) -> None:
+    """The registry's version floor is a constraint pip reads; the conditional pin (only under
+    Triton's CPU interpreter) is written commented out with its condition, never imposed on
+    every environment."""
+    from packaging.requirements import Requirement
+
+    out = cli("constraints", "-o", str(tmp_path / "constraints.txt"))
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "constraints.txt").read_text()
+    live = [line.split("#")[0].strip() for line in text.splitlines()
+            if line.strip() and not line.startswith("#")]
+    assert [str(Requirement(line)) for line in live] == ["torch>=2.6.0"]
+    assert "# numpy<2.4" in text and "TRITON_INTERPRET=1" in text
+    printed = cli("constraints")
+    assert printed.returncode == 0 and printed.stdout == text
