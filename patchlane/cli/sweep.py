@@ -10,6 +10,8 @@ import json
 import os
 import platform
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from ..evidence.reproduce import Lane
 from ..evidence.sweep import Shard, SweepEvent, exit_code, new_run, run_sweep, verdicts
 from ..exit_codes import ExitCode
 from ..registry import Registry
+from ..reproducer import RunOutcome
 from ..runs.index import RunIndex, read_index
 from ..runs.manifest import CaseState, RunDir
 from ..runs.verdicts import ACTION, Verdict
@@ -60,24 +63,59 @@ def _new_run_dir(root: Path, shard: Shard) -> Path:
 
 
 class Progress:
-    """A live line on a terminal; one plain line per finished case anywhere else (CI logs)."""
+    """A live line on a terminal (elapsed time and an ETA); one plain line per finished case
+    anywhere else (CI logs), stamped with the time since the sweep began and the case's own
+    time. A case run without the overlay that fails is what a guarding entry expects: it reads
+    as such, not as a bare ``fail``."""
 
-    def __init__(self, quiet: bool) -> None:
+    def __init__(self, quiet: bool, clock: Callable[[], float] = time.monotonic) -> None:
         self.live = sys.stderr.isatty() and not os.environ.get("CI")
         self.quiet = quiet
+        self._clock = clock
+        self._began = clock()
+        self._started: dict[str, float] = {}
+
+    def line(self, event: SweepEvent) -> str | None:
+        """What a finished (or, live, any) event prints; None: nothing."""
+        now = self._clock()
+        if event.state is CaseState.RUNNING:
+            self._started.setdefault(event.case_id, now)
+        elapsed = now - self._began
+        if self.live:
+            label = "running" if event.state is CaseState.RUNNING else event.state.value
+            eta = ""
+            if 0 < event.done < event.total:
+                eta = f", about {_clock_text(elapsed / event.done * (event.total - event.done))}" \
+                      " left"
+            return f"[{event.done}/{event.total} {_clock_text(elapsed)}{eta}] {label}: " \
+                   f"{event.case_id}"
+        if not event.state.finished:
+            return None
+        outcome = event.outcome.value if event.outcome is not None else event.state.value
+        if event.outcome is RunOutcome.FAIL and event.case_id.endswith("--without"):
+            outcome = "fail, as expected without the overlay (the bug shows)"
+        took = now - self._started.pop(event.case_id, now)
+        return f"[{_clock_text(elapsed)}] [{event.done}/{event.total}] {event.case_id}: " \
+               f"{outcome} ({took:.1f}s)"
 
     def __call__(self, event: SweepEvent) -> None:
         if self.quiet:
             return
+        text = self.line(event)
+        if text is None:
+            return
         if self.live:
-            label = "running" if event.state is CaseState.RUNNING else event.state.value
-            sys.stderr.write(f"\r\x1b[K[{event.done}/{event.total}] {label}: {event.case_id}")
+            sys.stderr.write(f"\r\x1b[K{text}")
             if event.done == event.total and event.state.finished:
                 sys.stderr.write("\n")
-        elif event.state.finished:
-            outcome = event.outcome.value if event.outcome is not None else event.state.value
-            sys.stderr.write(f"[{event.done}/{event.total}] {event.case_id}: {outcome}\n")
+        else:
+            sys.stderr.write(text + "\n")
         sys.stderr.flush()
+
+
+def _clock_text(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}:{secs:02d}"
 
 
 @dataclass(frozen=True)

@@ -413,3 +413,22 @@ def test_constraints_hands_the_floors_and_pins_to_pip(tmp_path: Path) -> None:
     assert "# numpy<2.4" in text and "TRITON_INTERPRET=1" in text
     printed = cli("constraints")
     assert printed.returncode == 0 and printed.stdout == text
+
+
+def test_sweep_progress_in_a_ci_log_has_times_and_an_expected_failure_reads_as_one() -> None:
+    from patchlane.cli.sweep import Progress
+    from patchlane.evidence.sweep import SweepEvent
+    from patchlane.reproducer import RunOutcome
+    from patchlane.runs.manifest import CaseState
+
+    ticks = iter([0.0, 5.0, 17.5, 20.0, 95.0])
+    progress = Progress(quiet=False, clock=lambda: next(ticks))
+    progress.live = False  # a CI log
+    case = "e--cpu--ws1--without"
+    assert progress.line(SweepEvent(case, CaseState.RUNNING, 0, 2)) is None
+    assert progress.line(SweepEvent(case, CaseState.FAILED, 1, 2, RunOutcome.FAIL)) == (
+        "[0:17] [1/2] e--cpu--ws1--without: fail, as expected without the overlay (the bug "
+        "shows) (12.5s)")
+    progress.live = True  # a terminal: elapsed and an estimate of what is left
+    assert progress.line(SweepEvent("e--cpu--ws1--with", CaseState.RUNNING, 1, 2)) == \
+        "[1/2 0:20, about 0:20 left] running: e--cpu--ws1--with"
