@@ -157,10 +157,14 @@ def run_bisect(args: argparse.Namespace) -> int:
 
 def _show(result: Bisection, run_dir: Path) -> None:
     """The runs as a table, the proposal, the notes and the releases not run, with why."""
-    rows = [[run.release, run.how, run.finding.value, f"{run.seconds:.0f}", phase,
+    # WITH OVERLAY: the leg `--write` reads before it widens a gate (an affected release runs
+    # with the overlay too: guarding, or why not); "-" where it did not run.
+    rows = [[run.release, run.how, run.finding.value, run.overlay or "-",
+             f"{run.seconds:.0f}", phase,
              run.message.strip().splitlines()[0] if run.message.strip() else ""]
             for phase, run in sorted(result.runs, key=lambda pr: _version_key(pr[1].release))]
-    print(table(["RELEASE", "HOW", "VERDICT", "S", "PHASE", "WHY"], rows, width=70))
+    print(table(["RELEASE", "HOW", "VERDICT", "WITH OVERLAY", "S", "PHASE", "WHY"], rows,
+                width=70))
     print(f"\nfirst affected {result.first_affected}, first fixed "
           f"{result.first_fixed or 'none'}: proposed applies_to {result.applies_to!r}")
     print(f"{result.runs_taken} runs of {len(result.releases)} releases considered "

@@ -780,3 +780,24 @@ def test_a_stopped_runner_kills_its_running_case_at_once(
     with pytest.raises(CaseInterrupted):
         runner("0.4.0", "wheel")
     assert time.monotonic() - started < 30
+
+
+def test_the_bisect_table_shows_the_with_overlay_leg(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """`--write` widens a gate only where the overlay guards: the table shows that leg, not
+    only bisect.json."""
+    from patchlane.cli.bisect import _show
+    from patchlane.releases.bisect import Bisection
+    from patchlane.releases.release_runs import Finding, ReleaseRun
+
+    result = Bisection(entry_id="e", distribution="d", releases=(), first_affected="1.0",
+                       applies_to=">=1.0,<1.1")
+    result.runs.append(("bisect", ReleaseRun("1.0", Finding.AFFECTED, "the bug shows",
+                                             overlay="guarding")))
+    result.runs.append(("bisect", ReleaseRun("1.1", Finding.NOT_AFFECTED, "passed")))
+    _show(result, tmp_path)
+    out = capsys.readouterr().out
+    header, _, first, second = out.splitlines()[:4]
+    assert "WITH OVERLAY" in header
+    assert first.startswith("1.0") and "guarding" in first, first
+    assert second.startswith("1.1") and "guarding" not in second, second
