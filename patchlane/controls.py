@@ -104,7 +104,7 @@ def _cache_dir(env: Mapping[str, str]) -> Path | None:
         # leaving a cache in each. A cache only saves time, so a job never stops for it:
         # said at WARNING and turned off, never raised.
         logging.getLogger("patchlane").warning(
-            "patchlane: PATCHLANE_REGISTRY_CACHE=%r is a relative path, which would put a "
+            "PATCHLANE_REGISTRY_CACHE=%r is a relative path, which would put a "
             "registry cache in every working directory; the cache is off. Fix: give an "
             "absolute path (e.g. $HOME/.cache/patchlane/registry), or 0 to turn it off",
             (env.get("PATCHLANE_REGISTRY_CACHE") or "").strip())

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import wrapt
 
+from . import logs  # noqa: F401 - the logger's handler and rank filter (patchlane.logs)
 from .audit import AuditLog, Decision, Outcome
 from .controls import Controls, describe_unknown
 from .errors import (
@@ -152,7 +153,7 @@ class Decider:
                 # problem, so never raised in strict mode: logged like every decision.
                 records.append(Decision(row.id, Outcome.SKIPPED_DISABLED, reason,
                                         distribution=row.distribution or None, at=at))
-                log.info("patchlane: %s %s: %s", row.id, Outcome.SKIPPED_DISABLED.value, reason)
+                log.info("%s %s: %s", row.id, Outcome.SKIPPED_DISABLED.value, reason)
             elif outcome == Outcome.LEDGER.value:
                 records.append(Decision(row.id, Outcome.LEDGER, reason, at=at))
             elif row.startup == Startup.LEDGER.value:
@@ -183,7 +184,7 @@ class Decider:
             log.warning("%s", describe_unknown(self.unknown_control_ids, known,
                                                self.controls.only))
         if self.controls.only_ignored:
-            log.warning("patchlane: PATCHLANE_ONLY is set but names no id: ignored (no entry "
+            log.warning("PATCHLANE_ONLY is set but names no id: ignored (no entry "
                         "is left out by it); unset it, or list the ids to keep")
 
     # -- ledger kinds ----------------------------------------------------------------------
@@ -332,7 +333,7 @@ class Decider:
         hooks = getattr(internals, "_post_import_hooks", None)
         lock = getattr(internals, "_post_import_hooks_lock", None)
         if not isinstance(hooks, dict) or lock is None:
-            log.debug("patchlane: wrapt internals changed; reloads need patchlane.apply()")
+            log.debug("wrapt internals changed; reloads need patchlane.apply()")
             return
         with lock:
             pending = hooks.setdefault(module_name, [])
@@ -590,7 +591,7 @@ class Decider:
     def _finish(self, entry: Entry, decision: Decision, overlay_failed: bool = False) -> Decision:
         decision = self.audit.record(decision)
         level = logging.WARNING if decision.outcome.is_problem else logging.INFO
-        log.log(level, "patchlane: %s %s: %s", entry.id, decision.outcome.value, decision.reason)
+        log.log(level, "%s %s: %s", entry.id, decision.outcome.value, decision.reason)
         if self._started and not self._settled and self.audit.pending() == 0:
             self._settled = True
             # The line to grep for in a training log: every entry decided, and why.

@@ -175,13 +175,13 @@ def _usable_dir(directory: Path, *, create: bool) -> str | None:
         why = private_files.shared(real)
     except (OSError, ValueError) as exc:  # missing (a first start), or cannot be made
         if create:
-            log.debug("patchlane: registry cache not written to %s: %s", directory, exc)
+            log.debug("registry cache not written to %s: %s", directory, exc)
         return None
     if why is None:
         return real
     if real not in _warned:
         _warned.add(real)
-        log.warning("patchlane: registry cache %s not used: %s, so another user could plant a "
+        log.warning("registry cache %s not used: %s, so another user could plant a "
                     "registry there that this process would trust; the registry is parsed and "
                     "validated at every start instead. Fix: make it private (chmod go-w) or "
                     "point PATCHLANE_REGISTRY_CACHE at a directory only you can write (or set "
@@ -194,7 +194,7 @@ def _read(file: str) -> Any:
     (:func:`patchlane.private_files.read`), or not a pickle."""
     data = private_files.read(file)
     if data is None:
-        log.debug("patchlane: no usable registry cache at %s (missing, or not a private regular "
+        log.debug("no usable registry cache at %s (missing, or not a private regular "
                   "file of this user)", file)
         return None
     try:
@@ -287,7 +287,7 @@ def _write(directory: str, file: str, payload: dict[str, Any]) -> None:
         private_files.write(file, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
         private_files.prune(directory, ".pickle", KEEP, file)
     except (OSError, pickle.PicklingError) as exc:
-        log.debug("patchlane: registry cache not written to %s: %s", directory, exc)
+        log.debug("registry cache not written to %s: %s", directory, exc)
 
 
 class LazyKey(NamedTuple):
@@ -365,4 +365,4 @@ def _write_watchlist(real: str, lazy: LazyKey, stamps: list[Any], dirs: dict[str
 
     if watchlist.write(real, lazy.settings, lazy.path, stamps, tuple(sorted(dirs.items())),
                        links, rows) is None:
-        log.debug("patchlane: the lazy start's watch list was not written to %s", real)
+        log.debug("the lazy start's watch list was not written to %s", real)

@@ -115,7 +115,7 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
                 if controls.strict:  # raised, not logged too: uncaught, it is one line
                     _strict_failure = exc
                     raise
-                log.error("patchlane: a setting cannot be read, nothing applied: %s", exc)
+                log.error("a setting cannot be read, nothing applied: %s", exc)
         try:
             if unreadable:
                 registry = Registry(entries=(), sources=())
@@ -135,7 +135,7 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
             if controls.strict:  # raised, not logged too: uncaught, it is one line (below)
                 _strict_failure = exc
                 raise
-            log.error("patchlane: registry rejected, nothing applied: %s", exc)
+            log.error("registry rejected, nothing applied: %s", exc)
             registry = Registry(entries=(), sources=())
         for refused in registry.rejected:
             # One file refused, on its own: the other registries' entries apply. Loud on every
@@ -143,7 +143,7 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
             if controls.strict:
                 _strict_failure = refused
                 raise refused
-            log.error("patchlane: registry %s refused, its entries not applied (the other "
+            log.error("registry %s refused, its entries not applied (the other "
                       "registries' apply): %s", refused.path, refused)
         decider = Decider(registry, controls, AuditLog())
         _decider = decider

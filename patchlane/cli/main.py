@@ -460,19 +460,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _logs_to_stderr() -> None:
     """A command's stdout carries its output only, whatever logging the process sets up: an
     imported target may put an INFO handler on stdout (Megatron-LM's training code does), and
-    patchlane's decisions would land there, in front of `status --json`. patchlane's own
-    records go to stderr through a handler of their own, at WARNING (as Python's last-resort
-    handler showed them), and do not propagate to the root's handlers."""
+    patchlane's decisions would land there, in front of `status --json`. patchlane's records do
+    not propagate to the process's handlers here: its own (patchlane.logs.Unconfigured) prints
+    the warnings and errors on stderr, named, as Python's last resort showed them."""
     import logging
 
-    logger = logging.getLogger("patchlane")
-    if not any(getattr(h, "patchlane_cli", False) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        handler.setLevel(logging.WARNING)
-        handler.patchlane_cli = True  # type: ignore[attr-defined]
-        logger.addHandler(handler)
-    logger.propagate = False
+    from .. import logs  # noqa: F401 - its handler, on the patchlane logger
+
+    logging.getLogger("patchlane").propagate = False
 
 
 def _main(args: argparse.Namespace) -> int:

@@ -180,7 +180,7 @@ _REFUSALS_LOGGED: set[str] = set()
 def _note_refusal(reason: str) -> None:
     if reason not in _REFUSALS_LOGGED:  # once per reason and process: a step runs thousands
         _REFUSALS_LOGGED.add(reason)
-        _LOG.info("patchlane: DSA index scores on the torch path, not the Triton kernel: %s",
+        _LOG.info("DSA index scores on the torch path, not the Triton kernel: %s",
                   reason)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -323,3 +324,52 @@ def test_two_entries_on_one_module_are_each_pending_then_decided(
     assert latest[second["id"]].outcome is Outcome.APPLIED, latest[second["id"]]
     assert module.shout("x") == "loud X"
     assert module.Greeter().greet("y") == "patched hello y"
+
+
+@pytest.mark.parametrize("ranks", [None, ("3", "4")])
+def test_a_training_process_logging_at_info_reads_each_line_once_with_its_rank(
+        fake_target: FakeTarget, ranks: tuple[str, str] | None) -> None:
+    """Under ``logging.basicConfig(level=INFO)`` (a training script's usual set-up) a decision
+    reads ``INFO:patchlane:<id> applied: ...``: the logger's name once, never ``patchlane:
+    patchlane:``; under a launcher with several ranks, with ``rank N:``."""
+    import subprocess
+    import sys
+
+    fake_target.write_registry()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env.update(PATCHLANE_DEFAULT_REGISTRY="0", PATCHLANE_ENTRY_POINTS="0",
+               PATCHLANE_REGISTRY=str(fake_target.registry),
+               PYTHONPATH=os.pathsep.join([str(fake_target.root), env.get("PYTHONPATH", "")]))
+    env.pop("RANK", None)
+    if ranks is not None:
+        env.update(RANK=ranks[0], WORLD_SIZE=ranks[1])
+    code = ("import logging; logging.basicConfig(level=logging.INFO)\n"
+            f"import patchlane, {fake_target.module}\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.startswith("INFO:patchlane:")]
+    mine = [line for line in lines if fake_target.entry_id in line and "applied" in line]
+    assert mine, out.stderr
+    assert not any("patchlane: patchlane" in line or ":patchlane:patchlane:" in line
+                   for line in lines), lines
+    prefix = f"INFO:patchlane:rank {ranks[0]}: " if ranks else "INFO:patchlane:"
+    assert mine[0].startswith(prefix + fake_target.entry_id), mine[0]
+
+
+def test_with_no_logging_configured_a_warning_is_named(fake_target: FakeTarget) -> None:
+    """No handler anywhere: patchlane's warnings still print, named (``patchlane: ...``), as
+    Python's last resort would print them bare."""
+    import subprocess
+    import sys
+
+    fake_target.write_registry(fake_target.entry(
+        fingerprint={"policy": "refuse", "sha256": ["sha256-v2:" + "0" * 32]}))  # drift
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env.update(PATCHLANE_DEFAULT_REGISTRY="0", PATCHLANE_ENTRY_POINTS="0",
+               PATCHLANE_REGISTRY=str(fake_target.registry),
+               PYTHONPATH=os.pathsep.join([str(fake_target.root), env.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", f"import patchlane, {fake_target.module}"],
+                         env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert f"patchlane: {fake_target.entry_id} refused: drift:" in out.stderr, out.stderr

@@ -1,0 +1,58 @@
+"""The ``patchlane`` logger: what a training process's logs show of patchlane.
+
+* **No doubled prefix.** Records say what happened (``mcore_x applied: ...``); the logger's
+  name says whose they are, in whatever format the process's logging prints names
+  (``INFO:patchlane:mcore_x applied: ...`` under ``basicConfig``).
+* **Said even where nothing configured logging.** Python's own last resort would print a bare
+  message; :class:`Unconfigured` prints ``patchlane: <message>`` on stderr instead, at WARNING
+  and above, and only while the records would reach no handler of the process (no root handler,
+  or the logger does not propagate, as in a ``patchlane`` command).
+* **The rank.** Under a launcher that sets ``RANK`` and a ``WORLD_SIZE`` above 1, each record
+  starts with ``rank N:``: one job's ranks write to one log.
+
+Standard library only: part of what `import patchlane` may load.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+__all__ = ["Unconfigured", "log"]
+
+log = logging.getLogger("patchlane")
+
+
+class Unconfigured(logging.Handler):
+    """Prints patchlane's warnings and errors, named, when no handler of the process would."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if log.propagate and logging.getLogger().handlers:
+            return  # the process's own logging shows it, once
+        try:
+            sys.stderr.write(f"patchlane: {record.getMessage()}\n")
+            sys.stderr.flush()
+        except Exception:  # a closed stderr: as logging itself, never raise from a log call
+            self.handleError(record)
+
+
+class _Rank(logging.Filter):
+    """``rank N: `` in front of each record under a launcher with several ranks."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        rank = os.environ.get("RANK")
+        if rank is not None and os.environ.get("WORLD_SIZE", "1") not in ("", "1") \
+                and not getattr(record, "patchlane_rank", False):
+            record.msg = f"rank {rank}: {record.msg}"
+            record.patchlane_rank = True
+        return True
+
+
+if not any(isinstance(h, Unconfigured) for h in log.handlers):
+    log.addHandler(Unconfigured())
+if not any(isinstance(f, _Rank) for f in log.filters):
+    log.addFilter(_Rank())
