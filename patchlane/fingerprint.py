@@ -178,14 +178,13 @@ def _live_nodes(module: ModuleType, qualname: str) -> list[ast.AST]:
     import sys
 
     from .targets.find import Refused, defining_module, find, lookup, source_qualname
+    from .targets.protocol import innermost
 
     try:
         found = find(module, qualname)
     except Refused:
         return [_source_node(lookup(module, qualname))]  # named for its source alone
-    raw = inspect.unwrap(found.raw) if callable(found.raw) else found.raw
-    while hasattr(raw, "_patchlane_below"):  # a property or descriptor an overlay placed
-        raw = raw._patchlane_below
+    raw = innermost(found.raw)  # under any layer an overlay placed: upstream's own object
     if isinstance(raw, (classmethod, staticmethod)):
         raw = raw.__func__
     if inspect.isfunction(raw) or inspect.isclass(raw) or inspect.ismethod(raw):

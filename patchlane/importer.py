@@ -36,7 +36,7 @@ from .lazy.untouched import at_start
 from .loading import load_file
 from .registry import Entry, FingerprintPolicy, Registry, StartupRow
 from .registry.kinds import KINDS, Startup
-from .targets import Refused, Resolved, find
+from .targets import Found, Refused, Resolved, find
 from .targets import resolve as resolve_target
 from .targets.place import current, ours_at, place, reaches, unplace
 from .targets.protocol import Placement, forget_value, layers_at
@@ -83,6 +83,13 @@ class _Locks(dict[str, threading.RLock]):
     def __missing__(self, entry_id: str) -> threading.RLock:
         with self._guard:
             return self.setdefault(entry_id, threading.RLock())
+
+
+def _still_placed(found: Found, applied: list[Placement]) -> bool:
+    """Whether what an entry placed is still where its target is now (``found``): each
+    placement reaches, on the target's owner (or, for a class, on the class). A reload builds
+    fresh classes and functions: then the entry is decided (and placed) again."""
+    return all((p.owner is found.owner or p.owner is found.raw) and reaches(p) for p in applied)
 
 
 class Decider:
@@ -345,10 +352,14 @@ class Decider:
     def decide(self, entry: Entry, module: ModuleType) -> Decision:
         with self._locks[entry.id]:
             applied = self._applied.get(entry.id)
-            if applied is not None and self._still_placed(entry, module, applied):
+            try:
+                found: Found | None = find(module, entry.target.qualname or "")
+            except (AttributeError, LookupError):
+                found = None  # absent or refused: the walk says which, with the fix
+            if applied is not None and found is not None and _still_placed(found, applied):
                 # idempotent: nothing new happened (another entry's layer may sit on top)
                 return self.audit.latest()[entry.id]
-            if self._placed_elsewhere(entry, module):
+            if found is not None and ours_at(found.owner, found.attribute, entry.id):
                 # Wrapped by another Decider in this process (e.g. a second registry load): never
                 # stack a second wrapper on top of the first.
                 return self._finish(entry, Decision(
@@ -448,27 +459,6 @@ class Decider:
             return (f"depends on {dep_id}, {admits} but which is not applied here ({said}): "
                     "what this entry fixes is not there", None)
         return None, None
-
-    @staticmethod
-    def _still_placed(entry: Entry, module: ModuleType, applied: list[Placement]) -> bool:
-        """Whether what this entry placed is still where the target is now: each placement
-        reaches, on the target's owner (or, for a class, on the class) as found now. A reload
-        builds fresh classes and functions: then it is decided (and placed) again."""
-        try:
-            found = find(module, entry.target.qualname or "")
-        except (AttributeError, LookupError):
-            return False
-        return all((p.owner is found.owner or p.owner is found.raw) and reaches(p)
-                   for p in applied)
-
-    def _placed_elsewhere(self, entry: Entry, module: ModuleType) -> bool:
-        """Whether a layer of this entry already sits at its target, placed by another
-        decider in this process."""
-        try:
-            found = find(module, entry.target.qualname or "")
-        except (AttributeError, LookupError):
-            return False
-        return ours_at(found.owner, found.attribute, entry.id)
 
     def _walk(self, entry: Entry, module: ModuleType) -> tuple[Decision, bool]:
         """The decision for ``entry`` on its imported ``module``, and whether it is a failure of
@@ -614,32 +604,29 @@ class Decider:
                 raise OverlayError(entry_id, "is not applied in this process; nothing to revert")
             # Checked for every attribute before any is touched: nothing is left half-reverted.
             plans = [self._revert_plan(entry_id, p) for p in applied]
-            for plan in plans:
+            for plan, _ in plans:
                 plan()
             del self._applied[entry_id]
-            stacked = any(plan.__name__ == "unlink" for plan in plans)
+            stacked = any(unlinks for _, unlinks in plans)
             note = ("patchlane.revert() removed its layer; the layers above it stay" if stacked
                     else "patchlane.revert() restored the original")
             return self.audit.record(Decision(entry_id, Outcome.REVERTED, note,
                                               distribution=entry.target.distribution))
 
-    def _revert_plan(self, entry_id: str, placement: Placement) -> Callable[[], None]:
-        """How to take ``placement`` back: put the original back when it is what the owner
-        holds; unlink it when another entry's layer sits on top (which then rests on what was
-        below it)."""
+    def _revert_plan(self, entry_id: str,
+                     placement: Placement) -> tuple[Callable[[], None], bool]:
+        """How to take ``placement`` back, and whether that unlinks it: put the original back
+        when it is what the owner holds; unlink it when another entry's layer sits on top
+        (which then rests on what was below it)."""
         now = current(placement.owner, placement.attribute)
         if now is placement.placed:
-            def restore() -> None:
-                unplace(placement)
-
-            return restore
+            return (lambda: unplace(placement)), False
         layers = list(layers_at(placement.owner, placement.attribute, now))
         position = next((i for i, v in enumerate(layers) if v.obj is placement.placed), None)
         if position is None:
-            def gone() -> None:  # replaced by someone else since: nothing of ours to take back
-                forget_value(placement.owner, placement.attribute, placement.placed)
-
-            return gone
+            # replaced by someone else since: nothing of ours to take back
+            return (lambda: forget_value(placement.owner, placement.attribute,
+                                         placement.placed)), False
         above = layers[position - 1].obj if position else None
         if not isinstance(above, wrapt.FunctionWrapper):
             raise OverlayError(entry_id, f"another entry's {type(above).__name__} sits on top of "
@@ -655,7 +642,7 @@ class Decider:
                             had_own=placement.had_own, original=placement.original,
                             below=placement.below)
 
-        return unlink
+        return unlink, True
 
     def summary(self, settled: bool = False) -> str:
         """One line: what was applied, what was skipped and why, what is still pending."""

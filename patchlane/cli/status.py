@@ -33,7 +33,7 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
     # Absolute, as PATCHLANE_EVIDENCE is read: the report names the roots it read
     report = build_report(current, startup.startup_error(),
                           tuple(root.absolute() for root in evidence))
-    refused = _say_refused(current)
+    refused = _refused_exit(current)
     if as_json:
         print(json.dumps(report, indent=2))
         return refused
@@ -82,7 +82,7 @@ def _registry_label(path: str) -> str:
     return "catalog" if Path(path) == default_registry_path().resolve() else path
 
 
-def _say_refused(current: Decider) -> int:
+def _refused_exit(current: Decider) -> int:
     """The exit code: a registry file was refused (3), while the rest loaded and is shown. The
     startup said which and why, on stderr (ERROR), and the report lists it."""
     return int(ExitCode.REGISTRY_REJECTED) if current.registry.rejected else 0

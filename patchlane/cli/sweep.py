@@ -279,11 +279,11 @@ def _run_and_report(registry: Registry, run: RunDir, *, jobs: int, timeout: floa
                   f"unprotected there: {ACTION[Verdict.STILL_AFFECTED]} (exit bit 4)")
         if index.count(Verdict.UPSTREAM_FIXED):
             print("UPSTREAM FIXED (not a failure):")
+            gates = {e.id: e.applies_to_text for e in registry.entries}
             for row in rows:
                 if row.verdict is Verdict.UPSTREAM_FIXED:
-                    gate = registry.get(row.entry_id).applies_to_text \
-                        if row.entry_id in {e.id for e in registry.entries} else None
-                    print("  " + upstream_fixed_advice(row.entry_id, row.installed, gate))
+                    print("  " + upstream_fixed_advice(row.entry_id, row.installed,
+                                                       gates.get(row.entry_id)))
         compared = index.compare or {}
         for change in compared.get("changes", []):
             print(f"change vs {compared['previous_run']}: {dict(change)}")

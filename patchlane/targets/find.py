@@ -23,7 +23,8 @@ from __future__ import annotations
 import types
 from typing import Any, NamedTuple
 
-__all__ = ["Found", "Refused", "defining_module", "find", "lookup", "source_qualname"]
+__all__ = ["Found", "Refused", "defining_module", "find", "holder_of", "lookup",
+           "source_qualname"]
 
 # Py_TPFLAGS_HEAPTYPE: a class created by a class statement. A static type (int, a C
 # extension's type) lacks it and refuses setattr; Py_TPFLAGS_IMMUTABLETYPE marks heap types
@@ -65,6 +66,15 @@ def lookup(module: Any, qualname: str) -> Any:
     for part in qualname.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def holder_of(owner: Any, attribute: str) -> Any:
+    """What stores ``attribute`` as a lookup through ``owner`` finds it: the module itself, or
+    the first class on the MRO whose own ``__dict__`` holds it; None when none does."""
+    for holder in getattr(owner, "__mro__", (owner,)):
+        if attribute in vars(holder):
+            return holder
+    return None
 
 
 def _describe(obj: object) -> str:
@@ -119,7 +129,7 @@ def find(module: types.ModuleType, qualname: str) -> Found:
                           "target the function or class it returns, where that is defined")
         raw, own = namespace[attribute], True
     else:
-        holder = next((k for k in owner.__mro__ if attribute in vars(k)), None)
+        holder = holder_of(owner, attribute)
         if holder is None:
             getattr(owner, attribute)  # AttributeError, or a metaclass attribute
             raise Refused(f"{target}: {attribute!r} comes from {path}'s metaclass "

@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from .find import Refused
+from .find import Refused, holder_of
 from .protocol import Placement, forget_value, layers_at
 
 __all__ = ["current", "ours_at", "place", "reaches", "unplace"]
@@ -56,10 +56,8 @@ def ours_at(owner: Any, attribute: str, entry_id: str) -> bool:
 def _stored(owner: Any, attribute: str) -> Any:
     """What is stored for ``attribute`` on the owner or, for a class, its first base that
     holds it (the raw object, as a lookup would find it)."""
-    for holder in getattr(owner, "__mro__", (owner,)):
-        if attribute in vars(holder):
-            return vars(holder)[attribute]
-    return None
+    holder = holder_of(owner, attribute)
+    return None if holder is None else vars(holder)[attribute]
 
 
 def place(parts: Sequence[tuple[Any, str, Any]], target: str) -> list[Placement]:

@@ -29,7 +29,7 @@ import types
 from typing import Any
 
 from .descriptor import PatchProperty
-from .find import Found, Refused
+from .find import Found, Refused, holder_of
 from .function import wrap_callable
 from .protocol import Hit, LayerView, comment, innermost, mark, remember_value
 
@@ -94,7 +94,7 @@ class _WholeClass:
         parts = []
         for name, member in members.items():
             where = f"{overlay.__file__}: Overlay.{name}"
-            holder = next((k for k in cls.__mro__ if name in vars(k)), None)
+            holder = holder_of(cls, name)
             if holder is None or holder is object:
                 close = difflib.get_close_matches(name, [n for n in dir(cls)
                                                          if not n.startswith("__")], n=1)
