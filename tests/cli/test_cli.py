@@ -432,3 +432,15 @@ def test_sweep_progress_in_a_ci_log_has_times_and_an_expected_failure_reads_as_o
     progress.live = True  # a terminal: elapsed and an estimate of what is left
     assert progress.line(SweepEvent("e--cpu--ws1--with", CaseState.RUNNING, 1, 2)) == \
         "[1/2 0:20, about 0:20 left] running: e--cpu--ws1--with"
+
+
+def test_an_entry_without_a_gate_gets_the_plain_retire_advice() -> None:
+    """The sweep and the matrix read a gate as a reader sees it: an entry without one (a pin)
+    is told to retire, never about a gate "None"."""
+    from patchlane import startup
+    from patchlane.cli.common import upstream_fixed_advice
+
+    pin = startup.current().registry.get("numpy_pin_triton_interpreter")
+    assert pin.applies_to_shown is None
+    advice = upstream_fixed_advice(pin.id, "2.4.1", pin.applies_to_shown)
+    assert "None" not in advice and advice.endswith("--evidence RUN`"), advice
