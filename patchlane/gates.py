@@ -35,7 +35,8 @@ from packaging.version import Version
 from .versions import parse_version, shown, why_not_version
 
 __all__ = ["KNOWN_TREE_VERSIONS", "GateResult", "GateSide", "VersionSource", "check_gate",
-           "gate_side", "installed_version", "locate_source", "resolve_version"]
+           "distribution_roots", "gate_side", "installed_version", "locate_source",
+           "resolve_version"]
 
 # Where a source tree of a known distribution declares its version ("module:attribute"), used
 # when an entry's target sets no `version_from` of its own.
@@ -125,10 +126,39 @@ def _owns(dist: metadata.Distribution, module: ModuleType | None,
     if not file:
         return True  # a namespace or built-in module: nothing better than the metadata
     try:
-        root = Path(str(dist.locate_file(""))).resolve()
-        return Path(file).resolve().is_relative_to(root)
+        here = Path(file).resolve()
+        return any(here.is_relative_to(root) for root in distribution_roots(dist))
     except (OSError, ValueError):
         return True
+
+
+def distribution_roots(dist: metadata.Distribution) -> list[Path]:
+    """The folders ``dist``'s code is imported from: beside its metadata, and for an
+    editable install (``pip install -e``) its project folder."""
+    roots = [Path(str(dist.locate_file(""))).resolve()]
+    editable = _editable_root(dist)
+    return roots + ([editable] if editable is not None else [])
+
+
+def _editable_root(dist: metadata.Distribution) -> Path | None:
+    """The project folder of an editable install (``pip install -e``), whose files live there
+    and not beside the metadata: PEP 610's ``direct_url.json`` says so."""
+    text = dist.read_text("direct_url.json")
+    if not text:
+        return None
+    import json  # only for a module imported from outside its distribution's folder
+    import urllib.parse
+
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not (record.get("dir_info") or {}).get("editable"):
+        return None
+    url = urllib.parse.urlparse(str(record.get("url", "")))
+    if url.scheme != "file":
+        return None
+    return Path(urllib.parse.unquote(url.path)).resolve()
 
 
 def locate_source(module_name: str) -> Path | None:

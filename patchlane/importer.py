@@ -73,6 +73,14 @@ def load_overlay(entry: Entry) -> ModuleType:
         raise OverlayError(entry.id, str(exc)) from exc
 
 
+
+# What a training log shows of each decision at INFO: what changed the process's code or
+# settings. Skips and satisfied ledger checks are DEBUG (``patchlane status`` lists them);
+# anything someone must look at is a WARNING.
+_LEVELS = {Outcome.APPLIED: logging.INFO, Outcome.CONFIG_APPLIED: logging.INFO,
+           Outcome.REVERTED: logging.INFO,
+           **{o: logging.WARNING for o in Outcome if o.is_problem}}
+
 class _Locks(dict[str, threading.RLock]):
     """entry id -> its RLock, created on first use (thread-safely, one per id)."""
 
@@ -260,7 +268,8 @@ class Decider:
                 self._finish(entry, Decision(entry.id, Outcome.SKIPPED_DISABLED, reason))
                 return
             if entry.target.distribution and entry.applies_to is not None:
-                gate = check_gate(entry.target.distribution, entry.applies_to)
+                gate = check_gate(entry.target.distribution, entry.applies_to, None,
+                                  entry.target.version_from)
                 if not gate.open:
                     self._finish(entry, Decision(entry.id, Outcome.SKIPPED_GATE, gate.reason,
                                                  installed=gate.found))
@@ -580,12 +589,12 @@ class Decider:
 
     def _finish(self, entry: Entry, decision: Decision, overlay_failed: bool = False) -> Decision:
         decision = self.audit.record(decision)
-        level = logging.WARNING if decision.outcome.is_problem else logging.INFO
-        log.log(level, "%s %s: %s", entry.id, decision.outcome.value, decision.reason)
+        log.log(_LEVELS.get(decision.outcome, logging.DEBUG), "%s %s: %s", entry.id,
+                decision.outcome.value, decision.reason)
         if self._started and not self._settled and self.audit.pending() == 0:
             self._settled = True
             # The line to grep for in a training log: every entry decided, and why.
-            log.info("%s", self.summary(settled=True))
+            log.info("%s", self.settled_line())
         if self.controls.strict and decision.outcome.is_problem:
             error = strict_error(decision, overlay_failed)
             # At a target's import in a script: one line and the error's own code if nothing
@@ -643,6 +652,36 @@ class Decider:
                             below=placement.below)
 
         return unlink, True
+
+    def headline(self) -> str:
+        """The one INFO line at startup: how many entries from which files, and what happens
+        next (the ids, with each decision, are in :meth:`summary` and ``patchlane status``)."""
+        from ._version import __version__
+
+        rows = self.registry.startup_rows
+        decided = self.audit.latest()
+        waiting = sum(1 for r in rows if r.id not in decided
+                      or decided[r.id].outcome is Outcome.PENDING)
+        mode = "strict" if self.controls.strict else "default"
+        sources = ", ".join(p.name for p in self.registry.sources) or "no registry"
+        return (f"patchlane {__version__} [{mode}]: {len(rows)} "
+                f"entr{'y' if len(rows) == 1 else 'ies'} ({sources}); "
+                f"{len(rows) - waiting} decided, {waiting} decided when their target is imported")
+
+    def settled_line(self) -> str:
+        """Every entry decided, in one line that fits a log: what is on the call path and what
+        went wrong by name, the rest counted (each reason: ``patchlane status``)."""
+        named: dict[Outcome, list[str]] = {}
+        counted: dict[Outcome, int] = {}
+        for entry_id, decision in sorted(self.audit.latest().copy().items()):
+            if _LEVELS.get(decision.outcome, logging.DEBUG) > logging.DEBUG:
+                named.setdefault(decision.outcome, []).append(entry_id)
+            else:
+                counted[decision.outcome] = counted.get(decision.outcome, 0) + 1
+        parts = [f"{o.value}: {', '.join(named[o])}" for o in Outcome if o in named]
+        parts += [f"{o.value}: {counted[o]}" for o in Outcome if o in counted]
+        mode = "strict" if self.controls.strict else "default"
+        return f"patchlane settled [{mode}]: " + (" | ".join(parts) or "no entries")
 
     def summary(self, settled: bool = False) -> str:
         """One line: what was applied, what was skipped and why, what is still pending."""

@@ -8,7 +8,10 @@
   and above, and only while the records would reach no handler of the process (no root handler,
   or the logger does not propagate, as in a ``patchlane`` command).
 * **The rank.** Under a launcher that sets ``RANK`` and a ``WORLD_SIZE`` above 1, each record
-  starts with ``rank N:``: one job's ranks write to one log.
+  starts with ``rank N:``: one job's ranks write to one log. INFO comes from rank 0 only (the
+  ranks agree on one patch set); warnings from every rank; at DEBUG, everything from every rank.
+* **Few lines.** At INFO a process logs one startup line, one line per overlay or setting
+  applied, and one line once every entry is decided; skips are DEBUG.
 
 Standard library only: part of what `import patchlane` may load.
 """
@@ -41,12 +44,19 @@ class Unconfigured(logging.Handler):
 
 
 class _Rank(logging.Filter):
-    """``rank N: `` in front of each record under a launcher with several ranks."""
+    """``rank N: `` in front of each record under a launcher with several ranks; INFO from
+    rank 0 only. The ranks hold one patch set (they check it at ``init_process_group``), so
+    rank 0's lines speak for all; warnings and errors come from every rank, and with the
+    ``patchlane`` logger at DEBUG every rank says everything."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         rank = os.environ.get("RANK")
-        if rank is not None and os.environ.get("WORLD_SIZE", "1") not in ("", "1") \
-                and not getattr(record, "patchlane_rank", False):
+        if rank is None or os.environ.get("WORLD_SIZE", "1") in ("", "1"):
+            return True
+        if record.levelno < logging.WARNING and rank != "0" \
+                and log.getEffectiveLevel() > logging.DEBUG:
+            return False
+        if not getattr(record, "patchlane_rank", False):
             record.msg = f"rank {rank}: {record.msg}"
             record.patchlane_rank = True
         return True

@@ -160,8 +160,10 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
         raise
     finally:
         watch.disarm()  # every hook is registered (or it raised): the lazy start's hook is done
-    if log.isEnabledFor(logging.INFO):  # the summary walks every entry: only when it is shown
-        log.info("%s", decider.summary())
+    if log.isEnabledFor(logging.INFO):  # walks every entry: only when it is shown
+        log.info("%s", decider.headline())
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("%s", decider.summary())
     return decider
 
 

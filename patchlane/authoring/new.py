@@ -46,7 +46,7 @@ from packaging.version import InvalidVersion
 from .. import fingerprint
 from ..errors import PatchlaneError, RegistryError, StrictModeError, UsageError, described
 from ..files import NotARegularFile, atomic_write, read_regular
-from ..gates import installed_version, resolve_version
+from ..gates import import_name, installed_version, resolve_version
 from ..registry import Entry, Kind, parse_registry
 from ..registry.editor import registry_lock
 from ..registry.kinds import KINDS
@@ -92,6 +92,8 @@ class Request:
     target: str | None = None
     """``MODULE:QUALNAME`` for a source patch; a module alone for a floor or a pin."""
     distribution: str | None = None
+    version_from: str | None = None
+    """``MODULE:ATTR`` holding the version of code no installed distribution provides."""
     summary: str | None = None
     owner: str | None = None
     issue: str | None = None
@@ -129,11 +131,15 @@ class Created:
 # -- the checks before anything is written -------------------------------------------------------
 
 _COMMON_FLAGS = {"target": "--target", "distribution": "--distribution",
+                 "version_from": "--version-from",
                  "applies_to": "--applies-to", "policy": "--policy",
                  "retire_release": "--retire-release"}
 """The options whose meaning every kind shares (their use, each kind's ``new_options``)."""
 _EXAMPLES = {"target": "--target megatron.core.rerun_state_machine:RerunStateMachine.state_dict",
              "distribution": "--distribution numpy"}
+
+
+_VERSION_FROM_RE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
 
 def _flags() -> dict[str, str]:
@@ -147,6 +153,13 @@ def _given(request: Request, name: str) -> Any:
 
 def _check_options(request: Request) -> None:
     allowed = KINDS[request.kind].new_options
+    if request.version_from and not _VERSION_FROM_RE.fullmatch(request.version_from):
+        raise NewEntryError(request.entry_id, "--version-from is not MODULE:ATTR",
+                            found=request.version_from,
+                            expected="the module and the attribute holding the version "
+                            "string, e.g. teamlib:__version__ or "
+                            "megatron.core.package_info:__version__",
+                            fix="write it as MODULE:ATTR")
     flags = _flags()
     unknown = sorted(set(request.options) - set(flags))
     if unknown:
@@ -322,13 +335,19 @@ def _distribution(request: Request, module_name: str | None) -> str:
     if request.distribution:
         return request.distribution
     found = _distribution_of(module_name) if module_name else None
+    if found is None and request.version_from:
+        # A source tree or a folder on PYTHONPATH: no metadata to name it; the gate's name is
+        # its top-level package, and its version is what --version-from reads.
+        return request.version_from.partition(".")[0].partition(":")[0]
     if found is None:
         top = (module_name or "").partition(".")[0]
         raise NewEntryError(
             request.entry_id, "cannot tell which distribution to gate on",
             found=f"no single installed distribution provides {top!r}" if top else "nothing",
-            expected="--distribution DIST (the PyPI name whose version the gate reads)",
-            fix="add --distribution, e.g. --distribution megatron-core")
+            expected="--distribution DIST (the PyPI name whose version the gate reads), or "
+            "--version-from MODULE:ATTR for code no distribution provides",
+            fix=f"add --distribution, e.g. --distribution megatron-core; for code on "
+            f"PYTHONPATH or a source tree, --version-from {top or 'package'}:__version__")
     return found
 
 
@@ -339,7 +358,7 @@ def _installed(request: Request, dist: str, module: ModuleType | None,
         version, source = installed_version(dist), "metadata"
         why = f"no distribution {dist!r} is installed (no metadata)"
     else:
-        version, why = resolve_version(dist, module)
+        version, why = resolve_version(dist, module, request.version_from)
         source = why
     if version is None:
         close = difflib.get_close_matches(
@@ -351,7 +370,10 @@ def _installed(request: Request, dist: str, module: ModuleType | None,
             expected="the distribution installed in this interpreter, the release the entry "
             "is written from",
             fix="run patchlane new in the environment that has the affected release, or "
-            "correct --distribution")
+            "correct --distribution" + ("" if request.version_from else
+                                        "; for code no distribution provides (PYTHONPATH, a "
+                                        "source tree), add --version-from MODULE:ATTR, e.g. "
+                                        f"--version-from {import_name(dist)}:__version__"))
     return Installed(dist, version, source)
 
 
@@ -485,6 +507,10 @@ class _Draft:
         return self.request.target
 
     @property
+    def version_from(self) -> str | None:
+        return self.request.version_from
+
+    @property
     def policy(self) -> str | None:
         return self.request.policy
 
@@ -527,7 +553,9 @@ class _Draft:
         dist = self.distribution(module_name)
         spec, why = self.gate(self.release(dist, module))
         self.applies_to = spec
-        self.lines += ["target:", f"  distribution: {_scalar(dist)}", *_comment(why),
+        self.lines += ["target:", f"  distribution: {_scalar(dist)}",
+                       *([f"  version_from: {_scalar(self.request.version_from)}"]
+                         if self.request.version_from else []), *_comment(why),
                        f"applies_to: {json.dumps(spec)}"]
 
     def specifier(self, flag: str, text: str) -> SpecifierSet:

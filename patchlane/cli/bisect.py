@@ -127,7 +127,8 @@ def run_bisect(args: argparse.Namespace) -> int:
 
     def search() -> Bisection:
         here = bisect_entry(entry, listing, runner, jobs=args.jobs,
-                            installed=resolve_version(dist)[0], pivot=args.pivot,
+                            installed=resolve_version(dist, None, entry.target.version_from)[0],
+                            pivot=args.pivot,
                             also_run=also_run, progress=progress)
         here.run_dir = run_dir
         for python in args.python:

@@ -34,6 +34,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--distribution", metavar="DIST",
                    help="the installed distribution the gate reads (default: the one that "
                    "provides the target's package)")
+    p.add_argument("--version-from", metavar="MODULE:ATTR",
+                   help="for code no installed distribution provides (on PYTHONPATH, a "
+                   "source tree): the attribute holding its version, e.g. teamlib:__version__; "
+                   "written as target.version_from, which the gate reads")
     p.add_argument("--registry", type=Path, metavar="FILE",
                    help="the registry file to append to (created when missing; default: the "
                    "checkout's registry.yaml)")
@@ -81,7 +85,8 @@ def run_new(args: argparse.Namespace) -> int:
     others = {e.id: e.source for e in loaded.entries} if loaded is not None else {}
     request = Request(
         entry_id=args.id, registry=registry, kind=Kind(args.kind), target=args.target,
-        distribution=args.distribution, summary=args.summary, owner=args.owner,
+        distribution=args.distribution, version_from=args.version_from,
+        summary=args.summary, owner=args.owner,
         issue=args.issue, pr=args.pr, applies_to=args.applies_to, policy=args.policy,
         retire_release=args.retire_release,
         options={name: tuple(value) if isinstance(value, list) else value

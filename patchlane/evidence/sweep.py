@@ -34,7 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from ..exit_codes import ExitCode, sweep_exit_code
-from ..gates import GateResult, check_gate, gate_side, locate_source, resolve_version
+from ..gates import (
+    KNOWN_TREE_VERSIONS,
+    GateResult,
+    check_gate,
+    distribution_roots,
+    gate_side,
+    locate_source,
+    resolve_version,
+)
 from ..ledger import installed_outside
 from ..registry import Entry, Registry
 from ..runs.index import row_key
@@ -200,24 +208,29 @@ def _target_missing(entry: Entry, gate: GateResult) -> str | None:
     release = f"{entry.target.distribution} {gate.found}"
     if file is None:
         return f"target module {module} is not part of {release}"
-    root = _release_root(entry.target.distribution, gate)
-    if root is not None and not file.resolve().is_relative_to(root):
+    roots = _release_roots(entry, gate)
+    if roots and not any(file.resolve().is_relative_to(root) for root in roots):
         return (f"target module {module} comes from {file.parent}, not from {release} "
-                f"({root}): a mixed environment, not a release")
+                f"({', '.join(map(str, roots))}): a mixed environment, not a release")
     return None
 
 
-def _release_root(distribution: str, gate: GateResult) -> Path | None:
+def _release_roots(entry: Entry, gate: GateResult) -> list[Path]:
     from importlib import metadata
 
     if gate.source.kind == "source tree" and gate.source.path is not None:
-        version_file = Path(gate.source.path)
-        # megatron/core/package_info.py -> the directory holding megatron/
-        return version_file.resolve().parents[2] if len(version_file.parents) > 2 else None
+        # the folder on sys.path that holds the version module: megatron/core/package_info.py
+        # (megatron.core.package_info) -> the folder holding megatron/
+        version_file = Path(gate.source.path).resolve()
+        version_from = (entry.target.version_from
+                        or KNOWN_TREE_VERSIONS.get(entry.target.distribution) or "")
+        depth = version_from.partition(":")[0].count(".") + 1
+        depth += version_file.name == "__init__.py"
+        return [version_file.parents[depth - 1]] if len(version_file.parents) >= depth else []
     try:
-        return Path(str(metadata.distribution(distribution).locate_file(""))).resolve()
+        return distribution_roots(metadata.distribution(entry.target.distribution))
     except (metadata.PackageNotFoundError, OSError):
-        return None
+        return []
 
 
 def covering_entry(registry: Registry, entry: Entry) -> str | None:
@@ -230,7 +243,8 @@ def covering_entry(registry: Registry, entry: Entry) -> str | None:
         seen.add(step.continued_by)
         step = registry.get(step.continued_by)
         if step.active and step.applies_to is not None and check_gate(
-                step.target.distribution, step.applies_to).open:
+                step.target.distribution, step.applies_to, None,
+                step.target.version_from).open:
             return step.id
     return None
 
@@ -278,7 +292,8 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
         if not shard.owns(position):
             continue
         if entry.id not in seen:
-            gate = check_gate(entry.target.distribution, entry.applies_to)
+            gate = check_gate(entry.target.distribution, entry.applies_to, None,
+                              entry.target.version_from)
             beyond = beyond_gate(entry, gate) or ledger_beyond(entry)
             seen[entry.id] = (gate, beyond,
                               covering_entry(registry, entry) if beyond else None,

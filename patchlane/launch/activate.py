@@ -102,8 +102,11 @@ def _report(folder: str | None) -> "Report":
 def _print_summary(me: str, report: "Report") -> None:
     if me == "main" and "torch/distributed/run.py" in (sys.argv[0] if sys.argv else ""):
         return  # torchrun's agent: it trains nothing; its ranks speak for themselves
-    # Decider.summary() groups the same way but has no hit counts, which are the point here.
-    groups: dict[str, list[str]] = {}
+    # One line per rank that fits a log: the entries someone reads it for (what is on the call
+    # path, with its hits, and anything that went wrong) by name; the rest counted. Every entry
+    # and its reason is in `patchlane status` and the report (`patchlane run --reports DIR`).
+    named: dict[str, list[str]] = {}
+    counted: dict[str, int] = {}
     for entry in report["entries"]:
         decision = entry["decision"]
         outcome = (decision["outcome"] if decision else None) or "pending"
@@ -113,9 +116,13 @@ def _print_summary(me: str, report: "Report") -> None:
             differs, changed = proof["differs"], proof.get("changed") or []
             notes.append(proof["answer"] + (f": nearest {', '.join(differs)}" if differs else "")
                          + (f" ({', '.join(changed)} changed since)" if changed else ""))
-        label = entry["id"] + (f" ({'; '.join(notes)})" if notes else "")
-        groups.setdefault(outcome, []).append(label)
-    parts = " | ".join(f"{k}: {', '.join(v)}" for k, v in sorted(groups.items()))
+        if outcome in _NAMED or proof is not None:
+            label = entry["id"] + (f" ({'; '.join(notes)})" if notes else "")
+            named.setdefault(outcome, []).append(label)
+        else:
+            counted[outcome] = counted.get(outcome, 0) + 1
+    parts = " | ".join([f"{k}: {', '.join(v)}" for k, v in sorted(named.items())]
+                       + [f"{k}: {n}" for k, n in sorted(counted.items())])
     read = report.get("evidence")
     if read is not None and read["unreadable"]:  # said, so a "never run" is not taken on trust
         parts += f" | evidence: {len(read['unreadable'])} run(s) or receipt(s) left out " \
@@ -128,6 +135,11 @@ def _print_summary(me: str, report: "Report") -> None:
                         if refused else "")
                      + (parts or "no entries") + "\n")
     sys.stderr.flush()
+
+
+# Named in the exit line (the rest are counted): on the call path, or someone must look.
+_NAMED = frozenset({"applied", "config: applied", "refused: drift", "refused: evidence",
+                    "failed: error", "ledger: violation", "reverted"})
 
 
 def _hostname() -> str:

@@ -69,7 +69,7 @@ KINDS: dict[Kind, KindRules] = {
     Kind.SOURCE_PATCH: KindRules(
         ("target", "applies_to", "overlay", "reproducer", "fingerprint"),
         ("depends_on", "continued_by"),
-        frozenset({"target", "distribution", "applies_to", "retire_release"}),
+        frozenset({"target", "distribution", "version_from", "applies_to", "retire_release"}),
         Startup.WRAP, True, new_required=("target",)),
     Kind.VERSION_FLOOR: KindRules(
         ("target", "requires", "policy"), ("when",),
@@ -77,7 +77,8 @@ KINDS: dict[Kind, KindRules] = {
         Startup.LEDGER, False, new_required=("requires",)),
     Kind.COMPAT_GATE: KindRules(
         ("check",), ("policy",),
-        frozenset({"distribution", "check", "policy", "applies_to", "retire_release"}),
+        frozenset({"distribution", "version_from", "check", "policy", "applies_to",
+                   "retire_release"}),
         Startup.ON_DEMAND, False),
     Kind.PACKAGING_PIN: KindRules(
         ("target", "pin"), ("source", "policy", "when"),
@@ -85,6 +86,7 @@ KINDS: dict[Kind, KindRules] = {
         Startup.LEDGER, False, new_required=("pin", "distribution")),
     Kind.CONFIG: KindRules(
         ("settings",), (),
-        frozenset({"distribution", "settings", "applies_to", "retire_release"}),
+        frozenset({"distribution", "version_from", "settings", "applies_to",
+                   "retire_release"}),
         Startup.CONFIG, False, own_probe=True, new_required=("settings",)),
 }

@@ -57,7 +57,8 @@ def local_patch_set() -> dict[str, Any]:
     entries: dict[str, dict[str, Any]] = {}
     for entry in decider.registry.entries:
         decision = latest.get(entry.id)
-        gate = check_gate(entry.target.distribution, entry.applies_to) \
+        gate = check_gate(entry.target.distribution, entry.applies_to, None,
+                          entry.target.version_from) \
             if entry.target.distribution else None
         pending = decision is None or decision.outcome is Outcome.PENDING
         entries[entry.id] = {

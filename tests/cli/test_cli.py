@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -227,7 +228,14 @@ def test_import_logs_one_startup_summary_line() -> None:
     out = fresh_python(code)
     lines = [line for line in out.stderr.splitlines() if line.startswith("patchlane ")]
     assert len(lines) == 1, out.stderr
-    assert "mcore_rerun_sentinel" in lines[0] and "pending" in lines[0]
+    # counts, not every id: one line that fits a log (the ids: `patchlane status`, DEBUG)
+    assert re.search(r"\d+ entries \(registry\.yaml\); \d+ decided, \d+ decided when their "
+                     "target is imported", lines[0]), lines[0]
+    assert "mcore_rerun_sentinel" not in lines[0] and len(lines[0]) < 160, lines[0]
+    debug = fresh_python(code.replace("INFO", "DEBUG"))
+    assert any("mcore_rerun_sentinel" in line and "pending" in line
+               for line in debug.stderr.splitlines() if line.startswith("patchlane ")), \
+        debug.stderr
 
 
 def test_fingerprint_works_under_strict_mode_when_the_target_drifted(

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from patchlane.exit_codes import ExitCode
 
@@ -296,3 +297,114 @@ def test_the_guide_shows_the_commands_this_test_runs() -> None:
                     "patchlane draft ID --evidence", "patchlane retire ID",
                     "patchlane bisect ID --write", "--python .venv312/bin/python"):
         assert command in guide, command
+
+
+# -- the team's own code: on PYTHONPATH, or an editable install -------------------------------
+
+TEAM_REPRODUCER = '''
+LANES = ("cpu",)
+WORLD_SIZES = (1,)
+
+
+def run(ctx):
+    from teamcode.ops import scale
+
+    try:
+        scale(2, 0)
+    except ValueError:
+        return
+    raise AssertionError("the bug shows: scale(2, 0) did not raise")
+'''
+
+TEAM_OVERLAY = '''
+from patchlane.loading import entry_id
+
+ENTRY_ID = entry_id(__name__)
+
+
+def overlay(wrapped, instance, args, kwargs):
+    if args[1] == 0:
+        raise ValueError("factor 0")
+    return wrapped(*args, **kwargs)
+
+
+def probe(module):
+    return False
+'''
+
+
+def _team_code(root: Path) -> Path:
+    """A team's package with no installed distribution: a folder of source on PYTHONPATH."""
+    package = root / "src" / "teamcode"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text('__version__ = "1.2.0"\n')
+    (package / "ops.py").write_text("def scale(x, factor):\n    return x * factor\n")
+    return root / "src"
+
+
+def _team_cli(root: Path, paths: list[Path], *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PATCHLANE_REGISTRY=str(root / "team.yaml"),
+               PYTHONPATH=os.pathsep.join([*map(str, paths), str(ROOT)]))
+    for name in ("PATCHLANE_STRICT", "PATCHLANE_ONLY", "PATCHLANE_DISABLE"):
+        env.pop(name, None)
+    return subprocess.run([sys.executable, "-m", "patchlane.cli.main", *args],
+                          capture_output=True, text=True, env=env, cwd=root, timeout=300)
+
+
+def _team_entry_guards(root: Path, paths: list[Path], *new_args: str) -> str:
+    """`new` for teamcode.ops:scale, the files written, the sweep's row for it."""
+    out = _team_cli(root, paths, "new", "team_scale", "--target", "teamcode.ops:scale",
+                    "--registry", str(root / "team.yaml"), "--owner", "tests", *new_args)
+    assert out.returncode == 0, out.stdout + out.stderr
+    (root / "reproducers" / "team_scale.py").write_text(TEAM_REPRODUCER)
+    (root / "patches" / "team_scale.py").write_text(TEAM_OVERLAY)
+    out = _team_cli(root, paths, "sweep", "--only", "team_scale", "--run-dir",
+                    str(root / "run"), "--quiet")
+    assert out.returncode == ExitCode.OK, out.stdout + out.stderr
+    return next(line for line in out.stdout.splitlines() if line.startswith("team_scale"))
+
+
+def test_new_for_code_on_pythonpath_reads_its_version_from_the_tree(tmp_path: Path) -> None:
+    src = _team_code(tmp_path)
+    out = _team_cli(tmp_path, [src], "new", "team_scale", "--target", "teamcode.ops:scale",
+                    "--registry", str(tmp_path / "team.yaml"))
+    assert out.returncode == ExitCode.USAGE, out.stderr
+    assert "--version-from teamcode:__version__" in out.stderr, out.stderr  # the fix, named
+    assert not (tmp_path / "team.yaml").exists()
+    out = _team_cli(tmp_path, [src], "new", "team_scale", "--target", "teamcode.ops:scale",
+                    "--registry", str(tmp_path / "team.yaml"), "--version-from", "teamcode")
+    assert out.returncode == ExitCode.USAGE and "is not MODULE:ATTR" in out.stderr, out.stderr
+
+    row = _team_entry_guards(tmp_path, [src], "--version-from", "teamcode:__version__")
+    assert row.split()[3:5] == ["1.2.0", "guarding"], row
+    block = yaml.safe_load((tmp_path / "team.yaml").read_text())["entries"][0]
+    assert block["target"] == {"distribution": "teamcode", "object": "teamcode.ops:scale",
+                               "version_from": "teamcode:__version__", "shape": "function"}
+    assert block["applies_to"] == ">=1.2.0,<1.3.0"
+
+
+def test_new_for_an_editable_install_gates_on_its_metadata(tmp_path: Path) -> None:
+    """What ``pip install -e`` leaves: the metadata in site-packages, the code in the project
+    folder, and PEP 610's ``direct_url.json`` saying it is editable. The gate reads the
+    metadata's version (it was: "cannot evaluate the gate", the code being elsewhere)."""
+    src = _team_code(tmp_path)
+    site = tmp_path / "site"
+    info = site / "teamcode-1.2.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: teamcode\nVersion: 1.2.0\n")
+    (info / "top_level.txt").write_text("teamcode\n")
+    (info / "direct_url.json").write_text(json.dumps(
+        {"url": tmp_path.resolve().as_uri(), "dir_info": {"editable": True}}))
+    row = _team_entry_guards(tmp_path, [site, src])
+    assert row.split()[3:5] == ["1.2.0", "guarding"], row
+    block = yaml.safe_load((tmp_path / "team.yaml").read_text())["entries"][0]
+    assert "version_from" not in block["target"]  # the metadata is the version
+
+    # not editable: the same files are another copy than the metadata describes, said so
+    (info / "direct_url.json").write_text(json.dumps(
+        {"url": tmp_path.resolve().as_uri(), "dir_info": {}}))
+    out = _team_cli(tmp_path, [site, src], "status", "--json")
+    entry = next(e for e in json.loads(out.stdout)["entries"] if e["id"] == "team_scale")
+    decision = entry["decision"]  # nothing to gate on: not applied, and why
+    assert decision["outcome"] == "failed: error" and not entry["applied"], decision
+    assert "not from the installed teamcode 1.2.0" in decision["reason"], decision

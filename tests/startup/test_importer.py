@@ -326,12 +326,13 @@ def test_two_entries_on_one_module_are_each_pending_then_decided(
     assert module.Greeter().greet("y") == "patched hello y"
 
 
-@pytest.mark.parametrize("ranks", [None, ("3", "4")])
+@pytest.mark.parametrize("ranks", [None, ("0", "4"), ("3", "4")])
 def test_a_training_process_logging_at_info_reads_each_line_once_with_its_rank(
         fake_target: FakeTarget, ranks: tuple[str, str] | None) -> None:
     """Under ``logging.basicConfig(level=INFO)`` (a training script's usual set-up) a decision
     reads ``INFO:patchlane:<id> applied: ...``: the logger's name once, never ``patchlane:
-    patchlane:``; under a launcher with several ranks, with ``rank N:``."""
+    patchlane:``; under a launcher with several ranks, with ``rank N:``, and from rank 0 only
+    (the ranks hold one patch set); at DEBUG every rank says everything."""
     import subprocess
     import sys
 
@@ -350,7 +351,20 @@ def test_a_training_process_logging_at_info_reads_each_line_once_with_its_rank(
     assert out.returncode == 0, out.stderr
     lines = [line for line in out.stderr.splitlines() if line.startswith("INFO:patchlane:")]
     mine = [line for line in lines if fake_target.entry_id in line and "applied" in line]
+    if ranks is not None and ranks[0] != "0":
+        assert not lines, out.stderr  # rank 0 speaks for the ranks at INFO
+        debug = subprocess.run([sys.executable, "-c", code.replace("INFO", "DEBUG")], env=env,
+                               capture_output=True, text=True, timeout=120, check=False)
+        assert f"DEBUG:patchlane:rank {ranks[0]}: patchlane" in debug.stderr, debug.stderr
+        assert f"INFO:patchlane:rank {ranks[0]}: {fake_target.entry_id} applied" \
+            in debug.stderr, debug.stderr
+        return
     assert mine, out.stderr
+    # one startup line, one per overlay applied, one when every entry is decided: no skips
+    assert len(lines) == 3, lines
+    assert lines[0].split("patchlane:", 1)[1].lstrip().removeprefix("rank 0: ") \
+        .startswith("patchlane 0") and "1 entry (" in lines[0], lines
+    assert "patchlane settled [default]: applied: " + fake_target.entry_id in lines[2], lines
     assert not any("patchlane: patchlane" in line or ":patchlane:patchlane:" in line
                    for line in lines), lines
     prefix = f"INFO:patchlane:rank {ranks[0]}: " if ranks else "INFO:patchlane:"

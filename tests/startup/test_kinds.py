@@ -12,6 +12,7 @@ import inspect
 import re
 from pathlib import Path
 
+from patchlane.authoring.new import _COMMON_FLAGS
 from patchlane.registry import KINDS, Kind, KindRules, Startup, StartupRow, load_registries
 from patchlane.registry.per_kind import PARTS, KindParts, NewOption, new_options
 from patchlane.registry.per_kind.protocol import Drafting
@@ -32,7 +33,8 @@ def test_every_kind_has_every_part() -> None:
         # an option of `patchlane new` names a key the kind takes (or a common one)
         keys = set(rules.required) | set(rules.optional) | set(_COMMON_OPTIONAL)
         assert {o for o in rules.new_options if o not in (
-            "distribution", "retire_release", "settings")} <= keys | {"applies_to"}, kind
+            "distribution", "version_from", "retire_release", "settings")} \
+            <= keys | {"applies_to"}, kind
     assert {r.startup for r in KINDS.values()} == set(Startup)  # each way is some kind's
 
 
@@ -76,8 +78,7 @@ def test_every_kind_has_a_module_with_every_part() -> None:
     flags = [option.flag for option, _ in new_options().values()]
     assert len(flags) == len(set(flags))
     for name in KINDS[Kind.SOURCE_PATCH].new_options | KINDS[Kind.CONFIG].new_options:
-        assert name in new_options() or name in (
-            "target", "distribution", "applies_to", "policy", "retire_release"), name
+        assert name in new_options() or name in _COMMON_FLAGS, name
 
 
 def test_each_kind_decides_as_its_startup_says() -> None:

@@ -75,7 +75,8 @@ def judge(entry: Entry, config: Any) -> LedgerResult:
     assert isinstance(spec, CompatGate), f"{entry.id} is not a compat gate"
     kind = entry.kind.value
     if entry.target.distribution and entry.applies_to is not None:
-        gate = check_gate(entry.target.distribution, entry.applies_to)
+        gate = check_gate(entry.target.distribution, entry.applies_to, None,
+                          entry.target.version_from)
         if not gate.open:
             return LedgerResult(entry.id, kind, True, spec.policy,
                                 f"not applicable: {gate.reason}")

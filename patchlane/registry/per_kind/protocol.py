@@ -62,6 +62,11 @@ class Drafting(Protocol):
     @property
     def policy(self) -> str | None: ...
 
+    @property
+    def version_from(self) -> str | None:
+        """``--version-from MODULE:ATTR``: where the gate reads the version of code that is no
+        installed distribution (a source tree, ``PYTHONPATH``), as ``target.version_from``."""
+
     lines: list[str]
     """The entry's block, relative indentation, without newlines."""
     files: dict[str, str]

@@ -56,6 +56,8 @@ def write(draft: Drafting) -> None:
         "target:",
         f"  distribution: {draft.scalar(dist)}",
         f"  object: {draft.scalar(draft.target or '')}",
+        *([f"  version_from: {draft.scalar(draft.version_from)}  # the gate reads this when "
+           "no installed distribution provides the code"] if draft.version_from else []),
         *([f"  shape: {shape}  # what the target is; another shape on a release refuses the "
            "overlay"] if shape else []),
         *draft.comment(why),
