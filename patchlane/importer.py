@@ -594,7 +594,7 @@ class Decider:
         if self._started and not self._settled and self.audit.pending() == 0:
             self._settled = True
             # The line to grep for in a training log: every entry decided, and why.
-            log.info("%s", self.settled_line())
+            log.info("%s", self.brief("patchlane settled"))
         if self.controls.strict and decision.outcome.is_problem:
             error = strict_error(decision, overlay_failed)
             # At a target's import in a script: one line and the error's own code if nothing
@@ -668,9 +668,9 @@ class Decider:
                 f"entr{'y' if len(rows) == 1 else 'ies'} ({sources}); "
                 f"{len(rows) - waiting} decided, {waiting} decided when their target is imported")
 
-    def settled_line(self) -> str:
-        """Every entry decided, in one line that fits a log: what is on the call path and what
-        went wrong by name, the rest counted (each reason: ``patchlane status``)."""
+    def brief(self, head: str) -> str:
+        """The decisions in one line that fits a log: what is on the call path and what went
+        wrong by name, the rest counted (each reason: ``patchlane status``, :meth:`summary`)."""
         named: dict[Outcome, list[str]] = {}
         counted: dict[Outcome, int] = {}
         for entry_id, decision in sorted(self.audit.latest().copy().items()):
@@ -681,7 +681,7 @@ class Decider:
         parts = [f"{o.value}: {', '.join(named[o])}" for o in Outcome if o in named]
         parts += [f"{o.value}: {counted[o]}" for o in Outcome if o in counted]
         mode = "strict" if self.controls.strict else "default"
-        return f"patchlane settled [{mode}]: " + (" | ".join(parts) or "no entries")
+        return f"{head} [{mode}]: " + (" | ".join(parts) or "no entries")
 
     def summary(self, settled: bool = False) -> str:
         """One line: what was applied, what was skipped and why, what is still pending."""

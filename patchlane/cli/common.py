@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -49,7 +52,6 @@ def stdout_for_output() -> None:
     module put on stdout is moved to stderr, so what it logs later cannot land in the command's
     output (``status --json`` must parse)."""
     import logging
-    import sys
 
     loggers = [logging.getLogger(), *(logger for logger in logging.root.manager.loggerDict
                                       .values() if isinstance(logger, logging.Logger))]
@@ -70,24 +72,47 @@ def add_comparison_options(p: argparse.ArgumentParser) -> None:
                    help="earlier run directories for the HTML page's history (repeatable)")
 
 
+FULL_WIDTH_ENV = "PATCHLANE_FULL_WIDTH"
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int = 60) -> str:
     """Rows under ``headers``, one line each. Every column but the last is cut to ``width``;
-    the last (a reason, a why: the column each table puts last) is printed whole and unpadded.
-    Whole rather than wrapped: a wrapped row is several lines, and a row must stay one line
-    that ``grep ENTRY`` finds with its reason and that a CI log shows as it is; a terminal
-    soft-wraps a long line by itself. Line breaks inside a cell become spaces for the same
-    reason."""
+    the last (a reason, a why: the column each table puts last) is unpadded, and cut to the
+    terminal's width on a terminal (``…`` at the cut), whole when the output is piped or
+    logged, or with ``--full-width``. Never wrapped: a row must stay one line that ``grep
+    ENTRY`` finds with its reason and that a CI log shows as it is. Line breaks inside a cell
+    become spaces for the same reason."""
     last = len(headers) - 1
     cells = [[_cell(c, None if i == last else width) for i, c in enumerate(row)]
              for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     widths[last:] = [len(headers[last])] if headers else []  # never padded, so never wider
+    columns = terminal_columns()
+    if columns is not None and headers:
+        # the widest columns give way first (never below their header or 12), then the last
+        # takes what is left (at least 20)
+        while sum(widths[:last]) + 2 * last + 20 > columns:
+            i = max(range(last), key=lambda k: widths[k], default=None)
+            if i is None or widths[i] <= max(12, len(headers[i])):
+                break
+            widths[i] -= 1
+        room = max(20, columns - sum(widths[:last]) - 2 * last)
+        cells = [[*(_cell(c, w) for c, w in zip(r[:last], widths, strict=False)),
+                  _cell(r[last], room)] for r in cells]
 
     def line(values: Sequence[str]) -> str:
         return "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
 
     return "\n".join([line(headers), "  ".join("-" * w for w in widths)]
                      + [line(r) for r in cells])
+
+
+def terminal_columns() -> int | None:
+    """The width of the terminal stdout is; None when it is none (piped, a log) or the full
+    width was asked for (``--full-width``, ``PATCHLANE_FULL_WIDTH=1``)."""
+    if os.environ.get(FULL_WIDTH_ENV, "") not in ("", "0") or not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size().columns
 
 
 def _cell(value: object, width: int | None) -> str:

@@ -21,7 +21,13 @@ from typing import Any
 
 from ..errors import PatchlaneError, SweepTerminated
 from ..exit_codes import ExitCode
-from .common import add_comparison_options, positive_int, positive_seconds, release_cache
+from .common import (
+    FULL_WIDTH_ENV,
+    add_comparison_options,
+    positive_int,
+    positive_seconds,
+    release_cache,
+)
 
 
 def _shard(text: str) -> str:
@@ -61,6 +67,10 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit codes: docs/cli.md (0 ok, 1 a reproducer failed, 2 usage, 3 registry "
         "refused, ...). Guide: docs/adding-an-entry.md.")
     parser.add_argument("--version", action="version", version=f"patchlane {__version__}")
+    parser.add_argument("--full-width", action="store_true",
+                        help="print tables whole on a terminal too (by default a row is cut to "
+                        "the terminal's width there; piped or in a log it is always whole); "
+                        "also PATCHLANE_FULL_WIDTH=1")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_entry_commands, _run_command, _sweep_commands, _tracking_commands,
                 _release_commands, _authoring_commands, _environment_commands):
@@ -449,6 +459,8 @@ def _stop_on_sigterm(command: str) -> Callable[[], None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.full_width:
+        os.environ[FULL_WIDTH_ENV] = "1"
     _logs_to_stderr()
     restore_sigterm = _stop_on_sigterm(args.command)
     try:

@@ -58,7 +58,9 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
                "DECISION", "HITS"]
     print(table([*headers, *(["EVIDENCE"] if read is not None else []), "REASON"], rows))
     print()
-    print(report["summary"])
+    from .._version import __version__
+
+    print(current.brief(f"patchlane {__version__}"))  # every id and reason: --json's summary
     from .activate import startup_lines, startup_state
 
     for line in startup_lines(startup_state()):

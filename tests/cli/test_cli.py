@@ -452,3 +452,42 @@ def test_an_entry_without_a_gate_gets_the_plain_retire_advice() -> None:
     assert pin.applies_to_shown is None
     advice = upstream_fixed_advice(pin.id, "2.4.1", pin.applies_to_shown)
     assert "None" not in advice and advice.endswith("--evidence RUN`"), advice
+
+
+def _on_a_terminal(*args: str, columns: int, env: dict[str, str] | None = None) -> str:
+    """What ``patchlane ARGS`` prints with stdout on a real pseudo-terminal COLUMNS wide."""
+    import pty
+
+    leader, follower = pty.openpty()
+    full = {**os.environ, "COLUMNS": str(columns), **(env or {})}
+    full.pop("PATCHLANE_STRICT", None)
+    proc = subprocess.Popen([sys.executable, "-m", "patchlane.cli.main", *args], cwd=ROOT,
+                            stdout=follower, stderr=subprocess.DEVNULL, env=full)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the child closed its end
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    proc.wait(timeout=300)
+    os.close(leader)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def test_tables_fit_the_terminal_and_are_whole_when_piped_or_asked() -> None:
+    narrow = _on_a_terminal("status", "--no-import", columns=100)
+    rows = [ln for ln in narrow.splitlines() if ln.startswith("mcore_")]
+    assert rows and all(len(ln) <= 100 for ln in rows), max(map(len, rows))
+    assert any(ln.endswith("…") for ln in rows), rows  # a reason was cut, and shows it
+    whole = _on_a_terminal("--full-width", "status", "--no-import", columns=100)
+    piped = cli("status", "--no-import").stdout
+    assert max(len(ln) for ln in whole.splitlines()) > 100
+    assert [ln for ln in whole.splitlines() if ln.startswith("mcore_")] == \
+        [ln for ln in piped.splitlines() if ln.startswith("mcore_")]
+    # the line under the table: counts, not every id with its reason
+    brief = next(ln for ln in piped.splitlines() if ln.startswith("patchlane 0"))
+    assert len(brief) < 400 and "pending: " in brief, brief

@@ -146,6 +146,24 @@ def test_one_summary_line_per_rank_root_not_per_child(tmp_path: Path) -> None:
     assert "patchlane run: " not in quiet.stderr
 
 
+def test_the_exit_line_names_what_is_on_the_call_path_and_counts_the_rest() -> None:
+    """A rank's line fits a log: applied overlays (with hits) and problems by name, the other
+    outcomes counted (it was every id, 641 characters with the catalog)."""
+    from patchlane.importer import _LEVELS
+    from patchlane.launch.activate import _NAMED
+
+    # named exactly where a training log's INFO and WARNING lines name an entry
+    assert {o.value for o, level in _LEVELS.items() if level > 10} == _NAMED
+    code = "import megatron.core.dist_checkpointing"
+    out = run(["--", sys.executable, "-c", code], env={"RANK": "0"})
+    assert out.returncode == 0, out.stderr
+    (line,) = [ln for ln in out.stderr.splitlines() if ln.startswith("patchlane run: ")]
+    assert "applied: " in line and "pending: " in line, line
+    pending = line.split("pending: ")[1].split(" |")[0]
+    assert pending.isdigit(), line  # counted, not listed
+    assert len(line) < 300, (len(line), line)
+
+
 def test_usage_errors() -> None:
     assert run([]).returncode == 2
     assert run(["--"]).returncode == 2
