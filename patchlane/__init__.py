@@ -199,14 +199,23 @@ its first line changes nothing, lazily or not)."""
 def _load_lane() -> None:
     """The whole startup: registry, gates, hooks (patchlane.startup). At `import patchlane` unless
     the lazy start may wait (patchlane.lazy.arm), else at the first import of a target."""
-    from . import startup
     from .errors import PatchlaneError, exit_if_uncaught
 
     try:
+        from . import startup
+
         startup.start(env=_SETTINGS)
     except PatchlaneError as error:  # strict mode: uncaught, one line and the error's exit code
         exit_if_uncaught(error)
         raise
+    except ImportError as error:  # wrapt, PyYAML or packaging missing: one line naming it
+        from .dependencies import missing_dependency
+
+        missing = missing_dependency(error)
+        if missing is None:
+            raise
+        exit_if_uncaught(missing)
+        raise missing from None
 
 
 if not _lazy.arm(_load_lane):

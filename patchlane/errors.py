@@ -148,6 +148,12 @@ def bounded(value: object, limit: int = ECHO_LIMIT) -> str:
     return text
 
 
+class MissingDependencyError(PatchlaneError, ImportError):
+    """A package patchlane requires cannot be imported (:mod:`patchlane.dependencies`)."""
+
+    exit_code = ExitCode.MISSING_DEPENDENCY
+
+
 class RegistryError(PatchlaneError, ValueError):
     """A registry file is malformed. Carries the file, entry id and key that were wrong."""
 

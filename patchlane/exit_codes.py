@@ -76,6 +76,10 @@ class ExitCode(enum.IntEnum):
     IO_ERROR = 74
     """The filesystem refused (read-only run directory, full disk, missing permission): the
     message names the file (EX_IOERR)."""
+    MISSING_DEPENDENCY = 69
+    """A package patchlane requires cannot be imported in this interpreter (a venv built
+    without patchlane's dependencies): the message names it and the install command
+    (EX_UNAVAILABLE)."""
     INTERNAL_ERROR = 70
     """An unexpected exception, or a bare ``PatchlaneError`` (a raise site that named no
     class): a bug in patchlane, printed with its traceback (EX_SOFTWARE)."""

@@ -80,6 +80,19 @@ def _settings_readable(evidence: object = None) -> bool:
 
 
 def main(argv: "Sequence[str] | None" = None) -> int:
+    try:
+        return _main(argv)
+    except ImportError as error:  # wrapt, PyYAML, packaging... missing: one line, not a traceback
+        from ..dependencies import missing_dependency
+
+        missing = missing_dependency(error)
+        if missing is None:
+            raise
+        sys.stderr.write(f"patchlane: error: {missing}\n")
+        return int(missing.exit_code)
+
+
+def _main(argv: "Sequence[str] | None" = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["run"]:
         fast = _fast_run(args[1:])

@@ -185,6 +185,18 @@ def run_with_an_unreadable_setting(fake: FakeTarget,
     return ["run", "--", "true"], _env(fake, PATCHLANE_VERIFY_RANKS="maybe")
 
 
+def missing_dependency(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    # an interpreter that cannot import packaging, as a venv built without patchlane's
+    # dependencies: a module of that name first on the path that fails as a missing one does
+    shadow = tmp / "shadow"
+    shadow.mkdir()
+    (shadow / "packaging.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'packaging'\", name='packaging')\n")
+    env = _env(fake)
+    env["PYTHONPATH"] = os.pathsep.join([str(shadow), env.get("PYTHONPATH", "")])
+    return ["status"], env
+
+
 CASES: list[tuple[ExitCode, Setup, str]] = [
     (ExitCode.OK, ok, ""),
     (ExitCode.REPRODUCER_FAILED, reproducer_failed, "FAIL"),
@@ -207,6 +219,7 @@ CASES: list[tuple[ExitCode, Setup, str]] = [
     (ExitCode.DOCTOR_PROBLEMS, doctor_problems, "refused: drift"),
     (ExitCode.ENTRIES_NEVER_HIT, entries_never_hit, "DEAD OR MISAPPLIED (exit 17)"),
     (ExitCode.IO_ERROR, filesystem_refused, "a-file"),
+    (ExitCode.MISSING_DEPENDENCY, missing_dependency, "patchlane needs packaging"),
     (ExitCode.COMMAND_NOT_EXECUTABLE, command_not_executable, "train.sh has no execute permission"),
     (ExitCode.COMMAND_NOT_FOUND, command_not_found,
      "'pyhton3-no-such-command': no such command on PATH"),

@@ -434,3 +434,24 @@ def test_the_real_overlay_is_decided_the_same_lazily_on_the_installed_megatron(
     assert why(lazy) == "None", lazy.stderr
     assert report_of(lazy) == report_of(eager)
     assert report_of(lazy)["mcore_rerun_sentinel"][0] in ("applied", "skipped: gate")
+
+
+def test_a_missing_dependency_at_the_first_target_import_is_one_line(
+        fake: FakeTarget, tmp_path: Path) -> None:
+    """A venv built without patchlane's dependencies (wrapt here): the startup cannot load. One
+    line naming the package, the requirement and the install command, exit 69, lazily or not;
+    not a traceback from inside the target's import."""
+    env = fake_env(fake, private_cache(tmp_path))
+    warm(env)
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "wrapt.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'wrapt'\", name='wrapt')\n")
+    env["PYTHONPATH"] = os.pathsep.join([str(shadow), env["PYTHONPATH"]])
+    code = f"import patchlane\nimport {fake.module}\nprint('RAN ON')\n"
+    for out in (child(code, env), child(code, {**env, "PATCHLANE_LAZY": "0"})):
+        assert out.returncode == 69, out.stderr
+        assert "RAN ON" not in out.stdout and "Traceback" not in out.stderr, out.stderr
+        (line,) = out.stderr.splitlines()
+        assert line.startswith("patchlane: MissingDependencyError: patchlane needs wrapt"), line
+        assert "-m pip install 'wrapt" in line, line
