@@ -149,6 +149,7 @@ def run_bisect(args: argparse.Namespace) -> int:
                   f"fingerprint.sha256 only: no set of {entry.source.parent / 'matrix.yaml'} "
                   "runs them (the release matrix checks every value fingerprint.releases "
                   "records); add a set to record them there", file=sys.stderr)
+        _record_in_matrix(entry, result)
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))
         return ExitCode.OK
@@ -245,6 +246,25 @@ def _on_another_python(python: str, args: argparse.Namespace, here: Bisection,
                           f"{here.run_dir / f'python-{n}-*'}), or leave --python out")
     combined.notes += [f"--python {python}: {e}" for e in errors]
     return combined
+
+
+def _record_in_matrix(entry: Any, result: Bisection) -> None:
+    """The verdict each set of the matrix beside the registry should see, as the runs showed
+    it, written there: the matrix then sweeps the entry both ways on each of its releases."""
+    from ..releases.matrix import load_matrix
+    from ..releases.matrix_expectations import expected_verdicts, write_expectations
+
+    path = entry.source.parent / "matrix.yaml"
+    if not path.is_file():
+        return
+    expectations = expected_verdicts(entry, result, load_matrix(path))
+    changes = write_expectations(path, entry.id, expectations, _dt.date.today())
+    for change in changes:
+        print(f"{entry.id}: recorded in {path}: {change}", file=sys.stderr)
+    for item in expectations:
+        if item.verdict is None:
+            print(f"{entry.id}: {path}: set {item.set_name} ({item.release}) left as it is: "
+                  f"{item.why}", file=sys.stderr)
 
 
 def _matrix_releases(entry: Any) -> set[str] | None:

@@ -30,8 +30,8 @@ from ..reproducer import LANES, Lane
 from ..runs.index import RunIndex
 from ..runs.verdicts import Verdict
 
-__all__ = ["MatrixResult", "MatrixSet", "install_dir", "interpreter", "load_matrix", "run_set",
-           "sweep_releases"]
+__all__ = ["MatrixResult", "MatrixSet", "install_dir", "interpreter", "load_matrix", "parse_matrix",
+           "run_set", "sweep_releases"]
 
 _SPEC = RELEASE_SPEC
 
@@ -74,8 +74,17 @@ class MatrixResult:
 
 def load_matrix(path: Path) -> list[MatrixSet]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise MatrixError(f"{path}: cannot read the release matrix: {exc}") from None
+    return parse_matrix(path, text)
+
+
+def parse_matrix(path: Path, text: str) -> list[MatrixSet]:
+    """The sets of a release matrix's ``text`` (``path``: where it is, for messages)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
         raise MatrixError(f"{path}: cannot read the release matrix: {exc}") from None
     if not isinstance(data, dict) or data.get("schema") != 1 or not isinstance(
             data.get("sets"), list):

@@ -90,14 +90,32 @@ def test_the_guide_from_new_to_a_bisected_gate_needs_no_hand_edit(
     assert cli("reproduce", ENTRY).returncode == ExitCode.OK
 
     # 4. bisect --write: the gate from runs, both legs where it widens; the team's release
-    # matrix runs 1.2.0 only, and the command says which recorded releases it does not run
-    (fake_target.root / "matrix.yaml").write_text(
-        f"schema: 1\nsets:\n  - name: installed\n    install: "
-        f"[{fake_target.distribution}==1.2.0]\n    expect: {{{ENTRY}: guarding}}\n")
+    # matrix (sets for 1.0.0, 1.2.0 and 1.4.0, written for the entry already there) gets the
+    # new entry's verdicts, and the command says which recorded releases it does not run
+    dist, other = fake_target.distribution, fake_target.entry_id
+    matrix = fake_target.root / "matrix.yaml"
+    matrix.write_text(
+        "schema: 1\nsets:\n"
+        f"  - name: before  # the team's comment\n    install: [{dist}==1.0.0]\n"
+        f"    expect:\n      {other}: guarding  # theirs\n"
+        f"  - name: installed\n    install: [{dist}==1.2.0]\n    expect:\n"
+        f"      {other}: guarding\n    python: [\"3.11\", \"3.12\"]\n"
+        f"  - name: fixed\n    install: [{dist}==1.4.0]\n    expect:\n"
+        f"      {other}: guarding\n")
+    before_text = matrix.read_text()
     out = cli("bisect", ENTRY, "--write", "--json", "--run-dir", str(tmp_path / "bisect"))
     assert out.returncode == 0, out.stderr
-    assert "the fingerprints of 1.1.0, 1.3.0, 1.4.0 went to fingerprint.sha256 only: no set " \
+    assert "the fingerprints of 1.1.0, 1.3.0 went to fingerprint.sha256 only: no set " \
         "of" in out.stderr
+    # the matrix: each set's verdict as the runs showed it, every other line as it was
+    sets = {s["name"]: s for s in yaml.safe_load(matrix.read_text())["sets"]}
+    assert {name: s["expect"].get(ENTRY) for name, s in sets.items()} == {
+        "before": "skipped", "installed": "guarding", "fixed": "upstream-fixed"}, \
+        matrix.read_text()
+    assert all(s["expect"][other] == "guarding" for s in sets.values())
+    kept = [ln for ln in matrix.read_text().splitlines() if ENTRY not in ln]
+    assert kept == before_text.splitlines()
+    assert f"recorded in {matrix}: installed: {ENTRY}: guarding" in out.stderr
     found = json.loads(out.stdout)
     assert (found["first_affected"], found["first_fixed"], found["applies_to"]) == (
         "1.1.0", "1.3.0", ">=1.1.0,<1.3.0")
@@ -112,7 +130,7 @@ def test_the_guide_from_new_to_a_bisected_gate_needs_no_hand_edit(
     prints = block["fingerprint"]
     # under releases, what the matrix runs (every value there checked by a run); each value
     # a run saw is accepted in sha256, so a strict start on 1.1.0 is no drift either
-    assert set(prints["releases"]) == {"1.2.0"}
+    assert set(prints["releases"]) == {"1.2.0", "1.4.0"}
     assert set(prints["releases"].values()) <= set(prints["sha256"])
     assert len(set(prints["sha256"])) == 2  # the buggy shout() and the fixed one
 
