@@ -52,6 +52,7 @@ from ..registry.editor import registry_lock
 from ..registry.kinds import KINDS
 from ..registry.per_kind import PARTS, Release, new_options
 from ..versions import parse_version, range_problem, shown, why_not_version
+from .entries_table import add_row, docs_table
 
 __all__ = ["Created", "NewEntryError", "Request", "new_entry", "next_minor_range"]
 
@@ -806,6 +807,9 @@ def new_entry(request: Request, others: Mapping[str, Path] | None = None) -> Cre
                                     expected=request.entry_id,
                                     fix="check the end of the registry file")
             atomic_write(path, text)  # a new registry gets the umask's mode, as open() gives
+        table = docs_table(path)  # the docs' entries table beside the registry: its row
+        if table is not None and add_row(table, entry, draft.applies_to):
+            draft.notes.append(f"added its row to the entries table in {table}")
     return Created(entry, draft.applies_to, path, tuple(made), draft.installed,
                    tuple(draft.notes))
 

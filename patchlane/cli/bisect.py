@@ -138,9 +138,11 @@ def run_bisect(args: argparse.Namespace) -> int:
     result = _stoppable(search, runner, run_dir)
     atomic_write_json(run_dir / "bisect.json", result.as_dict())
     if args.write:
+        old_gate = _gate_as_written(entry)
         write_bisection(entry, result, date=_dt.date.today(), checked=in_matrix)
         print(f"{entry.id}: recorded in {entry.source}: applies_to {result.applies_to!r}",
               file=sys.stderr)
+        _record_in_docs(entry, old_gate, result.applies_to)
         ran = sorted({run.release for _, run in result.runs if run.fingerprint},
                      key=_version_key)
         unmatched = [v for v in ran if in_matrix is not None and v not in in_matrix]
@@ -246,6 +248,36 @@ def _on_another_python(python: str, args: argparse.Namespace, here: Bisection,
                           f"{here.run_dir / f'python-{n}-*'}), or leave --python out")
     combined.notes += [f"--python {python}: {e}" for e in errors]
     return combined
+
+
+def _gate_as_written(entry: Any) -> str | None:
+    """``applies_to`` as the registry file writes it (a SpecifierSet prints its clauses
+    sorted, which the docs' table does not quote)."""
+    import yaml
+
+    from ..registry.editor import read_as_stored
+
+    try:
+        data = yaml.safe_load(read_as_stored(entry.source))
+        block = next(e for e in data["entries"] if e.get("id") == entry.id)
+    except Exception:  # only for the docs' row: a file that does not read has no gate to quote
+        return None
+    gate = block.get("applies_to")
+    return gate if isinstance(gate, str) else None
+
+
+def _record_in_docs(entry: Any, old: str | None, new: str | None) -> None:
+    """The gate drawn, in the entry's row of the docs' entries table beside the registry."""
+    from ..authoring.entries_table import docs_table, update_gate
+
+    table = docs_table(entry.source)
+    if table is None or old is None or new is None or old == new:
+        return
+    if update_gate(table, entry.id, old, new):
+        print(f"{entry.id}: recorded in {table}: applies to `{new}`", file=sys.stderr)
+    else:
+        print(f"{entry.id}: {table}: its row does not quote `{old}`; put `{new}` there",
+              file=sys.stderr)
 
 
 def _record_in_matrix(entry: Any, result: Bisection) -> None:

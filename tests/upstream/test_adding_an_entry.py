@@ -71,12 +71,25 @@ def test_the_guide_from_new_to_a_bisected_gate_needs_no_hand_edit(
                               cwd=work, timeout=600)
 
     fake_target.write_registry()  # a team registry with one entry already
+    # and its docs' entries table, as the catalog keeps one
+    docs = fake_target.root / "docs" / "entries.md"
+    docs.parent.mkdir()
+    docs.write_text("# Entries\n\n| id | kind | target | applies to | upstream |\n"
+                    "|---|---|---|---|---|\n| `older` | source_patch | `x:y` | x `>=1` | "
+                    "not forwarded |\n\nProse after the table.\n")
 
-    # 1. new: the gate from the installed release, "not yet verified by runs"
+    # 1. new: the gate from the installed release, "not yet verified by runs"; its docs row
     out = cli("new", ENTRY, "--target", f"{fake_target.module}:shout", "--registry",
               str(fake_target.registry), "--owner", "tests", "--summary",
-              "shout() forgets the exclamation mark")
+              "shout() forgets the exclamation mark", "--issue",
+              "https://github.com/acme/fake/issues/12")
     assert out.returncode == 0, out.stderr
+    assert f"added its row to the entries table in {docs}" in out.stdout, out.stdout
+    row = f"| `{ENTRY}` | source_patch | `{fake_target.module}:shout` | " \
+          f"{fake_target.distribution} `>=1.2.0,<1.3.0` | " \
+          "issue [#12](https://github.com/acme/fake/issues/12) |"
+    assert docs.read_text().splitlines()[5] == row, docs.read_text()
+    assert docs.read_text().endswith("|\n\nProse after the table.\n")
     block = _block(fake_target.registry.read_text())
     assert block["applies_to"] == ">=1.2.0,<1.3.0"
     assert "not yet verified by runs" in _words(fake_target.registry.read_text())
@@ -116,6 +129,8 @@ def test_the_guide_from_new_to_a_bisected_gate_needs_no_hand_edit(
     kept = [ln for ln in matrix.read_text().splitlines() if ENTRY not in ln]
     assert kept == before_text.splitlines()
     assert f"recorded in {matrix}: installed: {ENTRY}: guarding" in out.stderr
+    # the docs' row: the gate drawn from runs
+    assert docs.read_text().splitlines()[5] == row.replace(">=1.2.0,<1.3.0", ">=1.1.0,<1.3.0")
     found = json.loads(out.stdout)
     assert (found["first_affected"], found["first_fixed"], found["applies_to"]) == (
         "1.1.0", "1.3.0", ">=1.1.0,<1.3.0")
