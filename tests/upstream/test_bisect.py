@@ -801,3 +801,88 @@ def test_the_bisect_table_shows_the_with_overlay_leg(tmp_path: Path,
     assert "WITH OVERLAY" in header
     assert first.startswith("1.0") and "guarding" in first, first
     assert second.startswith("1.1") and "guarding" not in second, second
+
+
+# -- --write and the release matrix beside the registry ----------------------------------------
+
+MATRIX = """\
+schema: 1
+sets:
+  - name: old   # kept
+    install: [megatron-core==0.12.3]
+    expect:
+      mcore_moe_ffn_mixed_dense: skipped
+  - name: mid
+    install: [megatron-core==0.15.3]
+    expect:
+      mcore_rerun_sentinel: broken   # a guess, before any run
+      mcore_moe_ffn_mixed_dense: guarding
+    python: ["3.11"]
+  - name: new
+    install: [megatron-core==0.18.0]
+    expect:
+      mcore_moe_ffn_mixed_dense: upstream-fixed
+  - name: gpu
+    lanes: [cuda]
+    install: [megatron-core==0.15.3]
+    expect:
+      mcore_moe_ffn_mixed_dense: guarding
+  - name: unrun
+    install: [megatron-core==0.14.0]
+    expect:
+      mcore_moe_ffn_mixed_dense: guarding
+  - name: other-dist
+    install: [liger-kernel==0.8.1]
+    expect:
+      liger_flce_weighted_none: guarding
+"""
+
+
+def test_write_records_each_matrix_set_s_verdict_as_the_runs_showed_it(
+        registry_file: Path, tmp_path: Path) -> None:
+    from patchlane.releases.matrix import parse_matrix
+    from patchlane.releases.matrix_expectations import expected_verdicts, write_expectations
+
+    entry = load_registries([registry_file]).get(ENTRY)
+    path = tmp_path / "matrix.yaml"
+    path.write_bytes(MATRIX.replace("\n", "\r\n").encode())  # CRLF, kept
+    found = {e.set_name: e for e in expected_verdicts(entry, _result(),
+                                                       parse_matrix(path, MATRIX))}
+    assert {n: (e.verdict.value if e.verdict else None) for n, e in found.items()} == {
+        "old": "skipped", "mid": "guarding", "new": "upstream-fixed", "gpu": None,
+        "unrun": None}  # other-dist installs no megatron-core: not its set
+    assert "swept on cuda only" in found["gpu"].why
+    assert "did not run in this bisection" in found["unrun"].why
+    changes = write_expectations(path, ENTRY, list(found.values()), dt.date(2027, 1, 2))
+    assert changes == [f"old: {ENTRY}: skipped", f"mid: {ENTRY}: broken -> guarding",
+                       f"new: {ENTRY}: upstream-fixed"]
+    raw = path.read_bytes().decode()
+    assert "\n" not in raw.replace("\r\n", "")  # every line CRLF, the new ones too
+    text = raw.replace("\r\n", "\n")
+    sets = {s.name: s for s in parse_matrix(path, text)}
+    assert sets["mid"].python == ("3.11",)  # the key after expect: stays the set's
+    assert sets["old"].expect[ENTRY].value == "skipped"
+    assert "gpu" in sets and ENTRY not in sets["gpu"].expect
+    assert f"      {ENTRY}: guarding   # patchlane bisect --write, 2027-01-02 (was broken)" \
+        in text.splitlines()
+    untouched = [ln for ln in MATRIX.splitlines() if ENTRY not in ln]
+    assert [ln for ln in text.splitlines() if ENTRY not in ln] == untouched
+    # again: nothing changes
+    assert write_expectations(path, ENTRY, list(found.values()), dt.date(2027, 1, 3)) == []
+    assert path.read_bytes().decode() == raw
+
+
+def test_write_to_a_matrix_it_cannot_edit_writes_nothing(registry_file: Path,
+                                                         tmp_path: Path) -> None:
+    from patchlane.releases.matrix import parse_matrix
+    from patchlane.releases.matrix_expectations import expected_verdicts, write_expectations
+
+    entry = load_registries([registry_file]).get(ENTRY)
+    path = tmp_path / "matrix.yaml"
+    flow = ("schema: 1\nsets:\n  - name: mid\n    install: [megatron-core==0.15.3]\n"
+            "    expect: {mcore_moe_ffn_mixed_dense: guarding}\n")
+    path.write_text(flow)
+    wanted = expected_verdicts(entry, _result(), parse_matrix(path, flow))
+    with pytest.raises(BisectError, match="no block `expect:`"):
+        write_expectations(path, ENTRY, wanted, dt.date(2027, 1, 2))
+    assert path.read_text() == flow
