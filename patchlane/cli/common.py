@@ -30,12 +30,36 @@ def decider(refused_ok: bool = False) -> Decider:
     return current
 
 
+def registry_label(path: str | None) -> str:
+    """Whose entry, in a table: ``catalog`` for the registry installed with patchlane (or this
+    checkout's own), else the registry file's path."""
+    if path is None:
+        return "-"
+    if shipped_with_patchlane(Path(path)) or \
+            Path(path) == startup.default_registry_path().resolve():
+        return "catalog"
+    return path if len(path) <= 48 else "…" + path[-47:]  # the file's name stays in view
+
+
+def shipped_with_patchlane(registry: Path | None) -> bool:
+    """Whether ``registry`` is the catalog installed with patchlane (inside its package, in
+    site-packages): no one edits it there, and a patchlane release is what changes it."""
+    return registry is not None and "_bundle" in registry.parts
+
+
 def upstream_fixed_advice(entry_id: str, release: str | None, applies_to: str | None,
-                          guarding: Sequence[str] = ()) -> str:
+                          guarding: Sequence[str] = (), registry: Path | None = None) -> str:
     """What an ``upstream-fixed`` row asks, true for every release the entry's gate still
     serves: fixed on one release is not "retire" while the gate admits releases that are still
-    run (``guarding``: where the matrix runs one, and the entry still guards)."""
+    run (``guarding``: where the matrix runs one, and the entry still guards); and true for
+    where the entry lives (``registry``): the catalog installed with patchlane is retired by
+    a patchlane release, not by its users."""
     on = f" on {release}" if release else ""
+    if shipped_with_patchlane(registry):
+        return (f"{entry_id} is fixed upstream{on}; it is an entry of the catalog installed "
+                f"with patchlane ({registry}): a patchlane release retires it once no release "
+                "its gate admits needs it. Nothing to edit here; to stop applying it to a job "
+                f"that runs only fixed releases, PATCHLANE_DISABLE={entry_id}")
     if guarding:
         return (f"{entry_id} is fixed upstream{on}, but still guards {', '.join(guarding)}, "
                 f"which its gate ({applies_to}) admits: keep it; retire only once no one runs "

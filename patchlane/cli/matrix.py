@@ -124,7 +124,8 @@ def _fixed_advice(entry_id: str, fixed_in: str, sets: Sequence[MatrixSet]) -> st
     guarding = [s.name for s in sets
                 if s.name != fixed_in and s.expect.get(entry_id) is Verdict.GUARDING]
     try:
-        applies_to: str | None = startup.current().registry.get(entry_id).applies_to_shown
+        entry = startup.current().registry.get(entry_id)
     except UnknownEntryError:  # an id of another registry set: the advice without the gate
-        applies_to = None
-    return upstream_fixed_advice(entry_id, None, applies_to, guarding)
+        return upstream_fixed_advice(entry_id, None, None, guarding)
+    return upstream_fixed_advice(entry_id, None, entry.applies_to_shown, guarding,
+                                 registry=entry.source)

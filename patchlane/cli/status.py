@@ -17,7 +17,7 @@ from ..gates import resolve_version
 from ..importer import Decider
 from ..registry import KINDS, Entry, Startup
 from ..reporting import build_report
-from .common import decider, stdout_for_output, table
+from .common import decider, registry_label, stdout_for_output, table
 
 
 def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] = ()) -> int:
@@ -50,7 +50,7 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
             outcome, reason = decision["outcome"], decision["reason"]
         row = [item["id"], item["kind"], item["target"], version, outcome, str(item["hits"])]
         if several:  # whose entry it is: the catalog's or a team's file
-            row.insert(1, _registry_label(item["registry"]))
+            row.insert(1, registry_label(item["registry"]))
         if read is not None:
             row.append(item["evidence"]["answer"] if item["evidence"] else "-")
         rows.append([*row, reason])
@@ -76,12 +76,6 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
             print(f"  left out: {why}")
     return refused
 
-
-def _registry_label(path: str) -> str:
-    """``catalog`` for the default registry (shipped with patchlane), else the file's path."""
-    from ..startup import default_registry_path
-
-    return "catalog" if Path(path) == default_registry_path().resolve() else path
 
 
 def _refused_exit(current: Decider) -> int:

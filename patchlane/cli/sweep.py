@@ -280,11 +280,13 @@ def _run_and_report(registry: Registry, run: RunDir, *, jobs: int, timeout: floa
         if index.count(Verdict.UPSTREAM_FIXED):
             print("UPSTREAM FIXED (not a failure):")
             gates = {e.id: e.applies_to_shown for e in registry.entries}
+            homes = {e.id: e.source for e in registry.entries}
             # one line per entry and release (its world sizes and lanes say the same)
             for entry_id, installed in dict.fromkeys(
                     (r.entry_id, r.installed) for r in rows
                     if r.verdict is Verdict.UPSTREAM_FIXED):
-                print("  " + upstream_fixed_advice(entry_id, installed, gates.get(entry_id)))
+                print("  " + upstream_fixed_advice(entry_id, installed, gates.get(entry_id),
+                                                   registry=homes.get(entry_id)))
         compared = index.compare or {}
         for change in compared.get("changes", []):
             print(f"change vs {compared['previous_run']}: {dict(change)}")

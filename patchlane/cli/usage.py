@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..exit_codes import ExitCode
-from .common import table
+from .common import registry_label, table
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,10 +58,13 @@ def run_usage(args: argparse.Namespace) -> int:
     print(f"{usage.reports} report(s): {len(usage.jobs)} job(s), {usage.ranks} rank(s)"
           + (f", {usage.launchers} launcher process(es)" if usage.launchers else "")
           + (f"; {len(unreadable)} file(s) left out (above)" if unreadable else "") + "\n")
-    print(table(["ENTRY", "JOBS", "RANKS", "APPLIED", "HITS", "FIRST SEEN", "LAST SEEN",
-                 "STATE", "WHAT IT MEANS"],
-                [[e.id, str(len(e.jobs)), str(len(e.ranks)), str(len(e.ranks_applied)),
-                  str(e.hits), _when(e.first_seen), _when(e.last_seen), e.state, e.note()]
+    # whose entries: a column when the reports name several registry files
+    several = len({e.registry for e in usage.entries}) > 1
+    print(table(["ENTRY", *(["REGISTRY"] if several else []), "JOBS", "RANKS", "APPLIED",
+                 "HITS", "FIRST SEEN", "LAST SEEN", "STATE", "WHAT IT MEANS"],
+                [[e.id, *([registry_label(e.registry)] if several else []), str(len(e.jobs)),
+                  str(len(e.ranks)), str(len(e.ranks_applied)), str(e.hits),
+                  _when(e.first_seen), _when(e.last_seen), e.state, e.note()]
                  for e in usage.entries]))
     print()
     print(table(["ENTRY", "PYTHON", "TORCH", "TARGET RELEASE", "RANKS", "APPLIED", "HITS"],

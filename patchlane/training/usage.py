@@ -81,6 +81,8 @@ class EntrySeen:
     installed: str | None
     version_source: str | None
     paths: Mapping[str, int]
+    registry: str | None = None
+    """The registry file that declared it (reports from before it was recorded: None)."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ def _entry(where: str, data: Any) -> EntrySeen:
         installed=_opt_str(f"{where}.decision.installed", decision.get("installed")),
         version_source=_opt_str(f"{where}.decision.version_source",
                                 decision.get("version_source")),
-        paths=dict(paths))
+        paths=dict(paths), registry=_opt_str(f"{where}.registry", data.get("registry")))
 
 
 def _parse(path: Path, data: Any) -> ProcessReport:
@@ -332,6 +334,8 @@ class EntryUsage:
         default_factory=dict)
     """Per rank: each of its processes' (outcome, reason, release)."""
     stacks: dict[Stack, _StackCount] = field(default_factory=dict)
+    registry: str | None = None
+    """The registry file that declares it, as the newest report says."""
 
     @property
     def counted(self) -> bool:
@@ -396,6 +400,7 @@ class EntryUsage:
     def as_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "kind": self.kind, "status": self.status, "state": self.state,
+            "registry": self.registry,
             "flagged": self.flagged, "note": self.note(),
             "jobs": len(self.jobs), "jobs_applied": len(self.jobs_applied),
             "jobs_hit": len(self.jobs_hit),
@@ -471,6 +476,8 @@ def aggregate(reports: Sequence[ProcessReport],
             else:  # the newest report says what the entry is now (a retirement since)
                 if report.at >= usage.last_seen:
                     usage.kind, usage.status = seen.kind, seen.status
+            if seen.registry and (usage.registry is None or report.at >= usage.last_seen):
+                usage.registry = seen.registry
             usage.jobs.add(report.job)
             usage.first_seen = min(usage.first_seen, report.at)
             usage.last_seen = max(usage.last_seen, report.at)

@@ -404,6 +404,13 @@ def test_upstream_fixed_is_not_retire_while_the_gate_serves_releases_still_run()
     assert "keep it while any job runs one" in gated and "patchlane usage" in gated
     ungated = upstream_fixed_advice("x", "0.19.0", None)
     assert ungated.endswith("`patchlane retire x --evidence RUN`")
+    # the catalog installed with patchlane: nothing for its user to retire or edit
+    shipped = Path("/venv/lib/python3.12/site-packages/patchlane/_bundle/registry.yaml")
+    installed = upstream_fixed_advice("x", "0.19.0", None, registry=shipped)
+    assert "patchlane retire" not in installed and "a patchlane release retires it" in \
+        installed and "PATCHLANE_DISABLE=x" in installed, installed
+    team = upstream_fixed_advice("x", "0.19.0", None, registry=Path("/srv/team.yaml"))
+    assert team == ungated
 
 
 def test_constraints_hands_the_floors_and_pins_to_pip(tmp_path: Path) -> None:

@@ -273,3 +273,31 @@ def test_junit_has_a_testsuites_root_times_and_the_stack(tmp_path: Path) -> None
     assert props["registry_digest"] == "sha256:ab" and props["installed"] == "0.16.1"
     case = suite.find("testcase")
     assert case is not None and case.get("time") == "3.750"
+    assert "registry" not in {p.get("name") for p in case.iter("property")}  # none recorded
+
+
+def test_the_reports_say_whose_each_entry_is(tmp_path: Path) -> None:
+    """A team's registry beside the catalog: JUnit's case and the HTML page name the file."""
+    import xml.etree.ElementTree as ET
+
+    from patchlane.evidence.reports.junit import junit
+    from patchlane.evidence.reports.page import page
+    from patchlane.runs.index import IndexRow, RunIndex
+    from patchlane.runs.verdicts import Verdict
+
+    rows = (IndexRow("team_fix", "cpu", 1, Verdict.GUARDING, "fails without, passes with"),
+            IndexRow("mcore_x", "cpu", 1, Verdict.GUARDING, "fails without, passes with"))
+    entries = {"team_fix": {"registry": "/srv/team/team.yaml", "catalog": False},
+               "mcore_x": {"registry": "/venv/site-packages/patchlane/_bundle/registry.yaml",
+                           "catalog": True}}
+    index = RunIndex(run_id="r1", created="2026-11-27T00:00:00+00:00", rows=rows,
+                     entries=entries)
+    root = ET.fromstring(junit(index).split("?>", 1)[1])
+    whose = {c.get("classname"): {p.get("name"): p.get("value") for p in c.iter("property")}
+             for c in root.iter("testcase")}
+    assert whose["patchlane.team_fix"]["registry"] == "/srv/team/team.yaml"
+    assert whose["patchlane.mcore_x"]["registry"].endswith("_bundle/registry.yaml")
+    html = page(index)
+    assert '<b>team_fix</b> <span class="muted small" title="/srv/team/team.yaml">' \
+        "(team.yaml)</span>" in html
+    assert "<b>mcore_x</b> <span class=\"muted small\"" in html and "(catalog)" in html

@@ -312,3 +312,25 @@ def test_the_command_refuses_a_missing_folder_and_one_without_reports(tmp_path: 
     assert f"no per-process report in {tmp_path / 'empty'} (1 file(s) could not be used, " \
         "listed above)" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_entries_of_a_team_registry_beside_the_catalog_say_whose_they_are(
+        tmp_path: Path) -> None:
+    catalog = "/venv/lib/python3.12/site-packages/patchlane/_bundle/registry.yaml"
+    team = str(tmp_path / "team.yaml")
+    write(tmp_path, [{**entry("mcore_x", hits=1), "registry": catalog},
+                     {**entry("team_fix", hits=2), "registry": team}])
+    usage = usage_of(tmp_path)
+    assert {e.id: e.as_dict()["registry"] for e in usage.entries} == {
+        "mcore_x": catalog, "team_fix": team}
+    out = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "usage", str(tmp_path)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**os.environ, "PATCHLANE_FULL_WIDTH": "1"})
+    assert out.returncode == 0, out.stderr
+    first = out.stdout.split("\n\n")[1]  # the entries' table (the stacks' follows)
+    rows = {ln.split()[0]: ln.split()[1] for ln in first.splitlines()
+            if ln.startswith(("mcore_x ", "team_fix "))}
+    assert rows["mcore_x"] == "catalog" and team.endswith(rows["team_fix"].lstrip("…")), \
+        out.stdout
+    assert rows["team_fix"].endswith("/team.yaml")
+    assert "REGISTRY" in out.stdout.splitlines()[2], out.stdout

@@ -63,9 +63,13 @@ def junit(index: RunIndex, run_dir: Path | None = None) -> str:
     for row, spent in zip(rows, seconds, strict=True):
         case = ET.SubElement(suite, "testcase", classname=f"patchlane.{row.entry_id}",
                              name=f"{row.lane}-ws{row.world_size}", time=f"{spent:.3f}")
-        if row.installed:
+        registry = index.entry_info(row.entry_id).get("registry")
+        if row.installed or registry:
             props = ET.SubElement(case, "properties")
-            ET.SubElement(props, "property", name="installed", value=row.installed)
+            if row.installed:
+                ET.SubElement(props, "property", name="installed", value=row.installed)
+            if registry:  # whose entry: the catalog's or a team's registry file
+                ET.SubElement(props, "property", name="registry", value=str(registry))
         verdict, reason = row.verdict, row.reason
         status = MEANING[verdict].junit
         if status == "failure":

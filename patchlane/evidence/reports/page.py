@@ -24,6 +24,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -422,10 +423,17 @@ def _attention(index: RunIndex) -> str:
 
 def _rows(index: RunIndex) -> str:
     body = []
+    # whose entries: said when the run swept entries of several registries (a team's beside
+    # the catalog)
+    several = len({str(i.get("registry")) for i in index.entries.values()}) > 1
     for row in by_severity(index.rows):
         v = row.verdict
         info = index.entry_info(row.entry_id)
         entry = f"<b>{_e(row.entry_id)}</b>"
+        if several and info.get("registry"):
+            whose = "catalog" if info.get("catalog") else PurePath(str(info["registry"])).name
+            entry += (f' <span class="muted small" title="{_e(info["registry"])}">'
+                      f"({_e(whose)})</span>")
         if info.get("summary"):
             entry += f'<br><span class="muted small">{_e(info["summary"])}</span>'
         if info.get("status") and info["status"] != "active":
