@@ -301,3 +301,7 @@ def test_the_reports_say_whose_each_entry_is(tmp_path: Path) -> None:
     assert '<b>team_fix</b> <span class="muted small" title="/srv/team/team.yaml">' \
         "(team.yaml)</span>" in html
     assert "<b>mcore_x</b> <span class=\"muted small\"" in html and "(catalog)" in html
+    # a path is text from outside: escaped like any other
+    marked = RunIndex(run_id="r1", created="2026-11-27T00:00:00+00:00", rows=rows,
+                      entries={**entries, "team_fix": {"registry": "/srv/<i>x</i>.yaml"}})
+    assert "<i>x</i>" not in page(marked) and "&lt;i&gt;x&lt;/i&gt;.yaml" in page(marked)
