@@ -654,19 +654,16 @@ class Decider:
         return unlink, True
 
     def headline(self) -> str:
-        """The one INFO line at startup: how many entries from which files, and what happens
-        next (the ids, with each decision, are in :meth:`summary` and ``patchlane status``)."""
+        """The one INFO line at startup, before any decision: how many entries from which
+        files (each decision follows on its own line; all of them: ``patchlane status``)."""
         from ._version import __version__
 
         rows = self.registry.startup_rows
-        decided = self.audit.latest()
-        waiting = sum(1 for r in rows if r.id not in decided
-                      or decided[r.id].outcome is Outcome.PENDING)
         mode = "strict" if self.controls.strict else "default"
         sources = ", ".join(p.name for p in self.registry.sources) or "no registry"
         return (f"patchlane {__version__} [{mode}]: {len(rows)} "
-                f"entr{'y' if len(rows) == 1 else 'ies'} ({sources}); "
-                f"{len(rows) - waiting} decided, {waiting} decided when their target is imported")
+                f"entr{'y' if len(rows) == 1 else 'ies'} ({sources}), each decided when its "
+                "target is imported")
 
     def brief(self, head: str) -> str:
         """The decisions in one line that fits a log: what is on the call path and what went

@@ -152,6 +152,7 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
         # torch.distributed does.
         wrapt.register_post_import_hook("patchlane.training.ranks:_wrap_init_process_group",
                                         "torch.distributed")
+    log.info("%s", decider.headline())  # first: the decisions that follow are its entries'
     try:
         decider.start()
     except PatchlaneError as exc:  # strict mode: a decision raised
@@ -160,9 +161,7 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
         raise
     finally:
         watch.disarm()  # every hook is registered (or it raised): the lazy start's hook is done
-    if log.isEnabledFor(logging.INFO):  # walks every entry: only when it is shown
-        log.info("%s", decider.headline())
-    if log.isEnabledFor(logging.DEBUG):
+    if log.isEnabledFor(logging.DEBUG):  # walks every entry: only when it is shown
         log.debug("%s", decider.summary())
     return decider
 

@@ -100,8 +100,11 @@ def _report(folder: str | None) -> "Report":
 
 
 def _print_summary(me: str, report: "Report") -> None:
-    if me == "main" and "torch/distributed/run.py" in (sys.argv[0] if sys.argv else ""):
-        return  # torchrun's agent: it trains nothing; its ranks speak for themselves
+    program = sys.argv[0] if sys.argv else ""
+    if me == "main" and ("torch/distributed/run.py" in program
+                         or os.path.basename(program) == "torchrun"):
+        return  # torchrun's agent (`torchrun` or `python -m torch.distributed.run`): it trains
+        # nothing; its ranks speak for themselves
     # One line per rank that fits a log: the entries someone reads it for (what is on the call
     # path, with its hits, and anything that went wrong) by name; the rest counted. Every entry
     # and its reason is in `patchlane status` and the report (`patchlane run --reports DIR`).

@@ -164,6 +164,17 @@ def test_the_exit_line_names_what_is_on_the_call_path_and_counts_the_rest() -> N
     assert len(line) < 300, (len(line), line)
 
 
+def test_torchrun_s_agent_by_its_console_script_stays_quiet(tmp_path: Path) -> None:
+    """`patchlane run -- torchrun ...`: the agent runs as the `torchrun` script (argv[0] ends
+    in /torchrun, not torch/distributed/run.py); it trains nothing and prints no line."""
+    script = tmp_path / "torchrun"
+    script.write_text(f"#!{sys.executable}\nprint('agent ran')\n")
+    script.chmod(0o755)
+    out = run(["--", str(script)])
+    assert out.returncode == 0 and out.stdout.strip() == "agent ran", out.stderr
+    assert "patchlane run: " not in out.stderr, out.stderr
+
+
 def test_usage_errors() -> None:
     assert run([]).returncode == 2
     assert run(["--"]).returncode == 2
