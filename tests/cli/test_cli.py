@@ -182,6 +182,9 @@ def test_bad_registry_exits_with_the_registry_code(tmp_path: Path) -> None:
     assert out.returncode == 3
     assert str(bad) in out.stderr and "invalid YAML" in out.stderr
     assert "Traceback" not in out.stderr
+    # and status's own output says it, below the table
+    said = [ln for ln in out.stdout.splitlines() if ln.startswith("registry refused")]
+    assert len(said) == 1 and str(bad) in said[0] and "(exit 3)" in said[0], out.stdout
 
 
 @pytest.mark.slow
