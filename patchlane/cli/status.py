@@ -61,8 +61,8 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
     from .._version import __version__
 
     print(current.brief(f"patchlane {__version__}"))  # every id and reason: --json's summary
-    for refused in report["rejected_registries"]:  # its entries are not in the table: why
-        print(f"registry refused, its entries not applied (exit 3): {refused['error']}")
+    for rejected in report["rejected_registries"]:  # its entries are not in the table: why
+        print(f"registry refused, its entries not applied (exit 3): {rejected['error']}")
     from .activate import startup_lines, startup_state
 
     for line in startup_lines(startup_state()):
@@ -77,7 +77,6 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
         for why in read["unreadable"]:
             print(f"  left out: {why}")
     return refused
-
 
 
 def _refused_exit(current: Decider) -> int:
