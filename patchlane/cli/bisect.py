@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..controls import ToolSettings
 from ..exit_codes import ExitCode
-from .common import decider, positive_int, positive_seconds, release_cache, table
+from .common import one_entry, positive_int, positive_seconds, release_cache, table
 
 if TYPE_CHECKING:
     from ..releases.bisect import Bisection
@@ -94,7 +94,7 @@ def run_bisect(args: argparse.Namespace) -> int:
     from ..upstream.http import Client
     from .upstream import tracker_config
 
-    entry = decider().registry.get(args.id)
+    entry = one_entry(args.id)[1]
     if entry.reproducer is None:
         raise BisectError(f"{entry.id}: a {entry.kind.value} entry without a reproducer has "
                           "nothing to run against each release; fix: give it a reproducer "

@@ -11,16 +11,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import startup
+from ..errors import UnknownEntryError
 from ..importer import Decider
+from ..registry import Entry, Registry
 
 __all__ = ["add_comparison_options", "decider", "positive_int", "positive_seconds",
            "stdout_for_output", "table", "upstream_fixed_advice"]
 
 
 def decider(refused_ok: bool = False) -> Decider:
-    """The process's decider. A registry set with a refused file is an error for every command
-    (a sweep or a tool reading a partial set would leave entries out silently) except those
-    that show it (``refused_ok``: ``status`` lists what loaded and names what was refused)."""
+    """The process's decider. A registry set with a refused file is an error for the commands
+    over the whole set (a sweep, doctor or constraints reading a partial set would leave
+    entries out silently); not for those that show it (``refused_ok``: ``status`` lists what
+    loaded and names what was refused) or are about one entry that loaded
+    (:func:`one_entry`)."""
     current = startup.current()
     error = startup.startup_error()
     if error is not None:
@@ -28,6 +32,25 @@ def decider(refused_ok: bool = False) -> Decider:
     if current.registry.rejected and not refused_ok:
         raise current.registry.rejected[0]
     return current
+
+
+def entry_of(registry: Registry, entry_id: str) -> Entry:
+    """One entry, for a command about it alone (``show``, ``reproduce``, ``draft``,
+    ``bisect``, ``fingerprint``, ``retire``...): a refused registry file beside it does not stop
+    the command (the startup said the refusal on stderr); an id not found while a file was
+    refused may be in that file, so the refusal is the error then."""
+    try:
+        return registry.get(entry_id)
+    except UnknownEntryError:
+        if registry.rejected:
+            raise registry.rejected[0] from None
+        raise
+
+
+def one_entry(entry_id: str) -> tuple[Decider, Entry]:
+    """The process's decider and ``entry_id``'s entry (:func:`entry_of`)."""
+    current = decider(refused_ok=True)
+    return current, entry_of(current.registry, entry_id)
 
 
 def registry_label(path: str | None) -> str:

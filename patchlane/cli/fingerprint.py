@@ -16,11 +16,11 @@ from .. import fingerprint
 from ..errors import StrictModeError, UsageError
 from ..gates import resolve_version
 from ..registry import Entry
-from .common import decider
+from .common import one_entry
 
 
 def run_fingerprint(entry_id: str, source: Path | None = None, record: bool = False) -> int:
-    entry = decider().registry.get(entry_id)
+    entry = one_entry(entry_id)[1]
     if entry.fingerprint is None or not entry.target.module or not entry.target.qualname:
         # Asked of an entry that has nothing to fingerprint: the request, not an overlay, is
         # wrong.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..evidence.reproduce import Lane, Mode, RunOutcome, read_spec, run_case
 from ..exit_codes import ExitCode
-from .common import decider
+from .common import one_entry
 
 __all__ = ["print_tails", "run_reproduce"]
 
@@ -28,7 +28,7 @@ def run_reproduce(entry_id: str, without: bool, lane_name: Lane, sizes: list[int
     """Run the cases and print one line each. Their folders are removed once judged (the
     failing ranks' last lines are printed, which is what a person reads); ``keep`` names the
     folder to keep them in instead: a temporary folder per call would pile up in /tmp."""
-    entry = decider().registry.get(entry_id)
+    entry = one_entry(entry_id)[1]
     spec = read_spec(entry)
     mode = Mode.WITHOUT if without else Mode.WITH
     absent = spec.missing()

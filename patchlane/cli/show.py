@@ -7,12 +7,11 @@ import enum
 
 import patchlane
 
-from .common import decider
+from .common import one_entry
 
 
 def run_show(entry_id: str, import_target: bool = True) -> int:
-    current = decider()
-    entry = current.registry.get(entry_id)
+    current, entry = one_entry(entry_id)
     if import_target:
         from .status import decide_now
 

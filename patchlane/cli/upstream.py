@@ -15,7 +15,7 @@ from ..errors import UsageError
 from ..exit_codes import ExitCode
 from ..registry import Entry, Status
 from ..upstream.retire import RetireError, delete_entry, evaluate, retire_entry
-from .common import decider, table
+from .common import decider, one_entry, table
 
 if TYPE_CHECKING:
     from ..upstream.http import Client, TrackerConfig
@@ -132,7 +132,7 @@ def run_retire(entry_id: str, evidence: list[Path] | None, offline: bool, skip_u
         when = _dt.date.fromisoformat(date) if date else _dt.date.today()
     except ValueError:
         raise UsageError(f"--date {date!r} is not a date; expected YYYY-MM-DD") from None
-    entry = decider().registry.get(entry_id)
+    entry = one_entry(entry_id)[1]
     report = None
     if not skip_upstream and (entry.upstream.pr or entry.upstream.issue):
         with _tracker(offline, cache_dir, git) as track_one:
@@ -162,7 +162,7 @@ def run_retire(entry_id: str, evidence: list[Path] | None, offline: bool, skip_u
 
 
 def run_delete(entry_id: str, yes: bool) -> int:
-    entry = decider().registry.get(entry_id)
+    entry = one_entry(entry_id)[1]
     if not yes:
         raise UsageError(f"{entry_id}: deleting removes the entry from {entry.source}; "
                          "pass --yes to confirm")

@@ -73,3 +73,37 @@ def test_installed_wheel_finds_its_registry_and_overlays(wheel: Path, tmp_path: 
     out = subprocess.run([str(command), "show", "mcore_rerun_sentinel"], capture_output=True,
                          text=True, env=env, cwd=tmp_path, timeout=120)
     assert out.returncode == 0 and "mcore_rerun_sentinel" in out.stdout, out.stderr
+
+
+def test_from_the_wheel_a_broken_team_file_refuses_its_own_entries_only(
+        wheel: Path, tmp_path: Path) -> None:
+    """Installed from the wheel, outside the checkout, a team registry with an unknown key
+    beside the catalog: commands about one entry that loaded still work (the refusal said on
+    stderr), an id of the refused file is that file's error, and drafting a catalog entry
+    writes to the working directory, never into the installed package."""
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+                    str(target), str(wheel)], check=True, timeout=300)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("schema: 1\nentries:\n  - id: team_fix\n    colour: blue\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env.update(PYTHONPATH=str(target), PATCHLANE_REGISTRY=str(broken))
+    work = tmp_path / "job"
+    work.mkdir()
+
+    def command(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(target / "bin" / "patchlane"), *args], capture_output=True,
+                              text=True, env=env, cwd=work, timeout=300)
+
+    shown = command("show", "mcore_rerun_sentinel", "--no-import")
+    assert shown.returncode == 0 and "mcore_rerun_sentinel" in shown.stdout, shown.stderr
+    assert f"registry {broken} refused" in shown.stderr
+    theirs = command("show", "team_fix", "--no-import")
+    assert theirs.returncode == 3 and "entry 'team_fix'" in theirs.stderr, theirs.stderr
+    bundle = target / "patchlane" / "_bundle" / "drafts" / "mcore_dsa_indexer_loss_graph_safe.md"
+    before = bundle.read_bytes()
+    drafted = command("draft", "mcore_dsa_indexer_loss_graph_safe")
+    assert drafted.returncode == 0, drafted.stderr
+    assert (work / "drafts" / "mcore_dsa_indexer_loss_graph_safe.md").is_file()
+    assert bundle.read_bytes() == before
+    assert "the installed package is not edited" in drafted.stdout
