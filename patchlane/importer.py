@@ -64,11 +64,13 @@ def strict_error(decision: Decision, overlay_failed: bool = False) -> StrictMode
     return StrictModeError(decision.entry_id, decision.outcome.value, decision.reason)
 
 
-def load_overlay(entry: Entry) -> ModuleType:
-    """Import the overlay file of ``entry`` (once) under a private module name."""
+def load_overlay(entry: Entry, source: bytes | None = None) -> ModuleType:
+    """Import the overlay file of ``entry`` under a private module name, once per content:
+    ``source`` (its bytes, as a proof hashed them) is what runs, never a cached module of
+    other bytes nor bytecode from ``__pycache__``."""
     assert entry.overlay is not None
     try:
-        return load_file(entry.id, "overlay", entry.overlay)
+        return load_file(entry.id, "overlay", entry.overlay, source)
     except ImportError as exc:
         raise OverlayError(entry.id, str(exc)) from exc
 
@@ -284,6 +286,16 @@ class Decider:
                 self._finish(entry, Decision(entry.id, Outcome.UPSTREAM_FIXED,
                                              f"{module.__name__} already defaults to {settings}"))
                 return
+            if self.controls.require_evidence:
+                # A setting changes what the job computes as an overlay does: proven first.
+                gate_found = check_gate(entry.target.distribution, None, None,
+                                        entry.target.version_from).found \
+                    if entry.target.distribution else None
+                unproven = self._unproven(entry, gate_found)
+                if unproven is not None:
+                    self._finish(entry, Decision(entry.id, Outcome.REFUSED_EVIDENCE, unproven,
+                                                 installed=gate_found))
+                    return
             changes = []
             try:
                 for attr, value in settings.items():
@@ -506,11 +518,6 @@ class Decider:
             # Where the overlay would go, and in what shape, before any overlay code runs: a
             # target no shape carries is refused here with the fix, never reported applied.
             target = resolve_target(module, entry.target.qualname, entry.target.shape)
-            overlay = load_overlay(entry)
-            probe = getattr(overlay, "probe", None)
-            if probe is not None and probe(module):
-                return decision(Outcome.UPSTREAM_FIXED,
-                                f"probe: upstream already behaves correctly on {gate.found}"), False
             spec = entry.fingerprint
             assert spec is not None
             # Imported here, not at module level: ast/hashlib stay out of `import patchlane`.
@@ -521,10 +528,20 @@ class Decider:
             if drift and spec.policy is FingerprintPolicy.REFUSE:
                 return decision(Outcome.REFUSED_DRIFT,
                                 drift_reason(entry.id, spec.sha256, found), found), False
+            # Everything above read upstream's code, none of ours. Under REQUIRE_EVIDENCE the
+            # proof is checked before any overlay code runs (its file's top level, its probe):
+            # a refused overlay must not run at all, it could patch anything at import. The
+            # bytes the proof hashed are the bytes executed (load_overlay(..., source)).
+            source = entry.overlay.read_bytes() if entry.overlay is not None else None
             if self.controls.require_evidence:
-                unproven = self._unproven(entry, gate.found)
+                unproven = self._unproven(entry, gate.found, source)
                 if unproven is not None:
                     return decision(Outcome.REFUSED_EVIDENCE, unproven, found), False
+            overlay = load_overlay(entry, source)
+            probe = getattr(overlay, "probe", None)
+            if probe is not None and probe(module):
+                return decision(Outcome.UPSTREAM_FIXED,
+                                f"probe: upstream already behaves correctly on {gate.found}"), False
             self._place(entry, target, overlay)
         except Refused as exc:
             return decision(Outcome.FAILED_ERROR, str(exc)), True
@@ -559,13 +576,15 @@ class Decider:
                 found = self._evidence[roots] = Evidence(roots)
         return found
 
-    def _unproven(self, entry: Entry, installed: str | None) -> str | None:
+    def _unproven(self, entry: Entry, installed: str | None,
+                  overlay_source: bytes | None = None) -> str | None:
         """Why ``PATCHLANE_REQUIRE_EVIDENCE`` refuses ``entry`` on ``installed``; None when a
-        passing run proved it on this process's stack."""
+        passing run proved it on this process's stack. ``overlay_source``: the overlay's bytes
+        as they will be executed (the proof is of exactly those)."""
         try:
             evidence = self.evidence()
             assert evidence is not None  # Controls: no requirement without a runs root
-            answer = evidence.answer(entry, installed)
+            answer = evidence.answer(entry, installed, overlay_source)
         except Exception as exc:  # fail closed: records that cannot be read prove nothing
             return (f"PATCHLANE_REQUIRE_EVIDENCE=1: the evidence could not be read "
                     f"({type(exc).__name__}: {exc}); fix: check PATCHLANE_EVIDENCE, or unset "

@@ -35,11 +35,24 @@ def entry_id(name: str) -> str:
                       "which gives it its id")
 
 
-def load_file(entry_id: str, kind: str, path: Path) -> ModuleType:
-    """Import ``path`` (once) under :func:`module_name`; a failed import leaves no module."""
+def load_file(entry_id: str, kind: str, path: Path, source: bytes | None = None) -> ModuleType:
+    """Run ``path`` as the module :func:`module_name` names, once per content; a failed run
+    leaves no module.
+
+    ``source``: the file's bytes as the caller read them (and, under
+    ``PATCHLANE_REQUIRE_EVIDENCE``, as the proof hashed them); default: read here. Those bytes
+    are compiled and run, never a ``.pyc`` from ``__pycache__`` (bytecode another user may have
+    written, which no hash covered), and a module already loaded from other bytes is not handed
+    out: the file is run again from what it holds now."""
+    import hashlib
+
     name = module_name(kind, entry_id)
+    if source is None:
+        source = path.read_bytes()
+    digest = hashlib.sha256(source).hexdigest()
     cached = sys.modules.get(name)
-    if cached is not None and getattr(cached, "__file__", None) == str(path):
+    if cached is not None and getattr(cached, "__file__", None) == str(path) \
+            and getattr(cached, _SOURCE_MARK, None) == digest:
         if name in _executing:
             # The file's own top-level import of its target fired the target's import hook,
             # which asks for this file again: it is half-run (nothing after that import is
@@ -51,17 +64,31 @@ def load_file(entry_id: str, kind: str, path: Path) -> ModuleType:
                               "the file")
         return cached
     spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
+    if spec is None:
         # ImportError, not a patchlane error: this leaf imports nothing of patchlane's.
         raise ImportError(f"{entry_id}: cannot load {kind} file {path}")
+    try:
+        code = compile(source, str(path), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        raise ImportError(f"{entry_id}: {kind} file {path} does not compile: {exc}") from exc
     module = importlib.util.module_from_spec(spec)
+    module.__cached__ = None  # type: ignore[attr-defined]  # no bytecode was read or written
+    setattr(module, _SOURCE_MARK, digest)
+    previous = sys.modules.get(name)
     sys.modules[name] = module
     _executing.add(name)
     try:
-        spec.loader.exec_module(module)
+        exec(code, module.__dict__)  # the entry's own file, run as its import would run it
     except BaseException:
-        sys.modules.pop(name, None)
+        if previous is not None:
+            sys.modules[name] = previous
+        else:
+            sys.modules.pop(name, None)
         raise
     finally:
         _executing.discard(name)
     return module
+
+
+_SOURCE_MARK = "__patchlane_source_sha256__"
+"""The SHA-256 of the bytes a loaded file's module was run from."""

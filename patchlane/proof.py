@@ -427,10 +427,12 @@ class Evidence:
                      run.created, receipt_stack(receipt),
                      content if isinstance(content, dict) else None)
 
-    def answer(self, entry: Entry, release: str | None) -> Answer:
-        """The answer for ``entry`` applied in this process on ``release``."""
+    def answer(self, entry: Entry, release: str | None,
+               overlay_source: bytes | None = None) -> Answer:
+        """The answer for ``entry`` applied in this process on ``release`` (``overlay_source``:
+        the overlay's bytes as the process will run them; default: as the file is now)."""
         here = stack_here(entry.target.distribution, release)
-        return self.answer_for(entry.id, here, entry_content(entry))
+        return self.answer_for(entry.id, here, entry_content(entry, overlay_source))
 
     def answer_for(self, entry_id: str, here: Stack,
                    content: Mapping[str, str] | None = None) -> Answer:

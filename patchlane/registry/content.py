@@ -64,24 +64,41 @@ def _overlaylib_imports(source: str, package_relative: bool) -> set[str]:
     return names
 
 
-def _overlay_hash(overlay: Path) -> str:
+def _library_files(name: str) -> list[tuple[str, Path]]:
+    """The files an import of ``patchlane.overlaylib.<name>`` runs or may run: the module, or
+    for a subpackage every module in it (its ``__init__`` and whatever it imports)."""
+    folder = _OVERLAYLIB / name
+    if folder.is_dir():
+        return [(f"{name}/{p.relative_to(folder).as_posix()}", p)
+                for p in sorted(folder.rglob("*.py"))]
+    path = _OVERLAYLIB / f"{name}.py"
+    return [(name, path)] if path.is_file() else []
+
+
+def _overlay_hash(overlay: Path, source: bytes | None = None) -> str:
+    """The overlay file and every file of ``patchlane.overlaylib`` its imports run, followed
+    transitively: the package's own ``__init__`` (run by any import from it), each module, and
+    each subpackage whole. An edit to any of them changes the hash."""
     digest = hashlib.sha256()
-    source = overlay.read_bytes()
+    source = overlay.read_bytes() if source is None else source
     digest.update(source)
     seen: set[str] = set()
     todo = sorted(_overlaylib_imports(source.decode("utf-8", "replace"), False))
+    if todo:
+        init = _OVERLAYLIB / "__init__.py"
+        digest.update(b"\0__init__\0")
+        digest.update(init.read_bytes() if init.is_file() else b"")
     while todo:
         name = todo.pop()
         if name in seen:
             continue
         seen.add(name)
-        path = _OVERLAYLIB / f"{name}.py"
-        if not path.is_file():
-            continue
-        data = path.read_bytes()
-        digest.update(f"\0{name}\0".encode())
-        digest.update(data)
-        todo.extend(sorted(_overlaylib_imports(data.decode("utf-8", "replace"), True) - seen))
+        for label, path in _library_files(name):
+            data = path.read_bytes()
+            digest.update(f"\0{label}\0".encode())
+            digest.update(data)
+            todo.extend(sorted(_overlaylib_imports(data.decode("utf-8", "replace"), True)
+                               - seen))
     return "sha256:" + digest.hexdigest()
 
 
@@ -103,9 +120,10 @@ def _behaviour(entry: Entry) -> dict[str, Any]:
     }
 
 
-def entry_content(entry: Entry) -> dict[str, str]:
+def entry_content(entry: Entry, overlay_source: bytes | None = None) -> dict[str, str]:
     """The content hashes of ``entry`` (see the module docstring): a part whose file is gone
-    is ``missing``."""
+    is ``missing``. ``overlay_source``: the overlay file's bytes as read once by the caller,
+    who runs exactly those."""
     out: dict[str, str] = {}
     files: dict[str, Path | None] = {"overlay": entry.overlay, "reproducer": entry.reproducer,
                                      "check": getattr(entry.spec, "check_file", None)}
@@ -113,7 +131,8 @@ def entry_content(entry: Entry) -> dict[str, str]:
         if path is None:
             continue
         try:
-            out[part] = _overlay_hash(path) if part == "overlay" else _sha(path.read_bytes())
+            out[part] = _overlay_hash(path, overlay_source) if part == "overlay" \
+                else _sha(path.read_bytes())
         except OSError:
             out[part] = "missing"
     out["entry"] = _sha(json.dumps(_behaviour(entry), sort_keys=True, default=str).encode())

@@ -1,0 +1,137 @@
+"""Proof is decided before any overlay code runs, on the bytes that then run: under
+PATCHLANE_REQUIRE_EVIDENCE an unproven overlay's file is never executed (its top level could
+patch anything) nor its probe called; what runs is the source the proof hashed, never a
+cached module of other bytes nor bytecode from ``__pycache__``; the content hash covers the
+overlay library's package and subpackages; a config entry is asked for proof too."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import py_compile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patchlane.audit import Outcome
+from patchlane.loading import load_file
+from patchlane.registry import content
+
+from ..conftest import FakeTarget
+
+MARKING_OVERLAY = '''
+from pathlib import Path
+
+Path({marker!r}).write_text("the overlay file ran")
+
+
+def overlay(wrapped, instance, args, kwargs):
+    return "patched " + wrapped(*args, **kwargs)
+
+
+def probe(module):
+    Path({probed!r}).write_text("the probe ran")
+    return False
+'''
+
+
+def test_an_unproven_overlay_never_runs_under_require_evidence(fake_target: FakeTarget,
+                                                                 tmp_path: Path) -> None:
+    marker, probed = tmp_path / "ran", tmp_path / "probed"
+    fake_target.write_overlay(MARKING_OVERLAY.format(marker=str(marker), probed=str(probed)))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    decider = fake_target.decider({"PATCHLANE_REQUIRE_EVIDENCE": "1",
+                                   "PATCHLANE_EVIDENCE": str(runs)})
+    module = fake_target.import_target()
+    decision = decider.audit.latest()[fake_target.entry_id]
+    assert decision.outcome is Outcome.REFUSED_EVIDENCE, decision
+    assert not marker.exists() and not probed.exists()  # none of its code ran
+    assert module.Greeter().greet("x") == "hello x"
+    # without the requirement the same file runs, probe first: the test can fail
+    fake_target.decider().apply()
+    assert marker.exists() and probed.exists()
+
+
+def test_what_runs_is_the_source_never_bytecode_beside_it(tmp_path: Path) -> None:
+    """A ``.pyc`` in ``__pycache__`` whose header matches the source (another user's) holds
+    other code: the file's own bytes run."""
+    path = tmp_path / "patches" / "planted.py"
+    path.parent.mkdir()
+    honest = "VALUE = 'source'  # pad\n"
+    planted = "VALUE = 'planted' # pad\n"
+    assert len(honest) == len(planted)
+    path.write_text(planted)
+    stat = path.stat()
+    cached = Path(importlib.util.cache_from_source(str(path)))
+    py_compile.compile(str(path), cfile=str(cached), doraise=True)
+    path.write_text(honest)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # the header matches again
+    module = load_file("planted", "overlay", path)
+    assert module.VALUE == "source"
+    assert module.__cached__ is None
+
+
+def test_a_module_loaded_from_other_bytes_is_not_handed_out(tmp_path: Path) -> None:
+    path = tmp_path / "edited.py"
+    path.write_text("VALUE = 'edited'\n")
+    edited = load_file("edited_entry", "overlay", path)
+    assert edited.VALUE == "edited"
+    path.write_text("VALUE = 'proven'\n")  # the proven file put back
+    proven = load_file("edited_entry", "overlay", path)
+    assert proven.VALUE == "proven" and proven is not edited
+    assert load_file("edited_entry", "overlay", path) is proven  # once per content
+    # the bytes given are the bytes run, whatever the file holds by then
+    given = load_file("edited_entry", "overlay", path, b"VALUE = 'given'\n")
+    assert given.VALUE == "given"
+
+
+def test_the_content_hash_covers_the_library_package_and_its_subpackages(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lib = tmp_path / "overlaylib"
+    (lib / "kernels").mkdir(parents=True)
+    (lib / "__init__.py").write_text("")
+    (lib / "kernels" / "__init__.py").write_text("from .fast import go\n")
+    (lib / "kernels" / "fast.py").write_text("def go():\n    return 1\n")
+    (lib / "unused.py").write_text("X = 1\n")
+    monkeypatch.setattr(content, "_OVERLAYLIB", lib)
+    overlay = tmp_path / "overlay.py"
+    overlay.write_text("from patchlane.overlaylib import kernels\n")
+
+    def now() -> str:
+        return content._overlay_hash(overlay)
+
+    first = now()
+    (lib / "unused.py").write_text("X = 2\n")
+    assert now() == first  # not imported: not part of what runs
+    for edited in (lib / "__init__.py", lib / "kernels" / "__init__.py",
+                   lib / "kernels" / "fast.py"):
+        before = now()
+        edited.write_text(edited.read_text() + "# edited\n")
+        assert now() != before, edited
+
+
+def test_a_config_entry_is_asked_for_proof_too(fake_target: FakeTarget,
+                                               tmp_path: Path) -> None:
+    (fake_target.root / fake_target.package / "settings.py").write_text("LIMIT = 8\n")
+    setting = {
+        "id": "fake_setting", "kind": "config", "summary": "raise the fake limit",
+        "target": {"distribution": fake_target.distribution},
+        "settings": {f"{fake_target.package}.settings.LIMIT": 64},
+        "reproducer": "reproducers/fake_setting.py",
+        "upstream": {"issue": "https://example.invalid/issues/2", "forwarded": "not-needed"},
+        "retire_when": {"probe": True, "reproducer": True}, "owner": "tests",
+        "added": "2026-11-27", "status": "active"}
+    (fake_target.root / "reproducers" / "fake_setting.py").write_text(
+        "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n    pass\n")
+    fake_target.write_registry(fake_target.entry(), setting)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    decider = fake_target.decider({"PATCHLANE_REQUIRE_EVIDENCE": "1",
+                                   "PATCHLANE_EVIDENCE": str(runs)})
+    settings: Any = importlib.import_module(f"{fake_target.package}.settings")
+    decision = decider.audit.latest()["fake_setting"]
+    assert decision.outcome is Outcome.REFUSED_EVIDENCE, decision
+    assert "never run" in decision.reason, decision.reason
+    assert settings.LIMIT == 8
