@@ -6,6 +6,10 @@ answer is one of:
 
 ``proven here``       a verified passing run of this entry, of the content the job runs now,
                       exists for the job's own comparison class;
+``revoked``           a verified passing run of this class and content exists, but a newer
+                      verified run of the same class and content says ``broken`` (the
+                      reproducer failed with the overlay): the newest run decides, and the
+                      answer names it;
 ``stale``             verified passing runs of this class exist, but of other content: the
                       overlay, the reproducer, the check or the registry block changed since
                       (the answer names which); sweep again;
@@ -53,6 +57,7 @@ out with the reason, never a crash.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -74,7 +79,8 @@ if TYPE_CHECKING:
     from .registry import Entry
 
 
-__all__ = ["ANSWERS", "NEVER_RUN", "PROOF_RUNS", "PROVEN_ELSEWHERE", "PROVEN_HERE", "STALE",
+__all__ = ["ANSWERS", "NEVER_RUN", "PROOF_RUNS", "PROVEN_ELSEWHERE", "PROVEN_HERE", "REVOKED",
+           "STALE",
            "Answer", "Evidence", "Proof", "Stack", "receipt_stack", "stack_here"]
 
 
@@ -83,10 +89,11 @@ class _NotVerified(Exception):
 
 
 PROVEN_HERE = "proven here"
+REVOKED = "revoked"
 STALE = "stale"
 PROVEN_ELSEWHERE = "proven elsewhere"
 NEVER_RUN = "never run"
-ANSWERS = (PROVEN_HERE, STALE, PROVEN_ELSEWHERE, NEVER_RUN)
+ANSWERS = (PROVEN_HERE, REVOKED, STALE, PROVEN_ELSEWHERE, NEVER_RUN)
 
 PROOF_RUNS = 50
 """Run directories read at most per runs root, the newest first. Every rank of a job reads them
@@ -195,6 +202,8 @@ class Answer:
     """The content parts that differ from the proof's (``stale``; ``overlay``, ``entry``...)."""
     refused: tuple[str, ...] = ()
     """``run row: why`` for each run that claimed a pass and was not verified."""
+    revoked_by: Proof | None = None
+    """``revoked``: the newer verified run of this class and content that says broken."""
 
     @property
     def proven_here(self) -> bool:
@@ -207,6 +216,12 @@ class Answer:
         if self.proof is not None and self.answer == PROVEN_HERE:
             return f"{PROVEN_HERE} (run {self.proof.run_id}, {self.proof.lane} " \
                    f"ws{self.proof.world_size})"
+        if self.proof is not None and self.revoked_by is not None:
+            newer = self.revoked_by
+            return (f"{REVOKED}: run {newer.run_id} ({newer.created}, {newer.lane} "
+                    f"ws{newer.world_size}) says broken on this stack and content, newer than "
+                    f"the pass of run {self.proof.run_id} ({self.proof.created}): the newest "
+                    "run decides; fix the overlay and sweep again")
         if self.proof is not None and self.answer == STALE:
             what = ", ".join(self.changed)
             recorded = "recorded no content hashes (a run from before them)" \
@@ -328,6 +343,9 @@ class Evidence:
         self.runs.sort(key=lambda r: (r.created, r.path.name), reverse=True)
         self._lock = threading.Lock()
         self._proofs: dict[str, tuple[list[Proof], Counter[str], list[str]]] = {}
+        self._broken: dict[str, list[Proof]] = {}
+        """Entry id -> its verified ``broken`` runs (newest first), which revoke older
+        passes of the same class and content."""
         self._verified: dict[tuple[str, str], dict[str, Any]] = {}
 
     def _read_root(self, root: Path) -> list[FoundRun]:
@@ -356,8 +374,14 @@ class Evidence:
                 cached = self._proofs[entry_id] = self._collect(entry_id)
             return cached
 
+    def broken(self, entry_id: str) -> list[Proof]:
+        """The entry's verified ``broken`` runs, newest first (read with its proofs)."""
+        self.proofs(entry_id)
+        return self._broken.get(entry_id, [])
+
     def _collect(self, entry_id: str) -> tuple[list[Proof], Counter[str], list[str]]:
         proofs: list[Proof] = []
+        broken: list[Proof] = []
         seen: Counter[str] = Counter()
         refused: list[str] = []
         for run in self.runs:
@@ -365,6 +389,13 @@ class Evidence:
                 if row.entry_id != entry_id:
                     continue
                 seen[row.verdict.value] += 1
+                if row.verdict is Verdict.BROKEN:
+                    # verified as a pass is; one that cannot be verified revokes nothing
+                    with contextlib.suppress(OSError, ValueError, KeyError, TypeError,
+                                             AttributeError, IndexError, RecursionError,
+                                             _NotVerified):
+                        broken.append(self._failure(run, entry_id, row))
+                    continue
                 if row.verdict is not Verdict.GUARDING:
                     continue
                 try:
@@ -376,7 +407,25 @@ class Evidence:
                         f"{type(exc).__name__}: {exc}"
                     refused.append(f"{run.path.name} {row.key}: {why}"[:400])
         self.unreadable.extend(refused)
+        self._broken[entry_id] = broken
         return proofs, seen, refused
+
+    def _failure(self, run: FoundRun, entry_id: str, row: Any) -> Proof:
+        """A verified ``broken`` row: its ``with`` receipt (the overlay applied, the case
+        failed), as a record of the class and content it ran."""
+        run_dir = self._evidence_dir(run, row)
+        checked = self._checked(run_dir, entry_id).get(row.key)
+        if checked is None or checked.row.verdict is not Verdict.BROKEN:
+            raise _NotVerified("not a verified broken row")
+        receipt = checked.receipts.get("with")
+        if receipt is None or (receipt.get("entry_id"), receipt.get("mode")) != \
+                (entry_id, "with") or receipt.get("outcome") == "pass":
+            raise _NotVerified("no failing receipt with the overlay")
+        content = receipt.get("content")
+        return Proof(entry_id, run.index.run_id, run.path,
+                     run_dir / str(checked.row.receipts.get("with")), row.lane, row.world_size,
+                     run.created, receipt_stack(receipt),
+                     content if isinstance(content, dict) else None)
 
     def _evidence_dir(self, run: FoundRun, row: Any) -> Path:
         """Where ``row``'s manifest and receipts are: a merged row's shard, beside the merged
@@ -446,6 +495,12 @@ class Evidence:
         common = (dict(seen), self.roots)
         current = [p for p in same if not changed(p)]
         if current:  # newest first: the latest proof of this class and content
+            newer = [b for b in self.broken(entry_id)
+                     if not b.stack.differences(here) and b.content is not None
+                     and not changed(b) and b.created > current[0].created]
+            if newer:  # the newest run of this class and content decides
+                return Answer(entry_id, REVOKED, here, current[0], (), *common,
+                              revoked_by=newer[0])
             return Answer(entry_id, PROVEN_HERE, here, current[0], (), *common)
         if same:
             return Answer(entry_id, STALE, here, same[0], (), *common, changed(same[0]),

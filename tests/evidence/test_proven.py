@@ -630,3 +630,47 @@ def test_a_merged_night_proves_what_its_shards_proved(tmp_path: Path) -> None:
     assert proof["answer"] == PROVEN_HERE and proof["refused"] == [], proof
     shard = Path(proof["proof"]["receipt"]).parents[1]
     assert shard.parent == root and shard.name != proof["proof"]["run_id"]  # read in the shard
+
+
+def _broken_copy(source: Path, root: Path, name: str, created: str) -> Path:
+    """A copy of a real guarding run as the same sweep would have written it had the overlay
+    failed with it: the receipt with the overlay says fail, the manifest records that, the
+    row says broken."""
+    run = copy_run(source, root, name, created, outcome="fail")
+    manifest = json.loads((run / "manifest.json").read_text())
+    for case in manifest["cases"].values():
+        if case.get("mode") == "with" and "outcome" in case:
+            case["outcome"] = "fail"
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    index = json.loads((run / "index.json").read_text())
+    index["rows"][0]["verdict"] = "broken"
+    (run / "index.json").write_text(json.dumps(index))
+    reseal(run)
+    return run
+
+
+@pytest.mark.upstream
+def test_mechanics_a_newer_broken_run_revokes_an_older_pass(swept: Swept,
+                                                          tmp_path: Path) -> None:
+    """The newest verified run of the same class and content decides: tonight's broken revokes
+    last week's pass (it was: still proven here)."""
+    from patchlane.proof import REVOKED
+
+    here = receipt_stack(json.loads((swept.here_run / WITH).read_text()))
+    content = json.loads((swept.here_run / WITH).read_text())["content"]
+    root = tmp_path / "runs"
+    copy_run(swept.here_run, root, "last-week", "2026-01-01T00:00:00Z")
+    assert Evidence([root]).answer_for(ENTRY, here, content).answer == PROVEN_HERE
+    _broken_copy(swept.here_run, root, "tonight", "2026-01-08T00:00:00Z")
+    answer = Evidence([root]).answer_for(ENTRY, here, content)
+    assert answer.answer == REVOKED and not answer.proven_here, answer.text()
+    assert answer.text().startswith(f"{REVOKED}: run tonight (2026-01-08T00:00:00Z, cpu ws1) "
+                                    "says broken on this stack and content, newer than the "
+                                    "pass of run last-week"), answer.text()
+    # an older broken run does not revoke a newer pass; one of other content does not either
+    copy_run(swept.here_run, root, "tomorrow", "2026-01-09T00:00:00Z")
+    assert Evidence([root]).answer_for(ENTRY, here, content).answer == PROVEN_HERE
+    other = _broken_copy(swept.here_run, root, "edited", "2026-01-10T00:00:00Z")
+    edit_json(other / WITH, content__overlay="sha256:" + "0" * 64)
+    reseal(other)
+    assert Evidence([root]).answer_for(ENTRY, here, content).answer == PROVEN_HERE
