@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import startup
-from ..errors import UnknownEntryError
+from ..errors import UnknownEntryError, UsageError
 from ..importer import Decider
 from ..registry import Entry, Registry
 
@@ -154,10 +154,24 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int = 60
                      + [line(r) for r in cells])
 
 
+def full_width() -> bool:
+    """``PATCHLANE_FULL_WIDTH``, read as every ``PATCHLANE_*`` yes/no setting is
+    (:mod:`patchlane.switch_values`): a value that is neither is a usage error naming them."""
+    from .. import switch_values
+
+    raw = os.environ.get(FULL_WIDTH_ENV)
+    value = switch_values.flag(raw, False)
+    if value is None:
+        raise UsageError(f"{FULL_WIDTH_ENV}={raw!r}: expected one of "
+                         f"{', '.join(switch_values.TRUE)} or {', '.join(switch_values.FALSE)}, "
+                         "or unset; fix or unset it")
+    return value
+
+
 def terminal_columns() -> int | None:
     """The width of the terminal stdout is; None when it is none (piped, a log) or the full
     width was asked for (``--full-width``, ``PATCHLANE_FULL_WIDTH=1``)."""
-    if os.environ.get(FULL_WIDTH_ENV, "") not in ("", "0") or not sys.stdout.isatty():
+    if full_width() or not sys.stdout.isatty():
         return None
     return shutil.get_terminal_size().columns
 
@@ -165,6 +179,15 @@ def terminal_columns() -> int | None:
 def _cell(value: object, width: int | None) -> str:
     text = " ".join(str(value).splitlines())
     return text if width is None or len(text) <= width else text[: width - 1] + "…"
+
+
+def given_path(text: str) -> Path:
+    """argparse type for a path option: an empty one (``--evidence ""``, an unset variable
+    in a script) is refused, never read as the working directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"found {text!r}, expected a path; fix: give the path, or leave the option out")
+    return Path(text)
 
 
 def positive_int(text: str) -> int:

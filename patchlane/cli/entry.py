@@ -79,6 +79,13 @@ def _settings_readable(evidence: object = None) -> bool:
     return evidence is not None and readable_with_evidence(os.environ, str(evidence))
 
 
+def _summary_readable() -> bool:
+    """Whether ``PATCHLANE_RUN_SUMMARY`` reads as a yes/no (else the full parser refuses it)."""
+    from .. import switch_values
+
+    return switch_values.flag(os.environ.get("PATCHLANE_RUN_SUMMARY"), True) is not None
+
+
 def main(argv: "Sequence[str] | None" = None) -> int:
     try:
         return _main(argv)
@@ -99,7 +106,7 @@ def _main(argv: "Sequence[str] | None" = None) -> int:
         if fast is not None:
             options, command = fast
             # else the full parser refuses them, as for every command
-            if _settings_readable(options["evidence"]):
+            if _settings_readable(options["evidence"]) and _summary_readable():
                 from ..launch.activate import hand_over
                 from ..launch.environment import launch_env
 

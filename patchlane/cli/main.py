@@ -24,6 +24,7 @@ from ..exit_codes import ExitCode
 from .common import (
     FULL_WIDTH_ENV,
     add_comparison_options,
+    given_path,
     positive_int,
     positive_seconds,
     release_cache,
@@ -84,7 +85,7 @@ def _entry_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--no-import", action="store_true",
                    help="do not import target modules (show gates and pending hooks only)")
-    p.add_argument("--evidence", type=Path, action="append", metavar="RUNS_ROOT",
+    p.add_argument("--evidence", type=given_path, action="append", metavar="RUNS_ROOT",
                    help="say for each applied entry whether a passing run under RUNS_ROOT (what "
                    "`patchlane sweep --runs-root` wrote, or one run directory) proved it on "
                    "this stack: proven here, stale (proven here for content since changed: "
@@ -138,7 +139,7 @@ def _run_command(sub: Any) -> None:
                    help="PATCHLANE_STRICT=1: a refused or failed entry stops the process")
     p.add_argument("--reports", type=Path, metavar="DIR",
                    help="each process writes its patchlane.report() to DIR at exit")
-    p.add_argument("--evidence", type=Path, metavar="RUNS_ROOT",
+    p.add_argument("--evidence", type=given_path, metavar="RUNS_ROOT",
                    help="PATCHLANE_EVIDENCE: each rank's exit line says per applied entry "
                    "whether a passing run under RUNS_ROOT proved it on that rank's stack")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
@@ -179,13 +180,13 @@ def _tracking_commands(sub: Any) -> None:
     p.add_argument("--offline", action="store_true", help="answer from the cache only")
     p.add_argument("--json", action="store_true")
     p.add_argument("--cache-dir", type=Path)
-    p.add_argument("--evidence", type=Path, action="append", metavar="RUN_DIR",
+    p.add_argument("--evidence", type=given_path, action="append", metavar="RUN_DIR",
                    help="sweep run directories to weigh for the retirement verdict")
     _add_git(p)
 
     p = sub.add_parser("retire", help="record a retirement in the registry, in place")
     p.add_argument("id")
-    p.add_argument("--evidence", type=Path, action="append", metavar="RUN_DIR",
+    p.add_argument("--evidence", type=given_path, action="append", metavar="RUN_DIR",
                    help="sweep run directory showing upstream-fixed (repeatable)")
     p.add_argument("--offline", action="store_true")
     p.add_argument("--skip-upstream", action="store_true",
@@ -248,7 +249,7 @@ def _authoring_commands(sub: Any) -> None:
     p = sub.add_parser("draft", help="write a public-ready upstream draft for an entry not "
                                      "yet forwarded, from sweep evidence")
     p.add_argument("id")
-    p.add_argument("--evidence", type=Path, action="append", metavar="RUN_DIR",
+    p.add_argument("--evidence", type=given_path, action="append", metavar="RUN_DIR",
                    help="sweep run directories (repeatable): the affected releases")
     p.add_argument("--output", type=Path, default=None,
                    help="default: the entry's upstream.draft, else drafts/<id>.md")

@@ -45,7 +45,10 @@ def activate() -> None:
     # the mark and stay quiet.
     me: str | None = None
     identity = _identity()
-    if os.environ.get(_ROOT_MARK) != identity and os.environ.get(SUMMARY_ENV, "1") != "0":
+    from .. import switch_values  # os only: what the lazy start reads settings with
+
+    if os.environ.get(_ROOT_MARK) != identity and \
+            switch_values.flag(os.environ.get(SUMMARY_ENV), True) is not False:
         _claim[:] = [os.environ.get(_ROOT_MARK)]
         os.environ[_ROOT_MARK] = me = identity
     if folder or me:

@@ -501,3 +501,14 @@ def test_tables_fit_the_terminal_and_are_whole_when_piped_or_asked() -> None:
     # the line under the table: counts, not every id with its reason
     brief = next(ln for ln in piped.splitlines() if ln.startswith("patchlane 0"))
     assert len(brief) < 400 and "pending: " in brief, brief
+
+
+def test_full_width_reads_as_every_switch_and_refuses_garbage() -> None:
+    wide = _on_a_terminal("status", "--no-import", columns=100,
+                          env={"PATCHLANE_FULL_WIDTH": "yes"})
+    assert max(len(ln) for ln in wide.splitlines()) > 100
+    out = cli("status", "--no-import", env={"PATCHLANE_FULL_WIDTH": "wide"})
+    assert out.returncode == 2, out.stderr
+    assert "PATCHLANE_FULL_WIDTH='wide': expected one of 1, true, yes, on" in out.stderr
+    empty = cli("status", "--evidence", "")
+    assert empty.returncode == 2 and "found '', expected a path" in empty.stderr

@@ -284,3 +284,25 @@ def test_run_evidence_satisfies_require_evidence_for_the_command(tmp_path: Path,
         assert "cannot be read" not in out.stderr, out.stderr
     assert out.returncode == 0, out.stderr
     assert marker.exists()
+
+
+@pytest.mark.parametrize("off", ["0", "false", "off", "No"])
+def test_the_exit_line_switch_reads_as_every_switch(off: str) -> None:
+    quiet = run(["--", sys.executable, "-c", "pass"], env={"PATCHLANE_RUN_SUMMARY": off})
+    assert quiet.returncode == 0 and "patchlane run: " not in quiet.stderr, quiet.stderr
+
+
+def test_a_switch_that_is_neither_yes_nor_no_is_refused_before_the_command(
+        tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    out = run(["--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+              env={"PATCHLANE_RUN_SUMMARY": "quiet"})
+    assert out.returncode == 2 and not marker.exists(), out.stderr
+    assert "PATCHLANE_RUN_SUMMARY='quiet': expected one of 1, true, yes, on or 0, false, " \
+        "no, off" in out.stderr
+
+
+def test_an_empty_evidence_path_is_refused_not_read_as_here() -> None:
+    out = run(["--evidence", "", "--", sys.executable, "-c", "pass"])
+    assert out.returncode == 2 and "--evidence: found '', expected a path" in out.stderr, \
+        out.stderr
