@@ -14,6 +14,7 @@ from types import ModuleType
 
 from .. import fingerprint
 from ..errors import StrictModeError, UsageError
+from ..files import read_regular
 from ..gates import resolve_version
 from ..registry import Entry
 from .common import one_entry
@@ -94,7 +95,16 @@ def _record(entry: Entry, release: str | None, value: str, note: str) -> None:
 
 def _from_source(source: Path, qualnames: list[str] | tuple[str, ...]) -> str:
     try:
-        return fingerprint.compute_from_source(source.read_text(encoding="utf-8"), qualnames)
+        text = read_regular(source).decode("utf-8")  # a FIFO: refused, not waited on
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--source {source}: cannot read it as Python source ({exc}); fix: "
+                         "name the .py file of the release (UTF-8 text)") from None
+    try:
+        return fingerprint.compute_from_source(text, qualnames)
+    except SyntaxError as exc:
+        raise UsageError(f"--source {source}: not Python source ({exc.msg}, line "
+                         f"{exc.lineno}); fix: name the .py file of the release, not a diff "
+                         "or another file") from None
     except LookupError as exc:
         raise UsageError(f"{source}: {str(exc).partition(': ')[2]}; fix: name a function, "
                          "class or method this file defines") from None

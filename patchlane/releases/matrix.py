@@ -26,6 +26,7 @@ from ..errors import MatrixError, MatrixRunError
 from ..evidence.installs import RELEASE_SPEC, install_dir
 from ..evidence.stopping import SIGNAL_POLL_SECONDS, stopped, stopping_signals
 from ..exit_codes import SWEEP_BASE
+from ..files import read_regular
 from ..reproducer import LANES, Lane
 from ..runs.index import RunIndex
 from ..runs.verdicts import Verdict
@@ -74,9 +75,11 @@ class MatrixResult:
 
 def load_matrix(path: Path) -> list[MatrixSet]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise MatrixError(f"{path}: cannot read the release matrix: {exc}") from None
+        # a FIFO or a device named as the matrix is refused, never waited on
+        text = read_regular(path).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MatrixError(f"{path}: cannot read the release matrix: {exc}; fix: name the "
+                          "matrix.yaml file") from None
     return parse_matrix(path, text)
 
 

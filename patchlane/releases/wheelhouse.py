@@ -28,6 +28,7 @@ from typing import Any
 
 from ..errors import PatchlaneError, UsageError
 from ..exit_codes import ExitCode
+from ..files import read_regular
 from .matrix import MatrixSet
 
 __all__ = ["MANIFEST", "PLATFORMS", "SUPPORT", "Wheelhouse", "WheelhouseDownloadError",
@@ -101,7 +102,7 @@ def load(root: Path) -> Wheelhouse:
     path = root / MANIFEST
     fix = "fix: prepare it with `patchlane wheelhouse DIR` on a machine with the package index"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path).decode("utf-8"))  # a FIFO: refused, not waited on
     except FileNotFoundError:
         raise WheelhouseError(f"{path}: not found: {root} is no wheelhouse; {fix}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

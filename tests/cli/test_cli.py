@@ -512,3 +512,31 @@ def test_full_width_reads_as_every_switch_and_refuses_garbage() -> None:
     assert "PATCHLANE_FULL_WIDTH='wide': expected one of 1, true, yes, on" in out.stderr
     empty = cli("status", "--evidence", "")
     assert empty.returncode == 2 and "found '', expected a path" in empty.stderr
+
+
+def test_a_fifo_or_text_that_is_not_source_is_refused_never_waited_on(tmp_path: Path) -> None:
+    """A FIFO named as a file a command reads would block it for ever; Latin-1 text or a diff
+    given as a release's source is no Python: each is one line and exit 2, in seconds."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    matrix = cli("matrix", "--file", str(fifo))
+    assert matrix.returncode == 2 and "cannot read the release matrix" in matrix.stderr, \
+        matrix.stderr
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    os.mkfifo(kit / "wheelhouse.json")
+    from patchlane.releases.wheelhouse import WheelhouseError, load
+
+    with pytest.raises(WheelhouseError, match="cannot read it"):
+        load(kit)
+    entry = "mcore_rerun_sentinel"
+    for source, says in ((fifo, "cannot read it as Python source"),
+                         (tmp_path / "latin1.py", "cannot read it as Python source"),
+                         (tmp_path / "change.diff", "not Python source")):
+        if source.name == "latin1.py":
+            source.write_bytes("# caf\xe9\ndef f():\n    pass\n".encode("latin-1"))
+        elif source.name == "change.diff":
+            source.write_text("--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n")
+        out = cli("fingerprint", entry, "--record", "--source", str(source))
+        assert out.returncode == 2 and says in out.stderr, (source, out.stderr)
+        assert "Traceback" not in out.stderr
