@@ -99,6 +99,8 @@ def run_bisect(args: argparse.Namespace) -> int:
         raise BisectError(f"{entry.id}: a {entry.kind.value} entry without a reproducer has "
                           "nothing to run against each release; fix: give it a reproducer "
                           "(reproducers/<id>.py) and name it under `reproducer:`")
+    for python in args.python:
+        check_python(python)
     dist = entry.target.distribution
     run_dir = _run_dir(entry.id, args.run_dir)
     with Client(tracker_config(args.offline, args.cache_dir)) as client:
@@ -190,6 +192,32 @@ def _show(result: Bisection, run_dir: Path) -> None:
             print(f"  {shown}: {why}")
 
 
+def check_python(python: str) -> None:
+    """Refuse ``--python`` that is not a Python with patchlane, before any release runs here
+    (a bisect can take an hour before it needs the other interpreter)."""
+    import subprocess
+
+    from ..releases.bisect import BisectError
+
+    probe = "import json, sys, patchlane; print(json.dumps(list(sys.version_info[:2])))"
+    fix = "fix: name a venv's bin/python that has patchlane installed, e.g. .venv312/bin/python"
+    try:
+        proc = subprocess.run([python, "-c", probe], capture_output=True, text=True,
+                              timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BisectError(f"--python {python}: cannot run it ({exc}); {fix}") from None
+    try:
+        version = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() \
+            else None
+    except ValueError:
+        version = None
+    if proc.returncode != 0 or not isinstance(version, list):
+        said = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines()
+                or ["nothing"])[-1][:160]
+        raise BisectError(f"--python {python}: not a Python with patchlane (exit "
+                          f"{proc.returncode}, it said: {said}); {fix}")
+
+
 def _on_another_python(python: str, args: argparse.Namespace, here: Bisection,
                        runner: Any) -> Bisection:
     """Go on with ``here`` on interpreter ``python`` where it stopped at releases that do not
@@ -235,9 +263,15 @@ def _on_another_python(python: str, args: argparse.Namespace, here: Bisection,
                 raise CaseInterrupted(f"the Python {python} bisect (stopped)")
             time.sleep(0.2)
         out, err = proc.communicate()
-        if proc.returncode == 0:
-            combined = combine(combined, json.loads(out))
-        else:
+        try:
+            answer = json.loads(out) if proc.returncode == 0 else None
+        except ValueError:
+            answer = None
+            errors.append(f"from {pivot} {side}: it printed no bisect result "
+                          f"({(out.strip().splitlines() or ['nothing'])[0][:80]!r})")
+        if answer is not None:
+            combined = combine(combined, answer)
+        elif proc.returncode != 0:
             errors.append(f"from {pivot} {side}: exit {proc.returncode}: "
                           f"{(err.strip().splitlines() or ['no message'])[-1]}")
     if len(errors) == len(searches):

@@ -540,3 +540,18 @@ def test_a_fifo_or_text_that_is_not_source_is_refused_never_waited_on(tmp_path: 
         out = cli("fingerprint", entry, "--record", "--source", str(source))
         assert out.returncode == 2 and says in out.stderr, (source, out.stderr)
         assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("python", ["/bin/true", "shim"])
+def test_bisect_python_that_is_no_python_is_refused_before_anything_runs(
+        tmp_path: Path, python: str) -> None:
+    if python == "shim":
+        shim = tmp_path / "python"
+        shim.write_text("#!/bin/sh\necho 'pyenv: python3.12: command not found'\n")
+        shim.chmod(0o755)
+        python = str(shim)
+    out = cli("bisect", "mcore_rerun_sentinel", "--python", python, "--offline",
+              "--run-dir", str(tmp_path / "bisect"))
+    assert out.returncode == 2, out.stderr
+    assert f"--python {python}: not a Python with patchlane" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "bisect").exists()
