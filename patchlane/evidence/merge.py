@@ -33,6 +33,7 @@ import datetime as _dt
 import json
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -311,15 +312,24 @@ def merge(paths: Iterable[Path], *, out: Path | None = None, group: str | None =
         raise RunDirError(f"merged directory {out}: it is one of the shards' run directories; "
                           "expected a directory of its own; fix: pick another --out")
     _claim(out, first.plan["digest"], night)
-    from filelock import FileLock
+    from filelock import FileLock, Timeout
 
     # Two merges of the same night at once (two last shards, a cron and a hand) write one
     # after the other; each write is atomic, and the same shards give the same reports.
-    with FileLock(str(out / ".lock")):
+    lock = FileLock(str(out / ".lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:  # said once, then waited for: a silent wait reads as a hang
+        print(f"merge: {out} is being written by another merge (lock {out / '.lock'}); "
+              "waiting for it to finish", file=sys.stderr, flush=True)
+        lock.acquire()
+    try:
         index = _merged_index(first.plan, chosen, superseded, out, night, start)
         index = publish(index, out, previous=previous, history=history,
                         runs_root=runs_root if runs_root is not None else out.parent,
                         leave_out={s.run_id for s in shards})
+    finally:
+        lock.release()
     return MergeResult(index, out, shards)
 
 

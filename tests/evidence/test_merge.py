@@ -422,3 +422,33 @@ def test_group_finds_its_own_shards_only(tmp_path: Path,
     assert find_group(root, "night1", limit=1) == []  # only the newest run is read
     assert cli("--group", "night7", "--runs-root", root) == ExitCode.USAGE
     assert "no run directory of group 'night7' under" in capsys.readouterr().err
+
+
+def test_a_merge_waiting_on_another_says_so(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Two merges of one night at once: the second says it waits (it said nothing at all)."""
+    import threading
+
+    from filelock import FileLock
+
+    root = tmp_path / "runs"
+    one, two = shard(root, 1, 2), shard(root, 2, 2)
+    out = merge([one, two]).out
+    capsys.readouterr()
+    held = FileLock(str(out / ".lock"))
+    held.acquire()
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (merge([one, two]), done.set()))
+    worker.start()
+    try:
+        for _ in range(100):
+            if "waiting for it to finish" in capsys.readouterr().err:
+                break
+            threading.Event().wait(0.05)
+        else:
+            raise AssertionError("the waiting merge said nothing")
+        assert not done.is_set()
+    finally:
+        held.release()
+    worker.join(timeout=60)
+    assert done.is_set()
