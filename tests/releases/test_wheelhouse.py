@@ -58,3 +58,25 @@ def test_wheelhouse_then_an_offline_check(tmp_path: Path) -> None:
     receipt = next((out / "runs" / f"{SET}-py{PY}" / "receipts").glob("*.json")).read_text()
     assert '"0.8.2"' in receipt
     assert (out / "summary.md").read_text().count("## Matrix (cpu lane)") == 1
+
+
+@pytest.mark.parametrize("manifest", [b"[]", b'{"support": []}', b'{"project": 3}',
+                                      b'{"project": "p.whl", "support": "x"}',
+                                      b'{"project": "../p.whl", "support": []}',
+                                      b'{"project": "caf\xe9"}', "fifo"])
+def test_gpu_check_with_a_bad_manifest_is_one_line_and_exit_2(tmp_path: Path,
+                                                               manifest: bytes | str) -> None:
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    if manifest == "fifo":
+        os.mkfifo(kit / "wheelhouse.json")
+    else:
+        assert isinstance(manifest, bytes)
+        (kit / "wheelhouse.json").write_bytes(manifest)
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu-check"), str(kit),
+                          str(tmp_path / "out"), "--lane", "cpu"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+    assert "wheelhouse.json: " in out.stdout + out.stderr
+    assert "patchlane wheelhouse DIR" in out.stdout + out.stderr
