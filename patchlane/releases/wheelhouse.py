@@ -116,6 +116,30 @@ def load(root: Path) -> Wheelhouse:
     if not isinstance(sets, dict) or not all(
             isinstance(v, list) and all(isinstance(s, str) for s in v) for v in sets.values()):
         raise WheelhouseError(f"{path}: sets: expected {{set name: [release specs]}}; {fix}")
+
+    def names(value: object) -> bool:  # wheel file names in the folder, not paths
+        return isinstance(value, str) and bool(value) and "/" not in value \
+            and "\\" not in value and not value.startswith(".")
+
+    wrong = {key: data[key] for key, ok in (
+        ("python", isinstance(data["python"], str) and bool(data["python"])),
+        ("platforms", isinstance(data["platforms"], list)
+         and all(isinstance(p, str) for p in data["platforms"])),
+        ("project", names(data["project"])),
+        ("support", isinstance(data["support"], list)
+         and all(names(s) for s in data["support"])),
+        ("skipped", isinstance(data.get("skipped") or {}, dict)),
+        ("benchmarks", isinstance(data.get("benchmarks") or [], list)),
+    ) if not ok and key in data}
+    if wrong:
+        key, value = next(iter(wrong.items()))
+        raise WheelhouseError(f"{path}: {key}: found {value!r}, expected "
+                              + {"python": "the interpreter, e.g. \"3.12\"",
+                                 "platforms": "a list of platform tags",
+                                 "project": "the patchlane wheel's file name",
+                                 "support": "a list of wheel file names in the folder",
+                                 "skipped": "an object", "benchmarks": "a list"}[key]
+                              + f"; {fix}")
     missing = [name for name in [data["project"], *data["support"]]
                if not (root / name).is_file()]
     if missing:

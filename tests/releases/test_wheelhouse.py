@@ -80,3 +80,19 @@ def test_gpu_check_with_a_bad_manifest_is_one_line_and_exit_2(tmp_path: Path,
     assert "Traceback" not in out.stdout + out.stderr
     assert "wheelhouse.json: " in out.stdout + out.stderr
     assert "patchlane wheelhouse DIR" in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("python", 3.12), ("platforms", "manylinux"), ("project", ["p.whl"]),
+    ("support", "a.whl"), ("support", ["../../etc/x.whl"]), ("skipped", "x"),
+    ("benchmarks", {"a": 1})])
+def test_a_wheelhouse_manifest_of_wrong_types_is_a_usage_error_naming_the_field(
+        tmp_path: Path, field: str, value: object) -> None:
+    from patchlane.releases.wheelhouse import WheelhouseError, load
+
+    data = {"schema": 1, "python": "3.12", "platforms": [], "sets": {}, "project": "p.whl",
+            "support": [], field: value}
+    (tmp_path / "p.whl").write_bytes(b"")
+    (tmp_path / "wheelhouse.json").write_text(json.dumps(data))
+    with pytest.raises(WheelhouseError, match=f"wheelhouse.json: {field}: found "):
+        load(tmp_path)
