@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import yaml
+
 from ..errors import PatchlaneError
 from ..exit_codes import ExitCode
 from ..files import atomic_write
@@ -59,26 +61,50 @@ def entry_block(lines: list[str], entry_id: str, path: Path,
                 error: Callable[[str], PatchlaneError] = RegistryEditError
                 ) -> tuple[int, int, int]:
     """(first line, end, indentation) of the block of ``entry_id`` in a registry file's
-    ``lines``; ``error`` builds the calling command's error when there is none."""
-    pattern = re.compile(rf"^(\s*)-\s+id:\s*['\"]?{re.escape(entry_id)}['\"]?\s*(#.*)?$")
-    for start, line in enumerate(lines):
-        match = pattern.match(line)
-        if match:
-            indent = len(match.group(1))
-            end = start + 1
-            while end < len(lines):
-                text = lines[end]
-                stripped = text.strip()
-                if stripped and not stripped.startswith("#") and \
-                        len(text) - len(text.lstrip()) <= indent:
-                    break
-                end += 1
-            # trailing blank and comment lines belong to what follows
-            while end > start + 1 and (not lines[end - 1].strip()
-                                       or lines[end - 1].strip().startswith("#")):
-                end -= 1
-            return start, end, indent
-    raise error(f"{path}: no entry with `- id: {entry_id}` in block style; edit by hand")
+    ``lines``; ``error`` builds the calling command's error when there is none.
+
+    Found by the YAML parser, not by searching the text: the entry is the mapping of the
+    ``entries`` sequence whose ``id`` is ``entry_id``, and its lines are where the parser says
+    that mapping starts and ends. The same words inside another entry's ``notes: |`` block, a
+    quoted string or a comment are text, never an entry."""
+    start = end = None
+    item: yaml.Node | None = None
+    try:
+        document = yaml.compose("".join(lines), Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise error(f"{path}: not YAML the editor can read ({exc}); edit by hand") from None
+    entries = _value(document, "entries")
+    if isinstance(entries, yaml.SequenceNode):
+        for node in entries.value:
+            item = node
+            entry = _value(item, "id")
+            if isinstance(entry, yaml.ScalarNode) and entry.value == entry_id:
+                start = item.start_mark.line
+                end = item.end_mark.line + (1 if item.end_mark.column else 0)
+                break
+    if start is None or end is None or not re.match(r"^\s*-\s", lines[start]) or \
+            (isinstance(item, yaml.MappingNode) and item.flow_style):
+        raise error(f"{path}: no entry with `- id: {entry_id}` in block style; edit by hand")
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = max(start + 1, min(end, len(lines)))
+    # trailing blank and comment lines belong to what follows
+    while end > start + 1 and (not lines[end - 1].strip()
+                               or lines[end - 1].strip().startswith("#")):
+        end -= 1
+    return start, end, indent
+
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _value(node: object, key: str) -> object:
+    """The value node under ``key`` of a mapping node (None when there is none)."""
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    for k, v in node.value:
+        if isinstance(k, yaml.ScalarNode) and k.value == key:
+            return v
+    return None
 
 
 def key_line(lines: list[str], start: int, end: int, indent: int, key: str) -> int | None:

@@ -555,3 +555,37 @@ def test_bisect_python_that_is_no_python_is_refused_before_anything_runs(
     assert out.returncode == 2, out.stderr
     assert f"--python {python}: not a Python with patchlane" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "bisect").exists()
+
+
+def test_fingerprint_record_edits_the_entry_not_its_id_quoted_in_another_s_notes(
+        fake_target: FakeTarget) -> None:
+    """The entry's block is where the YAML parser says it is: an earlier entry whose
+    ``notes: |`` quotes ``- id: <the entry>`` keeps its notes (the value went there, exit 0,
+    and the next start refused by drift)."""
+    quoting = fake_target.entry(id="quoting_entry", overlay="patches/quoting_entry.py",
+                                reproducer="reproducers/quoting_entry.py",
+                                upstream={"issue": "https://example.invalid/issues/3",
+                                          "forwarded": "no",
+                                          "draft": f"drafts/{fake_target.entry_id}.md"},
+                                notes=f"moved from:\n  - id: {fake_target.entry_id}\n"
+                                      "    fingerprint:\n      sha256:\n")
+    for folder in ("patches", "reproducers"):
+        src = fake_target.root / folder / f"{fake_target.entry_id}.py"
+        (fake_target.root / folder / "quoting_entry.py").write_text(src.read_text())
+    fake_target.write_registry(quoting, fake_target.entry())
+    text = fake_target.registry.read_text()  # the notes as a maintainer writes them: `|`
+    dumped = text[text.index("  notes: "):text.index("\n", text.index("  notes: "))]
+    literal = "  notes: |\n" + "".join(f"      {ln}\n" for ln in quoting["notes"].splitlines())
+    fake_target.registry.write_text(text.replace(dumped + "\n", literal))
+    assert f"\n        - id: {fake_target.entry_id}\n" in fake_target.registry.read_text()
+    env = {"PATCHLANE_DEFAULT_REGISTRY": "0", "PATCHLANE_REGISTRY": str(fake_target.registry),
+           "PYTHONPATH": str(fake_target.root)}
+    fake_target.target_file.write_text(
+        fake_target.target_file.read_text().replace("hello", "howdy"))
+    out = cli("fingerprint", fake_target.entry_id, "--record", env=env)
+    assert out.returncode == 0, out.stderr
+    value = out.stdout.splitlines()[0]
+    first, second = yaml.safe_load(fake_target.registry.read_text())["entries"]
+    assert first["notes"] == quoting["notes"]
+    assert value in second["fingerprint"]["sha256"]
+    assert value not in first["fingerprint"]["sha256"]
