@@ -80,7 +80,12 @@ def entry_block(lines: list[str], entry_id: str, path: Path,
             entry = _value(item, "id")
             if isinstance(entry, yaml.ScalarNode) and entry.value == entry_id:
                 start = item.start_mark.line
-                end = item.end_mark.line + (1 if item.end_mark.column else 0)
+                mark = item.end_mark
+                # the parser ends a block mapping at the next token: at the start of the line
+                # that follows it (the next `- id:`, or the end of the file), or after a value
+                # on its own last line
+                before = lines[mark.line][:mark.column] if mark.line < len(lines) else ""
+                end = mark.line if not before.strip() else mark.line + 1
                 break
     if start is None or end is None or not re.match(r"^\s*-\s", lines[start]) or \
             (isinstance(item, yaml.MappingNode) and item.flow_style):

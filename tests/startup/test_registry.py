@@ -1043,3 +1043,26 @@ def test_retired_must_be_a_date(tmp_path: Path) -> None:
     with pytest.raises(RegistryError) as info:
         parse_registry(path)
     assert info.value.key == "retired"
+
+
+def test_the_editor_finds_each_entry_s_lines_by_the_yaml_parser(tmp_path: Path) -> None:
+    """entry_block: every entry of the catalog, in LF and CRLF, is exactly the lines from its
+    `- id:` to the next entry (or the end), whatever its notes hold."""
+    from patchlane.registry.editor import entry_block, stored_lines
+
+    text = (Path(__file__).resolve().parents[2] / "registry.yaml").read_text()
+    ids = [e["id"] for e in yaml.safe_load(text)["entries"]]
+    for newline in ("\n", "\r\n"):
+        lines = stored_lines(text.replace("\n", newline)).lines
+        starts = [entry_block(lines, i, tmp_path)[0] for i in ids]
+        assert starts == sorted(starts)
+        for i, entry_id in enumerate(ids):
+            start, end, indent = entry_block(lines, entry_id, tmp_path)
+            assert lines[start].lstrip().startswith(f"- id: {entry_id}")
+            block = yaml.safe_load("".join(line[indent:] if line.strip() else line
+                                           for line in lines[start:end]))
+            assert block[0]["id"] == entry_id
+            if i + 1 < len(ids):
+                following = [ln for ln in lines[end:starts[i + 1]]
+                             if ln.strip() and not ln.strip().startswith("#")]
+                assert not following, (entry_id, following)
