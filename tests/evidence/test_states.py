@@ -133,19 +133,15 @@ def test_reproduce_command_prints_the_failing_rank_tail(fake_target: FakeTarget,
 
     entry = load_registries([fake_target.write_registry()]).entries[0]
 
-    class Registry:
-        def get(self, entry_id: str) -> object:
-            assert entry_id == entry.id
-            return entry
-
-    class FakeDecider:
-        registry = Registry()
+    def one_entry(entry_id: str) -> tuple[object, object]:
+        assert entry_id == entry.id
+        return None, entry
 
     ranks = [{"rank": 0, "outcome": "pass", "log": "r0.log"},
              {"rank": 1, "outcome": "error", "log": "r1.log", "stderr_tail": "line\nOSError: x"}]
     results = iter([CaseResult(entry.id, Mode.WITH, "cpu", 2, RunOutcome.ERROR,
                                "OSError: x", "run", 1.0, ranks)])
-    monkeypatch.setattr(command, "decider", lambda: FakeDecider())
+    monkeypatch.setattr(command, "one_entry", one_entry)
     monkeypatch.setattr(command, "run_case", lambda *a, **k: next(results))
     code = command.run_reproduce(entry.id, False, "cpu", [2], 10.0)
     assert code is ExitCode.REPRODUCER_ERROR
