@@ -46,16 +46,20 @@ def git_revision(path: Path) -> dict[str, Any] | None:
 
 
 def patch_set_digest(registry: Registry) -> str:
-    """Hash of what would be applied: each active entry's id, gate, fingerprints and overlay."""
+    """Hash of what would run: each active entry's content (:func:`entry_content`: its
+    behaviour in the registry, and the overlay with the library code it imports, the
+    reproducer, the check). Shards of one night that ran other code differ here, and
+    ``merge`` refuses them."""
+    from ..registry.content import entry_content
+
     digest = hashlib.sha256()
     for entry in sorted(registry.entries, key=lambda e: e.id):
         if not entry.active:
             continue
-        digest.update(f"{entry.id}\0{entry.kind.value}\0{entry.applies_to}\0".encode())
-        if entry.fingerprint is not None:
-            digest.update("\0".join(entry.fingerprint.sha256).encode())
-        if entry.overlay is not None:
-            digest.update(entry.overlay.read_bytes())
+        parts = entry_content(entry)
+        digest.update(entry.id.encode() + b"\0")
+        for part in sorted(parts):
+            digest.update(f"{part}={parts[part]}\0".encode())
     return "sha256:" + digest.hexdigest()
 
 

@@ -135,3 +135,28 @@ def test_a_config_entry_is_asked_for_proof_too(fake_target: FakeTarget,
     assert decision.outcome is Outcome.REFUSED_EVIDENCE, decision
     assert "never run" in decision.reason, decision.reason
     assert settings.LIMIT == 8
+
+
+def test_the_patch_set_digest_covers_the_library_code_an_overlay_runs(
+        fake_target: FakeTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two shards of one night that ran other library code have other patch sets, so merge
+    refuses them (it hashed the overlay file alone)."""
+    from patchlane.evidence.provenance import patch_set_digest
+    from patchlane.registry import load_registries
+
+    lib = tmp_path / "overlaylib"
+    lib.mkdir()
+    (lib / "__init__.py").write_text("")
+    (lib / "helper.py").write_text("def fix(x):\n    return x\n")
+    monkeypatch.setattr(content, "_OVERLAYLIB", lib)
+    fake_target.write_overlay("from patchlane.overlaylib import helper\n\n\n"
+                              "def overlay(wrapped, instance, args, kwargs):\n"
+                              "    return helper.fix(wrapped(*args, **kwargs))\n")
+    registry = load_registries([fake_target.write_registry()])
+    first = patch_set_digest(registry)
+    (lib / "helper.py").write_text("def fix(x):\n    return x + '!'\n")
+    edited = patch_set_digest(registry)
+    assert edited != first
+    (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
+        "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n    assert True\n")
+    assert patch_set_digest(registry) != edited  # the reproducer is content too
