@@ -518,6 +518,20 @@ class Decider:
             # Where the overlay would go, and in what shape, before any overlay code runs: a
             # target no shape carries is refused here with the fix, never reported applied.
             target = resolve_target(module, entry.target.qualname, entry.target.shape)
+            # Under REQUIRE_EVIDENCE the proof is checked before any overlay code runs (its
+            # file's top level, its probe): a refused overlay must not run at all, it could
+            # patch anything at import. The bytes the proof hashed are the bytes executed
+            # (load_overlay(..., source)).
+            source = entry.overlay.read_bytes() if entry.overlay is not None else None
+            if self.controls.require_evidence:
+                unproven = self._unproven(entry, gate.found, source)
+                if unproven is not None:
+                    return decision(Outcome.REFUSED_EVIDENCE, unproven), False
+            overlay = load_overlay(entry, source)
+            probe = getattr(overlay, "probe", None)
+            if probe is not None and probe(module):
+                return decision(Outcome.UPSTREAM_FIXED,
+                                f"probe: upstream already behaves correctly on {gate.found}"), False
             spec = entry.fingerprint
             assert spec is not None
             # Imported here, not at module level: ast/hashlib stay out of `import patchlane`.
@@ -528,20 +542,6 @@ class Decider:
             if drift and spec.policy is FingerprintPolicy.REFUSE:
                 return decision(Outcome.REFUSED_DRIFT,
                                 drift_reason(entry.id, spec.sha256, found), found), False
-            # Everything above read upstream's code, none of ours. Under REQUIRE_EVIDENCE the
-            # proof is checked before any overlay code runs (its file's top level, its probe):
-            # a refused overlay must not run at all, it could patch anything at import. The
-            # bytes the proof hashed are the bytes executed (load_overlay(..., source)).
-            source = entry.overlay.read_bytes() if entry.overlay is not None else None
-            if self.controls.require_evidence:
-                unproven = self._unproven(entry, gate.found, source)
-                if unproven is not None:
-                    return decision(Outcome.REFUSED_EVIDENCE, unproven, found), False
-            overlay = load_overlay(entry, source)
-            probe = getattr(overlay, "probe", None)
-            if probe is not None and probe(module):
-                return decision(Outcome.UPSTREAM_FIXED,
-                                f"probe: upstream already behaves correctly on {gate.found}"), False
             self._place(entry, target, overlay)
         except Refused as exc:
             return decision(Outcome.FAILED_ERROR, str(exc)), True

@@ -17,6 +17,7 @@ Offline, ``patchlane matrix --wheelhouse DIR`` installs each set's releases from
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -83,13 +84,55 @@ class Wheelhouse:
     """Matrix set name -> why it is not in the wheelhouse."""
     benchmarks: tuple[dict[str, Any], ...] = ()
     """``{"script": ..., "install": [specs]}``: what the GPU check runs, beside what."""
+    hashes: dict[str, str] = field(default_factory=dict)
+    """Wheel file name -> ``sha256:<hex>`` of every wheel in the folder, as downloaded:
+    checked by :func:`load` before anything is installed from it."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "python": self.python, "platforms": list(self.platforms),
                 "sets": {k: list(v) for k, v in self.sets.items()}, "project": self.project,
                 "support": list(self.support), "skipped": dict(self.skipped),
-                "benchmarks": list(self.benchmarks),
+                "benchmarks": list(self.benchmarks), "hashes": dict(sorted(self.hashes.items())),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+def _trusted(root: Path, path: Path, data: dict[str, Any], fix: str) -> dict[str, str]:
+    """The wheelhouse's recorded hashes, once the folder is trusted as the release cache is
+    (only this user or root can write it) and every wheel in it is one it recorded, unchanged:
+    a release installed from it is kept in the release cache and reused by later runs."""
+    from ..private_files import shared
+
+    why = shared(os.path.realpath(root))
+    if why is not None:
+        raise WheelhouseError(f"wheelhouse {root}: {why}; a wheel planted there would be "
+                              "installed, kept in the release cache and run by later jobs; "
+                              "fix: make it writable by you alone (chmod go-w), or copy it "
+                              "to a folder of yours")
+    hashes = data.get("hashes")
+    if not isinstance(hashes, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in hashes.items()):
+        raise WheelhouseError(f"{path}: hashes: found {hashes!r}, expected the sha256 of "
+                              f"each wheel (`patchlane wheelhouse` records them); {fix}")
+    unknown = sorted(p.name for p in root.glob("*.whl") if p.name not in hashes)
+    if unknown:
+        raise WheelhouseError(f"wheelhouse {root}: {unknown[0]} is no wheel it recorded "
+                              f"({len(unknown)} such); {fix}")
+    changed = [name for name, value in sorted(hashes.items())
+               if (root / name).is_file() and _sha256(root / name) != value]
+    if changed:
+        raise WheelhouseError(f"wheelhouse {root}: {changed[0]} is not the wheel it recorded "
+                              f"(sha256 differs; {len(changed)} such); {fix}")
+    return dict(hashes)
 
 
 def find_links(root: Path) -> list[str]:
@@ -145,10 +188,11 @@ def load(root: Path) -> Wheelhouse:
     if missing:
         raise WheelhouseError(f"{path}: names wheels that are not in {root}: {missing}; the "
                               f"folder was copied in part; {fix}")
+    hashes = _trusted(root, path, data, fix)
     return Wheelhouse(root, str(data["python"]), tuple(data["platforms"]),
                       {k: tuple(v) for k, v in sets.items()}, str(data["project"]),
                       tuple(data["support"]), dict(data.get("skipped") or {}),
-                      tuple(data.get("benchmarks") or ()))
+                      tuple(data.get("benchmarks") or ()), hashes)
 
 
 def _target_args(python: str, platforms: Sequence[str]) -> list[str]:
@@ -224,7 +268,8 @@ def prepare(out: Path, sets: Sequence[MatrixSet], *, python: str,
         for spec in releases if which == "each" else releases[:1]:
             benchmarks.append({"script": script, "install": [spec]})
     house = Wheelhouse(out, python, tuple(platforms), chosen, project[-1], tuple(support),
-                       skipped, tuple(benchmarks))
+                       skipped, tuple(benchmarks),
+                       {p.name: _sha256(p) for p in sorted(out.glob("*.whl"))})
     shutil.copy2(matrix_file, out / "matrix.yaml")
     scripts = sorted({str(b["script"]) for b in benchmarks})
     if scripts and (project_root / "benchmarks").is_dir():

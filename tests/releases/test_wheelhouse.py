@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -96,3 +97,42 @@ def test_a_wheelhouse_manifest_of_wrong_types_is_a_usage_error_naming_the_field(
     (tmp_path / "wheelhouse.json").write_text(json.dumps(data))
     with pytest.raises(WheelhouseError, match=f"wheelhouse.json: {field}: found "):
         load(tmp_path)
+
+
+def _kit(root: Path) -> Path:
+    import hashlib
+
+    root.mkdir(mode=0o700)
+    (root / "p.whl").write_bytes(b"patchlane")
+    data = {"schema": 1, "python": "3.12", "platforms": [], "sets": {}, "project": "p.whl",
+            "support": [],
+            "hashes": {"p.whl": "sha256:" + hashlib.sha256(b"patchlane").hexdigest()}}
+    (root / "wheelhouse.json").write_text(json.dumps(data))
+    return root
+
+
+def test_a_wheelhouse_is_trusted_as_the_release_cache_is(tmp_path: Path) -> None:
+    """Only a folder no other user can write, holding exactly the wheels it recorded, each
+    unchanged, is installed from (a planted release would be kept in the release cache and
+    run by later jobs)."""
+    from patchlane.releases.wheelhouse import WheelhouseError, load
+
+    kit = _kit(tmp_path / "kit")
+    assert load(kit).hashes["p.whl"].startswith("sha256:")
+    kit.chmod(0o777)
+    with pytest.raises(WheelhouseError, match="can be written by other users"):
+        load(kit)
+    kit.chmod(0o700)
+    (kit / "torch-9.9.9-py3-none-any.whl").write_bytes(b"planted")
+    with pytest.raises(WheelhouseError, match=re.escape("torch-9.9.9-py3-none-any.whl is "
+                                                         "no wheel it recorded")):
+        load(kit)
+    (kit / "torch-9.9.9-py3-none-any.whl").unlink()
+    (kit / "p.whl").write_bytes(b"patchlane, edited")
+    with pytest.raises(WheelhouseError, match=re.escape("p.whl is not the wheel it recorded")):
+        load(kit)
+    data = json.loads((kit / "wheelhouse.json").read_text())
+    del data["hashes"]
+    (kit / "wheelhouse.json").write_text(json.dumps(data))
+    with pytest.raises(WheelhouseError, match="hashes: found None"):
+        load(kit)
