@@ -357,6 +357,7 @@ def _stoppable(search: Callable[[], T], runner: Any, run_dir: Path) -> T:
     exits 130 or 143 (the releases that ran keep their records)."""
     import concurrent.futures as cf
 
+    from ..evidence.installs import stop_installs
     from ..evidence.reproduce import CaseInterrupted
     from ..evidence.stopping import SIGNAL_POLL_SECONDS, signal_name, stopped, stopping_signals
     from ..files import atomic_write_json
@@ -372,6 +373,7 @@ def _stoppable(search: Callable[[], T], runner: Any, run_dir: Path) -> T:
                 break  # the signal stopped a case: said below
             if caught.signum is not None:
                 runner.stop.set()
+                stop_installs()  # a release downloading now stops too, not after pip ends
                 with contextlib.suppress(CaseInterrupted):
                     future.result()  # the search ends at its running case
                 break

@@ -13,6 +13,7 @@ changed since, or a folder with a bare marker from elsewhere, is installed afres
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -20,8 +21,10 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from ..errors import UsageError
 
@@ -32,6 +35,7 @@ __all__ = [
     "install_dir",
     "installed_content",
     "record_install",
+    "stop_installs",
     "with_releases",
 ]
 
@@ -167,13 +171,42 @@ def _install_locked(spec: str, target: Path, deps: bool, log: Path | None,
                *([] if deps else ["--no-deps"]), "--disable-pip-version-check", *offline,
                "--target", str(target), spec]
         if log is None:
-            subprocess.run(cmd, check=True)
+            _pip(cmd)
         else:
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("wb") as out:
-                subprocess.run(cmd, check=True, stdout=out, stderr=subprocess.STDOUT)
+                _pip(cmd, stdout=out, stderr=subprocess.STDOUT)
         record_install(target, spec)
     return target
+
+
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def _pip(cmd: list[str], **streams: Any) -> None:
+    """Run pip, known to :func:`stop_installs` while it runs; CalledProcessError on failure."""
+    proc = subprocess.Popen(cmd, **streams)
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    try:
+        code = proc.wait()
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
+    if code != 0:
+        raise subprocess.CalledProcessError(code, cmd)
+
+
+def stop_installs() -> None:
+    """Terminate every pip install this process is running (Ctrl-C or SIGTERM to a command
+    that installs releases: a slow download must not outlive it); the install fails and its
+    folder, never recorded, is not reused."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        with contextlib.suppress(OSError):
+            proc.terminate()
 
 
 def record_install(target: Path, spec: str) -> None:

@@ -288,6 +288,9 @@ class ReleaseRunner:
             try:
                 where = self._install(version, log)
             except subprocess.CalledProcessError as exc:
+                if self.stop.is_set():  # pip stopped by the signal: no finding of this release
+                    raise CaseInterrupted(f"{self.distribution} {version}: its install was "
+                                          "stopped") from None
                 why = _tail(log) or str(exc)
                 self.install_failures += 1
                 message = (f"install: pip could not install {self.distribution}=={version} "

@@ -886,3 +886,45 @@ def test_write_to_a_matrix_it_cannot_edit_writes_nothing(registry_file: Path,
     with pytest.raises(BisectError, match="no block `expect:`"):
         write_expectations(path, ENTRY, wanted, dt.date(2027, 1, 2))
     assert path.read_text() == flow
+
+
+def test_a_signal_stops_a_release_downloading_now(fake_target: FakeTarget,
+                                                  base_env: dict[str, str],
+                                                  tmp_path: Path) -> None:
+    """SIGTERM to bisect during a slow pip download: the install is terminated at once (it
+    ran on for as long as pip did), and the release is no finding, not an install error."""
+    import subprocess
+    import threading
+    import time
+
+    from patchlane.evidence import installs
+    from patchlane.evidence.reproduce import CaseInterrupted
+
+    failed: list[BaseException] = []
+
+    def slow() -> None:
+        try:
+            installs._pip([sys.executable, "-c", "import time; time.sleep(300)"])
+        except subprocess.CalledProcessError as exc:
+            failed.append(exc)
+
+    worker = threading.Thread(target=slow)
+    started = time.monotonic()
+    worker.start()
+    time.sleep(1.0)
+    installs.stop_installs()
+    worker.join(timeout=30)
+    assert failed and time.monotonic() - started < 30
+
+    entry = load_registries([fake_target.registry]).get(fake_target.entry_id)
+    runner = ReleaseRunner(entry, tmp_path / "run", tmp_path / "cache", env=base_env,
+                           timeout=600)
+
+    def stopped_install(version: str, log: Path) -> Path:
+        runner.stop.set()  # the signal arrives while pip runs; pip is terminated
+        raise subprocess.CalledProcessError(-15, ["pip"])
+
+    runner._install = stopped_install  # type: ignore[method-assign]
+    with pytest.raises(CaseInterrupted, match="its install was stopped"):
+        runner("0.4.0", "wheel")
+    assert runner.install_failures == 0
