@@ -78,20 +78,19 @@ def test_two_commands_installing_one_release_at_once_install_it_once(tmp_path: P
                                                                      ) -> None:
     """A matrix beside a bisect on one cache: without the release's lock both ran pip into the
     same folder at once (one's rmtree under the other's install)."""
-    import subprocess
     import threading
 
     from patchlane.evidence import installs
 
     ran: list[list[str]] = []
-    real = subprocess.run
+    real = installs._pip
 
-    def counted(cmd: list[str], **kw: object) -> object:
+    def counted(cmd: list[str], **kw: object) -> None:
         if "pip" in cmd:
             ran.append(cmd)
-        return real(cmd, **kw)  # type: ignore[call-overload]
+        real(cmd, **kw)
 
-    monkeypatch.setattr(installs.subprocess, "run", counted)
+    monkeypatch.setattr(installs, "_pip", counted)
     cache = tmp_path / "cache"
     found: list[Path] = []
     threads = [threading.Thread(target=lambda: found.append(install_dir(SPEC, cache)))
