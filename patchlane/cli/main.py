@@ -211,7 +211,9 @@ def _tracking_commands(sub: Any) -> None:
 def _release_commands(sub: Any) -> None:
     """Runs across upstream releases: the matrix, its wheelhouse, bisect and the radar."""
     p = sub.add_parser("matrix", help="run the sweep against release sets (matrix.yaml)")
-    p.add_argument("--file", type=Path, default=Path("matrix.yaml"))
+    p.add_argument("--file", type=Path, default=None, metavar="MATRIX",
+                   help="the release matrix (default: ./matrix.yaml when there is one, else "
+                   "the one patchlane ships, beside its catalog)")
     p.add_argument("--set", action="append", dest="sets", metavar="NAME",
                    help="repeatable; default: every set")
     p.add_argument("--cache", type=Path, default=None,
@@ -229,7 +231,9 @@ def _release_commands(sub: Any) -> None:
     p = sub.add_parser("wheelhouse", help="download what an air-gapped GPU box needs to run "
                                           "the release matrix and the GPU benchmarks")
     p.add_argument("dir", type=Path, help="the folder to fill (created if missing)")
-    p.add_argument("--file", type=Path, default=Path("matrix.yaml"))
+    p.add_argument("--file", type=Path, default=None, metavar="MATRIX",
+                   help="the release matrix (default: ./matrix.yaml when there is one, else "
+                   "the one patchlane ships, beside its catalog)")
     p.add_argument("--set", action="append", dest="sets", metavar="NAME",
                    help="repeatable; default: every set whose lanes hold --lane")
     p.add_argument("--lane", choices=["cpu", "cuda"], default="cuda")

@@ -15,6 +15,20 @@ from ..runs.verdicts import ACTION, Verdict
 from .common import table
 
 
+def matrix_file(given: Path | None) -> Path:
+    """``--file``, else ``./matrix.yaml`` (a team's own, or the checkout's), else the release
+    matrix patchlane ships beside its catalog (``_bundle/matrix.yaml`` in the wheel): the
+    matrix runs from the installed package with no checkout."""
+    if given is not None:
+        return given
+    here = Path("matrix.yaml")
+    if here.is_file():
+        return here
+    from .. import startup
+
+    return startup.default_registry_path().with_name("matrix.yaml")
+
+
 def _chosen(file: Path, names: list[str] | None, lane: Lane) -> list[MatrixSet]:
     """The sets ``--set`` names (each must exist), else those whose lanes hold ``lane``."""
     sets = load_matrix(file)
@@ -28,10 +42,11 @@ def _chosen(file: Path, names: list[str] | None, lane: Lane) -> list[MatrixSet]:
     return [s for s in sets if lane in s.lanes]
 
 
-def run_wheelhouse_command(out: Path, file: Path, names: list[str] | None, lane: Lane,
+def run_wheelhouse_command(out: Path, file: Path | None, names: list[str] | None, lane: Lane,
                            python: str, platforms: list[str] | None) -> ExitCode:
     from ..releases import wheelhouse
 
+    file = matrix_file(file)
     sets = _chosen(file, names, lane)
     root = Path(__file__).resolve().parents[2]
     project = root if (root / "pyproject.toml").is_file() else None
@@ -50,7 +65,8 @@ def run_wheelhouse_command(out: Path, file: Path, names: list[str] | None, lane:
     return ExitCode.OK
 
 
-def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_root: Path,
+def run_matrix_command(file: Path | None, names: list[str] | None, cache: Path,
+                       runs_root: Path,
                        jobs: int, timeout: float, *, lane: Lane = "cpu",
                        wheelhouse: Path | None = None) -> ExitCode:
     if wheelhouse is not None:
@@ -62,7 +78,7 @@ def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_ro
                               f"{interpreter()}; fix: run it with python{house.python}, or "
                               f"prepare one with `patchlane wheelhouse DIR --python "
                               f"{interpreter()}`")
-        if file == Path("matrix.yaml") and not file.is_file():
+        if file is None:  # the kit's own matrix: what its wheels were chosen from
             file = wheelhouse / "matrix.yaml"
         names = names or list(house.sets)
         missing = set(names) - set(house.sets)
@@ -70,6 +86,7 @@ def run_matrix_command(file: Path, names: list[str] | None, cache: Path, runs_ro
             raise MatrixError(f"{wheelhouse}: holds no releases for sets {sorted(missing)} "
                               f"(it has {sorted(house.sets)}); fix: prepare it with "
                               "`patchlane wheelhouse DIR --set NAME`")
+    file = matrix_file(file)
     sets = _chosen(file, names, lane)
     all_sets = load_matrix(file)  # the advice names every set where an entry still guards
     rows, failed = [], 0

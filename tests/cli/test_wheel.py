@@ -38,6 +38,7 @@ def test_wheel_layout(wheel: Path) -> None:
     script = zipfile.ZipFile(wheel).read(stem + ".data/scripts/patchlane").decode()
     assert script.startswith("#!python\n") and "import re" not in script
     assert "patchlane/_bundle/registry.yaml" in names
+    assert "patchlane/_bundle/matrix.yaml" in names  # the release matrix runs from the wheel
     assert "patchlane/_bundle/patches/mcore_rerun_sentinel.py" in names
     assert "patchlane/_bundle/reproducers/mcore_rerun_sentinel.py" in names
     assert "patchlane/_bundle/checks/mcore_pp_variable_seq_deadlock.py" in names
@@ -107,3 +108,18 @@ def test_from_the_wheel_a_broken_team_file_refuses_its_own_entries_only(
     assert (work / "drafts" / "mcore_dsa_indexer_loss_graph_safe.md").is_file()
     assert bundle.read_bytes() == before
     assert "the installed package is not edited" in drafted.stdout
+
+
+def test_the_matrix_runs_from_the_wheel_with_no_checkout(wheel: Path, tmp_path: Path) -> None:
+    """No matrix.yaml in the working directory: the one shipped beside the catalog is read
+    (it was: "matrix.yaml: cannot read the release matrix", exit 2)."""
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+                    str(target), str(wheel)], check=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env["PYTHONPATH"] = str(target)
+    out = subprocess.run([str(target / "bin" / "patchlane"), "matrix", "--set", "no-such-set"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    shipped = target / "patchlane" / "_bundle" / "matrix.yaml"
+    assert out.returncode == 2, out.stderr
+    assert f"{shipped}: no set named ['no-such-set']" in out.stderr, out.stderr
