@@ -269,10 +269,14 @@ class Decider:
             if reason is not None:
                 self._finish(entry, Decision(entry.id, Outcome.SKIPPED_DISABLED, reason))
                 return
-            if entry.target.distribution and entry.applies_to is not None:
+            # The release the settings are for, recorded with the decision as an overlay's is:
+            # the proof of a config entry is of that release (its receipt's class).
+            installed = None
+            if entry.target.distribution:
                 gate = check_gate(entry.target.distribution, entry.applies_to, None,
                                   entry.target.version_from)
-                if not gate.open:
+                installed = gate.found
+                if entry.applies_to is not None and not gate.open:
                     self._finish(entry, Decision(entry.id, Outcome.SKIPPED_GATE, gate.reason,
                                                  installed=gate.found))
                     return
@@ -288,13 +292,11 @@ class Decider:
                 return
             if self.controls.require_evidence:
                 # A setting changes what the job computes as an overlay does: proven first.
-                gate_found = check_gate(entry.target.distribution, None, None,
-                                        entry.target.version_from).found \
-                    if entry.target.distribution else None
-                unproven = self._unproven(entry, gate_found)
+                unproven = self._unproven(entry, installed)
                 if unproven is not None:
                     self._finish(entry, Decision(entry.id, Outcome.REFUSED_EVIDENCE, unproven,
-                                                 installed=gate_found))
+                                                 distribution=entry.target.distribution,
+                                                 installed=installed))
                     return
             changes = []
             try:
@@ -308,7 +310,9 @@ class Decider:
                 self._finish(entry, Decision(entry.id, Outcome.FAILED_ERROR,
                                              f"{module.__name__} has no setting: {exc}"))
                 return
-            self._finish(entry, Decision(entry.id, Outcome.CONFIG_APPLIED, "; ".join(changes)))
+            self._finish(entry, Decision(entry.id, Outcome.CONFIG_APPLIED, "; ".join(changes),
+                                         distribution=entry.target.distribution,
+                                         installed=installed))
 
     def apply(self) -> None:
         """Idempotent re-walk: hook what is not hooked, decide what is imported and unapplied."""

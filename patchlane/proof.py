@@ -464,8 +464,11 @@ class Evidence:
         if receipt is None:
             raise _NotVerified("no receipt with the overlay")
         audit = receipt.get("audit") or {}
+        # applied: an overlay on the call path, or a config entry's settings assigned
+        applied = audit.get("applied") is True or \
+            (audit.get("decision") or {}).get("outcome") == "config: applied"
         if (receipt.get("entry_id"), receipt.get("mode"), receipt.get("outcome")) != \
-                (entry_id, "with", "pass") or audit.get("applied") is not True:
+                (entry_id, "with", "pass") or not applied:
             raise _NotVerified(
                 f"not a passing run with the overlay applied (entry "
                 f"{receipt.get('entry_id')!r}, mode {receipt.get('mode')!r}, outcome "

@@ -114,7 +114,9 @@ def test_the_content_hash_covers_the_library_package_and_its_subpackages(
 
 def test_a_config_entry_is_asked_for_proof_too(fake_target: FakeTarget,
                                                tmp_path: Path) -> None:
-    (fake_target.root / fake_target.package / "settings.py").write_text("LIMIT = 8\n")
+    # like torch._dynamo.config: a module of a torch-based stack (the proof's class has torch)
+    (fake_target.root / fake_target.package / "settings.py").write_text(
+        "import torch  # noqa: F401\nLIMIT = 8\n")
     setting = {
         "id": "fake_setting", "kind": "config", "summary": "raise the fake limit",
         "target": {"distribution": fake_target.distribution},
@@ -124,7 +126,9 @@ def test_a_config_entry_is_asked_for_proof_too(fake_target: FakeTarget,
         "retire_when": {"probe": True, "reproducer": True}, "owner": "tests",
         "added": "2026-11-27", "status": "active"}
     (fake_target.root / "reproducers" / "fake_setting.py").write_text(
-        "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n    pass\n")
+        "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n"
+        f"    import {fake_target.package}.settings as s\n"
+        "    assert s.LIMIT == 64, f'the limit is {s.LIMIT}'\n")
     fake_target.write_registry(fake_target.entry(), setting)
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -135,6 +139,26 @@ def test_a_config_entry_is_asked_for_proof_too(fake_target: FakeTarget,
     assert decision.outcome is Outcome.REFUSED_EVIDENCE, decision
     assert "never run" in decision.reason, decision.reason
     assert settings.LIMIT == 8
+
+    # swept (fails without, passes with): proven on this stack, so applied under the switch
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env.update(PATCHLANE_DEFAULT_REGISTRY="0", PATCHLANE_ENTRY_POINTS="0",
+               PATCHLANE_REGISTRY=str(fake_target.registry),
+               PYTHONPATH=os.pathsep.join([str(fake_target.root), env.get("PYTHONPATH", "")]))
+    swept = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "sweep", "--only",
+                            "fake_setting", "--runs-root", str(runs), "--quiet"],
+                           capture_output=True, text=True, env=env, timeout=300)
+    assert swept.returncode == 0 and "guarding" in swept.stdout, swept.stdout + swept.stderr
+    check = (f"import patchlane, {fake_target.package}.settings as s\n"
+             "print(s.LIMIT, [e['decision']['outcome'] for e in patchlane.report()['entries']"
+             " if e['id'] == 'fake_setting'])\n")
+    applied = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
+                             env={**env, "PATCHLANE_REQUIRE_EVIDENCE": "1",
+                                  "PATCHLANE_EVIDENCE": str(runs)}, timeout=120)
+    assert applied.stdout.strip() == "64 ['config: applied']", applied.stdout + applied.stderr
 
 
 def test_the_patch_set_digest_covers_the_library_code_an_overlay_runs(
