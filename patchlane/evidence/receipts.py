@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
+from ..build_info import build
 from ..errors import PatchlaneError
 from ..exit_codes import ExitCode
 from ..registry import Entry
@@ -63,6 +64,8 @@ def build_receipt(*, run_id: str, case_id: str, entry: Entry, result: CaseResult
             "record": rank0.get("record"),
             "environment": rank0.get("environment", environment_overlay()),
             "patchlane": __version__,
+            # which build of patchlane ran: the commit and whether its tree was clean
+            "build": build(),
             "registry_digest": header.get("registry_digest"),
             "patch_set": header.get("patch_set"),
             "git": header.get("git"),

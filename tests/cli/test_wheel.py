@@ -123,3 +123,23 @@ def test_the_matrix_runs_from_the_wheel_with_no_checkout(wheel: Path, tmp_path: 
     shipped = target / "patchlane" / "_bundle" / "matrix.yaml"
     assert out.returncode == 2, out.stderr
     assert f"{shipped}: no set named ['no-such-set']" in out.stderr, out.stderr
+
+
+def test_the_wheel_and_each_receipt_name_the_build_that_ran(wheel: Path, tmp_path: Path) -> None:
+    """The wheel records the commit it was built from and whether that tree was clean;
+    installed from it, patchlane says so (receipts carry it as provenance.build)."""
+    import zipfile
+
+    recorded = json.loads(zipfile.ZipFile(wheel).read("patchlane/_build.json"))
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert recorded["commit"] == head and isinstance(recorded["clean"], bool), recorded
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+                    str(target), str(wheel)], check=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", "import json; from patchlane.build_info import "
+                          "build; print(json.dumps(build()))"], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(target)}, cwd=tmp_path,
+                         timeout=60)
+    assert json.loads(out.stdout) == {"commit": head, "clean": recorded["clean"],
+                                      "from": "wheel"}, out.stderr
