@@ -89,7 +89,7 @@ def upstream_fixed_advice(entry_id: str, release: str | None, applies_to: str | 
                 "those (`patchlane usage` over the jobs' reports)")
     if applies_to:
         return (f"{entry_id} is fixed upstream{on}; its gate ({applies_to}) still admits "
-                "older releases: keep it while any job runs one (`patchlane usage` over the "
+                "other releases: keep it while any job runs one (`patchlane usage` over the "
                 f"jobs' reports), then `patchlane retire {entry_id} --evidence RUN`")
     return f"{entry_id} is fixed upstream{on}: `patchlane retire {entry_id} --evidence RUN`"
 

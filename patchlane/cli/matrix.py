@@ -144,5 +144,5 @@ def _fixed_advice(entry_id: str, fixed_in: str, sets: Sequence[MatrixSet]) -> st
         entry = startup.current().registry.get(entry_id)
     except UnknownEntryError:  # an id of another registry set: the advice without the gate
         return upstream_fixed_advice(entry_id, None, None, guarding)
-    return upstream_fixed_advice(entry_id, None, entry.applies_to_shown, guarding,
+    return upstream_fixed_advice(entry_id, None, entry.serves, guarding,
                                  registry=entry.source)

@@ -279,7 +279,7 @@ def _run_and_report(registry: Registry, run: RunDir, *, jobs: int, timeout: floa
                   f"unprotected there: {ACTION[Verdict.STILL_AFFECTED]} (exit bit 4)")
         if index.count(Verdict.UPSTREAM_FIXED):
             print("UPSTREAM FIXED (not a failure):")
-            gates = {e.id: e.applies_to_shown for e in registry.entries}
+            gates = {e.id: e.serves for e in registry.entries}
             homes = {e.id: e.source for e in registry.entries}
             # one line per entry and release (its world sizes and lanes say the same)
             for entry_id, installed in dict.fromkeys(

@@ -280,6 +280,17 @@ class Entry:
             return None
         return self.applies_to_written or self.applies_to_text
 
+    @property
+    def serves(self) -> str | None:
+        """Which releases the entry still serves, for a reader: its gate as written, else
+        the scope of a ledger entry (``when triton<3.7``); None when it has neither."""
+        if self.applies_to is not None:
+            return self.applies_to_shown
+        if self.when is not None and self.when.installed:
+            return "when " + ", ".join(f"{name}{spec}"
+                                       for name, spec in self.when.installed.items())
+        return None
+
     @functools.cached_property
     def requirement_text(self) -> str | None:
         """A floor's or pin's requirement as decisions record it (``torch>=2.6.0``)."""

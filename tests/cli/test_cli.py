@@ -452,16 +452,22 @@ def test_sweep_progress_in_a_ci_log_has_times_and_an_expected_failure_reads_as_o
         "[1/2 0:20, about 0:20 left] running: e--cpu--ws1--with"
 
 
-def test_an_entry_without_a_gate_gets_the_plain_retire_advice() -> None:
-    """The sweep and the matrix read a gate as a reader sees it: an entry without one (a pin)
-    is told to retire, never about a gate "None"."""
+def test_a_pin_scoped_to_old_releases_is_not_told_to_retire_where_one_is_fixed() -> None:
+    """The numpy pin is upstream-fixed under triton 3.7 (Python 3.12) and guarding under
+    triton 3.5 (Python 3.11): the sweep on 3.12 told users to retire it, which would drop it
+    for every job on triton<3.7. Its scope is what it still serves."""
     from patchlane import startup
     from patchlane.cli.common import upstream_fixed_advice
 
     pin = startup.current().registry.get("numpy_pin_triton_interpreter")
-    assert pin.applies_to_shown is None
-    advice = upstream_fixed_advice(pin.id, "2.4.1", pin.applies_to_shown)
-    assert "None" not in advice and advice.endswith("--evidence RUN`"), advice
+    assert pin.applies_to_shown is None and pin.serves == "when triton<3.7"
+    advice = upstream_fixed_advice(pin.id, "2.4.1", pin.serves)
+    assert "None" not in advice and "its gate (when triton<3.7) still admits other releases: " \
+        "keep it while any job runs one" in advice, advice
+    # an entry with neither a gate nor a scope is told to retire, never about a gate "None"
+    plain = upstream_fixed_advice("x", "1.0", startup.current().registry.get(
+        "torch_floor_a2a_overlap").serves)
+    assert "None" not in plain
 
 
 def _on_a_terminal(*args: str, columns: int, env: dict[str, str] | None = None) -> str:
