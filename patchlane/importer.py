@@ -75,13 +75,13 @@ def load_overlay(entry: Entry, source: bytes | None = None) -> ModuleType:
         raise OverlayError(entry.id, str(exc)) from exc
 
 
-
 # What a training log shows of each decision at INFO: what changed the process's code or
 # settings. Skips and satisfied ledger checks are DEBUG (``patchlane status`` lists them);
 # anything someone must look at is a WARNING.
 _LEVELS = {Outcome.APPLIED: logging.INFO, Outcome.CONFIG_APPLIED: logging.INFO,
            Outcome.REVERTED: logging.INFO,
            **{o: logging.WARNING for o in Outcome if o.is_problem}}
+
 
 class _Locks(dict[str, threading.RLock]):
     """entry id -> its RLock, created on first use (thread-safely, one per id)."""

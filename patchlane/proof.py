@@ -95,6 +95,10 @@ PROVEN_ELSEWHERE = "proven elsewhere"
 NEVER_RUN = "never run"
 ANSWERS = (PROVEN_HERE, REVOKED, STALE, PROVEN_ELSEWHERE, NEVER_RUN)
 
+_UNUSABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError,
+             RecursionError, _NotVerified)
+"""What a run's record that cannot be used raises while it is read: left out, never a crash."""
+
 PROOF_RUNS = 50
 """Run directories read at most per runs root, the newest first. Every rank of a job reads them
 (once per process): fifty nights of a nightly are plenty to find this stack's last proof, and
@@ -391,17 +395,14 @@ class Evidence:
                 seen[row.verdict.value] += 1
                 if row.verdict is Verdict.BROKEN:
                     # verified as a pass is; one that cannot be verified revokes nothing
-                    with contextlib.suppress(OSError, ValueError, KeyError, TypeError,
-                                             AttributeError, IndexError, RecursionError,
-                                             _NotVerified):
+                    with contextlib.suppress(*_UNUSABLE):
                         broken.append(self._failure(run, entry_id, row))
                     continue
                 if row.verdict is not Verdict.GUARDING:
                     continue
                 try:
                     proofs.append(self._proof(run, entry_id, row))
-                except (OSError, ValueError, KeyError, TypeError, AttributeError,
-                        IndexError, RecursionError, _NotVerified) as exc:
+                except _UNUSABLE as exc:
                     # Another run's bad record is that run's problem: left out with why.
                     why = str(exc) if isinstance(exc, _NotVerified) else \
                         f"{type(exc).__name__}: {exc}"
@@ -413,14 +414,32 @@ class Evidence:
     def _failure(self, run: FoundRun, entry_id: str, row: Any) -> Proof:
         """A verified ``broken`` row: its ``with`` receipt (the overlay applied, the case
         failed), as a record of the class and content it ran."""
+        run_dir, checked, receipt = self._with_receipt(run, entry_id, row, Verdict.BROKEN)
+        if (receipt.get("entry_id"), receipt.get("mode")) != (entry_id, "with") \
+                or receipt.get("outcome") == "pass":
+            raise _NotVerified("no failing receipt with the overlay")
+        return self._record(run, entry_id, row, run_dir, checked, receipt)
+
+    def _with_receipt(self, run: FoundRun, entry_id: str, row: Any,
+                      verdict: Verdict) -> tuple[Path, Any, dict[str, Any]]:
+        """``row`` verified from its run's manifest and receipts, with the ``verdict`` it
+        claims: (where it was verified, the checked row, its ``with`` receipt)."""
         run_dir = self._evidence_dir(run, row)
         checked = self._checked(run_dir, entry_id).get(row.key)
-        if checked is None or checked.row.verdict is not Verdict.BROKEN:
-            raise _NotVerified("not a verified broken row")
+        if checked is None:
+            raise _NotVerified(f"{run_dir.name} has no such row to verify it by")
+        if checked.row.verdict is not verdict:
+            raise _NotVerified(f"its receipts in {run_dir.name} say "
+                               f"{checked.row.verdict.value}, not {verdict.value}")
         receipt = checked.receipts.get("with")
-        if receipt is None or (receipt.get("entry_id"), receipt.get("mode")) != \
-                (entry_id, "with") or receipt.get("outcome") == "pass":
-            raise _NotVerified("no failing receipt with the overlay")
+        if receipt is None:
+            raise _NotVerified("no receipt with the overlay")
+        return run_dir, checked, receipt
+
+    @staticmethod
+    def _record(run: FoundRun, entry_id: str, row: Any, run_dir: Path, checked: Any,
+                receipt: Mapping[str, Any]) -> Proof:
+        """The class and content a verified ``with`` receipt ran, as a :class:`Proof`."""
         content = receipt.get("content")
         return Proof(entry_id, run.index.run_id, run.path,
                      run_dir / str(checked.row.receipts.get("with")), row.lane, row.world_size,
@@ -453,16 +472,7 @@ class Evidence:
         return found
 
     def _proof(self, run: FoundRun, entry_id: str, row: Any) -> Proof:
-        run_dir = self._evidence_dir(run, row)
-        checked = self._checked(run_dir, entry_id).get(row.key)
-        if checked is None:
-            raise _NotVerified(f"{run_dir.name} has no such row to verify it by")
-        if checked.row.verdict is not Verdict.GUARDING:
-            raise _NotVerified(f"its receipts in {run_dir.name} say "
-                               f"{checked.row.verdict.value}, not guarding")
-        receipt = checked.receipts.get("with")
-        if receipt is None:
-            raise _NotVerified("no receipt with the overlay")
+        run_dir, checked, receipt = self._with_receipt(run, entry_id, row, Verdict.GUARDING)
         audit = receipt.get("audit") or {}
         # applied: an overlay on the call path, or a config entry's settings assigned
         applied = audit.get("applied") is True or \
@@ -473,11 +483,7 @@ class Evidence:
                 f"not a passing run with the overlay applied (entry "
                 f"{receipt.get('entry_id')!r}, mode {receipt.get('mode')!r}, outcome "
                 f"{receipt.get('outcome')!r}, applied {audit.get('applied')!r})")
-        content = receipt.get("content")
-        return Proof(entry_id, run.index.run_id, run.path,
-                     run_dir / str(checked.row.receipts.get("with")), row.lane, row.world_size,
-                     run.created, receipt_stack(receipt),
-                     content if isinstance(content, dict) else None)
+        return self._record(run, entry_id, row, run_dir, checked, receipt)
 
     def answer(self, entry: Entry, release: str | None,
                overlay_source: bytes | None = None) -> Answer:

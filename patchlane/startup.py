@@ -19,7 +19,7 @@ from .importer import Decider
 from .lazy import watch, watchlist
 from .registry import Registry
 
-__all__ = ["current", "default_registry_path", "registry_paths", "start"]
+__all__ = ["current", "default_registry_path", "is_default_registry", "registry_paths", "start"]
 
 log = logging.getLogger("patchlane")
 
@@ -36,6 +36,11 @@ unenforced)."""
 def default_registry_path() -> Path:
     """``_bundle/registry.yaml`` installed from a wheel, ``registry.yaml`` in a checkout."""
     return Path(watchlist.default_registry())
+
+
+def is_default_registry(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is this installation's catalog (:func:`default_registry_path`)."""
+    return Path(path).resolve() == default_registry_path().resolve()
 
 
 def _entry_point_registries() -> list[Path]:

@@ -15,7 +15,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # collections.abc would cost more to import than the lazy path itself
     from collections.abc import Mapping
 
-__all__ = ["FALSE", "FLAGS", "TRUE", "disabled_reason", "flag", "ids", "registry_cache_dir"]
+__all__ = ["FALSE", "FLAGS", "TRUE", "disabled_reason", "flag", "ids", "registry_cache_dir",
+           "unreadable"]
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
@@ -36,6 +37,13 @@ def flag(raw: str | None, default: bool) -> bool | None:
     if low in FALSE:
         return False
     return None
+
+
+def unreadable(name: str, raw: str | None, default: bool) -> str:
+    """What to say of ``name=raw`` that :func:`flag` cannot read: the accepted spellings and
+    what unset means."""
+    return (f"{name}={raw!r}: expected one of {', '.join(TRUE)} or {', '.join(FALSE)}, or "
+            f"unset ({'on' if default else 'off'}); fix or unset it")
 
 
 def ids(raw: str | None) -> frozenset[str]:

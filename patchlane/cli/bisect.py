@@ -140,7 +140,7 @@ def run_bisect(args: argparse.Namespace) -> int:
     result = _stoppable(search, runner, run_dir)
     atomic_write_json(run_dir / "bisect.json", result.as_dict())
     if args.write:
-        old_gate = _gate_as_written(entry)
+        old_gate = entry.applies_to_shown  # as the file writes it, before --write changes it
         write_bisection(entry, result, date=_dt.date.today(), checked=in_matrix)
         print(f"{entry.id}: recorded in {entry.source}: applies_to {result.applies_to!r}",
               file=sys.stderr)
@@ -284,22 +284,6 @@ def _on_another_python(python: str, args: argparse.Namespace, here: Bisection,
     return combined
 
 
-def _gate_as_written(entry: Any) -> str | None:
-    """``applies_to`` as the registry file writes it (a SpecifierSet prints its clauses
-    sorted, which the docs' table does not quote)."""
-    import yaml
-
-    from ..registry.editor import read_as_stored
-
-    try:
-        data = yaml.safe_load(read_as_stored(entry.source))
-        block = next(e for e in data["entries"] if e.get("id") == entry.id)
-    except Exception:  # only for the docs' row: a file that does not read has no gate to quote
-        return None
-    gate = block.get("applies_to")
-    return gate if isinstance(gate, str) else None
-
-
 def _record_in_docs(entry: Any, old: str | None, new: str | None) -> None:
     """The gate drawn, in the entry's row of the docs' entries table beside the registry."""
     from ..authoring.entries_table import docs_table, update_gate
@@ -346,8 +330,7 @@ def _matrix_releases(entry: Any) -> set[str] | None:
         sets = load_matrix(path)
     except MatrixError:
         return None
-    prefix = f"{entry.target.distribution}=="
-    return {spec[len(prefix):] for s in sets for spec in s.install if spec.startswith(prefix)}
+    return {release for s in sets for release in s.releases_of(entry.target.distribution)}
 
 
 def _stoppable(search: Callable[[], T], runner: Any, run_dir: Path) -> T:

@@ -58,8 +58,7 @@ def registry_label(path: str | None) -> str:
     checkout's own), else the registry file's path."""
     if path is None:
         return "-"
-    if shipped_with_patchlane(Path(path)) or \
-            Path(path) == startup.default_registry_path().resolve():
+    if shipped_with_patchlane(Path(path)) or startup.is_default_registry(path):
         return "catalog"
     return path if len(path) <= 48 else "…" + path[-47:]  # the file's name stays in view
 
@@ -162,9 +161,7 @@ def full_width() -> bool:
     raw = os.environ.get(FULL_WIDTH_ENV)
     value = switch_values.flag(raw, False)
     if value is None:
-        raise UsageError(f"{FULL_WIDTH_ENV}={raw!r}: expected one of "
-                         f"{', '.join(switch_values.TRUE)} or {', '.join(switch_values.FALSE)}, "
-                         "or unset; fix or unset it")
+        raise UsageError(switch_values.unreadable(FULL_WIDTH_ENV, raw, False))
     return value
 
 

@@ -79,13 +79,6 @@ def _settings_readable(evidence: object = None) -> bool:
     return evidence is not None and readable_with_evidence(os.environ, str(evidence))
 
 
-def _summary_readable() -> bool:
-    """Whether ``PATCHLANE_RUN_SUMMARY`` reads as a yes/no (else the full parser refuses it)."""
-    from .. import switch_values
-
-    return switch_values.flag(os.environ.get("PATCHLANE_RUN_SUMMARY"), True) is not None
-
-
 def main(argv: "Sequence[str] | None" = None) -> int:
     try:
         return _main(argv)
@@ -105,9 +98,11 @@ def _main(argv: "Sequence[str] | None" = None) -> int:
         fast = _fast_run(args[1:])
         if fast is not None:
             options, command = fast
-            # else the full parser refuses them, as for every command
-            if _settings_readable(options["evidence"]) and _summary_readable():
-                from ..launch.activate import hand_over
+            from ..launch.activate import hand_over, summary_setting
+
+            # settings that do not read (the exit line's switch included): the full parser
+            # refuses them, as for every command
+            if _settings_readable(options["evidence"]) and summary_setting() is not None:
                 from ..launch.environment import launch_env
 
                 env = launch_env(os.environ, **options)  # type: ignore[arg-type]

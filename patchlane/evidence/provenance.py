@@ -7,12 +7,14 @@ torch there); the sweep process itself never imports torch.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import re
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from ..registry import Registry
 
 __all__ = [
     "ENV_ALLOW",
+    "build",
     "comparison_key",
     "environment_overlay",
     "git_revision",
@@ -43,6 +46,31 @@ def git_revision(path: Path) -> dict[str, Any] | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": rev, "dirty": bool(dirty)}
+
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+@cache
+def build() -> dict[str, Any]:
+    """Which build of patchlane is running: ``{"commit", "clean", "from"}``. From an installed
+    wheel, what its build recorded (``patchlane/_build.json``, written by ``hatch_build.py``:
+    ``from: wheel``); from a checkout, :func:`git_revision` asked now (``from: checkout``);
+    else ``from: unknown`` with commit and clean None."""
+    unknown: dict[str, Any] = {"commit": None, "clean": None, "from": "unknown"}
+    recorded = _PACKAGE / "_build.json"
+    if recorded.is_file():
+        try:
+            data = json.loads(recorded.read_text(encoding="utf-8"))
+            return {"commit": data.get("commit"), "clean": data.get("clean"), "from": "wheel"}
+        except (OSError, ValueError, AttributeError):
+            return unknown
+    if (_PACKAGE.parent / ".git").exists():
+        revision = git_revision(_PACKAGE.parent)
+        if revision is not None:
+            return {"commit": revision["commit"], "clean": not revision["dirty"],
+                    "from": "checkout"}
+    return unknown
 
 
 def patch_set_digest(registry: Registry) -> str:

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
-from ..build_info import build
 from ..errors import PatchlaneError
 from ..exit_codes import ExitCode
 from ..registry import Entry
 from ..registry.content import entry_content
-from .provenance import comparison_key, environment_overlay, runtime
+from .provenance import build, comparison_key, environment_overlay, runtime
 from .reproduce import CaseResult
 
 __all__ = ["RECEIPT_SCHEMA_VERSION", "SchemaValidatorMissing", "build_receipt", "schema",

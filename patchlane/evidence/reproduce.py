@@ -208,10 +208,9 @@ def case_env(entry: Entry, mode: Mode, base: Mapping[str, str] | None = None) ->
 
 
 def _extra_registries(entry: Entry) -> list[Path]:
-    from ..startup import default_registry_path
+    from ..startup import is_default_registry
 
-    default = default_registry_path().resolve()
-    return [] if entry.source == default else [entry.source]
+    return [] if is_default_registry(entry.source) else [entry.source]
 
 
 RANK_GRACE_SECONDS = 30.0

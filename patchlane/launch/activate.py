@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 # (socket, pathlib and importlib.util each cost more than the whole lazy start). What a process
 # writes or prints at exit imports what it needs then.
 
-__all__ = ["REPORTS_ENV", "SUMMARY_ENV", "activate", "chain", "hand_over"]
+__all__ = ["REPORTS_ENV", "SUMMARY_ENV", "activate", "chain", "hand_over", "summary_setting"]
 
 REPORTS_ENV = "PATCHLANE_RUN_REPORTS"
 """A folder: each process writes ``patchlane.report()`` there at exit (``patchlane run
@@ -23,6 +23,14 @@ REPORTS_ENV = "PATCHLANE_RUN_REPORTS"
 
 SUMMARY_ENV = "PATCHLANE_RUN_SUMMARY"
 """``0`` silences the one line each rank prints at exit (default on)."""
+
+
+def summary_setting() -> bool | None:
+    """``PATCHLANE_RUN_SUMMARY`` read as every ``PATCHLANE_*`` yes/no is (default on); None
+    when it is neither (``patchlane run`` refuses it before the command)."""
+    from .. import switch_values  # os only: what the lazy start reads settings with
+
+    return switch_values.flag(os.environ.get(SUMMARY_ENV), True)
 _ROOT_MARK = "PATCHLANE_RUN_ROOT"  # the rank identity of the nearest rank root, inherited
 _claim: list[str | None] = []
 """The mark as it was before this process claimed the rank's line (empty: it did not)."""
@@ -45,10 +53,7 @@ def activate() -> None:
     # the mark and stay quiet.
     me: str | None = None
     identity = _identity()
-    from .. import switch_values  # os only: what the lazy start reads settings with
-
-    if os.environ.get(_ROOT_MARK) != identity and \
-            switch_values.flag(os.environ.get(SUMMARY_ENV), True) is not False:
+    if os.environ.get(_ROOT_MARK) != identity and summary_setting() is not False:
         _claim[:] = [os.environ.get(_ROOT_MARK)]
         os.environ[_ROOT_MARK] = me = identity
     if folder or me:

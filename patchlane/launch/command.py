@@ -15,7 +15,7 @@ from .. import switch_values
 from ..errors import PatchlaneError, UsageError
 from ..exit_codes import ExitCode
 from . import environment
-from .activate import SUMMARY_ENV, hand_over
+from .activate import SUMMARY_ENV, hand_over, summary_setting
 from .environment import EVIDENCE_ENV, launch_env
 
 __all__ = ["BOOTSTRAP", "EVIDENCE_ENV", "CommandNotExecutableError", "CommandNotFoundError",
@@ -47,12 +47,10 @@ def run_command(command: Sequence[str], *, registry: Path | None = None, strict:
     if registry is not None and not registry.is_file():
         raise FileNotFoundError(f"patchlane run: --registry {registry}: no such file; fix: "
                                 "give the path of a registry.yaml")
-    summary = os.environ.get(SUMMARY_ENV)
-    if switch_values.flag(summary, True) is None:
+    if summary_setting() is None:
         # read by every process at exit, where nothing can refuse it: refused here, once
-        raise UsageError(f"run: {SUMMARY_ENV}={summary!r}: expected one of "
-                         f"{', '.join(switch_values.TRUE)} or {', '.join(switch_values.FALSE)}, "
-                         "or unset (on); fix or unset it")
+        raise UsageError("run: " + switch_values.unreadable(
+            SUMMARY_ENV, os.environ.get(SUMMARY_ENV), True))
     if evidence is not None and not evidence.is_dir():
         # Refused here, once, rather than answered "never run" by every rank
         raise UsageError(f"run: --evidence {evidence}: no such directory; fix: give the runs "

@@ -67,29 +67,21 @@ def entry_block(lines: list[str], entry_id: str, path: Path,
     ``entries`` sequence whose ``id`` is ``entry_id``, and its lines are where the parser says
     that mapping starts and ends. The same words inside another entry's ``notes: |`` block, a
     quoted string or a comment are text, never an entry."""
-    start = end = None
-    item: yaml.Node | None = None
     try:
         document = yaml.compose("".join(lines), Loader=_Loader)
     except yaml.YAMLError as exc:
         raise error(f"{path}: not YAML the editor can read ({exc}); edit by hand") from None
     entries = _value(document, "entries")
-    if isinstance(entries, yaml.SequenceNode):
-        for node in entries.value:
-            item = node
-            entry = _value(item, "id")
-            if isinstance(entry, yaml.ScalarNode) and entry.value == entry_id:
-                start = item.start_mark.line
-                mark = item.end_mark
-                # the parser ends a block mapping at the next token: at the start of the line
-                # that follows it (the next `- id:`, or the end of the file), or after a value
-                # on its own last line
-                before = lines[mark.line][:mark.column] if mark.line < len(lines) else ""
-                end = mark.line if not before.strip() else mark.line + 1
-                break
-    if start is None or end is None or not re.match(r"^\s*-\s", lines[start]) or \
-            (isinstance(item, yaml.MappingNode) and item.flow_style):
+    item = next((node for node in entries.value if _is_entry(node, entry_id)), None) \
+        if isinstance(entries, yaml.SequenceNode) else None
+    if not isinstance(item, yaml.MappingNode) or item.flow_style \
+            or not re.match(r"^\s*-\s", lines[item.start_mark.line]):
         raise error(f"{path}: no entry with `- id: {entry_id}` in block style; edit by hand")
+    start, mark = item.start_mark.line, item.end_mark
+    # the parser ends a block mapping at the next token: at the start of the line that follows
+    # it (the next `- id:`, or the end of the file), or after a value on its own last line
+    before = lines[mark.line][:mark.column] if mark.line < len(lines) else ""
+    end = mark.line if not before.strip() else mark.line + 1
     indent = len(lines[start]) - len(lines[start].lstrip())
     end = max(start + 1, min(end, len(lines)))
     # trailing blank and comment lines belong to what follows
@@ -100,6 +92,11 @@ def entry_block(lines: list[str], entry_id: str, path: Path,
 
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _is_entry(node: object, entry_id: str) -> bool:
+    found = _value(node, "id")
+    return isinstance(found, yaml.ScalarNode) and found.value == entry_id
 
 
 def _value(node: object, key: str) -> object:

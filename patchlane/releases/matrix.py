@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from packaging.utils import canonicalize_name
 
 from ..errors import MatrixError, MatrixRunError
 from ..evidence.installs import RELEASE_SPEC, install_dir
@@ -56,6 +57,13 @@ class MatrixSet:
     lanes: tuple[Lane, ...] = ("cpu",)
     """The lanes the set is swept on (``lanes: [cuda]``: the prepared GPU check's sets, which
     the CPU test suite leaves to a GPU)."""
+
+    def releases_of(self, distribution: str) -> tuple[str, ...]:
+        """The releases of ``distribution`` the set installs (names compared as PEP 503
+        normalizes them)."""
+        name = canonicalize_name(distribution)
+        return tuple(spec.partition("==")[2] for spec in self.install
+                     if canonicalize_name(spec.partition("==")[0]) == name)
 
     def runs_here(self) -> bool:
         return not self.python or interpreter() in self.python

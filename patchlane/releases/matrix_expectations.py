@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
 
 from ..errors import MatrixError
 from ..files import atomic_write
@@ -52,13 +51,6 @@ class Expectation:
     why: str
 
 
-def _release_in(matrix_set: MatrixSet, distribution: str) -> str | None:
-    name = canonicalize_name(distribution)
-    pins = [spec.partition("==")[2] for spec in matrix_set.install
-            if canonicalize_name(spec.partition("==")[0]) == name]
-    return pins[0] if len(pins) == 1 else None
-
-
 def expected_verdicts(entry: Entry, result: Bisection,
                       sets: Sequence[MatrixSet]) -> list[Expectation]:
     """Each set that installs one release of ``entry``'s distribution, with the verdict the
@@ -66,9 +58,10 @@ def expected_verdicts(entry: Entry, result: Bisection,
     gate = SpecifierSet(result.applies_to or "")
     found = []
     for matrix_set in sets:
-        release = _release_in(matrix_set, entry.target.distribution)
-        if release is None:
+        pinned = matrix_set.releases_of(entry.target.distribution)
+        if len(pinned) != 1:
             continue
+        release = pinned[0]
 
         def say(verdict: Verdict | None, why: str, name: str = matrix_set.name,
                 version: str = release) -> None:

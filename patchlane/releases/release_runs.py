@@ -369,7 +369,7 @@ class ReleaseRunner:
             set_value,
             stored_lines,
         )
-        from ..startup import default_registry_path
+        from ..startup import is_default_registry
 
         source = self.entry.source
         stored = stored_lines(read_as_stored(source))
@@ -390,7 +390,7 @@ class ReleaseRunner:
         copy.write_text(stored.text(), encoding="utf-8", newline="")
         out = dict(env)
         extra = [p for p in out.get("PATCHLANE_REGISTRY", "").split(os.pathsep) if p]
-        if source.resolve() == default_registry_path().resolve():
+        if is_default_registry(source):
             out["PATCHLANE_DEFAULT_REGISTRY"] = "0"
             extra = [str(copy), *extra]
         else:

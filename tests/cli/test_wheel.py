@@ -137,8 +137,9 @@ def test_the_wheel_and_each_receipt_name_the_build_that_ran(wheel: Path, tmp_pat
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
                     str(target), str(wheel)], check=True, timeout=300)
-    out = subprocess.run([sys.executable, "-c", "import json; from patchlane.build_info import "
-                          "build; print(json.dumps(build()))"], capture_output=True, text=True,
+    code = ("import json; from patchlane.evidence.provenance import build; "
+            "print(json.dumps(build()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(target)}, cwd=tmp_path,
                          timeout=60)
     assert json.loads(out.stdout) == {"commit": head, "clean": recorded["clean"],

@@ -20,7 +20,7 @@ from ...runs import found as runs_mod
 from ...runs.index import INDEX_SCHEMA, IndexRow, RunIndex
 from ...runs.manifest import RunDir
 from ...runs.verdicts import Verdict
-from ...startup import default_registry_path
+from ...startup import is_default_registry
 from ..sweep import VerdictRow
 
 __all__ = ["index_data"]
@@ -161,7 +161,7 @@ def _entry_info(entry: Entry, tracked: Any) -> dict[str, Any]:
         "status": entry.status.value,
         # whose entry: the catalog installed with patchlane, or a registry file of the team's
         "registry": str(entry.source),
-        "catalog": entry.source.resolve() == default_registry_path().resolve(),
+        "catalog": is_default_registry(entry.source),
         "distribution": entry.target.distribution,
         "target": entry.target.object_path,
         # A floor's or pin's gate is its requirement (numpy<2.4), with its `when:` scope.
