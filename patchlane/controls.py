@@ -54,6 +54,11 @@ Read by the command line only (:class:`ToolSettings`), never at ``import patchla
                                registry order (patchlane.evidence.schedule).
 ``PATCHLANE_RELEASE_CACHE=DIR``       releases installed side by side (a ledger reproducer's bad
                                side; default ``$XDG_CACHE_HOME/patchlane/releases``).
+``PATCHLANE_WHEELHOUSE=DIR``          install every release side by side from this wheelhouse
+                               alone, with no package index (``patchlane wheelhouse`` fills
+                               it; ``sweep --wheelhouse`` / ``matrix --wheelhouse`` set it for
+                               themselves and their children): a release it lacks is a
+                               skipped row, ``needs X, not in the wheelhouse``.
 ``PATCHLANE_CACHE=DIR``               the upstream tracker's HTTP cache (default
                                ``$XDG_CACHE_HOME/patchlane/upstream``, ``~/.cache``).
 ``PATCHLANE_GITHUB_API=URL``          GitHub API base URL (default ``https://api.github.com``;
@@ -245,6 +250,9 @@ class ToolSettings:
     release_cache: Path | None = None
     """Where releases installed side by side are kept (a ledger reproducer's bad side, a
     release-matrix set, a bisection step); None: ``$XDG_CACHE_HOME/patchlane/releases``."""
+    wheelhouse: Path | None = None
+    """The wheelhouse every side-by-side install comes from, with no package index; None: the
+    index."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ToolSettings:
@@ -259,4 +267,6 @@ class ToolSettings:
                    github_api=env.get("PATCHLANE_GITHUB_API") or None,
                    pypi_url=env.get("PATCHLANE_PYPI_URL") or None, schedule=schedule,
                    release_cache=Path(env["PATCHLANE_RELEASE_CACHE"])
-                   if env.get("PATCHLANE_RELEASE_CACHE") else None)
+                   if env.get("PATCHLANE_RELEASE_CACHE") else None,
+                   wheelhouse=Path(env["PATCHLANE_WHEELHOUSE"])
+                   if env.get("PATCHLANE_WHEELHOUSE") else None)

@@ -9,11 +9,15 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import startup
 from ..errors import UnknownEntryError, UsageError
 from ..importer import Decider
 from ..registry import Entry, Registry
+
+if TYPE_CHECKING:
+    from ..evidence.wheelhouse_manifest import Wheelhouse
 
 __all__ = ["add_comparison_options", "decider", "positive_int", "positive_seconds",
            "stdout_for_output", "table", "upstream_fixed_advice"]
@@ -218,3 +222,20 @@ def release_cache(given: Path | None) -> Path:
     from ..evidence.installs import default_cache
 
     return (given or default_cache()).resolve()
+
+
+def use_wheelhouse(given: Path) -> Wheelhouse:
+    """``--wheelhouse DIR`` of ``sweep`` and ``matrix``: this interpreter's wheelhouse there,
+    trusted, and made the one every side-by-side install of this command and of the processes
+    it starts comes from (``PATCHLANE_WHEELHOUSE``): nothing asks the package index."""
+    from ..evidence.wheelhouse_manifest import WheelhouseError, in_use
+
+    house = in_use(given)
+    assert house is not None
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if house.python != here:
+        raise WheelhouseError(f"{given}: its wheels are for Python {house.python}, this is "
+                              f"{here}; fix: run it with python{house.python}, or prepare one "
+                              f"with `patchlane wheelhouse DIR --python {here}`")
+    os.environ["PATCHLANE_WHEELHOUSE"] = str(house.root.absolute())
+    return house

@@ -167,6 +167,9 @@ def _sweep_commands(sub: Any) -> None:
     p.add_argument("--group", type=_group, metavar="NAME",
                    help="the night this shard belongs to, recorded in its manifest (e.g. "
                    "$SLURM_ARRAY_JOB_ID): `patchlane merge --group NAME` joins the shards")
+    p.add_argument("--wheelhouse", type=Path, metavar="DIR",
+                   help="install every release side by side from DIR alone, with no package "
+                   "index (`patchlane wheelhouse` fills it); a release it lacks skips its row")
     p.add_argument("--json", action="store_true", help="print the JSON index")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     from .merge import add_parser as add_merge
@@ -228,20 +231,26 @@ def _release_commands(sub: Any) -> None:
                    help="install every release from DIR alone (no index: an air-gapped box); "
                    "its sets and its matrix.yaml, unless --set / --file say otherwise")
 
-    p = sub.add_parser("wheelhouse", help="download what an air-gapped GPU box needs to run "
-                                          "the release matrix and the GPU benchmarks")
+    p = sub.add_parser("wheelhouse", help="download what a night needs on a machine with no "
+                       "package index: patchlane, its support, the targets, every release "
+                       "installed side by side (the matrix sets, ledger bad sides)")
     p.add_argument("dir", type=Path, help="the folder to fill (created if missing)")
     p.add_argument("--file", type=Path, default=None, metavar="MATRIX",
                    help="the release matrix (default: ./matrix.yaml when there is one, else "
                    "the one patchlane ships, beside its catalog)")
     p.add_argument("--set", action="append", dest="sets", metavar="NAME",
                    help="repeatable; default: every set whose lanes hold --lane")
-    p.add_argument("--lane", choices=["cpu", "cuda"], default="cuda")
-    p.add_argument("--python", default="3.12", metavar="X.Y",
-                   help="the GPU box's interpreter (default 3.12, as NGC and the H100/H200 "
-                   "images)")
+    p.add_argument("--lane", action="append", choices=["cpu", "cuda"],
+                   help="repeatable; the sets whose lanes hold one (default: both, a night's)")
+    p.add_argument("--python", action="append", dest="pythons", metavar="X.Y",
+                   help="repeatable: the interpreters of the machine that will use it (default "
+                   "3.12, as NGC and the H100/H200 images); several: one folder each, DIR/pyX.Y")
     p.add_argument("--platform", action="append", dest="platforms", metavar="TAG",
                    help="repeatable; default: manylinux x86_64, glibc 2.17 and newer")
+    p.add_argument("--torch-builds", action="store_true",
+                   help="also the releases that bring a torch build with its dependencies (a "
+                   "ledger reproducer's bad side: gigabytes each); without it, their rows are "
+                   "skipped offline and say so")
     from .bisect import add_parser as add_bisect
     add_bisect(sub)
     from .radar import add_parser as add_radar
@@ -389,8 +398,8 @@ def _matrix(args: argparse.Namespace) -> int:
 
 def _wheelhouse(args: argparse.Namespace) -> int:
     from .matrix import run_wheelhouse_command
-    return run_wheelhouse_command(args.dir, args.file, args.sets, args.lane, args.python,
-                                  args.platforms)
+    return run_wheelhouse_command(args.dir, args.file, args.sets, args.lane, args.pythons,
+                                  args.platforms, args.torch_builds)
 
 
 def _draft(args: argparse.Namespace) -> int:

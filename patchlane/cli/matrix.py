@@ -12,7 +12,7 @@ from ..evidence.reproduce import Lane
 from ..exit_codes import ExitCode
 from ..releases.matrix import MatrixSet, interpreter, load_matrix, run_set
 from ..runs.verdicts import ACTION, Verdict
-from .common import table
+from .common import table, use_wheelhouse
 
 
 def matrix_file(given: Path | None) -> Path:
@@ -42,27 +42,47 @@ def _chosen(file: Path, names: list[str] | None, lane: Lane) -> list[MatrixSet]:
     return [s for s in sets if lane in s.lanes]
 
 
-def run_wheelhouse_command(out: Path, file: Path | None, names: list[str] | None, lane: Lane,
-                           python: str, platforms: list[str] | None) -> ExitCode:
+def run_wheelhouse_command(out: Path, file: Path | None, names: list[str] | None,
+                           lanes: list[Lane] | None, pythons: list[str] | None,
+                           platforms: list[str] | None, torch_builds: bool = False) -> ExitCode:
     from ..releases import wheelhouse
+    from .common import decider
 
     file = matrix_file(file)
-    sets = _chosen(file, names, lane)
+    lanes = lanes or ["cpu", "cuda"]
+    if names:
+        sets = _chosen(file, names, lanes[0])
+    else:
+        sets = [s for s in load_matrix(file) if set(lanes) & set(s.lanes)]
+    pythons = list(dict.fromkeys(pythons or ["3.12"]))
     root = Path(__file__).resolve().parents[2]
     project = root if (root / "pyproject.toml").is_file() else None
-    constraints = root / "constraints" / ("ci.txt" if python == "3.11" else "py312.txt")
-    house = wheelhouse.prepare(out, sets, python=python,
-                               platforms=platforms or wheelhouse.PLATFORMS,
-                               project_root=project,
-                               constraints=constraints if constraints.is_file() else None,
-                               matrix_file=file)
-    rows = [[name, " ".join(specs), "in"] for name, specs in house.sets.items()]
-    rows += [[name, "-", f"left out: {why}"] for name, why in house.skipped.items()]
-    print(table(["SET", "RELEASES", "WHEELHOUSE"], rows, width=70))
-    print(f"{out}: {len(list(out.glob('*.whl')))} wheels for cp{python.replace('.', '')} "
-          f"({house.project}, {len(house.support)} support); on the GPU box, with no network:\n"
-          f"  {out}/gpu-check {out}")
+    houses = wheelhouse.prepare_each(
+        out, pythons, sets=sets, platforms=platforms or wheelhouse.PLATFORMS,
+        project_root=project, matrix_file=file, registry=decider().registry,
+        torch_builds=torch_builds,
+        constraints_for=lambda python: _constraints(root, python))
+    for python, house in houses.items():
+        rows = [[name, " ".join(specs), "in"] for name, specs in house.sets.items()]
+        rows += [["(environment)", " ".join(house.environment), "in"]] if house.environment \
+            else []
+        extra = sorted(set(house.releases) - {s for v in house.sets.values() for s in v})
+        rows += [["(bad sides)", " ".join(extra), "in"]] if extra else []
+        rows += [[name, "-", f"left out: {why}"] for name, why in house.skipped.items()]
+        print(table(["SET", "RELEASES", "WHEELHOUSE"], rows, width=70))
+        print(f"{house.root}: {len(list(house.root.glob('*.whl')))} wheels for "
+              f"cp{python.replace('.', '')} ({house.project}, {len(house.support)} support)")
+    print(f"on a machine with no package index: `patchlane sweep --wheelhouse {out}`, "
+          f"`patchlane matrix --wheelhouse {out}`"
+          + (f", or the GPU check: `{out}/gpu-check {out}`" if len(houses) == 1
+             and (out / "gpu-check").is_file() else ""))
     return ExitCode.OK
+
+
+def _constraints(root: Path, python: str) -> Path | None:
+    """The checkout's pins for ``python``'s support wheels; None from the installed package."""
+    path = root / "constraints" / ("ci.txt" if python == "3.11" else "py312.txt")
+    return path if path.is_file() else None
 
 
 def run_matrix_command(file: Path | None, names: list[str] | None, cache: Path,
@@ -70,22 +90,21 @@ def run_matrix_command(file: Path | None, names: list[str] | None, cache: Path,
                        jobs: int, timeout: float, *, lane: Lane = "cpu",
                        wheelhouse: Path | None = None) -> ExitCode:
     if wheelhouse is not None:
-        from ..releases.wheelhouse import load as load_wheelhouse
-
-        house = load_wheelhouse(wheelhouse)
-        if house.python != interpreter():
-            raise MatrixError(f"{wheelhouse}: its wheels are for Python {house.python}, this is "
-                              f"{interpreter()}; fix: run it with python{house.python}, or "
-                              f"prepare one with `patchlane wheelhouse DIR --python "
-                              f"{interpreter()}`")
+        house = use_wheelhouse(wheelhouse)
         if file is None:  # the kit's own matrix: what its wheels were chosen from
-            file = wheelhouse / "matrix.yaml"
-        names = names or list(house.sets)
-        missing = set(names) - set(house.sets)
+            file = house.root / "matrix.yaml"
+        missing = set(names or ()) - set(house.sets)
         if missing:
             raise MatrixError(f"{wheelhouse}: holds no releases for sets {sorted(missing)} "
                               f"(it has {sorted(house.sets)}); fix: prepare it with "
                               "`patchlane wheelhouse DIR --set NAME`")
+        # No --set: the sets the wheelhouse holds, of this lane
+        names = names or [s.name for s in _chosen(matrix_file(file), None, lane)
+                          if s.name in house.sets]
+        if not names:
+            raise MatrixError(f"{wheelhouse}: holds no set of the {lane} lane (it has "
+                              f"{sorted(house.sets)}); fix: prepare it with `patchlane "
+                              f"wheelhouse DIR --lane {lane}`")
     file = matrix_file(file)
     sets = _chosen(file, names, lane)
     all_sets = load_matrix(file)  # the advice names every set where an entry still guards

@@ -28,7 +28,7 @@ from ..reproducer import RunOutcome
 from ..runs.index import RunIndex, read_index
 from ..runs.manifest import CaseState, RunDir
 from ..runs.verdicts import ACTION, Verdict
-from .common import decider, table, upstream_fixed_advice
+from .common import decider, table, upstream_fixed_advice, use_wheelhouse
 from .reproduce import print_tails
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -135,13 +135,15 @@ class SweepOptions:
     history: list[Path] | None = None
     quiet: bool = False
     group: str | None = None
+    wheelhouse: Path | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SweepOptions:
         return cls(lanes=args.lane, only=args.only, timeout=args.timeout, as_json=args.json,
                    jobs=args.jobs, shard=args.shard, runs_root=args.runs_root,
                    run_dir=args.run_dir, resume=args.resume, compare=args.compare,
-                   history=args.history, quiet=args.quiet, group=args.group)
+                   history=args.history, quiet=args.quiet, group=args.group,
+                   wheelhouse=args.wheelhouse)
 
 
 def run_sweep_command(options: SweepOptions) -> ExitCode:
@@ -150,6 +152,8 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
     quiet = o.quiet
     registry = decider().registry
     _known_ids(registry, only)
+    if o.wheelhouse is not None:
+        use_wheelhouse(o.wheelhouse)
     shard = Shard.parse(o.shard)
     # Earlier runs named on the command line are read before anything runs: a mistyped or
     # malformed one is a usage error now, not a failure after the last case.
@@ -198,7 +202,9 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
                       "patchlane": __version__,
                       "registry_digest": registry.digest,
                       "patch_set": patch_set_digest(registry), "git": git_revision(_ROOT),
-                      "argv": sys.argv[1:], "sources": [str(p) for p in registry.sources]}
+                      "argv": sys.argv[1:], "sources": [str(p) for p in registry.sources],
+                      **({"wheelhouse": str(settings.wheelhouse)}
+                         if settings.wheelhouse is not None else {})}
             # Durations for the longest-first order come from the runs beside this one: the
             # runs root, or the folder --run-dir puts it in (unless --runs-root names another).
             run = new_run(registry, path, lanes=lanes, only=only, shard=shard, header=header,

@@ -133,8 +133,15 @@ def install_dir(spec: str, cache: Path, deps: bool = False, *, log: Path | None 
     """The directory holding ``spec`` (``NAME==VERSION``) installed for this interpreter,
     installed once. ``log``: pip's output goes to this file instead of this process's stdout
     and stderr (a caller printing JSON on stdout must not get pip's lines in it).
-    ``wheelhouse``: install from that folder only (``--no-index``), as an air-gapped box must.
-    A failed install raises ``subprocess.CalledProcessError``."""
+    ``wheelhouse`` (else ``PATCHLANE_WHEELHOUSE``): install from that folder only
+    (``--no-index``), as an air-gapped box must; a release it does not hold raises
+    :class:`~patchlane.evidence.wheelhouse_manifest.NotInWheelhouse` before pip runs. A failed
+    install raises ``subprocess.CalledProcessError``."""
+    from .wheelhouse_manifest import NotInWheelhouse, in_use
+
+    house = in_use(wheelhouse)
+    if house is not None and not house.holds(spec):
+        raise NotInWheelhouse(spec, house.root)
     # One directory per interpreter: a wheel installed for cp311 is not the cp312 one.
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     _private(cache / tag)
@@ -145,7 +152,7 @@ def install_dir(spec: str, cache: Path, deps: bool = False, *, log: Path | None 
     # install the same release into the same folder at once: one installs, the other waits
     # and then finds it recorded.
     with FileLock(str(target.with_name(f".{target.name}.lock"))):
-        return _install_locked(spec, target, deps, log, wheelhouse)
+        return _install_locked(spec, target, deps, log, house.root if house else None)
 
 
 def _install_locked(spec: str, target: Path, deps: bool, log: Path | None,

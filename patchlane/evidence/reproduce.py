@@ -47,6 +47,7 @@ from ..reproducer import LANES, Lane, Mode, ReproContext, RunOutcome, parse_lane
 from ..runs.manifest import CaseResult
 from .installs import RELEASE_SPEC, with_releases
 from .provenance import redact_text
+from .wheelhouse_manifest import NotInWheelhouse
 
 __all__ = [
     "LANES",
@@ -273,8 +274,9 @@ def run_case(
         # side by side: one sweep shows both sides (the bound is measured, not read).
         try:
             child_env = with_releases(child_env, bad, deps=spec.bad_side_deps)
-        except (OSError, subprocess.CalledProcessError) as exc:
-            # No verdict without the bad side: an error of the case, never a crash of the sweep.
+        except (OSError, subprocess.CalledProcessError, NotInWheelhouse) as exc:
+            # No verdict without the bad side: an error of the case, never a crash of the sweep
+            # (offline, the plan skips a row whose bad side the wheelhouse lacks before this).
             return CaseResult(entry.id, mode, lane, world_size, RunOutcome.ERROR,
                               f"cannot install the bad side {list(bad)}: {exc}", "setup",
                               time.monotonic() - started)

@@ -63,6 +63,7 @@ from .reproduce import (
 )
 from .schedule import DEFAULT_POLICY, dispatch_order, plan_schedule
 from .stopping import SIGNAL_POLL_SECONDS, signal_name, stopped, stopping_signals
+from .wheelhouse_manifest import in_use
 
 __all__ = [
     "UNFINISHED",
@@ -288,6 +289,9 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
     rows: list[PlannedRow] = []
     # An entry's gate is read once, and only when this shard owns one of its rows.
     seen: dict[str, tuple[GateResult, str | None, str | None, str | None]] = {}
+    # Offline (a wheelhouse in use), a ledger case whose bad side it lacks cannot run: the row
+    # is skipped and says what to add, rather than an error after a failed pip.
+    house = in_use()
     for position, (entry, spec, lane, size) in enumerate(_slots(registry, lanes, only)):
         if not shard.owns(position):
             continue
@@ -311,6 +315,12 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
         elif spec.missing():
             skip = (f"needs {', '.join(spec.missing())}, not installed here (the reproducer's "
                     "REQUIRES): nothing to act on")
+        elif house is not None and any(not house.holds(r) for r in spec.bad_side):
+            lacking = [r for r in spec.bad_side if not house.holds(r)]
+            option = " --torch-builds" if any(r in house.skipped for r in lacking) else ""
+            skip = (f"needs {', '.join(lacking)}, not in the wheelhouse ({house.root}): the "
+                    "case without the overlay runs on it; add it with `patchlane wheelhouse"
+                    f"{option}`")
         if skip is not None:
             kind, beyond_why, covered = RowKind.SKIPPED, None, None
         elif not entry.active:

@@ -531,7 +531,7 @@ def test_a_fifo_or_text_that_is_not_source_is_refused_never_waited_on(tmp_path: 
     kit = tmp_path / "kit"
     kit.mkdir()
     os.mkfifo(kit / "wheelhouse.json")
-    from patchlane.releases.wheelhouse import WheelhouseError, load
+    from patchlane.evidence.wheelhouse_manifest import WheelhouseError, load
 
     with pytest.raises(WheelhouseError, match="cannot read it"):
         load(kit)

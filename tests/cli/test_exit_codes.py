@@ -309,7 +309,8 @@ _ERROR_MODULES = ("patchlane.errors", "patchlane.ledger", "patchlane.training.ra
                   "patchlane.releases.bisect", "patchlane.launch.command",
                   "patchlane.evidence.receipts", "patchlane.testing.capture.violations",
                   "patchlane.releases.wheelhouse", "patchlane.evidence.installs",
-                  "patchlane.releases.release_runs", "patchlane.registry.editor")
+                  "patchlane.releases.release_runs", "patchlane.registry.editor",
+                  "patchlane.evidence.wheelhouse_manifest", "patchlane.releases.own_wheel")
 
 
 def _error_classes() -> dict[str, type[PatchlaneError]]:

@@ -1,0 +1,150 @@
+"""A night on a machine with no package index, as an air-gapped GPU node runs it: the wheel
+installed with no checkout, `patchlane wheelhouse` run from it where the index is reachable,
+then the wheelhouse's `night` script with every connection off this machine refused and
+recorded (tests/releases/netguard/sitecustomize.py, loaded by every process the night starts,
+pip's included). Nothing may be attempted, and a release the wheelhouse lacks is a skipped row
+that says so, never an error."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+pytestmark = [pytest.mark.upstream, pytest.mark.slow]
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+GUARD = Path(__file__).with_name("netguard")
+ENTRIES = ("numpy_pin_triton_interpreter", "torch_floor_a2a_overlap", "liger_flce_weighted_none")
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith("PATCHLANE_") and k != "PYTHONPATH"}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dist = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
+                    str(dist), str(ROOT)], check=True, capture_output=True, timeout=300)
+    (path,) = dist.glob("patchlane-*.whl")
+    return path
+
+
+def _install(wheel: Path, site: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+                    str(site), str(wheel)], check=True, timeout=300)
+
+
+def _pack(site: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    code = ("import sys; from pathlib import Path; from patchlane.errors import PatchlaneError\n"
+            "from patchlane.releases.own_wheel import pack_installed\n"
+            "try:\n"
+            f"    print(pack_installed(Path({str(out)!r})))\n"
+            "except PatchlaneError as exc:\n"
+            "    sys.exit(f'refused: {exc}')\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**_clean_env(), "PYTHONPATH": str(site)}, cwd=out.parent,
+                          timeout=120)
+
+
+def test_the_packed_wheel_is_the_wheel_installed_and_an_edit_refuses_it(
+        wheel: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _install(wheel, site)
+    packed = _pack(site, tmp_path / "out")
+    assert packed.returncode == 0, packed.stderr
+    import zipfile
+
+    original, again = zipfile.ZipFile(wheel), zipfile.ZipFile(packed.stdout.strip())
+    names = sorted(n for n in original.namelist() if not n.endswith("/RECORD"))
+    assert sorted(n for n in again.namelist() if not n.endswith("/RECORD")) == names
+    assert all(original.read(n) == again.read(n) for n in names), [
+        n for n in names if original.read(n) != again.read(n)]
+    # installed again from the packed wheel, it is the same package
+    _install(Path(packed.stdout.strip()), tmp_path / "site2")
+    assert (tmp_path / "site2" / "bin" / "patchlane").read_text().startswith(
+        f"#!{sys.executable}\n")
+    # an edited installed file is never carried to a box
+    gates = site / "patchlane" / "gates.py"
+    gates.write_text(gates.read_text() + "\n# a local edit\n")
+    refused = _pack(site, tmp_path / "out2")
+    assert refused.returncode != 0
+    assert "differ from its RECORD, e.g. patchlane/gates.py" in refused.stderr, refused.stderr
+    assert not list((tmp_path / "out2").glob("*.whl")) if (tmp_path / "out2").exists() else True
+
+
+def test_a_night_from_a_wheelhouse_built_from_the_installed_package_uses_no_network(
+        wheel: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _install(wheel, site)
+    kit = tmp_path / "kit"
+    env = {**_clean_env(), "PYTHONPATH": str(site), "PYTHONWARNINGS": "ignore"}
+    # where the index is reachable: from the installed package, no checkout in sight
+    prepared = subprocess.run(
+        [str(site / "bin" / "patchlane"), "wheelhouse", str(kit), "--python", PY,
+         "--set", "liger-kernel-0.8.2"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert prepared.returncode == 0, prepared.stderr[-3000:]
+    assert "packed from the installed package" in prepared.stdout
+    house = json.loads((kit / "wheelhouse.json").read_text())
+    assert "numpy==2.4.1" in house["releases"]  # a ledger reproducer's bad side
+    assert "torch==2.5.1" in house["skipped"] and "--torch-builds" in house["skipped"][
+        "torch==2.5.1"]
+    assert any(spec.startswith("liger-kernel==") for spec in house["environment"])
+    for name in ("night", "gpu-check", "matrix.yaml", "benchmarks/bench_flce.py"):
+        assert (kit / name).is_file(), name  # shipped in the wheel, copied beside the wheels
+    packed = kit / house["project"]
+    assert house["hashes"][packed.name].startswith("sha256:")
+
+    # on the box: no index, and every connection off this machine refused and recorded
+    log = tmp_path / "connections.log"
+    offline = {**_clean_env(), "PYTHONPATH": str(GUARD), "NETGUARD_LOG": str(log),
+               "PIP_INDEX_URL": "http://10.255.255.1/simple", "PIP_RETRIES": "0",
+               "PIP_TIMEOUT": "2", "PATCHLANE_RELEASE_CACHE": str(tmp_path / "releases"),
+               "PYTHONWARNINGS": "ignore", "CI": "1"}
+    runs = tmp_path / "runs"
+    night = subprocess.run(
+        [sys.executable, str(kit / "night"), str(kit), str(runs), "--lane", "cpu", "-j", "2",
+         *(arg for entry in ENTRIES for arg in ("--only", entry))],
+        capture_output=True, text=True, env=offline, cwd=tmp_path, timeout=900)
+    assert night.returncode == 0, (night.stdout[-3000:], night.stderr[-3000:])
+    assert not log.exists(), log.read_text()  # not one connection was attempted
+    (run,) = [p for p in runs.iterdir() if (p / "index.json").is_file()]
+    rows = {row["entry_id"]: row for row in json.loads((run / "index.json").read_text())["rows"]}
+    assert rows["torch_floor_a2a_overlap"]["verdict"] == "skipped"
+    assert "needs torch==2.5.1, not in the wheelhouse" in rows["torch_floor_a2a_overlap"][
+        "reason"]
+    # the bad side was installed from the wheelhouse into the empty release cache, and ran
+    assert rows["numpy_pin_triton_interpreter"]["verdict"] in ("guarding", "upstream-fixed")
+    assert (tmp_path / "releases" / f"cp{PY.replace('.', '')}" / "numpy-2.4.1").is_dir()
+    assert not [r for r in rows.values() if r["verdict"] == "error"], rows
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["wheelhouse"] == str(kit)
+    receipt = json.loads(next((run / "receipts").glob("*.json")).read_text())
+    assert receipt["provenance"]["build"]["from"] == "wheel"  # the kit's wheel ran
+    assert str(runs / f".night-site-py{PY}") in night.stderr + night.stdout or (
+        runs / f".night-site-py{PY}" / "patchlane").is_dir()
+
+
+def test_the_network_guard_records_and_refuses_a_connection(tmp_path: Path) -> None:
+    """The guard the night is checked with does catch a connection (or the test above could
+    not fail)."""
+    log = tmp_path / "connections.log"
+    code = ("import urllib.request\n"
+            "try:\n"
+            "    urllib.request.urlopen('https://pypi.org/simple/', timeout=3)\n"
+            "except OSError as exc:\n"
+            "    print('refused', exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**_clean_env(), "PYTHONPATH": str(GUARD),
+                              "NETGUARD_LOG": str(log)}, timeout=60)
+    assert "refused" in out.stdout, out.stderr
+    assert "pypi.org" in log.read_text()
