@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 
 from .. import startup
-from ..reproducer import LANES, Lane, Mode, RunOutcome, parse_lane
-from ..runs.rows import RowKind
-from ..runs.verdicts import ACTION, Verdict
+from ..reproducer import LANES, Mode, parse_lane
+from ..runs.rows import PlannedRow, RowKind
+from ..runs.verdicts import ACTION, MEANING, Verdict
 from .reproduce import run_case
 
 __all__ = ["UpstreamFixedWarning", "test_patchlane_reproducer"]
@@ -70,8 +70,7 @@ def _cases(config: pytest.Config) -> list[Any]:
         marks = [pytest.mark.skip(reason=row.skip)] if row.skip else []
         suffix = "-past-gate" if beyond else ""
         for mode in row.modes or (Mode.WITHOUT, Mode.WITH):
-            params.append(pytest.param((row.entry_id, row.lane, row.world_size, mode, row.kind),
-                                       marks=marks,
+            params.append(pytest.param((row, mode), marks=marks,
                                        id=f"{row.entry_id}-{row.lane}-ws{row.world_size}-"
                                           f"{mode.value}{suffix}"))
     return params
@@ -83,27 +82,30 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def test_patchlane_reproducer(
-        patchlane_case: tuple[str, Lane, int, Mode, RowKind],
-        request: pytest.FixtureRequest) -> None:
-    entry_id, lane, size, mode, kind = patchlane_case
+        patchlane_case: tuple[PlannedRow, Mode], request: pytest.FixtureRequest) -> None:
+    row, mode = patchlane_case
+    entry_id = row.entry_id
     entry = startup.current().registry.get(entry_id)
     # In pytest's own temporary folder (it keeps the last few sessions' and removes older
     # ones): the rank logs a failure names are still there to read.
-    result = run_case(entry, mode, lane=lane, world_size=size,
+    result = run_case(entry, mode, lane=row.lane, world_size=row.world_size,
                       timeout=request.config.getoption("--patchlane-timeout"),
                       workdir=request.getfixturevalue("tmp_path"))
     detail = f"{result.message} (logs: {[r.get('log') for r in result.ranks]})"
-    if result.outcome is RunOutcome.ERROR:
+    # The verdict this case already decides, by the sweep's own rules (runs/rows.py); how a
+    # verdict shows in a test is its JUnit status (runs/verdicts.py), as in the sweep's report.
+    decided = row.case_verdict(mode, result)
+    if decided is None:
+        return
+    verdict, reason = decided
+    shown = MEANING[verdict].junit
+    if shown == "error":
         pytest.fail(f"{entry_id} [{mode.value} overlay]: error at {result.stage}: {detail}")
-    if mode is Mode.WITH:
-        assert result.outcome is RunOutcome.PASS, f"{entry_id} broken with its overlay: {detail}"
-    elif kind is RowKind.PAST_GATE_COVERED and result.outcome is RunOutcome.FAIL:
-        pass  # covered: the bug continues past the gate and covered_by guards it here
-    elif kind is RowKind.PAST_GATE and result.outcome is RunOutcome.FAIL:
-        pytest.fail(f"{entry_id}: still affected: the reproducer fails without the overlay on a "
-                    f"release past the gate {entry.applies_to_text!r}, where the overlay does "
-                    f"not apply. {ACTION[Verdict.STILL_AFFECTED]}. ({detail})")
-    elif result.outcome is RunOutcome.PASS:
+    if shown == "failure":
+        what = "broken with its overlay" if verdict is Verdict.BROKEN else \
+            verdict.value.replace("-", " ")
+        pytest.fail(f"{entry_id}: {what}: {reason} {ACTION[verdict]}. ({detail})")
+    if verdict is Verdict.UPSTREAM_FIXED:
         message = (f"{entry_id}: reproducer passes without the overlay on this release: "
                    "upstream-fixed, a retirement candidate")
         if request.config.getoption("--patchlane-strict-upstream"):

@@ -156,6 +156,20 @@ class PlannedRow:
             return _guard_verdict(without)
         return _beyond_verdict(without, self.beyond or "", self.covered_by)
 
+    def case_verdict(self, mode: Mode, case: Case) -> tuple[Verdict, str] | None:
+        """What one finished case of this row already decides, by the same rules as
+        :meth:`verdict` (a pytest run judges each case on its own): None while it is what a
+        guarding row expects and the row's other case decides."""
+        if self.kind is not RowKind.BOTH_WAYS:
+            return self.verdict({Mode.WITHOUT: case})
+        # The other case as a guarding row has it: only this case can move the verdict off it.
+        expected = {Mode.WITHOUT: CaseView(RunOutcome.FAIL, "", ""),
+                    Mode.WITH: CaseView(RunOutcome.PASS, "", "")}
+        expected[mode] = CaseView.of(case)
+        verdict, reason = verdict_of(expected[Mode.WITHOUT]._asdict(), expected[Mode.WITH]
+                                     ._asdict())
+        return None if verdict is Verdict.GUARDING else (verdict, reason)
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"entry_id": self.entry_id, "lane": self.lane,
                                "world_size": self.world_size, "kind": self.kind.value,

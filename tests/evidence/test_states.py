@@ -25,6 +25,7 @@ from patchlane.evidence.reproduce import (
 from patchlane.evidence.sweep import CaseView, VerdictRow, exit_code, verdict_of
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import load_registries
+from patchlane.runs.rows import RowKind
 from patchlane.runs.verdicts import SEVERITY, Verdict
 
 from ..conftest import FakeTarget
@@ -164,3 +165,28 @@ def test_a_rank_record_without_a_valid_outcome_is_an_error(fake_target: FakeTarg
     assert (result.outcome, result.stage) == (RunOutcome.ERROR, "verify")
     assert result.message == "rank 0 reported outcome 'maybe', not one of ['pass', 'fail', 'error']"
     assert result.ranks[0]["outcome"] == "error"
+
+
+@pytest.mark.parametrize("kind", [k for k in RowKind if k is not RowKind.SKIPPED])
+def test_a_case_judged_alone_says_what_its_row_says(kind: RowKind) -> None:
+    """The pytest plugin judges each case on its own (`PlannedRow.case_verdict`): for every
+    outcome of every case, what a case decides is its row's verdict, by the same rules, and it
+    decides nothing exactly when the row is guarding."""
+    import itertools
+
+    from patchlane.reproducer import Mode, RunOutcome
+    from patchlane.runs.rows import PlannedRow
+
+    row = PlannedRow("e", "cpu", 1, kind, beyond="past <1.0",
+                     covered_by="other" if kind is RowKind.PAST_GATE_COVERED else None)
+    for outcomes in itertools.product(RunOutcome, repeat=len(row.modes)):
+        cases = {m: {"outcome": o.value, "stage": "run", "message": f"{m.value} {o.value}"}
+                 for m, o in zip(row.modes, outcomes, strict=True)}
+        verdict, _ = row.verdict(cases)
+        alone = {m: row.case_verdict(m, c) for m, c in cases.items()}
+        said = {v for v, _ in filter(None, alone.values())}
+        if verdict is Verdict.GUARDING:
+            assert not said, (kind, outcomes, alone)
+        else:
+            assert verdict in said, (kind, outcomes, verdict, alone)
+        assert set(alone) == set(row.modes) and Mode.WITHOUT in alone
