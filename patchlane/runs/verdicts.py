@@ -92,24 +92,30 @@ class Meaning:
     proposes: str
     """The registry edit it proposes for a new release (``patchlane radar``): ``{release}``,
     ``{id}``, ``{next_minor}`` and ``{covered_by}`` are filled in."""
+    about: tuple[str, ...] = ()
+    """The cases (``without``, ``with``) whose failure it is about, in the order its reason
+    looks: the log tail a report shows beside it. Empty: no failure to show."""
 
 
 MEANING: dict[Verdict, Meaning] = {
     Verdict.BROKEN: Meaning(
         0, "fix the overlay", "fix the overlay: the reproducer fails with it applied",
         "#c62828", "failure", 1, "broken", "the overlay does not fix it there", True,
-        "fix the overlay: it does not fix the bug on {release} (see the run's report)"),
+        "fix the overlay: it does not fix the bug on {release} (see the run's report)",
+        about=("with",)),
     Verdict.ERROR: Meaning(
         1, "investigate", "fix the lane or the reproducer: no verdict (see the log tail)",
         "#ef6c00", "error", 2, "errors", "no verdict (the run errored)", False,
-        "investigate: no verdict on this release (see the run's report)"),
+        "investigate: no verdict on this release (see the run's report)",
+        about=("without", "with")),
     Verdict.STILL_AFFECTED: Meaning(
         2, "extend the gate", "review the entry: the bug outlives its gate; extend applies_to "
         "and the fingerprints to this release (with a run), or fix the reproducer",
         "#6a1b9a", "failure", 4, "maintainer",
         "fails without the overlay (past the entry's gate: no overlay there)", True,
         "extend applies_to past {release} (e.g. <{next_minor}) once its change is read, and "
-        "record the fingerprint (`patchlane bisect {id} --write`)"),
+        "record the fingerprint (`patchlane bisect {id} --write`)",
+        about=("without",)),
     Verdict.UPSTREAM_FIXED: Meaning(
         3, "retire candidate", "retirement candidate once no one runs a release the gate "
         "still admits (`patchlane usage` over the jobs' reports says which run): until then "
@@ -127,7 +133,8 @@ MEANING: dict[Verdict, Meaning] = {
         5, "nothing", "nothing: past this entry's gate the bug is guarded by the entry its "
         "continued_by names (see that entry's row)", "#00695c", "passed", 0, None,
         "fails without the overlay (past the entry's gate: another entry guards it there)",
-        True, "nothing: {covered_by} guards it on {release}"),
+        True, "nothing: {covered_by} guards it on {release}",
+        about=("without",)),
     Verdict.SKIPPED: Meaning(
         6, "nothing", "nothing: the gate or the lane keeps the case out", "#757575",
         "skipped", 0, None, "not run there (the gate or the lane kept it out)", False,

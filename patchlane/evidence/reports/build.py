@@ -19,16 +19,11 @@ from ...registry import Entry, Registry
 from ...runs import found as runs_mod
 from ...runs.index import INDEX_SCHEMA, IndexRow, RunIndex
 from ...runs.manifest import RunDir
-from ...runs.verdicts import Verdict
+from ...runs.verdicts import MEANING, Verdict
 from ...startup import is_default_registry
 from ..sweep import VerdictRow
 
 __all__ = ["index_data"]
-
-# Which receipt holds the failure a verdict is about, in the order the verdict's reason looks.
-_FAILING_MODES = {Verdict.ERROR: ("without", "with"), Verdict.BROKEN: ("with",),
-                  Verdict.STILL_AFFECTED: ("without",), Verdict.COVERED: ("without",)}
-
 
 def index_data(run: RunDir, rows: Sequence[VerdictRow], *, registry: Registry | None = None,
                upstream: Mapping[str, Any] | None = None) -> RunIndex:
@@ -109,7 +104,7 @@ def _failing(v: Verdict, by_mode: Mapping[str, dict[str, Any]],
     """The rank whose failure the verdict is about (as in the sweep: the first rank in error,
     else the first that failed), with the tail of its log."""
     want = "error" if v is Verdict.ERROR else "fail"
-    for mode in _FAILING_MODES.get(v, ()):
+    for mode in MEANING[v].about:
         receipt = by_mode.get(mode)
         if receipt is None or receipt.get("outcome") != want:
             continue
