@@ -51,6 +51,7 @@ from ..registry import Entry, Kind, parse_registry
 from ..registry.editor import registry_lock
 from ..registry.kinds import KINDS
 from ..registry.per_kind import PARTS, Release, new_options
+from ..registry.schema import VERSION_FROM_RE
 from ..versions import parse_version, range_problem, shown, why_not_version
 from .entries_table import add_row, docs_table
 
@@ -140,9 +141,6 @@ _EXAMPLES = {"target": "--target megatron.core.rerun_state_machine:RerunStateMac
              "distribution": "--distribution numpy"}
 
 
-_VERSION_FROM_RE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
-
-
 def _flags() -> dict[str, str]:
     """Every option's flag by name: the shared ones and each kind's own."""
     return {**_COMMON_FLAGS, **{name: option.flag for name, (option, _) in new_options().items()}}
@@ -154,7 +152,7 @@ def _given(request: Request, name: str) -> Any:
 
 def _check_options(request: Request) -> None:
     allowed = KINDS[request.kind].new_options
-    if request.version_from and not _VERSION_FROM_RE.fullmatch(request.version_from):
+    if request.version_from and not VERSION_FROM_RE.fullmatch(request.version_from):
         raise NewEntryError(request.entry_id, "--version-from is not MODULE:ATTR",
                             found=request.version_from,
                             expected="the module and the attribute holding the version "

@@ -37,12 +37,16 @@ from .records import (
     Upstream,
 )
 
-__all__ = ["SCHEMA_VERSION", "check_continuations", "check_dependencies", "validate_document"]
+__all__ = ["SCHEMA_VERSION", "VERSION_FROM_RE", "check_continuations", "check_dependencies",
+           "validate_document"]
 
 SCHEMA_VERSION = 1
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]{2,63}$")
 _QUALNAME_RE = _MODULE_RE
+VERSION_FROM_RE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+"""``target.version_from`` (and ``patchlane new --version-from``): a module and one attribute
+of it, which the gate reads with ``getattr`` (:func:`patchlane.gates.resolve_version`)."""
 _SHA_RE = re.compile(r"^sha256(-v2)?:[0-9a-f]{32}$")
 _VERSION_RE = re.compile(r"^\d+(\.\d+)*([a-z]+\d*)?(\.(post|dev)\d+)?$")
 _DEP3_FORWARDED = ("no", "not-needed")
@@ -93,11 +97,10 @@ def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
     if data.get("version_from") is not None:
         version_from = _expect_type(ctx, data["version_from"], str, "target.version_from",
                                     "'package.module:attribute' holding the version string")
-        vmod, vsep, vattr = version_from.partition(":")
-        if not vsep or not _MODULE_RE.match(vmod) or not _QUALNAME_RE.match(vattr):
+        if not VERSION_FROM_RE.fullmatch(version_from):
             raise ctx.fail("invalid version_from", key="target.version_from", found=version_from,
-                           expected="'package.module:attribute' (e.g. "
-                           "'megatron.core.package_info:__version__')")
+                           expected="'package.module:attribute', one attribute name the module "
+                           "defines (e.g. 'megatron.core.package_info:__version__')")
     shape = None
     if data.get("shape") is not None:
         # The shapes are listed once, where each is implemented (read only when a registry

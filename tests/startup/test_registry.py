@@ -487,6 +487,11 @@ BAD: dict[str, Bad] = {
     "target-object-empty-qualname": Bad(
         entry_with("target.object", "demo_pkg.mod:"), "invalid target object",
         key="target.object", found="demo_pkg.mod:", expected="'package.module:Qual.name'"),
+    "version-from-dotted-attribute": Bad(
+        # the gate reads one attribute of the module (getattr): a dotted one never resolves
+        entry_with("target.version_from", "demo_pkg.info:version.public"),
+        "invalid version_from", key="target.version_from",
+        found="demo_pkg.info:version.public", expected="one attribute name"),
     "target-distribution-invalid": Bad(
         entry_with("target.distribution", "demo dist"), "invalid distribution name",
         key="target.distribution", found="demo dist", expected="a PyPI distribution name"),
