@@ -1,6 +1,6 @@
 """The startup walk: registry -> gate -> probe -> fingerprint -> apply -> audit.
 
-A :class:`Decider` owns one validated registry. It registers a wrapt post-import hook per target
+A :class:`Decider` owns one validated registry. It registers a post-import hook per target
 module; when the module is imported (or at once, if it already is) each entry on it is decided
 once, recorded in the audit, and applied in the shape its target has (:mod:`patchlane.targets`:
 a function wrapper, a property, a class's members ...), whose originals stay reachable for
@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import wrapt
 
-from . import logs  # noqa: F401 - the logger's handler and rank filter (patchlane.logs)
+from . import (
+    import_hook,
+    logs,  # noqa: F401 - the logger's handler and rank filter (patchlane.logs)
+)
 from .audit import AuditLog, Decision, Outcome
 from .controls import Controls, describe_unknown
 from .errors import (
@@ -188,7 +191,7 @@ class Decider:
         # a module that is already imported, and its decision must come after the record.
         self.audit.record_many(records)
         for module_name, hook in hooks:
-            wrapt.register_post_import_hook(hook, module_name)
+            import_hook.when_imported(module_name, hook)
         self.apply()
         self._started = True
 
@@ -342,35 +345,18 @@ class Decider:
         # Records first, in one batch, then the hooks (see start()).
         self.audit.record_many(pending)
         for module_name in first_hooks:
-            # Fires at once when the module is already imported, else right after import.
-            wrapt.register_post_import_hook(self._on_import, module_name)
+            # Fires at once when the module is already imported, else right after import, and
+            # again whenever its code runs anew (a reload, a re-import after a purge).
+            import_hook.when_imported(module_name, self._on_import)
         for entry_id, module_name in redecide:
             module = sys.modules.get(module_name)
             if module is not None:
                 self.decide(self.registry.get(entry_id), module)
 
     def _on_import(self, module: ModuleType) -> None:
-        self._rearm(module.__name__)
         for entry in self.registry.by_module(module.__name__):
             if entry.active and KINDS[entry.kind].startup is Startup.WRAP:
                 self.decide(entry, module)
-
-    def _rearm(self, module_name: str) -> None:
-        # wrapt pops a module's hooks once they fire. `importlib.reload` re-executes the module
-        # body and rebinds fresh, unwrapped classes; putting the hook back makes the reload
-        # (or a re-import after a sys.modules purge) fire it again so the overlay follows.
-        # wrapt has no public call for "hook this module's next load", hence the private dict;
-        # if it is gone, `patchlane.apply()` after a reload still restores the overlay.
-        internals = sys.modules.get("wrapt.importer")
-        hooks = getattr(internals, "_post_import_hooks", None)
-        lock = getattr(internals, "_post_import_hooks_lock", None)
-        if not isinstance(hooks, dict) or lock is None:
-            log.debug("wrapt internals changed; reloads need patchlane.apply()")
-            return
-        with lock:
-            pending = hooks.setdefault(module_name, [])
-            if self._on_import not in pending:
-                pending.append(self._on_import)
 
     # -- one entry -------------------------------------------------------------------------
 

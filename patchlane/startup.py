@@ -8,10 +8,9 @@ import threading
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 
-import wrapt
-
-from . import registry_cache
+from . import import_hook, registry_cache
 from .audit import AuditLog
 from .controls import Controls
 from .errors import ControlsError, PatchlaneError, RegistryError
@@ -155,8 +154,7 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
     if controls.verify_ranks:
         # Deferred by name: patchlane.training.ranks (and torch) load only once
         # torch.distributed does.
-        wrapt.register_post_import_hook("patchlane.training.ranks:_wrap_init_process_group",
-                                        "torch.distributed")
+        import_hook.when_imported("torch.distributed", _verify_ranks_after_init)
     log.info("%s", decider.headline())  # first: the decisions that follow are its entries'
     try:
         decider.start()
@@ -186,3 +184,11 @@ def reset() -> None:
         _decider = None
         _startup_error = None
         _strict_failure = None
+
+
+def _verify_ranks_after_init(module: ModuleType) -> None:
+    """The rank check's hook on torch.distributed. Imported by name when it fires: the startup
+    layer never imports patchlane.training (nor torch) itself."""
+    from importlib import import_module
+
+    import_module("patchlane.training.ranks")._wrap_init_process_group(module)

@@ -8,13 +8,14 @@ spec, as the import system would next, and wraps the loader it finds, so that:
   a thread holding that one) loads the whole startup first: registry, gates, wrapt post-import
   hooks for every target, exactly what ``import patchlane`` did before it was lazy;
 - ``exec_module`` puts the real loader back on the module and its spec, runs the module, then
-  fires the post-import hooks registered for it (:func:`wrapt.importer.notify_module_loaded`,
-  which wrapt's own loader calls the same way): its entries are decided right after it ran,
-  as they were when their hook was registered at ``import patchlane``.
+  fires the post-import hooks registered for it (:func:`patchlane.import_hook.fire`, which the
+  hook's own loader calls the same way): its entries are decided right after it ran, as they
+  were when their hook was registered at ``import patchlane``.
 
 A spec that is only looked up (``importlib.util.find_spec("torch")``, as libraries probe for
 optional dependencies) loads nothing. Once the startup has run, :func:`disarm` takes the hook
-off ``sys.meta_path``; wrapt's finder does the rest, as it always did.
+off ``sys.meta_path``; the post-import hook's finder (:mod:`patchlane.import_hook`) does the
+rest.
 
 The startup loads once, in one thread: another thread importing a watched module meanwhile waits
 for it, so its hooks are in place before its module runs. The thread loading the startup may
@@ -39,6 +40,10 @@ __all__ = ["armed", "disarm", "install", "watched_names"]
 class _Watch:
     """The finder: one per process, first on ``sys.meta_path`` until the startup has run."""
 
+    keep_first = True
+    """The post-import hook's finder goes after it (:func:`patchlane.import_hook.install`):
+    while the startup loads, another thread importing a watched module waits here first."""
+
     def __init__(self, names: "Iterable[str]", load: "Callable[[], object]") -> None:
         self.names = frozenset(names)
         self.load = load
@@ -54,15 +59,18 @@ class _Watch:
             after = meta_path[meta_path.index(self) + 1:]
         except ValueError:  # taken off meanwhile
             return None
-        spec = _first_spec(after, name, path, target)  # what the import system asks next
+        from .. import import_hook  # here, not at the top: a target-free process never needs it
+
+        spec = import_hook.first_spec(after, name, path, target)  # what the import system asks next
         if spec is None:
             return None
         loader = spec.loader
         if loader is None or not hasattr(loader, "exec_module"):
             # Nothing to wrap (a legacy loader): load the startup now, and answer as the finders
-            # would with it loaded (wrapt's first), so the module's hooks fire.
+            # would with it loaded (the hook's finder first), so the module's hooks fire.
             self.trigger()
-            return _first_spec([f for f in sys.meta_path if f is not self], name, path, target)
+            others = [f for f in sys.meta_path if f is not self]
+            return import_hook.first_spec(others, name, path, target)
         spec.loader = _FirstTarget(loader, self)  # type: ignore[assignment]  # a loader by shape
         return spec
 
@@ -82,19 +90,6 @@ class _Watch:
 
     def invalidate_caches(self) -> None:
         pass
-
-
-def _first_spec(finders: "list[Any]", name: str, path: "Any",
-                target: "Any") -> "ModuleSpec | None":
-    """The first spec ``finders`` answer for ``name``, as the import system asks them."""
-    for finder in finders:
-        find = getattr(finder, "find_spec", None)
-        if find is None:
-            continue
-        spec = find(name, path, target)
-        if spec is not None:
-            return spec  # type: ignore[no-any-return]
-    return None
 
 
 class _FirstTarget:
@@ -118,9 +113,10 @@ class _FirstTarget:
         if spec is not None and spec.loader is self:
             spec.loader = self.loader
         self.loader.exec_module(module)
-        importer = sys.modules.get("wrapt.importer")
-        if importer is not None:  # loaded by the startup: hooks may wait for this module
-            importer.notify_module_loaded(module)
+        from .. import import_hook
+
+        if not import_hook.is_loader(self.loader):  # that loader has called them itself
+            import_hook.fire(module)
 
     def __getattr__(self, name: str) -> "Any":
         # Everything else a loader answers (get_source, is_package, get_resource_reader) is

@@ -9,6 +9,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,6 +80,51 @@ def test_reload_reapplies_exactly_one_wrapper(fake_target: FakeTarget) -> None:
     importlib.reload(module)
     decider.apply()
     assert wrapper_depth(greet_attr(module)) == 1
+
+
+def test_a_purge_from_sys_modules_then_a_fresh_import_reapplies(fake_target: FakeTarget) -> None:
+    """Code that drops a module from sys.modules and imports it again (test isolation,
+    plugin reloaders) gets a fresh module with fresh classes: the overlay follows them."""
+    decider = fake_target.decider()
+    module = fake_target.import_target()
+    for name in [n for n in sys.modules if n == fake_target.package
+                 or n.startswith(fake_target.package + ".")]:
+        del sys.modules[name]
+    fresh = importlib.import_module(fake_target.module)
+    assert fresh is not module and fresh.Greeter is not module.Greeter
+    assert wrapper_depth(greet_attr(fresh)) == 1
+    assert fresh.Greeter().greet("p") == "patched hello p"
+    decider.apply()
+    assert wrapper_depth(greet_attr(fresh)) == 1
+
+
+def test_the_post_import_hook_fires_at_import_reload_and_reimport_and_can_be_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from patchlane import import_hook
+
+    name = f"plhook_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen: list[int] = []
+
+    def hook(module: object) -> None:
+        seen.append(id(module))
+
+    import_hook.when_imported(name, hook)
+    assert import_hook.is_installed() and seen == []
+    first = importlib.import_module(name)
+    assert seen == [id(first)]
+    assert type(first.__loader__).__name__ == "SourceFileLoader"  # the real loader, restored
+    importlib.reload(first)
+    assert seen == [id(first)] * 2
+    del sys.modules[name]
+    again = importlib.import_module(name)
+    assert seen == [id(first)] * 2 + [id(again)]
+    import_hook.when_imported(name, hook)  # the same callback again: nothing added...
+    assert len(seen) == 3  # ...nor fired
+    import_hook.remove(name, hook)
+    importlib.reload(again)
+    assert len(seen) == 3
 
 
 def test_a_second_decider_never_stacks_a_second_wrapper(fake_target: FakeTarget) -> None:

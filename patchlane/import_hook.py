@@ -1,0 +1,174 @@
+"""patchlane's own post-import hooks: callbacks per module name, each called right after that
+module's code has run: at once when it is already imported, and again every time its code runs
+anew (``importlib.reload``, or an import after the module was purged from ``sys.modules``), so
+an overlay follows the fresh classes and functions a re-run binds.
+
+One finder on ``sys.meta_path`` (:func:`install`, :func:`uninstall`, :func:`is_installed`). For
+a hooked name it asks the finders after it for the spec, as the import system would next, and
+wraps the loader it finds: ``exec_module`` puts the real loader back on the module and its spec,
+runs the module, then calls the module's callbacks. ``importlib.reload`` finds the spec through
+``sys.meta_path`` again, so a reload passes through the same wrapper. Any other name costs one
+dictionary lookup.
+
+Why not wrapt's ``register_post_import_hook`` (as patchlane did before): wrapt drops a module's
+hooks once they fire, so a reload or a purge ran the module's code unpatched unless patchlane
+put its hook back into wrapt's private ``_post_import_hooks`` under wrapt's private lock; the
+ddtrace ``ModuleWatchdog`` takes the same approach as this module (its own loader, installed
+and uninstalled by name, never wrapping twice).
+
+Light on purpose (it loads with every ``import patchlane``): the standard library's ``_thread``
+and ``sys`` only.
+"""
+
+import _thread
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
+
+__all__ = [
+    "fire",
+    "first_spec",
+    "install",
+    "is_installed",
+    "remove",
+    "uninstall",
+    "when_imported",
+]
+
+_hooks: "dict[str, list[Callable[[ModuleType], object]]]" = {}
+_lock = _thread.RLock()
+
+
+def first_spec(finders: "list[Any]", name: str, path: "Any",
+               target: "Any") -> "ModuleSpec | None":
+    """The first spec ``finders`` answer for ``name``, as the import system asks them."""
+    for finder in finders:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        spec = find(name, path, target)
+        if spec is not None:
+            return spec  # type: ignore[no-any-return]
+    return None
+
+
+class _Finder:
+    """Answers nothing itself: it wraps the loader the finders after it find for a hooked
+    name."""
+
+    def find_spec(self, name: str, path: "Any" = None,
+                  target: "Any" = None) -> "ModuleSpec | None":
+        if name not in _hooks:
+            return None
+        meta_path = sys.meta_path
+        try:
+            after = meta_path[meta_path.index(self) + 1:]
+        except ValueError:  # uninstalled meanwhile
+            return None
+        spec = first_spec(after, name, path, target)
+        loader = spec.loader if spec is not None else None
+        if spec is None or loader is None or not hasattr(loader, "exec_module") \
+                or isinstance(loader, _Loader):
+            return spec  # nothing to wrap (a namespace package, a legacy loader), or wrapped
+        spec.loader = _Loader(loader)  # type: ignore[assignment]  # a loader by shape
+        return spec
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+class _Loader:
+    """The real loader, then the module's callbacks."""
+
+    def __init__(self, loader: "Any") -> None:
+        self.loader = loader
+
+    def create_module(self, spec: "ModuleSpec") -> "ModuleType | None":
+        create = getattr(self.loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: "ModuleType") -> None:
+        # The module names its own loader from now on (inspect, pkgutil and
+        # importlib.resources read __loader__ and __spec__.loader).
+        module.__loader__ = self.loader
+        spec = getattr(module, "__spec__", None)
+        if spec is not None and spec.loader is self:
+            spec.loader = self.loader
+        self.loader.exec_module(module)
+        fire(module)
+
+    def __getattr__(self, name: str) -> "Any":
+        # Everything else a loader answers (get_source, is_package, get_resource_reader) is
+        # the real loader's.
+        return getattr(self.loader, name)
+
+
+_finder = _Finder()
+
+
+def is_loader(loader: object) -> bool:
+    """Whether ``loader`` is this module's wrapper (which calls the callbacks itself)."""
+    return isinstance(loader, _Loader)
+
+
+def install() -> None:
+    """Put the finder on ``sys.meta_path`` (once): after the finders that must stay first (the
+    lazy start's, while its startup loads: ``keep_first``), before every other."""
+    with _lock:
+        if _finder in sys.meta_path:
+            return
+        at = 0
+        while at < len(sys.meta_path) and getattr(sys.meta_path[at], "keep_first", False):
+            at += 1
+        sys.meta_path.insert(at, _finder)
+
+
+def uninstall() -> None:
+    """Take the finder off ``sys.meta_path`` and forget every callback."""
+    with _lock:
+        _hooks.clear()
+        while _finder in sys.meta_path:
+            sys.meta_path.remove(_finder)
+
+
+def is_installed() -> bool:
+    return _finder in sys.meta_path
+
+
+def when_imported(name: str, callback: "Callable[[ModuleType], object]") -> None:
+    """Call ``callback(module)`` each time module ``name``'s code has run, and at once when it
+    is imported already. Registering the same callback again for a name adds nothing."""
+    with _lock:
+        callbacks = _hooks.setdefault(name, [])
+        if callback in callbacks:
+            return
+        callbacks.append(callback)
+        install()
+    module = sys.modules.get(name)
+    if module is not None:
+        callback(module)
+
+
+def remove(name: str, callback: "Callable[[ModuleType], object]") -> None:
+    """Forget ``callback`` for ``name`` (nothing when it was not registered)."""
+    with _lock:
+        callbacks = _hooks.get(name, [])
+        if callback in callbacks:
+            callbacks.remove(callback)
+        if not callbacks:
+            _hooks.pop(name, None)
+
+
+def fire(module: "ModuleType") -> None:
+    """Call the callbacks of ``module`` (its code has just run); outside the lock, in the order
+    they were registered. A callback's exception propagates (a strict-mode refusal fails the
+    import that ran the module)."""
+    with _lock:
+        callbacks = list(_hooks.get(module.__name__, ()))
+    for callback in callbacks:
+        callback(module)
