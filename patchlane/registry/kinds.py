@@ -8,9 +8,10 @@ settings assigned at their modules' import, or checked on demand), and whether t
 its reproducer with an overlay. :class:`patchlane.registry.StartupRow` carries the startup part
 as plain text, so the lazy start reads it from its watch list and never a kind's name.
 
-Adding a kind: its member in :class:`Kind`, its record in :data:`KINDS` (a test checks every
-kind has every part), its value record and checks where its startup says (a ledger kind's check
-in :mod:`patchlane.ledger`), and its row in ``docs/adding-an-entry.md``.
+Adding a kind: its member in :class:`Kind`, its record in :data:`KINDS`, its module in
+:mod:`patchlane.registry.per_kind` (every part of its ``KindParts``: the keys it reads, its
+ledger decision, what ``patchlane new`` offers and writes), and its row in
+``docs/adding-an-entry.md``.
 """
 
 from __future__ import annotations

@@ -510,7 +510,7 @@ def check_dependencies(entries: Sequence[Entry]) -> None:
 def validate_document(path: Path, data: Mapping[str, Any], *, drafts_required: bool = True,
                       checked: list[tuple[Path, Path]] | None = None) -> tuple[Entry, ...]:
     """The entries of one registry file's document (a mapping, from
-    :func:`.reader.load_document`), each validated; raises :class:`RegistryError` on the first
+    :func:`.safe_yaml.load_document`), each validated; raises :class:`RegistryError` on the first
     problem. ``drafts_required=False`` lets ``patchlane draft`` read an entry whose draft it is
     about to write. ``checked``, when given, collects every file whose existence a rule
     checked (as written, before symlinks are resolved)."""

@@ -12,6 +12,8 @@ import inspect
 import re
 from pathlib import Path
 
+import pytest
+
 from patchlane.authoring.new import _COMMON_FLAGS
 from patchlane.registry import KINDS, Kind, KindRules, Startup, StartupRow, load_registries
 from patchlane.registry.per_kind import PARTS, KindParts, NewOption, new_options
@@ -124,3 +126,31 @@ def test_no_module_outside_the_kinds_compares_a_kind() -> None:
             if member.search(line) and not defaults.search(line):
                 found.append(f"{rel}:{number}: {line.strip()}")
     assert not found, found
+
+
+def test_a_kind_without_a_part_or_with_one_of_another_shape_is_refused_when_registered() -> None:
+    import types
+
+    from patchlane.registry.per_kind import KindPartsError, register
+    from patchlane.registry.per_kind import config as config_parts
+
+    def module(**parts: object) -> types.ModuleType:
+        made = types.ModuleType("teamkind")
+        for name in ("OPTIONS", "parse", "decide", "judge", "write"):
+            setattr(made, name, getattr(config_parts, name))
+        for name, value in parts.items():
+            if value is None:
+                delattr(made, name)
+            else:
+                setattr(made, name, value)
+        return made
+
+    assert register(Kind.CONFIG, module()) is not None
+    with pytest.raises(KindPartsError, match=r"teamkind \(the config kind's parts\): judge: "
+                                             r"found None, expected a function \(entry, config\)"):
+        register(Kind.CONFIG, module(judge=None))
+    with pytest.raises(KindPartsError, match=r"decide\(entry, strict\): expected the parameters "
+                                             r"\(entry\)"):
+        register(Kind.CONFIG, module(decide=lambda entry, strict: None))
+    with pytest.raises(KindPartsError, match=r"OPTIONS: found \['--x'\], expected a tuple"):
+        register(Kind.CONFIG, module(OPTIONS=["--x"]))
