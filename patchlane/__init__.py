@@ -60,7 +60,6 @@ __all__ = [
     "hits",
     "report",
     "revert",
-    "run_receipt",
     "run_stamp",
     "verify_ranks",
 ]
@@ -164,9 +163,6 @@ def run_stamp() -> "dict[str, Any]":
 
     return _stamp()
 
-
-run_receipt = run_stamp
-"""The former name of :func:`run_stamp`, kept for the scripts that call it."""
 
 
 def check_config(config: "Any") -> "list[Any]":

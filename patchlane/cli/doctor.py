@@ -86,14 +86,13 @@ def _run_doctor(as_json: bool, strict: bool, out: Any = None) -> int:
                                   "version; fix: `patchlane activate --pth` rewrites it")
     failed = bool(found.problems) or (strict and bool(found.warnings))
     if as_json:
-        # "lane": the former name of "startup" (how patchlane starts here), kept for readers
         print(json.dumps({"ok": not failed, "problems": found.problems,
                           "warnings": found.warnings,
                           "records": [r.as_dict() for r in records],
                           "ledger": [r.as_dict() for r in ledger],
                           "releases": [m.as_dict() for m in matches],
-                          "decisions": report["entries"], "startup": startup,
-                          "lane": startup}, indent=2, default=str), file=out)
+                          "decisions": report["entries"], "startup": startup},
+                         indent=2, default=str), file=out)
     else:
         _print_text(records, matches, report["entries"], startup, found, failed)
     return EXIT_PROBLEMS if failed else 0

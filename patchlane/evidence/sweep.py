@@ -47,7 +47,7 @@ from ..ledger import installed_outside
 from ..registry import Entry, Registry
 from ..runs.index import row_key
 from ..runs.manifest import CaseState, RunDir, case_id, now
-from ..runs.rows import CaseView, PlannedRow, RowKind, verdict_of
+from ..runs.rows import CaseView, PlannedRow, RowKind
 from ..runs.verdicts import Verdict, exit_bits
 from ..versions import in_range
 from .reproduce import (
@@ -67,18 +67,13 @@ from .wheelhouse_manifest import in_use
 
 __all__ = [
     "UNFINISHED",
-    "CaseView",
-    "PlannedRow",
-    "RowKind",
     "Shard",
     "SweepEvent",
-    "Verdict",
     "VerdictRow",
     "exit_code",
     "plan_record",
     "run_sweep",
     "sweep",
-    "verdict_of",
     "verdicts",
 ]
 

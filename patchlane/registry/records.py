@@ -228,28 +228,6 @@ class Entry:
     sorts the clauses (``<0.20.0,>=0.16.0``), which is not what the author wrote; pages and
     receipts show this (:attr:`applies_to_shown`)."""
 
-    # What a kind's own record holds, by kind: kept for code written against them; code
-    # that treats kinds alike reads `spec` by the names KindSpec lists.
-    @property
-    def floor(self) -> Any:
-        """A ``version_floor``'s record (None for the other kinds)."""
-        return self.spec if self.kind is Kind.VERSION_FLOOR else None
-
-    @property
-    def pin(self) -> Any:
-        """A ``packaging_pin``'s record (None for the other kinds)."""
-        return self.spec if self.kind is Kind.PACKAGING_PIN else None
-
-    @property
-    def compat_gate(self) -> Any:
-        """A ``compat_gate``'s record (None for the other kinds)."""
-        return self.spec if self.kind is Kind.COMPAT_GATE else None
-
-    @property
-    def config(self) -> Any:
-        """A ``config`` entry's record (None for the other kinds)."""
-        return self.spec if self.kind is Kind.CONFIG else None
-
     @property
     def policy(self) -> Policy | None:
         """What a violation of a ledger kind does; None for a kind without one."""

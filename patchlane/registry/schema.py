@@ -1,7 +1,7 @@
 """The registry schema: a parsed YAML document validated into :mod:`records <.records>`.
 
 This is the only place entries are built. Every rule a registry file must follow lives here,
-and every error names the file, entry and key that broke it (:class:`_Ctx`). The rules across
+and every error names the file, entry and key that broke it (:class:`Fields`). The rules across
 files (``depends_on``, ``continued_by``) run once all files are read (:mod:`.loader`).
 """
 
@@ -17,14 +17,16 @@ from packaging.specifiers import SpecifierSet
 
 from ..errors import RegistryError
 from ..versions import version_problem
-from .fields import DIST_RE as _DIST_RE
-from .fields import MODULE_RE as _MODULE_RE
-from .fields import Fields as _Ctx
-from .fields import check_keys as _check_keys
-from .fields import expect_type as _expect_type
-from .fields import inside_folder as _inside_folder
-from .fields import relative_file as _relative_file
-from .fields import specifier as _specifier
+from .fields import (
+    DIST_RE,
+    MODULE_RE,
+    Fields,
+    check_keys,
+    expect_type,
+    inside_folder,
+    relative_file,
+    specifier,
+)
 from .kinds import KINDS, Kind
 from .per_kind import PARTS
 from .records import (
@@ -43,7 +45,7 @@ __all__ = ["SCHEMA_VERSION", "VERSION_FROM_RE", "check_continuations", "check_de
 SCHEMA_VERSION = 1
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]{2,63}$")
-_QUALNAME_RE = _MODULE_RE
+_QUALNAME_RE = MODULE_RE
 VERSION_FROM_RE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 """``target.version_from`` (and ``patchlane new --version-from``): a module and one attribute
 of it, which the gate reads with ``getattr`` (:func:`patchlane.gates.resolve_version`)."""
@@ -55,10 +57,10 @@ _COMMON_REQUIRED = ("id", "kind", "summary", "upstream", "retire_when", "owner",
 _COMMON_OPTIONAL = ("target", "applies_to", "reproducer", "notes", "evidence", "retired")
 
 
-def _url_or_none(ctx: _Ctx, value: object, key: str) -> str | None:
+def _url_or_none(ctx: Fields, value: object, key: str) -> str | None:
     if value is None:
         return None
-    text = _expect_type(ctx, value, str, key, "a URL string")
+    text = expect_type(ctx, value, str, key, "a URL string")
     if not text.startswith(("https://", "http://")):
         raise ctx.fail("not a URL", key=key, found=text, expected="an http(s) URL")
     return str(text)
@@ -68,25 +70,25 @@ def _has_upper_bound(spec: SpecifierSet) -> bool:
     return any(s.operator in ("<", "<=", "==", "===", "~=") for s in spec)
 
 
-def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
-    data = _expect_type(ctx, value, dict, "target", "a mapping with `distribution` and `object`")
+def _target(ctx: Fields, value: object, kind: Kind) -> Target:
+    data = expect_type(ctx, value, dict, "target", "a mapping with `distribution` and `object`")
     needs_object = KINDS[kind].with_overlay
-    _check_keys(ctx, data, ("distribution", "object") if needs_object else ("distribution",),
+    check_keys(ctx, data, ("distribution", "object") if needs_object else ("distribution",),
                 ("version_from", "shape") if needs_object else ("object", "version_from"),
                 "target",
                 "target.")
-    dist = _expect_type(ctx, data["distribution"], str, "target.distribution",
+    dist = expect_type(ctx, data["distribution"], str, "target.distribution",
                         "a distribution name such as 'megatron-core'")
-    if not _DIST_RE.match(dist):
+    if not DIST_RE.match(dist):
         raise ctx.fail("invalid distribution name", key="target.distribution", found=dist,
                        expected="a PyPI distribution name such as 'megatron-core'")
     module = qualname = None
     if data.get("object") is not None:
-        obj = _expect_type(ctx, data["object"], str, "target.object", "'package.module:Qual.name'")
+        obj = expect_type(ctx, data["object"], str, "target.object", "'package.module:Qual.name'")
         module, sep, qualname = obj.partition(":")
-        if not needs_object and not sep and _MODULE_RE.match(module):
+        if not needs_object and not sep and MODULE_RE.match(module):
             pass  # ledger kinds may name a module alone: where the check fires on import
-        elif not sep or not _MODULE_RE.match(module) or not _QUALNAME_RE.match(qualname):
+        elif not sep or not MODULE_RE.match(module) or not _QUALNAME_RE.match(qualname):
             raise ctx.fail(
                 "invalid target object",
                 key="target.object",
@@ -95,7 +97,7 @@ def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
             )
     version_from = None
     if data.get("version_from") is not None:
-        version_from = _expect_type(ctx, data["version_from"], str, "target.version_from",
+        version_from = expect_type(ctx, data["version_from"], str, "target.version_from",
                                     "'package.module:attribute' holding the version string")
         if not VERSION_FROM_RE.fullmatch(version_from):
             raise ctx.fail("invalid version_from", key="target.version_from", found=version_from,
@@ -108,7 +110,7 @@ def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
         from ..targets import SHAPE_NAMES
 
         names = ", ".join(SHAPE_NAMES)
-        shape = _expect_type(ctx, data["shape"], str, "target.shape", f"one of {names}")
+        shape = expect_type(ctx, data["shape"], str, "target.shape", f"one of {names}")
         if shape not in SHAPE_NAMES:
             raise ctx.fail("unknown target shape", key="target.shape", found=shape,
                            expected=f"one of {names} (what the target is, as the overlay was "
@@ -117,21 +119,21 @@ def _target(ctx: _Ctx, value: object, kind: Kind) -> Target:
                   version_from=version_from, shape=shape)
 
 
-def _upstream(ctx: _Ctx, value: object) -> Upstream:
-    data = _expect_type(ctx, value, dict, "upstream", "a mapping")
-    _check_keys(ctx, data, ("forwarded",),
+def _upstream(ctx: Fields, value: object) -> Upstream:
+    data = expect_type(ctx, value, dict, "upstream", "a mapping")
+    check_keys(ctx, data, ("forwarded",),
                 ("issue", "pr", "applied_upstream", "discussion", "distribution", "draft"),
                 "upstream", "upstream.")
     forwarded = data["forwarded"]
     if forwarded is False:  # YAML 1.1 reads a bare `no` as false; DEP-3 means the string
         forwarded = "no"
-    forwarded = _expect_type(ctx, forwarded, str, "upstream.forwarded",
+    forwarded = expect_type(ctx, forwarded, str, "upstream.forwarded",
                              "a URL, 'no' or 'not-needed' (DEP-3 Forwarded)")
     if forwarded not in _DEP3_FORWARDED:
         _url_or_none(ctx, forwarded, "upstream.forwarded")
     applied = data.get("applied_upstream")
     if applied is not None:
-        applied = str(_expect_type(ctx, applied, str, "upstream.applied_upstream",
+        applied = str(expect_type(ctx, applied, str, "upstream.applied_upstream",
                                    "a release, commit or URL (DEP-3 Applied-Upstream)"))
     return Upstream(
         issue=_url_or_none(ctx, data.get("issue"), "upstream.issue"),
@@ -139,18 +141,18 @@ def _upstream(ctx: _Ctx, value: object) -> Upstream:
         discussion=_url_or_none(ctx, data.get("discussion"), "upstream.discussion"),
         forwarded=str(forwarded),
         applied_upstream=applied,
-        distribution=(_expect_type(ctx, data["distribution"], str, "upstream.distribution",
+        distribution=(expect_type(ctx, data["distribution"], str, "upstream.distribution",
                                    "a distribution name") if data.get("distribution") else None),
         draft=_draft(ctx, data.get("draft")),
     )
 
 
-def _draft(ctx: _Ctx, value: object) -> Path | None:
+def _draft(ctx: Fields, value: object) -> Path | None:
     if value is None:
         return None
-    text = _expect_type(ctx, value, str, "upstream.draft", "a path relative to the registry "
+    text = expect_type(ctx, value, str, "upstream.draft", "a path relative to the registry "
                         "file, e.g. drafts/<id>.md")
-    _inside_folder(ctx, text, "upstream.draft")
+    inside_folder(ctx, text, "upstream.draft")
     path: Path = (ctx.path.parent / text).resolve()
     if ctx.drafts_required and not ctx.exists(ctx.path.parent / text, path):
         raise ctx.fail("draft does not exist", key="upstream.draft", found=text,
@@ -160,7 +162,7 @@ def _draft(ctx: _Ctx, value: object) -> Path | None:
     return path
 
 
-def _require_draft(ctx: _Ctx, kind: Kind, status: Status, upstream: Upstream) -> None:
+def _require_draft(ctx: Fields, kind: Kind, status: Status, upstream: Upstream) -> None:
     # The rule this product exists for: every local patch names an upstream issue, a PR, or a
     # public-ready draft. A retired entry is upstream's now; it needs none.
     if (not KINDS[kind].with_overlay or status is not Status.ACTIVE
@@ -176,19 +178,19 @@ def _require_draft(ctx: _Ctx, kind: Kind, status: Status, upstream: Upstream) ->
     )
 
 
-def _retire_when(ctx: _Ctx, value: object, upstream: Upstream) -> RetireWhen:
-    data = _expect_type(ctx, value, dict, "retire_when",
+def _retire_when(ctx: Fields, value: object, upstream: Upstream) -> RetireWhen:
+    data = expect_type(ctx, value, dict, "retire_when",
                         "a mapping with `release`, `probe`, `upstream_released` and/or "
                         "`reproducer`")
-    _check_keys(ctx, data, (), ("release", "probe", "upstream_released", "reproducer"),
+    check_keys(ctx, data, (), ("release", "probe", "upstream_released", "reproducer"),
                 "retire_when", "retire_when.")
     release = None
     if data.get("release") is not None:
-        release = _specifier(ctx, data["release"], "retire_when.release")
+        release = specifier(ctx, data["release"], "retire_when.release")
     flags = {}
     for key in ("probe", "upstream_released", "reproducer"):
         flags[key] = data.get(key, False)
-        _expect_type(ctx, flags[key], bool, f"retire_when.{key}", "true or false")
+        expect_type(ctx, flags[key], bool, f"retire_when.{key}", "true or false")
     if flags["upstream_released"] and not (upstream.pr or upstream.issue):
         raise ctx.fail("upstream_released needs something to track",
                        key="retire_when.upstream_released", found=True,
@@ -209,13 +211,13 @@ def _retire_when(ctx: _Ctx, value: object, upstream: Upstream) -> RetireWhen:
                       reproducer=bool(flags["reproducer"]))
 
 
-def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
-    data = _expect_type(ctx, value, dict, "fingerprint", "a mapping with `sha256` and `policy`")
-    _check_keys(ctx, data, ("sha256",), ("policy", "covers", "objects", "releases"),
+def _fingerprint(ctx: Fields, value: object) -> FingerprintSpec:
+    data = expect_type(ctx, value, dict, "fingerprint", "a mapping with `sha256` and `policy`")
+    check_keys(ctx, data, ("sha256",), ("policy", "covers", "objects", "releases"),
                 "fingerprint", "fingerprint.")
     raw = data["sha256"]
     values = [raw] if isinstance(raw, str) else raw
-    _expect_type(ctx, values, list, "fingerprint.sha256", "a fingerprint string or a list of them")
+    expect_type(ctx, values, list, "fingerprint.sha256", "a fingerprint string or a list of them")
     if not values:
         raise ctx.fail("no fingerprint recorded", key="fingerprint.sha256", found=values,
                        expected="at least one 'sha256-v2:...' value",
@@ -241,7 +243,7 @@ def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
     lists = {}
     for key in ("covers", "objects"):
         items = data.get(key, [])
-        _expect_type(ctx, items, list, f"fingerprint.{key}", "a list of qualnames")
+        expect_type(ctx, items, list, f"fingerprint.{key}", "a list of qualnames")
         for item in items:
             if not isinstance(item, str) or not _QUALNAME_RE.match(item):
                 raise ctx.fail("invalid qualname", key=f"fingerprint.{key}", found=item,
@@ -252,7 +254,7 @@ def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
                        found=data, expected="either covers (added to the target) or objects "
                        "(instead of the target)")
     releases = data.get("releases") or {}
-    _expect_type(ctx, releases, dict, "fingerprint.releases",
+    expect_type(ctx, releases, dict, "fingerprint.releases",
                  "a mapping of release (quoted, e.g. \"0.16.1\") to its fingerprint")
     for release, value in releases.items():
         if not isinstance(release, str) or not _VERSION_RE.match(release) \
@@ -269,7 +271,7 @@ def _fingerprint(ctx: _Ctx, value: object) -> FingerprintSpec:
                            objects=lists["objects"], releases=dict(releases))
 
 
-def _date(ctx: _Ctx, value: object, key: str) -> _dt.date:
+def _date(ctx: Fields, value: object, key: str) -> _dt.date:
     if isinstance(value, _dt.datetime):
         return value.date()
     if isinstance(value, _dt.date):
@@ -282,9 +284,9 @@ def _date(ctx: _Ctx, value: object, key: str) -> _dt.date:
     raise ctx.fail("invalid date", key=key, found=value, expected="an ISO date such as 2026-11-22")
 
 
-def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
+def _entry(ctx: Fields, raw: object, index: int) -> Entry:
     ctx.entry_id = None
-    data = _expect_type(ctx, raw, dict, f"entries[{index}]", "a mapping describing one entry")
+    data = expect_type(ctx, raw, dict, f"entries[{index}]", "a mapping describing one entry")
     entry_id, kind, status = _identity(ctx, data, index)
     target = (
         _target(ctx, data["target"], kind)
@@ -292,19 +294,19 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
         else Target(distribution="")
     )
     applies_to = _applies_to(ctx, data, kind)
-    summary = _expect_type(ctx, data["summary"], str, "summary", "a one-line description")
-    owner = _expect_type(ctx, data["owner"], str, "owner", "a person or team")
+    summary = expect_type(ctx, data["summary"], str, "summary", "a one-line description")
+    owner = expect_type(ctx, data["owner"], str, "owner", "a person or team")
     overlay = reproducer = None
     if data.get("overlay") is not None:
-        overlay = _relative_file(ctx, data["overlay"], "overlay", entry_id)
+        overlay = relative_file(ctx, data["overlay"], "overlay", entry_id)
     if data.get("reproducer") is not None:
-        reproducer = _relative_file(ctx, data["reproducer"], "reproducer", entry_id)
+        reproducer = relative_file(ctx, data["reproducer"], "reproducer", entry_id)
     fingerprint = _fingerprint(ctx, data["fingerprint"]) if "fingerprint" in data else None
     upstream = _upstream(ctx, data["upstream"])
     _require_draft(ctx, kind, status, upstream)
     for key in ("notes", "evidence"):
         if data.get(key) is not None:
-            _expect_type(ctx, data[key], (str, list, dict), key, "text, a list or a mapping")
+            expect_type(ctx, data[key], (str, list, dict), key, "text, a list or a mapping")
     spec = PARTS[kind].parse(ctx, data, target)
     retired = _date(ctx, data["retired"], "retired") if data.get("retired") is not None else None
     retire_when = _retire_when(ctx, data["retire_when"], upstream)
@@ -334,7 +336,7 @@ def _entry(ctx: _Ctx, raw: object, index: int) -> Entry:
     )
 
 
-def _identity(ctx: _Ctx, data: Mapping[str, Any], index: int) -> tuple[str, Kind, Status]:
+def _identity(ctx: Fields, data: Mapping[str, Any], index: int) -> tuple[str, Kind, Status]:
     """The entry's id, kind and status, and its keys checked against its kind's."""
     entry_id = data.get("id")
     if not isinstance(entry_id, str) or not _ID_RE.match(entry_id):
@@ -353,7 +355,7 @@ def _identity(ctx: _Ctx, data: Mapping[str, Any], index: int) -> tuple[str, Kind
         raise ctx.fail("unknown kind", key="kind", found=kind_raw,
                        expected=f"one of {[k.value for k in Kind]}") from None
     required, optional = KINDS[kind].required, KINDS[kind].optional
-    _check_keys(ctx, data, _COMMON_REQUIRED + required, _COMMON_OPTIONAL + optional + required,
+    check_keys(ctx, data, _COMMON_REQUIRED + required, _COMMON_OPTIONAL + optional + required,
                 f"a {kind.value} entry")
     try:
         status = Status(data["status"])
@@ -363,10 +365,10 @@ def _identity(ctx: _Ctx, data: Mapping[str, Any], index: int) -> tuple[str, Kind
     return entry_id, kind, status
 
 
-def _applies_to(ctx: _Ctx, data: Mapping[str, Any], kind: Kind) -> SpecifierSet | None:
+def _applies_to(ctx: Fields, data: Mapping[str, Any], kind: Kind) -> SpecifierSet | None:
     applies_to = None
     if data.get("applies_to") is not None:
-        applies_to = _specifier(ctx, data["applies_to"], "applies_to")
+        applies_to = specifier(ctx, data["applies_to"], "applies_to")
         if KINDS[kind].with_overlay and not _has_upper_bound(applies_to):
             raise ctx.fail(
                 "source patches need an upper bound",
@@ -379,7 +381,7 @@ def _applies_to(ctx: _Ctx, data: Mapping[str, Any], kind: Kind) -> SpecifierSet 
     return applies_to
 
 
-def _check_retirement(ctx: _Ctx, retire_when: RetireWhen, kind: Kind, entry_id: str,
+def _check_retirement(ctx: Fields, retire_when: RetireWhen, kind: Kind, entry_id: str,
                       overlay: Path | None, reproducer: Path | None) -> None:
     """What ``retire_when`` asks for must exist: a reproducer to run, an overlay to probe."""
     if retire_when.reproducer and reproducer is None:
@@ -396,10 +398,10 @@ def _check_retirement(ctx: _Ctx, retire_when: RetireWhen, kind: Kind, entry_id: 
                        "fails where the workaround is needed")
 
 
-def _depends_on(ctx: _Ctx, value: object, entry_id: str) -> tuple[str, ...]:
+def _depends_on(ctx: Fields, value: object, entry_id: str) -> tuple[str, ...]:
     if value is None:
         return ()
-    items = _expect_type(ctx, value, list, "depends_on", "a list of entry ids")
+    items = expect_type(ctx, value, list, "depends_on", "a list of entry ids")
     ids: list[str] = []
     for item in items:
         if not isinstance(item, str) or not _ID_RE.match(item):
@@ -413,7 +415,7 @@ def _depends_on(ctx: _Ctx, value: object, entry_id: str) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def _continued_by(ctx: _Ctx, value: object, entry_id: str) -> str | None:
+def _continued_by(ctx: Fields, value: object, entry_id: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not _ID_RE.match(value):
@@ -514,8 +516,8 @@ def validate_document(path: Path, data: Mapping[str, Any], *, drafts_required: b
     problem. ``drafts_required=False`` lets ``patchlane draft`` read an entry whose draft it is
     about to write. ``checked``, when given, collects every file whose existence a rule
     checked (as written, before symlinks are resolved)."""
-    ctx = _Ctx(path, drafts_required, checked)
-    _check_keys(ctx, data, ("schema", "entries"), (), "the registry")
+    ctx = Fields(path, drafts_required, checked)
+    check_keys(ctx, data, ("schema", "entries"), (), "the registry")
     if type(data["schema"]) is not int or data["schema"] != SCHEMA_VERSION:
         raise ctx.fail("unsupported schema version", key="schema", found=data["schema"],
                        expected=str(SCHEMA_VERSION),

@@ -6,9 +6,7 @@ the checkpoint's *common* state (``common.pt``), once, not per rank. ``read_run_
 reads it back from a saved checkpoint directory (or from a Megatron ``--save`` root with
 ``latest_checkpointed_iteration.txt``), without building a model.
 
-A stamp, not a receipt: a receipt is what a sweep case leaves in its run directory. The former
-names (``add_run_receipt``, ``read_run_receipt``, ``CheckpointReceiptError``, ``RECEIPT_KEY``)
-stay as aliases, and the key in the checkpoint is unchanged, so checkpoints saved before read.
+A stamp, not a receipt: a receipt is what a sweep case leaves in its run directory.
 """
 
 from __future__ import annotations
@@ -18,11 +16,10 @@ from typing import Any
 
 from ..errors import UsageError
 
-__all__ = ["RECEIPT_KEY", "STAMP_KEY", "CheckpointReceiptError", "CheckpointStampError",
-           "add_run_receipt", "add_run_stamp", "read_run_receipt", "read_run_stamp"]
+__all__ = ["STAMP_KEY", "CheckpointStampError", "add_run_stamp", "read_run_stamp"]
 
-STAMP_KEY = "patchlane_run_receipt"
-"""The key in the checkpoint's common state (its old spelling: checkpoints already carry it)."""
+STAMP_KEY = "patchlane_run_stamp"
+"""The key in the checkpoint's common state."""
 
 
 class CheckpointStampError(UsageError):
@@ -61,9 +58,3 @@ def read_run_stamp(path: str | Path, key: str = STAMP_KEY) -> dict[str, Any]:
                                    "add_run_stamp()")
     return stamp
 
-
-# The former names, kept for the training scripts that use them.
-RECEIPT_KEY = STAMP_KEY
-CheckpointReceiptError = CheckpointStampError
-add_run_receipt = add_run_stamp
-read_run_receipt = read_run_stamp

@@ -31,9 +31,9 @@ from ..exit_codes import ExitCode
 from ..gates import check_gate
 
 __all__ = ["RankMismatchError", "compare_patch_sets", "local_patch_set", "patch_set_hash",
-           "run_receipt", "run_stamp", "verify_ranks"]
+           "run_stamp", "verify_ranks"]
 
-RUN_RECEIPT_SCHEMA = 1
+RUN_STAMP_SCHEMA = 1
 
 
 class RankMismatchError(PatchlaneError):
@@ -179,8 +179,8 @@ def run_stamp() -> dict[str, Any]:
         })
     versions.pop("-", None)
     return {
-        "schema_version": RUN_RECEIPT_SCHEMA,
-        "kind": "patchlane.run_receipt",
+        "schema_version": RUN_STAMP_SCHEMA,
+        "kind": "patchlane.run_stamp",
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "patchlane": __version__,
         "registry_digest": decider.registry.digest,
@@ -216,6 +216,3 @@ def _wrap_init_process_group(module: Any) -> None:
     after_init.__patchlane_rank_check__ = True  # type: ignore[attr-defined]
     wrapt.wrap_function_wrapper(module, "init_process_group", after_init)
 
-
-run_receipt = run_stamp
-"""The former name of :func:`run_stamp`."""

@@ -15,9 +15,10 @@ import pytest
 import yaml
 
 from patchlane.evidence.installs import record_install
-from patchlane.evidence.sweep import Verdict, exit_code, sweep
+from patchlane.evidence.sweep import exit_code, sweep
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import load_registries
+from patchlane.runs.verdicts import Verdict
 
 from ..conftest import FakeTarget
 

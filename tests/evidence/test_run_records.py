@@ -31,9 +31,10 @@ from patchlane.evidence.reproduce import (
     clip,
 )
 from patchlane.evidence.schedule import plan_schedule
-from patchlane.evidence.sweep import Shard, Verdict, VerdictRow, new_run, run_sweep
+from patchlane.evidence.sweep import Shard, VerdictRow, new_run, run_sweep
 from patchlane.registry import load_registries
 from patchlane.runs.manifest import RunDir, case_id
+from patchlane.runs.verdicts import Verdict
 
 from ..conftest import FakeTarget
 from .test_sweep_faults import HEAD, env_for, multi_registry

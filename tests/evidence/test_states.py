@@ -22,10 +22,10 @@ from patchlane.evidence.reproduce import (
     read_spec,
     run_case,
 )
-from patchlane.evidence.sweep import CaseView, VerdictRow, exit_code, verdict_of
+from patchlane.evidence.sweep import VerdictRow, exit_code
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import load_registries
-from patchlane.runs.rows import RowKind
+from patchlane.runs.rows import CaseView, RowKind, verdict_of
 from patchlane.runs.verdicts import SEVERITY, Verdict
 
 from ..conftest import FakeTarget

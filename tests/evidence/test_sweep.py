@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from patchlane.evidence.reproduce import Mode, RunOutcome, read_spec, run_case
-from patchlane.evidence.sweep import Verdict, exit_code, sweep
+from patchlane.evidence.sweep import exit_code, sweep
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import load_registries
+from patchlane.runs.verdicts import Verdict
 
 from ..conftest import FakeTarget
 

@@ -17,11 +17,12 @@ import yaml
 
 from patchlane.evidence.receipts import validate
 from patchlane.evidence.reports import compare, load_index, write_reports
-from patchlane.evidence.sweep import Shard, Verdict, new_run, run_sweep
+from patchlane.evidence.sweep import Shard, new_run, run_sweep
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import load_registries
 from patchlane.runs.index import RunIndex
 from patchlane.runs.manifest import RunDir
+from patchlane.runs.verdicts import Verdict
 
 from ..conftest import OVERLAY_SOURCE, FakeTarget
 

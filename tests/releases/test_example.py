@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from patchlane.errors import PatchlaneError
-from patchlane.training.checkpoint import read_run_receipt, read_run_stamp
+from patchlane.training.checkpoint import read_run_stamp
 
 from .conftest import ROOT, release_for, requires_megatron
 
@@ -35,8 +35,7 @@ def test_example_trains_and_its_checkpoint_carries_the_stamp(tmp_path: Path) -> 
     # read back independently, from the Megatron --save root and from the iteration dir
     receipt = read_run_stamp(tmp_path / "run")
     assert receipt == read_run_stamp(tmp_path / "run" / "iter_0000006")
-    assert receipt == read_run_receipt(tmp_path / "run")  # the former name still reads it
-    assert receipt["kind"] == "patchlane.run_receipt"
+    assert receipt["kind"] == "patchlane.run_stamp"
     entry = next(e for e in receipt["entries"] if e["id"] == "mcore_rerun_sentinel")
     assert entry["outcome"] == "applied"
     assert entry["hits"] >= 1 and entry["fingerprint"].startswith("sha256-v2:")

@@ -113,7 +113,7 @@ def test_drafting_is_what_patchlane_new_lends() -> None:
 def test_no_module_outside_the_kinds_compares_a_kind() -> None:
     """A kind's difference lives in its module and its row: code elsewhere reads the row's
     facts (with_overlay, startup, own_probe) or the module's parts, so a new kind edits
-    neither. The records keep the named accessors older code reads (`entry.floor`)."""
+    neither."""
     member = re.compile(r"Kind\.(" + "|".join(k.name for k in Kind) + r")\b")
     allowed = {"registry/kinds.py", "registry/per_kind/__init__.py", "registry/records.py"}
     defaults = re.compile(r"(kind: Kind = |default=)Kind\.SOURCE_PATCH")  # the default kind

@@ -744,8 +744,8 @@ def test_non_patch_kinds_validate(
     got = {k: v for k, v in entry.spec._asdict().items() if k != "check_file" and v is not None}
     assert got == extra
     if kind is Kind.COMPAT_GATE:
-        assert entry.compat_gate is not None
-        assert entry.compat_gate.check_file == (tmp_path / "patches" / "demo_gate.py").resolve()
+        assert entry.kind is Kind.COMPAT_GATE
+        assert entry.spec.check_file == (tmp_path / "patches" / "demo_gate.py").resolve()
     assert entry.overlay is None and entry.fingerprint is None and entry.applies_to is None
     assert entry.upstream.forwarded == "not-needed"
     assert entry.added == dt.date(2026, 11, 22)

@@ -246,7 +246,7 @@ def test_a_version_floor(fake_target: FakeTarget) -> None:
                                 target=fake_target.package, requires=">=1.0",
                                 issue="https://github.com/o/r/issues/1"))
     entry = created.entry
-    assert entry.floor is not None and str(entry.floor.requires) == ">=1.0"
+    assert entry.kind is Kind.VERSION_FLOOR and str(entry.spec.requires) == ">=1.0"
     assert entry.target.distribution == fake_target.distribution
     assert entry.retire_when.upstream_released and entry.upstream.forwarded == "not-needed"
     assert created.files == ()
@@ -270,7 +270,7 @@ def test_a_packaging_pin(fake_target: FakeTarget) -> None:
     entry = new_entry(request(fake_target, "pin_greeter", kind=Kind.PACKAGING_PIN, target=None,
                               distribution=fake_target.distribution, pin="<2",
                               pr="https://github.com/o/r/pull/9")).entry
-    assert entry.pin is not None and str(entry.pin.pin) == "<2"
+    assert entry.kind is Kind.PACKAGING_PIN and str(entry.spec.pin) == "<2"
 
 
 def test_a_config_entry(fake_target: FakeTarget) -> None:
@@ -282,8 +282,8 @@ def test_a_config_entry(fake_target: FakeTarget) -> None:
                   f"{fake_target.package}.config.ratio=1e-05",
                   f"{fake_target.package}.config.name=\"64\"",
                   f"{fake_target.package}.config.fast=true")))
-    assert created.entry.config is not None
-    assert dict(created.entry.config.settings) == {
+    assert created.entry.kind is Kind.CONFIG
+    assert dict(created.entry.spec.settings) == {
         f"{fake_target.package}.config.limit": 64, f"{fake_target.package}.config.ratio": 1e-05,
         f"{fake_target.package}.config.name": "64", f"{fake_target.package}.config.fast": True}
     assert created.applies_to == ">=1.2.0,<1.3.0" and created.entry.retire_when.probe
@@ -300,7 +300,7 @@ def test_a_compat_gate(fake_target: FakeTarget) -> None:
     created = new_entry(request(fake_target, "gate_greeter", kind=Kind.COMPAT_GATE,
                                 target=None, distribution=fake_target.distribution,
                                 check="refuse_it", issue="https://github.com/o/r/issues/5"))
-    gate = created.entry.compat_gate
+    gate = created.entry.spec
     assert gate is not None and gate.check_function == "refuse_it"
     from patchlane.ledger import check_config
 
