@@ -29,7 +29,7 @@ from typing import Any
 
 from .private_files import file_kind, open_regular
 
-__all__ = ["NotARegularFile", "atomic_write", "atomic_write_json", "read_regular"]
+__all__ = ["NotARegularFile", "atomic_write", "atomic_write_json", "read_regular", "resolved"]
 
 _NEW_FILE_MODE = 0o666
 """What a new record is created with, before the umask (as ``open(path, "w")`` does)."""
@@ -122,3 +122,13 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def resolved(path: Path) -> Path:
+    """``path`` with its links resolved, else absolute (a link loop, a folder it cannot
+    read): two names of one run directory compare equal, and a name that cannot be resolved
+    still compares."""
+    try:
+        return path.resolve()
+    except OSError:
+        return path.absolute()

@@ -424,7 +424,10 @@ class Evidence:
                       verdict: Verdict) -> tuple[Path, Any, dict[str, Any]]:
         """``row`` verified from its run's manifest and receipts, with the ``verdict`` it
         claims: (where it was verified, the checked row, its ``with`` receipt)."""
-        run_dir = self._evidence_dir(run, row)
+        run_dir = run.index.evidence_dir(row, at=run.path)
+        if run_dir is None:
+            raise _NotVerified("a merged row whose shard run directory is not named, or not "
+                               "beside the merged run in its runs root")
         checked = self._checked(run_dir, entry_id).get(row.key)
         if checked is None:
             raise _NotVerified(f"{run_dir.name} has no such row to verify it by")
@@ -445,20 +448,6 @@ class Evidence:
                      run_dir / str(checked.row.receipts.get("with")), row.lane, row.world_size,
                      run.created, receipt_stack(receipt),
                      content if isinstance(content, dict) else None)
-
-    def _evidence_dir(self, run: FoundRun, row: Any) -> Path:
-        """Where ``row``'s manifest and receipts are: a merged row's shard, beside the merged
-        run in its runs root (never elsewhere), else the run itself."""
-        if not run.index.merged:
-            return run.path
-        relative = (row.origin or {}).get("run_dir")
-        if not isinstance(relative, str) or not relative:
-            raise _NotVerified("a merged row that names no shard run directory")
-        shard = (run.path / relative).resolve()
-        if shard.parent != run.path.resolve().parent:
-            raise _NotVerified(f"its shard {relative!r} is not beside the merged run in its "
-                               "runs root")
-        return shard
 
     def _checked(self, run_dir: Path, entry_id: str) -> dict[str, Any]:
         key = (str(run_dir), entry_id)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunDirError
-from ..files import read_regular
+from ..files import read_regular, resolved
 from ..runs.found import SCAN_RUNS, run_class
 from ..runs.index import MAX_INDEX_BYTES, IndexRow, RunIndex, row_key
 from ..runs.manifest import CaseState, RunDir
@@ -286,7 +286,7 @@ def merge(paths: Iterable[Path], *, out: Path | None = None, group: str | None =
     (default: the folder holding ``out``); ``previous`` and ``history`` as for a sweep."""
     unique: dict[Path, Path] = {}
     for p in paths:
-        unique.setdefault(_resolved(p), p)
+        unique.setdefault(resolved(p), p)
     if not unique:
         raise RunDirError("nothing to merge: no shard run directory given or found; fix: give "
                           "the shards' run directories, or --group NAME and --runs-root DIR")
@@ -307,7 +307,7 @@ def merge(paths: Iterable[Path], *, out: Path | None = None, group: str | None =
     start = min(str(s.manifest.get("created") or "") for s in shards)
     if out is None:
         out = (runs_root or first.path.parent) / _merged_name(start, night)
-    if _resolved(out) in unique or any(_resolved(out) in _resolved(p).parents
+    if resolved(out) in unique or any(resolved(out) in resolved(p).parents
                                        for p in unique):
         raise RunDirError(f"merged directory {out}: it is one of the shards' run directories; "
                           "expected a directory of its own; fix: pick another --out")
@@ -444,7 +444,7 @@ def _merged_index(plan: Mapping[str, Any], chosen: Mapping[int, ShardRun],
 
 
 def _rel(path: Path, out: Path) -> str:
-    return Path(os.path.relpath(_resolved(path), _resolved(out))).as_posix()
+    return Path(os.path.relpath(resolved(path), resolved(out))).as_posix()
 
 
 def _origin(s: ShardRun, out: Path) -> dict[str, Any]:
@@ -517,10 +517,3 @@ def _provenance(values: Sequence[Mapping[str, Any]], receipts: int) -> dict[str,
                          "shard(s))" if receipts else
                          f"the sweep processes of {len(values)} shard(s) (no case ran)")
     return out
-
-
-def _resolved(path: Path) -> Path:
-    try:
-        return path.resolve()
-    except OSError:
-        return path.absolute()

@@ -44,7 +44,7 @@ from typing import Any
 from ..errors import ReproducerError
 from ..registry import Entry
 from ..reproducer import LANES, Lane, Mode, ReproContext, RunOutcome, parse_lane
-from ..runs.manifest import CaseResult
+from ..runs.manifest import CaseResult, worst_rank
 from .installs import RELEASE_SPEC, with_releases
 from .provenance import redact_text
 from .wheelhouse_manifest import NotInWheelhouse
@@ -621,9 +621,8 @@ def _aggregate(entry: Entry, mode: Mode, lane: Lane, world_size: int, case_dir: 
         ranks.append(data)
         outcomes.append(outcome)
     # The case is as bad as its worst rank (error, then fail), and says what that rank said.
-    outcome = next((o for o in (RunOutcome.ERROR, RunOutcome.FAIL) if o in outcomes),
-                   RunOutcome.PASS)
-    worst = ranks[outcomes.index(outcome)]
+    worst = worst_rank(ranks) or ranks[0]
+    outcome = RunOutcome(worst["outcome"])
     stage = str(worst.get("stage", "run")) if outcome is RunOutcome.ERROR else ""
     return CaseResult(entry.id, mode, lane, world_size, outcome,
                       str(worst.get("message", "")), stage, ranks=ranks,

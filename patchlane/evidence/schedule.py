@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..controls import SCHEDULE_POLICIES
-from ..files import read_regular
+from ..files import read_regular, resolved
 
 __all__ = ["DEFAULT_POLICY", "HERE", "HISTORY_RUNS", "POLICIES", "dispatch_order", "plan_schedule",
            "prior_durations", "recent_runs"]
@@ -79,7 +79,7 @@ def recent_runs(root: Path, *, exclude: Path | None = None,
                 limit: int = HISTORY_RUNS) -> list[Path]:
     """The newest ``limit`` run directories directly under ``root`` (those holding a
     ``manifest.json``), newest first; ties by name. One ``stat`` per directory."""
-    skip = _resolved(exclude) if exclude is not None else None
+    skip = resolved(exclude) if exclude is not None else None
     found: list[tuple[float, str, Path]] = []
     try:
         entries = list(os.scandir(root))
@@ -91,18 +91,11 @@ def recent_runs(root: Path, *, exclude: Path | None = None,
             mtime = (path / "manifest.json").stat().st_mtime
         except OSError:
             continue
-        if skip is not None and _resolved(path) == skip:
+        if skip is not None and resolved(path) == skip:
             continue
         found.append((-mtime, item.name, path))
     found.sort()
     return [path for _, _, path in found[:max(0, limit)]]
-
-
-def _resolved(path: Path) -> Path:
-    try:
-        return path.resolve()
-    except OSError:
-        return path.absolute()
 
 
 def _read_duration(path: Path, cid: str) -> tuple[float, Release | None, str | None] | None:

@@ -77,7 +77,6 @@ __all__ = [
     "Bisection",
     "Bounds",
     "Candidate",
-    "ForeignRun",
     "Listing",
     "RunRecord",
     "Runner",
@@ -386,36 +385,6 @@ class Bisection:
         return text
 
 
-@dataclass(frozen=True)
-class ForeignRun:
-    """A run another interpreter's ``bisect --json`` reported (``--python``)."""
-
-    release: str
-    finding: Finding
-    message: str
-    seconds: float
-    how: str
-    receipt: Path | None
-    fingerprint: str | None
-    python: str
-    overlay: str | None = None
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], python: str) -> ForeignRun:
-        receipt = data.get("receipt")
-        return cls(str(data["release"]), Finding(data["verdict"]), str(data.get("message", "")),
-                   float(data.get("seconds", 0.0)), str(data.get("how", "")),
-                   Path(receipt) if receipt else None, data.get("fingerprint"), python,
-                   data.get("overlay"))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"release": self.release, "verdict": self.finding.value,
-                "receipt": None if self.receipt is None else str(self.receipt),
-                "how": self.how, "seconds": round(self.seconds, 1), "message": self.message,
-                "fingerprint": self.fingerprint, "overlay": self.overlay,
-                "python": self.python}
-
-
 def combine(here: Bisection, there: Mapping[str, Any]) -> Bisection:
     """One bisection from this interpreter's ``here`` and another interpreter's result
     ``there`` (its ``bisect --json``): every release either ran, in version order, read as
@@ -427,7 +396,9 @@ def combine(here: Bisection, there: Mapping[str, Any]) -> Bisection:
                           f"{there.get('entry')!r} ({there.get('distribution')!r}): its "
                           "registry differs from this one; fix: give both interpreters the same "
                           "registry (PATCHLANE_REGISTRY, the same patchlane checkout)")
-    foreign = [(f"{phase} (Python {python})", ForeignRun.from_dict(run, python))
+    from .release_runs import ReleaseRun
+
+    foreign = [(f"{phase} (Python {python})", ReleaseRun.from_dict(run, python))
                for run in there.get("runs", []) for phase in [run.get("phase", "bisect")]]
     how = {c.version: c.how for c in here.releases}
     for item in there.get("releases", []):

@@ -73,12 +73,25 @@ class ReleaseRun:
     overlay: str | None = None
     """For an affected release, when asked (``--write``): ``guarding`` if the reproducer
     passes there with the overlay, else why not. A gate widens only to where it guards."""
+    python: str | None = None
+    """The interpreter of another ``bisect --json`` this run was reported by (``--python``);
+    None: run by this process."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"release": self.release, "verdict": self.finding.value,
+        return {"release": self.release, "finding": self.finding.value,
                 "receipt": None if self.receipt is None else str(self.receipt),
                 "how": self.how, "seconds": round(self.seconds, 1), "message": self.message,
-                "fingerprint": self.fingerprint, "overlay": self.overlay}
+                "fingerprint": self.fingerprint, "overlay": self.overlay,
+                **({"python": self.python} if self.python is not None else {})}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], python: str) -> ReleaseRun:
+        """A run another interpreter's ``bisect --json`` reported (:meth:`as_dict`)."""
+        receipt = data.get("receipt")
+        return cls(str(data["release"]), Finding(data["finding"]),
+                   str(data.get("message", "")), float(data.get("seconds", 0.0)),
+                   Path(receipt) if receipt else None, str(data.get("how", "")),
+                   data.get("fingerprint"), data.get("overlay"), python)
 
 
 _ABSENT_EXCEPTIONS = ("AttributeError", "ImportError", "ModuleNotFoundError", "TypeError")
@@ -427,7 +440,7 @@ class ReleaseRunner:
     def _finish(self, record: dict[str, Any], started: float, finding: Finding, message: str,
                 fingerprint: str | None = None, overlay: str | None = None) -> ReleaseRun:
         seconds = time.monotonic() - started
-        record.update(verdict=finding.value, message=message, seconds=round(seconds, 3),
+        record.update(finding=finding.value, message=message, seconds=round(seconds, 3),
                       fingerprint=fingerprint, overlay=overlay)
         receipt = self.run_dir / "runs" / f"{record['release']}.json"
         receipt.parent.mkdir(parents=True, exist_ok=True)

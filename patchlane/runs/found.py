@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..files import resolved
 from .index import RunIndex
 
 __all__ = ["HISTORY_RUNS", "SCAN_RUNS", "Found", "FoundRun", "class_differences", "discover",
@@ -126,7 +127,7 @@ def discover(root: Path, *, exclude: Path | None = None, limit: int = SCAN_RUNS,
     """The runs directly under ``root`` with a usable index (the newest ``limit`` by the index
     file's modification time), except ``exclude``, the runs whose ids ``leave_out`` names, and
     the shards of a merged run found there (see the module docstring)."""
-    skip = _resolved(exclude) if exclude is not None else None
+    skip = resolved(exclude) if exclude is not None else None
     candidates: list[tuple[float, str, Path]] = []
     try:
         entries = list(os.scandir(root))
@@ -134,7 +135,7 @@ def discover(root: Path, *, exclude: Path | None = None, limit: int = SCAN_RUNS,
         return Found([], [])
     for item in entries:
         path = Path(item.path)
-        if item.name.startswith(".") or _resolved(path) == skip:
+        if item.name.startswith(".") or resolved(path) == skip:
             continue
         try:  # not a run directory, or one still running: nothing to say
             mtime = (path / "index.json").stat().st_mtime
@@ -158,13 +159,6 @@ def discover(root: Path, *, exclude: Path | None = None, limit: int = SCAN_RUNS,
     found = [r for r in found if r.index.run_id not in parts]
     found.sort(key=lambda f: (f.created, f.path.name))
     return Found(found, sorted(problems), max(0, len(candidates) - max(0, limit)), merged)
-
-
-def _resolved(path: Path) -> Path:
-    try:
-        return path.resolve()
-    except OSError:
-        return path.absolute()
 
 
 def earlier(index: RunIndex, runs: list[FoundRun]) -> list[FoundRun]:

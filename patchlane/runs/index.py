@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -85,10 +84,10 @@ class IndexRow:
         """What the row asks, in two words (:data:`~patchlane.runs.verdicts.ASKS`)."""
         return SHARD_GAP_ASKS if self.shard_gap else ASKS[self.verdict]
 
-    def action(self, run_dir: str | None) -> str:
+    def action(self, run_dir: Path | None) -> str:
         """What the row asks, whole, with its id and run directory filled in."""
-        return SHARD_GAP_ACTION if self.shard_gap else action(self.verdict, self.entry_id,
-                                                               run_dir)
+        return SHARD_GAP_ACTION if self.shard_gap else action(
+            self.verdict, self.entry_id, None if run_dir is None else str(run_dir))
 
     @property
     def failing(self) -> Mapping[str, Any]:
@@ -252,13 +251,20 @@ class RunIndex:
         """The row's gate: the registry's, else what its receipts recorded."""
         return self.entry_info(row.entry_id).get("applies_to") or row.applies_to
 
-    def evidence_dir(self, row: IndexRow) -> str | None:
+    def evidence_dir(self, row: IndexRow, at: Path | None = None) -> Path | None:
         """The run directory holding ``row``'s manifest and receipts, the one ``patchlane
-        retire --evidence`` reads: a merged row's shard directory, else this run's."""
-        rel = (row.origin or {}).get("run_dir")
-        if rel and self.run_dir:
-            return os.path.normpath(os.path.join(self.run_dir, str(rel)))
-        return self.run_dir
+        retire --evidence`` and the proof read: this run's, or for a merged run the row's
+        shard, which must be a folder beside the merged run in its runs root (a row naming
+        a folder anywhere else, or none, gets None: nothing there is its evidence). ``at``:
+        where this index was read from (default: the run directory it records)."""
+        base = at if at is not None else Path(self.run_dir) if self.run_dir else None
+        if base is None or not self.merged:
+            return base
+        relative = (row.origin or {}).get("run_dir")
+        if not isinstance(relative, str) or not relative:
+            return None
+        shard = (base / relative).resolve()
+        return shard if shard.parent == base.resolve().parent else None
 
     def row_keys(self) -> set[str]:
         return {r.key for r in self.rows}

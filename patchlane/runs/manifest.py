@@ -31,7 +31,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from ..files import atomic_write_json
 from ..reproducer import Lane, Mode, RunOutcome
 
 __all__ = ["MANIFEST_SCHEMA", "CaseResult", "CaseState", "RunDir", "case_id", "now",
-           "receipt_digest"]
+           "receipt_digest", "worst_rank"]
 
 MANIFEST_SCHEMA = 1
 
@@ -308,3 +308,14 @@ class CaseResult:
             "ranks": self.ranks,
             "stderr_tail": self.stderr_tail,
         }
+
+
+def worst_rank(ranks: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The rank a case is as bad as, and whose words it says: the first in error, else the
+    first that failed; None when every rank passed. The case's outcome is that rank's (the
+    sweep), and a report shows that rank's log (the page)."""
+    for wanted in (RunOutcome.ERROR.value, RunOutcome.FAIL.value):
+        found = next((r for r in ranks if r.get("outcome") == wanted), None)
+        if found is not None:
+            return found
+    return None

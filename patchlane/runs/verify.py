@@ -66,8 +66,8 @@ def checked_rows(run_dir: Path, entry_id: str, error: Callable[[str], Exception]
     index_path = run_dir / "index.json"
     if index.merged:
         # A merge writes no manifest: the evidence is in the shards' own run directories.
-        shards = sorted({str(index.evidence_dir(r)) for r in index.rows
-                         if r.entry_id == entry_id and (r.origin or {}).get("run_dir")})
+        shards = sorted({str(d) for r in index.rows if r.entry_id == entry_id
+                         for d in [index.evidence_dir(r, at=run_dir)] if d is not None})
         raise error(f"{run_dir}: a merged run (`patchlane merge`), whose rows rest on its shards' "
                     f"manifests and receipts; expected a sweep's run directory; fix: pass "
                     f"{' '.join(f'--evidence {p}' for p in shards) or 'a shard run directory'}")

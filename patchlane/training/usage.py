@@ -38,8 +38,18 @@ from typing import Any
 
 from ..registry import KINDS, Kind
 
-__all__ = ["MAX_REPORT_BYTES", "EntryUsage", "ProcessReport", "RankKey", "Stack", "Unreadable",
-           "Usage", "aggregate", "collect", "read_report"]
+__all__ = [
+    "MAX_REPORT_BYTES",
+    "EntryStack",
+    "EntryUsage",
+    "ProcessReport",
+    "RankKey",
+    "Unreadable",
+    "Usage",
+    "aggregate",
+    "collect",
+    "read_report",
+]
 
 MAX_REPORT_BYTES = 16 * 2**20
 """A per-process report is a few KiB per entry; a file far larger is not one."""
@@ -287,7 +297,11 @@ def _rank_keys(reports: Sequence[ProcessReport]) -> list[RankKey | None]:
 
 
 @dataclass(frozen=True)
-class Stack:
+class EntryStack:
+    """What one entry ran on in the jobs: the interpreter, torch, and its target's release
+    (usage counts jobs per such stack; not the proof's comparison class,
+    :class:`patchlane.proof.Stack`)."""
+
     python: str | None
     torch: str | None
     release: str | None
@@ -333,7 +347,7 @@ class EntryUsage:
     outcomes: dict[RankKey, list[tuple[str | None, str, str | None]]] = field(
         default_factory=dict)
     """Per rank: each of its processes' (outcome, reason, release)."""
-    stacks: dict[Stack, _StackCount] = field(default_factory=dict)
+    stacks: dict[EntryStack, _StackCount] = field(default_factory=dict)
     registry: str | None = None
     """The registry file that declares it, as the newest report says."""
 
@@ -414,7 +428,7 @@ class EntryUsage:
                         "hits": c.hits} for s, c in self.sorted_stacks()],
         }
 
-    def sorted_stacks(self) -> list[tuple[Stack, _StackCount]]:
+    def sorted_stacks(self) -> list[tuple[EntryStack, _StackCount]]:
         return sorted(self.stacks.items(), key=lambda kv: tuple(
             v or "" for v in (kv[0].python, kv[0].torch, kv[0].release)))
 
@@ -487,7 +501,7 @@ def aggregate(reports: Sequence[ProcessReport],
             if seen.hits:
                 usage.jobs_hit.add(report.job)
                 usage.last_hit = max(usage.last_hit or 0.0, report.at)
-            stack = Stack(report.python, report.torch, _release(seen))
+            stack = EntryStack(report.python, report.torch, _release(seen))
             count = usage.stacks.setdefault(stack, _StackCount())
             count.hits += seen.hits
             if key is None:  # a launcher: its hits count, it is no rank

@@ -110,7 +110,7 @@ def test_two_shards_make_one_index_page_summary_and_junit(tmp_path: Path) -> Non
     assert index.group == "night1" and index.plan_digest == "sha256:plan-a"
     assert index.shard is None and index.comparison_class["shard"] == "1/1"
     # retire reads a shard's manifest and receipts: the page's command names the shard.
-    assert index.evidence_dir(index.rows[3]) == str(two.resolve())
+    assert index.evidence_dir(index.rows[3]) == two.resolve()
     page = (out / "report.html").read_text()
     assert 'id="shards"' in page and "merged from 2 shard(s)" in page
     assert f"patchlane retire e_d --evidence {two.resolve()}" not in page  # broken: no retire

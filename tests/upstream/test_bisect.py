@@ -96,7 +96,7 @@ def test_finds_both_boundaries_in_logarithmic_runs() -> None:
     assert {"0.19.0", "0.20.0", "0.44.0", "0.45.0"} <= set(outcomes.ran)
     as_json = result.as_dict()
     assert (as_json["releases_considered"], as_json["runs_taken"]) == (64, result.runs_taken)
-    assert {r["verdict"] for r in as_json["runs"]} == {"affected", "not-affected"}
+    assert {r["finding"] for r in as_json["runs"]} == {"affected", "not-affected"}
 
 
 @settings(max_examples=150, deadline=None)
@@ -304,7 +304,7 @@ def test_runs_of_real_releases_are_classified_and_recorded(
     verdicts = {r.release: r.finding for _, r in result.runs}
     assert verdicts["0.2.0"] is N and verdicts["0.4.0"] is A
     record = json.loads((run_dir / "runs" / "0.4.0.json").read_text())
-    assert record["verdict"] == "affected" and record["message"] == "the bug shows"
+    assert record["finding"] == "affected" and record["message"] == "the bug shows"
     assert record["case"]["mode"] == Mode.WITHOUT.value
     assert all(Path(log).is_file() for log in record["logs"])
     assert record["fingerprint"] == fake_target.fingerprint()
@@ -624,16 +624,16 @@ def test_the_command_bisects_pip_installed_releases_and_writes_the_gate(
         "releases_considered": 7}
     assert data["runs_taken"] == len(data["runs"]) < 7
     # each affected release also ran with the overlay, its gate widened to it: guarding
-    assert {r["release"]: r["overlay"] for r in data["runs"] if r["verdict"] == "affected"} \
+    assert {r["release"]: r["overlay"] for r in data["runs"] if r["finding"] == "affected"} \
         == dict.fromkeys(("0.3.0", "0.4.0", "0.5.0"), "guarding")
-    assert {r["verdict"] for r in data["runs"]} <= {"affected", "not-affected", "absent"}
+    assert {r["finding"] for r in data["runs"]} <= {"affected", "not-affected", "absent"}
     assert all(Path(r["receipt"]).is_file() for r in data["runs"])
     assert any(s["release"] == "0.8.0" for s in data["skipped"])
     assert json.loads((run_dir / "bisect.json").read_text())["applies_to"] == ">=0.3.0,<0.6.0"
     after = yaml.safe_load(fake_target.registry.read_text())["entries"][0]
     assert after["applies_to"] == ">=0.3.0,<0.6.0"
     assert after["retire_when"]["release"] == ">=0.6.0"
-    ran_clean = {r["release"] for r in data["runs"] if r["verdict"] != "absent"}
+    ran_clean = {r["release"] for r in data["runs"] if r["finding"] != "absent"}
     assert set(after["fingerprint"]["releases"]) == ran_clean | {"0.4.0"}
     # every value recorded for a release is one sha256 accepts: a strict start on any release
     # that ran is never a drift error (the first real entry's bisect left sha256 short)

@@ -18,7 +18,7 @@ from typing import Any
 from ...registry import Entry, Registry
 from ...runs import found as runs_mod
 from ...runs.index import INDEX_SCHEMA, IndexRow, RunIndex
-from ...runs.manifest import RunDir
+from ...runs.manifest import RunDir, worst_rank
 from ...runs.verdicts import MEANING, Verdict
 from ...startup import is_default_registry
 from ..sweep import VerdictRow
@@ -109,8 +109,7 @@ def _failing(v: Verdict, by_mode: Mapping[str, dict[str, Any]],
         if receipt is None or receipt.get("outcome") != want:
             continue
         ranks = [r for r in receipt.get("ranks") or [] if isinstance(r, dict)]
-        rank = next((r for r in ranks if r.get("outcome") == "error"),
-                    next((r for r in ranks if r.get("outcome") == "fail"), None))
+        rank = worst_rank(ranks)
         if rank is None:
             return {"mode": mode, "rank": None, "log": None,
                     "tail": receipt.get("stderr_tail")}
