@@ -11,7 +11,7 @@ in order (controls, ``when``, the check) and raises for a violated ``policy: err
 ``config``         settings assigned as soon as their module is imported, recorded in the
                    audit with the value they replaced.
 
-Floors and pins are decided in a post-import hook (:meth:`patchlane.importer.Decider
+Floors and pins are decided in a post-import hook (:meth:`patchlane.decider.Decider
 .decide_ledger`) on the module ``when.imported`` names (default: ``target.object``'s module,
 else the distribution's import name), and only if ``when.env`` holds then; no distribution
 metadata is read at ``import patchlane``. :func:`evaluate` is the one sequence both that hook
@@ -78,7 +78,7 @@ def installed_outside(when: When) -> Iterator[tuple[str, SpecifierSet, GateResul
 def evaluate(entry: Entry, controls: Controls | None = None,
              environ: Mapping[str, str] | None = None) -> LedgerResult | None:
     """A floor or pin decided as a run decides it once its module is imported (the decider's hook,
-    :meth:`patchlane.importer.Decider.decide_ledger`, calls this), or eagerly by ``patchlane
+    :meth:`patchlane.decider.Decider.decide_ledger`, calls this), or eagerly by ``patchlane
     doctor``: skipped when ``controls`` disable it or ``when.env`` does not hold in
     ``environ`` (``os.environ`` by default), else checked. None for other kinds."""
     when = entry.when

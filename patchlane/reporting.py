@@ -70,7 +70,7 @@ class _Evidence(Protocol):
 
 
 class Decided(Protocol):
-    """What a report reads of a decider (:class:`patchlane.importer.Decider` is one): written
+    """What a report reads of a decider (:class:`patchlane.decider.Decider` is one): written
     as a protocol so this module, which the proof check imports for its records, never
     imports the decider that imports the proof check."""
 

@@ -13,8 +13,8 @@ from types import ModuleType
 from . import import_hook, registry_cache
 from .audit import AuditLog
 from .controls import Controls
+from .decider import Decider
 from .errors import ControlsError, PatchlaneError, RegistryError
-from .importer import Decider
 from .lazy import watch, watchlist
 from .registry import Registry
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import startup
+from ..decider import Decider
 from ..errors import UnknownEntryError, UsageError
-from ..importer import Decider
 from ..registry import Entry, Registry
 
 if TYPE_CHECKING:

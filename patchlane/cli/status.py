@@ -11,10 +11,10 @@ from pathlib import Path
 
 from .. import startup
 from ..audit import Outcome
+from ..decider import Decider
 from ..errors import UsageError
 from ..exit_codes import ExitCode
 from ..gates import resolve_version
-from ..importer import Decider
 from ..registry import KINDS, Entry, Startup
 from ..reporting import build_report
 from .common import decider, registry_label, stdout_for_output, table

@@ -14,8 +14,8 @@ import pytest
 
 import patchlane
 from patchlane import startup
+from patchlane.decider import load_overlay
 from patchlane.evidence.reproduce import CaseResult, Mode, RunOutcome, run_case
-from patchlane.importer import load_overlay
 from patchlane.registry import Entry
 
 from .conftest import megatron_version, release_for, requires_megatron

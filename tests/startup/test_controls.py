@@ -18,8 +18,8 @@ import yaml
 
 from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
+from patchlane.decider import Decider
 from patchlane.errors import StrictModeError
-from patchlane.importer import Decider
 from patchlane.ledger import CompatGateError, check_config
 from patchlane.registry import load_registries
 

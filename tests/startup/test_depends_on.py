@@ -12,9 +12,9 @@ from packaging.specifiers import SpecifierSet
 
 from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
+from patchlane.decider import Decider
 from patchlane.errors import RegistryError
 from patchlane.evidence.reproduce import Mode, case_env
-from patchlane.importer import Decider
 from patchlane.registry import load_registries
 from patchlane.training.ranks import compare_patch_sets
 
@@ -82,16 +82,16 @@ def test_the_dependency_is_judged_by_what_its_walk_recorded(
         fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch, dep_gate: str) -> None:
     # Its gate (open, or excluding the release) is evaluated once, by its own walk; the
     # follow-up reads that record instead of evaluating the dependency's gate again.
-    import patchlane.importer as importer
+    import patchlane.decider as decider_module
 
     asked: list[str] = []
-    real = importer.check_gate
+    real = decider_module.check_gate
 
     def spy(distribution: str, spec: Any, *args: Any) -> Any:
         asked.append(str(spec))
         return real(distribution, spec, *args)
 
-    monkeypatch.setattr(importer, "check_gate", spy)
+    monkeypatch.setattr(decider_module, "check_gate", spy)
     latest = decide(fake_target, {}, fake_target.entry(applies_to=dep_gate),
                     follow_up(fake_target))
     assert asked.count(str(SpecifierSet(dep_gate))) == 1, asked

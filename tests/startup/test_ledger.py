@@ -20,8 +20,8 @@ from packaging.specifiers import SpecifierSet
 
 from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
+from patchlane.decider import Decider
 from patchlane.errors import RegistryError, StrictModeError
-from patchlane.importer import Decider
 from patchlane.ledger import CompatGateError, LedgerError, check, check_config
 from patchlane.registry import Kind, When, load_registries
 

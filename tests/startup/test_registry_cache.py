@@ -16,7 +16,7 @@ import pytest
 from patchlane import registry_cache
 from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
-from patchlane.importer import Decider
+from patchlane.decider import Decider
 from patchlane.registry import Registry, load_registries
 
 from ..conftest import FakeTarget

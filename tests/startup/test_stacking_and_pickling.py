@@ -10,7 +10,7 @@ from typing import Any
 
 from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
-from patchlane.importer import Decider
+from patchlane.decider import Decider
 from patchlane.registry import load_registries
 from patchlane.targets.protocol import layers_at
 
