@@ -1,7 +1,7 @@
 """Wheel build hook: record which commit of patchlane the wheel was built from, and whether the
 tree was clean, as ``patchlane/_build.json``: receipts and the GPU check name that build, so
 a run from an installed wheel says exactly which code ran
-(``patchlane.evidence.provenance.build``)."""
+(``patchlane.sweep.provenance.build``)."""
 
 from __future__ import annotations
 

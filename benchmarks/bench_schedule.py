@@ -138,7 +138,7 @@ def compare(label: str, root: Path, rounds: int, jobs: int, env: dict[str, str],
 
 
 def history_cost(root: Path, runs: int = 500, cases: int = 20) -> dict[str, Any]:
-    from patchlane.evidence.schedule import plan_schedule
+    from patchlane.sweep.schedule import plan_schedule
 
     release = {"megatron-core": "0.16.1", "torch": "2.13.0+cpu"}
     ids = [f"entry_{i:02d}--cpu--ws1--{m}" for i in range(cases // 2) for m in ("without", "with")]

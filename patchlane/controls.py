@@ -51,7 +51,7 @@ Read by the command line only (:class:`ToolSettings`), never at ``import patchla
 ``PATCHLANE_RUNS=DIR``                where sweep run directories go (default ``./runs``).
 ``PATCHLANE_SCHEDULE=longest-first|registry``  the order a sweep starts its cases in: longest
                                first by the durations of earlier runs beside it (default), or
-                               registry order (patchlane.evidence.schedule).
+                               registry order (patchlane.sweep.schedule).
 ``PATCHLANE_RELEASE_CACHE=DIR``       releases installed side by side (a ledger reproducer's bad
                                side; default ``$XDG_CACHE_HOME/patchlane/releases``).
 ``PATCHLANE_WHEELHOUSE=DIR``          install every release side by side from this wheelhouse
@@ -235,7 +235,7 @@ def describe_unknown(unknown: Mapping[str, list[str]], known: Collection[str],
 
 SCHEDULE_POLICIES = ("longest-first", "registry")
 """The sweep's case orders, the default first (defined here, below the evidence side, so that
-both this module and patchlane.evidence.schedule can name them)."""
+both this module and patchlane.sweep.schedule can name them)."""
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ class Decider:
     decided when its target is imported (gate, probe, fingerprint, apply, audit).
 
     One word, one meaning: a *decider* decides entries in a process; a *lane* is where a
-    reproducer runs (``cpu`` or ``cuda``: :data:`patchlane.evidence.reproduce.Lane`); an
+    reproducer runs (``cpu`` or ``cuda``: :data:`patchlane.sweep.reproduce.Lane`); an
     *interpreter* is a Python version the scripts set up a venv for."""
 
     def __init__(self, registry: Registry, controls: Controls, audit: AuditLog | None = None):

@@ -13,10 +13,10 @@ A reproducer (``reproducers/<id>.py``) imports only this module of patchlane (an
             ...
             assert got == expected, "the symptom first, then the detail"
 
-The sweep that runs it (:mod:`patchlane.evidence.reproduce`) and every reader of a run
+The sweep that runs it (:mod:`patchlane.sweep.reproduce`) and every reader of a run
 directory (:mod:`patchlane.runs`) share these words: a :data:`Lane` (``cpu`` or ``cuda``), a
 :class:`Mode` (with or without the overlay) and a :class:`RunOutcome` (pass, fail, error).
-``patchlane.evidence.reproduce`` still exports the same names, for reproducers written before
+``patchlane.sweep.reproduce`` still exports the same names, for reproducers written before
 this module existed.
 """
 

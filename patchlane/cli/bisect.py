@@ -227,8 +227,8 @@ def _on_another_python(python: str, args: argparse.Namespace, here: Bisection,
     import subprocess
     import time
 
-    from ..evidence.reproduce import CaseInterrupted
     from ..releases.bisect import BisectError, beyond_here, combine
+    from ..sweep.reproduce import CaseInterrupted
 
     searches = beyond_here(here)
     if not searches:
@@ -340,10 +340,10 @@ def _stoppable(search: Callable[[], T], runner: Any, run_dir: Path) -> T:
     exits 130 or 143 (the releases that ran keep their records)."""
     import concurrent.futures as cf
 
-    from ..evidence.installs import stop_installs
-    from ..evidence.reproduce import CaseInterrupted
-    from ..evidence.stopping import SIGNAL_POLL_SECONDS, signal_name, stopped, stopping_signals
     from ..files import atomic_write_json
+    from ..sweep.installs import stop_installs
+    from ..sweep.reproduce import CaseInterrupted
+    from ..sweep.stopping import SIGNAL_POLL_SECONDS, signal_name, stopped, stopping_signals
 
     with stopping_signals() as caught, cf.ThreadPoolExecutor(max_workers=1) as pool:
         future = pool.submit(search)

@@ -17,7 +17,7 @@ from ..errors import UnknownEntryError, UsageError
 from ..registry import Entry, Registry
 
 if TYPE_CHECKING:
-    from ..evidence.wheelhouse_manifest import Wheelhouse
+    from ..sweep.wheelhouse_manifest import Wheelhouse
 
 __all__ = ["add_comparison_options", "decider", "positive_int", "positive_seconds",
            "stdout_for_output", "table", "upstream_fixed_advice"]
@@ -219,7 +219,7 @@ def positive_seconds(text: str) -> float:
 def release_cache(given: Path | None) -> Path:
     """``--cache`` of ``matrix``, ``bisect`` and ``radar``, else the one default every
     side-by-side install shares (ledger reproducers' bad sides included)."""
-    from ..evidence.installs import default_cache
+    from ..sweep.installs import default_cache
 
     return (given or default_cache()).resolve()
 
@@ -228,7 +228,7 @@ def use_wheelhouse(given: Path) -> Wheelhouse:
     """``--wheelhouse DIR`` of ``sweep`` and ``matrix``: this interpreter's wheelhouse there,
     trusted, and made the one every side-by-side install of this command and of the processes
     it starts comes from (``PATCHLANE_WHEELHOUSE``): nothing asks the package index."""
-    from ..evidence.wheelhouse_manifest import WheelhouseError, in_use
+    from ..sweep.wheelhouse_manifest import WheelhouseError, in_use
 
     house = in_use(given)
     assert house is not None

@@ -22,13 +22,13 @@ from typing import Any
 import patchlane
 
 from ..audit import Outcome
-from ..evidence.record import RecordCheck, verify_distribution
 from ..exit_codes import ExitCode
 from ..gates import resolve_version
 from ..ledger import evaluate
 from ..registry import KINDS, Entry, Kind, LedgerResult, Startup
 from ..releases.release_match import ReleaseMatch, nearest_release
 from ..reporting import EntryReport
+from ..sweep.record import RecordCheck, verify_distribution
 from .common import decider, table
 
 EXIT_PROBLEMS = ExitCode.DOCTOR_PROBLEMS

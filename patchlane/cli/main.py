@@ -33,7 +33,7 @@ from .common import (
 
 def _shard(text: str) -> str:
     """argparse type for --shard: rejected here, as a usage error, before anything runs."""
-    from ..evidence.sweep import Shard
+    from ..sweep.engine import Shard
 
     try:
         Shard.parse(text)
@@ -452,7 +452,7 @@ knows and this table does not is a test failure, not a silent no-op)."""
 def _stop_on_sigterm(command: str) -> Callable[[], None]:
     """SIGTERM (a scheduler's cancel) ends a command as Ctrl-C does, with exit 143 and one
     line, instead of -15 mid-write; the long commands handle it themselves, in order
-    (:mod:`patchlane.evidence.stopping`). ``run`` leaves it to the command it starts.
+    (:mod:`patchlane.sweep.stopping`). ``run`` leaves it to the command it starts.
     Returns what puts the caller's handler back: ``main()`` called in-process (a notebook,
     a test runner) must not leave its handler behind."""
     if command == "run" or threading.current_thread() is not threading.main_thread() \

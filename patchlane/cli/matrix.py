@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import MatrixError, UnknownEntryError
-from ..evidence.reproduce import Lane
 from ..exit_codes import ExitCode
 from ..releases.matrix import MatrixSet, interpreter, load_matrix, run_set
 from ..runs.verdicts import ACTION, Verdict
+from ..sweep.reproduce import Lane
 from .common import table, use_wheelhouse
 
 

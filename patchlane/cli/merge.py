@@ -1,5 +1,5 @@
 """``patchlane merge``: the shards of one sweep into one run directory and one page
-(:mod:`patchlane.evidence.merge`), with the sweep's exit status over every row."""
+(:mod:`patchlane.sweep.merge`), with the sweep's exit status over every row."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .common import add_comparison_options
 
 def group_name(text: str) -> str:
     """argparse type for ``--group``: it becomes part of a directory name."""
-    from ..evidence.merge import GROUP
+    from ..sweep.merge import GROUP
 
     if not GROUP.fullmatch(text):
         raise argparse.ArgumentTypeError(
@@ -50,9 +50,9 @@ def add_parser(sub: Any) -> None:
 def run_merge(args: argparse.Namespace) -> ExitCode:
     from ..controls import ToolSettings
     from ..errors import UsageError
-    from ..evidence.merge import DELIVERED, find_group, merge
     from ..exit_codes import sweep_exit_code
     from ..runs.verdicts import exit_bits
+    from ..sweep.merge import DELIVERED, find_group, merge
     from .common import table
     from .sweep import named_index
 

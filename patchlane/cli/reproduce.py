@@ -6,8 +6,8 @@ import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..evidence.reproduce import Lane, Mode, RunOutcome, read_spec, run_case
 from ..exit_codes import ExitCode
+from ..sweep.reproduce import Lane, Mode, RunOutcome, read_spec, run_case
 from .common import one_entry
 
 __all__ = ["print_tails", "run_reproduce"]

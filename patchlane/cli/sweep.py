@@ -18,16 +18,16 @@ from pathlib import Path
 from .. import __version__
 from ..controls import ToolSettings
 from ..errors import RunDirError, SweepInterrupted, UsageError
-from ..evidence.provenance import git_revision, patch_set_digest
-from ..evidence.reports import write_reports
-from ..evidence.reproduce import Lane
-from ..evidence.sweep import Shard, SweepEvent, exit_code, new_run, run_sweep, verdicts
 from ..exit_codes import ExitCode
 from ..registry import Registry
 from ..reproducer import RunOutcome
 from ..runs.index import RunIndex, read_index
 from ..runs.manifest import CaseState, RunDir
 from ..runs.verdicts import ACTION, Verdict
+from ..sweep.engine import Shard, SweepEvent, exit_code, new_run, run_sweep, verdicts
+from ..sweep.provenance import git_revision, patch_set_digest
+from ..sweep.reports import write_reports
+from ..sweep.reproduce import Lane
 from .common import decider, table, upstream_fixed_advice, use_wheelhouse
 from .reproduce import print_tails
 

@@ -13,8 +13,8 @@ import os
 import shutil
 from pathlib import Path
 
-from ..evidence.reproduce import Mode, read_spec, run_case
 from ..registry import Entry
+from ..sweep.reproduce import Mode, read_spec, run_case
 
 __all__ = ["run_with_changed_file"]
 

@@ -24,13 +24,13 @@ import yaml
 from packaging.utils import canonicalize_name
 
 from ..errors import MatrixError, MatrixRunError
-from ..evidence.installs import RELEASE_SPEC, install_dir
-from ..evidence.stopping import SIGNAL_POLL_SECONDS, stopped, stopping_signals
 from ..exit_codes import SWEEP_BASE
 from ..files import read_regular
 from ..reproducer import LANES, Lane
 from ..runs.index import RunIndex
 from ..runs.verdicts import Verdict
+from ..sweep.installs import RELEASE_SPEC, install_dir
+from ..sweep.stopping import SIGNAL_POLL_SECONDS, stopped, stopping_signals
 
 __all__ = ["MatrixResult", "MatrixSet", "install_dir", "interpreter", "load_matrix", "parse_matrix",
            "run_set", "sweep_releases"]

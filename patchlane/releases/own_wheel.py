@@ -3,7 +3,7 @@ else packed again from the installed package, so ``patchlane wheelhouse`` runs f
 ``pip install`` with no checkout.
 
 Packing again is safe only for the bytes the wheel installed: every file is first checked
-against the installed ``RECORD`` (:func:`patchlane.evidence.record.verify_distribution`), and an
+against the installed ``RECORD`` (:func:`patchlane.sweep.record.verify_distribution`), and an
 edited, missing or unreadable file refuses the whole wheel, naming it. What pip added at install
 time is left out (``INSTALLER``, ``REQUESTED``, ``direct_url.json``, byte-code caches), the
 command script goes back to ``.data/scripts`` with the ``#!python`` line an installer rewrites,
@@ -78,7 +78,7 @@ def _script(root: Path, item: str, recorded: str) -> bytes:
 
 def pack_installed(out: Path) -> Path:
     """Write the wheel of the installed patchlane into ``out``; its path."""
-    from ..evidence.record import verify_distribution
+    from ..sweep.record import verify_distribution
 
     try:
         dist = metadata.distribution("patchlane")

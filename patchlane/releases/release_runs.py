@@ -12,9 +12,9 @@ A run is one :class:`~patchlane.runs.verdicts.Finding` (:func:`classify`):
   lack it (read from its source, :func:`target_missing`);
 * ``error``: anything else, reported with the stage and message, never guessed.
 
-The release is installed with :func:`~patchlane.evidence.installs.install_dir` (``pip install
+The release is installed with :func:`~patchlane.sweep.installs.install_dir` (``pip install
 --target``, cached per interpreter) and put first on ``PYTHONPATH``, as ``patchlane matrix``
-does; the case runs through :func:`~patchlane.evidence.reproduce.run_case`, so the overlay is
+does; the case runs through :func:`~patchlane.sweep.reproduce.run_case`, so the overlay is
 kept out by the real startup walk and the run is checked to have imported that release.
 """
 
@@ -34,8 +34,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PatchlaneError, ReproducerError
-from ..evidence.installs import install_dir
-from ..evidence.reproduce import (
+from ..exit_codes import ExitCode
+from ..files import atomic_write_json
+from ..fingerprint import compute_from_source
+from ..registry import Entry
+from ..runs.verdicts import Finding
+from ..sweep.installs import install_dir
+from ..sweep.reproduce import (
     CaseInterrupted,
     CaseResult,
     Mode,
@@ -44,11 +49,6 @@ from ..evidence.reproduce import (
     read_spec,
     run_case,
 )
-from ..exit_codes import ExitCode
-from ..files import atomic_write_json
-from ..fingerprint import compute_from_source
-from ..registry import Entry
-from ..runs.verdicts import Finding
 from ..versions import parse_version
 
 if TYPE_CHECKING:
@@ -264,7 +264,7 @@ class ReleaseRunner:
         self._run = run
         self.stop = threading.Event()
         """Set by the command on Ctrl-C or SIGTERM: the running case's ranks are killed and
-        :class:`~patchlane.evidence.reproduce.CaseInterrupted` raised, nothing more starts."""
+        :class:`~patchlane.sweep.reproduce.CaseInterrupted` raised, nothing more starts."""
         self.install_failures = 0
         """Installs that failed in a row: past :data:`MAX_INSTALL_FAILURES` the search stops."""
 

@@ -17,7 +17,7 @@ default; several interpreters: one such folder each, ``DIR/py3.11``, ``DIR/py3.1
 A release that would bring a torch build (gigabytes; the box's own torch is the one under test)
 is left out, and said so in ``skipped``, unless ``--torch-builds`` asks for it: a night then
 reports those rows ``skipped: needs X, not in the wheelhouse``, never ``error``. Beside the
-wheels: ``wheelhouse.json`` (read and trusted by :mod:`patchlane.evidence.wheelhouse_manifest`),
+wheels: ``wheelhouse.json`` (read and trusted by :mod:`patchlane.sweep.wheelhouse_manifest`),
 ``matrix.yaml`` (the sets), ``benchmarks/`` and ``gpu-check`` when the checkout has them.
 
 Offline, ``patchlane sweep --wheelhouse DIR`` and ``patchlane matrix --wheelhouse DIR`` install
@@ -35,15 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PatchlaneError
-from ..evidence.wheelhouse_manifest import (
+from ..exit_codes import ExitCode
+from ..registry.records import Registry
+from ..sweep.wheelhouse_manifest import (
     MANIFEST,
     Wheelhouse,
     interpreter_folder,
     normalized,
     sha256,
 )
-from ..exit_codes import ExitCode
-from ..registry.records import Registry
 from .matrix import MatrixSet
 
 __all__ = ["BOX_OWN", "PLATFORMS", "SUPPORT", "WheelhouseDownloadError", "prepare",
@@ -127,7 +127,7 @@ def _name(spec: str) -> str:
 def bad_sides(registry: Registry) -> dict[str, tuple[bool, list[str]]]:
     """Each ledger reproducer's bad-side release -> (installed with its dependencies, the
     entries whose case without them installs it)."""
-    from ..evidence.reproduce import read_spec
+    from ..sweep.reproduce import read_spec
 
     out: dict[str, tuple[bool, list[str]]] = {}
     for entry in registry.entries:
@@ -261,7 +261,7 @@ def prepare(out: Path, sets: Sequence[MatrixSet], *, python: str,
 
 def prepare_each(out: Path, pythons: Sequence[str], **kwargs: Any) -> dict[str, Wheelhouse]:
     """One wheelhouse per interpreter: ``out`` itself for one, ``out/py3.11`` ... for more (what
-    :func:`patchlane.evidence.wheelhouse_manifest.resolve` finds)."""
+    :func:`patchlane.sweep.wheelhouse_manifest.resolve` finds)."""
     if len(pythons) == 1:
         return {pythons[0]: prepare(out, python=pythons[0], **kwargs)}
     houses = {python: prepare(out / interpreter_folder(python), python=python, **kwargs)

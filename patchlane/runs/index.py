@@ -1,6 +1,6 @@
 """The run index (``index.json``): one typed model for every reader of a run directory.
 
-A sweep writes one index per run directory (:mod:`patchlane.evidence.reports`); the page, the
+A sweep writes one index per run directory (:mod:`patchlane.sweep.reports`); the page, the
 markdown summary, JUnit, the comparison with earlier runs (:mod:`patchlane.runs.found`),
 ``patchlane retire``, ``patchlane draft`` and the release matrix read it back. They all read it
 through :class:`RunIndex` / :class:`IndexRow`, so the shape is known in one place and a verdict

@@ -7,7 +7,7 @@ Layout of ``RUN_DIR``::
     cases/<case>/            the case's work dir: rank logs and rank results
     index.json summary.md junit.xml report.html   reports, rebuilt at the end of each sweep
 
-``manifest.json`` also records ``schedule`` (:mod:`patchlane.evidence.schedule`): the policy
+``manifest.json`` also records ``schedule`` (:mod:`patchlane.sweep.schedule`): the policy
 (``longest-first`` or ``registry``), ``history_root`` and ``source_runs`` (the earlier runs whose
 receipts were read), and ``order``, the cases in the order they start, each with ``estimate_s``
 (null when unknown), ``from`` (the run it came from) and ``match`` (``same-release`` or

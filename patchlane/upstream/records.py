@@ -1,7 +1,7 @@
 """What upstream tracking finds: the issue, the pull request, the releases, and the verdict.
 
 Plain frozen dataclasses, each with ``as_dict()`` for JSON. :class:`UpstreamState` is where the
-fix stands upstream; it is *not* the sweep's :class:`patchlane.evidence.sweep.Verdict` (what a
+fix stands upstream; it is *not* the sweep's :class:`patchlane.sweep.engine.Verdict` (what a
 reproducer run showed), though retirement reads both.
 """
 

@@ -435,9 +435,9 @@ def test_constraints_hands_the_floors_and_pins_to_pip(tmp_path: Path) -> None:
 
 def test_sweep_progress_in_a_ci_log_has_times_and_an_expected_failure_reads_as_one() -> None:
     from patchlane.cli.sweep import Progress
-    from patchlane.evidence.sweep import SweepEvent
     from patchlane.reproducer import RunOutcome
     from patchlane.runs.manifest import CaseState
+    from patchlane.sweep.engine import SweepEvent
 
     ticks = iter([0.0, 5.0, 17.5, 20.0, 95.0])
     progress = Progress(quiet=False, clock=lambda: next(ticks))
@@ -531,7 +531,7 @@ def test_a_fifo_or_text_that_is_not_source_is_refused_never_waited_on(tmp_path: 
     kit = tmp_path / "kit"
     kit.mkdir()
     os.mkfifo(kit / "wheelhouse.json")
-    from patchlane.evidence.wheelhouse_manifest import WheelhouseError, load
+    from patchlane.sweep.wheelhouse_manifest import WheelhouseError, load
 
     with pytest.raises(WheelhouseError, match="cannot read it"):
         load(kit)

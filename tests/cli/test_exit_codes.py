@@ -307,10 +307,10 @@ _ERROR_MODULES = ("patchlane.errors", "patchlane.ledger", "patchlane.training.ra
                   "patchlane.training.checkpoint", "patchlane.upstream.errors",
                   "patchlane.upstream.retire", "patchlane.authoring.draft",
                   "patchlane.releases.bisect", "patchlane.launch.command",
-                  "patchlane.evidence.receipts", "patchlane.testing.capture.violations",
-                  "patchlane.releases.wheelhouse", "patchlane.evidence.installs",
+                  "patchlane.sweep.receipts", "patchlane.testing.capture.violations",
+                  "patchlane.releases.wheelhouse", "patchlane.sweep.installs",
                   "patchlane.releases.release_runs", "patchlane.registry.editor",
-                  "patchlane.evidence.wheelhouse_manifest", "patchlane.releases.own_wheel")
+                  "patchlane.sweep.wheelhouse_manifest", "patchlane.releases.own_wheel")
 
 
 def _error_classes() -> dict[str, type[PatchlaneError]]:

@@ -137,7 +137,7 @@ def test_the_wheel_and_each_receipt_name_the_build_that_ran(wheel: Path, tmp_pat
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
                     str(target), str(wheel)], check=True, timeout=300)
-    code = ("import json; from patchlane.evidence.provenance import build; "
+    code = ("import json; from patchlane.sweep.provenance import build; "
             "print(json.dumps(build()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(target)}, cwd=tmp_path,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.evidence.reproduce import Mode, RunOutcome, run_case
 from patchlane.registry import load_registries
+from patchlane.sweep.reproduce import Mode, RunOutcome, run_case
 
 from ..conftest import FakeTarget
 from .test_sweep_faults import env_for, multi_registry

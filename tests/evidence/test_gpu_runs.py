@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.evidence.recorded import RecordedRun, recorded_runs
 from patchlane.registry import load_registries
+from patchlane.sweep.recorded import RecordedRun, recorded_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = recorded_runs(ROOT / "gpu-runs")
@@ -148,8 +148,8 @@ def test_the_entries_doc_says_what_the_records_say() -> None:
 
 
 def test_the_page_shows_them_beside_a_runs_own_rows() -> None:
-    from patchlane.evidence.reports.page import page
     from patchlane.runs.index import RunIndex
+    from patchlane.sweep.reports.page import page
 
     run_dir = ROOT / "gpu-runs" / FIRST / "mc0192-lk081"  # any index with these entries
     index = RunIndex.load(run_dir)

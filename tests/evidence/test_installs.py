@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.evidence.installs import MARKER, ReleaseCacheError, install_dir
+from patchlane.sweep.installs import MARKER, ReleaseCacheError, install_dir
 
 SPEC = "six==1.16.0"  # one pure-Python file: a real release, installed in a second
 
@@ -80,7 +80,7 @@ def test_two_commands_installing_one_release_at_once_install_it_once(tmp_path: P
     same folder at once (one's rmtree under the other's install)."""
     import threading
 
-    from patchlane.evidence import installs
+    from patchlane.sweep import installs
 
     ran: list[list[str]] = []
     real = installs._pip

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from patchlane.evidence.installs import record_install
-from patchlane.evidence.sweep import exit_code, sweep
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import load_registries
 from patchlane.runs.verdicts import Verdict
+from patchlane.sweep.engine import exit_code, sweep
+from patchlane.sweep.installs import record_install
 
 from ..conftest import FakeTarget
 
@@ -166,7 +166,7 @@ def test_a_bad_side_with_its_dependencies_comes_from_its_own_install(
 def test_bad_side_deps_must_name_bad_side_releases(fake_target: FakeTarget,
                                                    tmp_path: Path) -> None:
     from patchlane.errors import ReproducerError
-    from patchlane.evidence.reproduce import read_spec
+    from patchlane.sweep.reproduce import read_spec
 
     (fake_target.root / "reproducers" / "fake_pin.py").write_text(
         PIN_REPRO.format(dist=fake_target.distribution, package=fake_target.package)

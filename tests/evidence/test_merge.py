@@ -15,15 +15,15 @@ import pytest
 
 from patchlane.cli import main as cli_main
 from patchlane.errors import RunDirError
-from patchlane.evidence.merge import merge
-from patchlane.evidence.reports import write_reports
-from patchlane.evidence.reproduce import Mode
-from patchlane.evidence.sweep import UNFINISHED, VerdictRow
 from patchlane.exit_codes import ExitCode
 from patchlane.runs.found import discover
 from patchlane.runs.index import RunIndex
 from patchlane.runs.manifest import RunDir, case_id
 from patchlane.runs.verdicts import Verdict
+from patchlane.sweep.engine import UNFINISHED, VerdictRow
+from patchlane.sweep.merge import merge
+from patchlane.sweep.reports import write_reports
+from patchlane.sweep.reproduce import Mode
 
 from ..conftest import FakeTarget
 
@@ -321,8 +321,8 @@ def test_the_next_night_compares_with_the_merged_night(tmp_path: Path) -> None:
 
 
 def test_sweep_records_the_whole_plan_and_the_group(tmp_path: Path) -> None:
-    from patchlane.evidence.sweep import Shard, new_run, plan_record
     from patchlane.registry import load_registries
+    from patchlane.sweep.engine import Shard, new_run, plan_record
 
     registry = load_registries([Path(__file__).resolve().parents[2] / "registry.yaml"])
     only = {"liger_flce_weighted_none", "mcore_rerun_sentinel"}
@@ -362,8 +362,8 @@ def test_a_killed_shard_is_read_from_its_manifest_then_resumed_and_merged_again(
     """The sweep's own mechanics on a fake target: shard 2 was killed before any case ran (no
     index.json, its cases queued). The merge rebuilds its rows from its manifest, read only;
     once the shard is resumed, merging again delivers it."""
-    from patchlane.evidence.sweep import Shard, new_run, run_sweep
     from patchlane.registry import load_registries
+    from patchlane.sweep.engine import Shard, new_run, run_sweep
 
     from .test_sweep_faults import GUARDING, env_for, multi_registry
 
@@ -408,7 +408,7 @@ def test_group_finds_its_own_shards_only(tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     import os
 
-    from patchlane.evidence.merge import find_group
+    from patchlane.sweep.merge import find_group
 
     root = tmp_path / "runs"
     one, two = shard(root, 1, 2), shard(root, 2, 2)

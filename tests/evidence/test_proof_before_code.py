@@ -165,8 +165,8 @@ def test_the_patch_set_digest_covers_the_library_code_an_overlay_runs(
         fake_target: FakeTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two shards of one night that ran other library code have other patch sets, so merge
     refuses them (it hashed the overlay file alone)."""
-    from patchlane.evidence.provenance import patch_set_digest
     from patchlane.registry import load_registries
+    from patchlane.sweep.provenance import patch_set_digest
 
     lib = tmp_path / "overlaylib"
     lib.mkdir()

@@ -298,8 +298,8 @@ def test_require_evidence_without_a_runs_root_is_a_setting_that_cannot_be_read()
 
 
 def test_a_sweeps_cases_never_require_or_read_evidence(fake_target: Any) -> None:
-    from patchlane.evidence.reproduce import Mode, case_env
     from patchlane.registry import load_registries
+    from patchlane.sweep.reproduce import Mode, case_env
 
     fake_target.write_registry()
     entry = load_registries([fake_target.registry]).get(fake_target.entry_id)
@@ -312,7 +312,7 @@ def test_a_sweeps_cases_never_require_or_read_evidence(fake_target: Any) -> None
 # -- nothing at `import patchlane` when not asked ----------------------------------------------
 
 LOADED = ("import json, sys, patchlane{extra}; "
-          "print(json.dumps(sorted(m for m in sys.modules if m.startswith('patchlane.evidence'))))")
+          "print(json.dumps(sorted(m for m in sys.modules if m.startswith('patchlane.sweep'))))")
 
 
 @pytest.mark.parametrize(("extra", "settings"), [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from patchlane.evidence.provenance import environment_overlay, looks_secret, redact_text
+from patchlane.sweep.provenance import environment_overlay, looks_secret, redact_text
 
 GH_TOKEN = "ghp_" + "A1b2C3d4" * 5
 GH_PAT = "github_pat_11ABCDEFG0_" + "x9Y8z7" * 8

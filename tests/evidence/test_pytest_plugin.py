@@ -10,7 +10,7 @@ pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.slow
 
 TEST_FILE = """
-from patchlane.evidence.pytest_plugin import test_patchlane_reproducer  # noqa: F401
+from patchlane.sweep.pytest_plugin import test_patchlane_reproducer  # noqa: F401
 """
 
 
@@ -22,7 +22,7 @@ def setup(pytester: pytest.Pytester, fake: FakeTarget, repro: str,
     monkeypatch.setenv("PATCHLANE_REGISTRY", str(fake.registry))
     monkeypatch.setenv("PYTHONPATH", str(fake.root))
     monkeypatch.delenv("PATCHLANE_STRICT", raising=False)
-    pytester.makeconftest('pytest_plugins = ["patchlane.evidence.pytest_plugin"]\n')
+    pytester.makeconftest('pytest_plugins = ["patchlane.sweep.pytest_plugin"]\n')
     pytester.makepyfile(test_patches=TEST_FILE)
 
 

@@ -1,4 +1,4 @@
-"""The wheel RECORD check (patchlane.evidence.record): an installed distribution's files hashed
+"""The wheel RECORD check (patchlane.sweep.record): an installed distribution's files hashed
 against what its RECORD says the wheel installed; an edited, or a deleted, file is named."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.evidence.record import verify_distribution
+from patchlane.sweep.record import verify_distribution
 
 from ..conftest import FakeTarget
 
@@ -192,7 +192,7 @@ def verify_in_a_child(site: Path, dist: str, timeout: float = 60) -> dict[str, o
     import json
     import os
 
-    code = ("import json, sys\nfrom patchlane.evidence.record import verify_distribution\n"
+    code = ("import json, sys\nfrom patchlane.sweep.record import verify_distribution\n"
             "print(json.dumps(verify_distribution(sys.argv[1]).as_dict()))\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(site), str(Path(__file__).resolve().parents[2])])}

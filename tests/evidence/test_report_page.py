@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from patchlane.evidence.reports import load_index, write_reports
-from patchlane.evidence.reproduce import Mode
-from patchlane.evidence.sweep import VerdictRow
 from patchlane.registry import load_registries
 from patchlane.runs.found import class_differences, discover, same_class
 from patchlane.runs.index import RunIndex
 from patchlane.runs.manifest import RunDir, case_id
 from patchlane.runs.verdicts import Verdict
+from patchlane.sweep.engine import VerdictRow
+from patchlane.sweep.reports import load_index, write_reports
+from patchlane.sweep.reproduce import Mode
 from patchlane.upstream.cache import CacheEntry, ResponseCache
 from patchlane.upstream.known import known_states
 
@@ -314,8 +314,8 @@ def test_gates_are_shown_as_the_registry_wrote_them(fake_target: FakeTarget,
                                                     tmp_path: Path) -> None:
     # packaging's str() sorts the clauses (`<0.20.0,>=0.16.0`); a reader compares the page
     # with the registry file, so the page, the summary and the receipts say it as written.
-    from patchlane.evidence.receipts import build_receipt
-    from patchlane.evidence.reproduce import CaseResult, RunOutcome
+    from patchlane.sweep.receipts import build_receipt
+    from patchlane.sweep.reproduce import CaseResult, RunOutcome
 
     written = ">=0.16.0,<0.20.0,!=0.17.0"
     registry = load_registries([fake_target.write_registry(fake_target.entry(

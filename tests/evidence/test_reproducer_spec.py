@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from patchlane.errors import PatchlaneError, ReproducerError
-from patchlane.evidence.reproduce import read_spec
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import Entry, load_registries
+from patchlane.sweep.reproduce import read_spec
 
 from ..conftest import FakeTarget
 

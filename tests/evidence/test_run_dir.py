@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from patchlane.errors import PatchlaneError
-from patchlane.evidence.receipts import SchemaValidatorMissing, build_receipt, validate
-from patchlane.evidence.reports import write_reports
-from patchlane.evidence.reproduce import CaseResult, Mode, RunOutcome
-from patchlane.evidence.sweep import VerdictRow, verdicts
 from patchlane.registry import load_registries
 from patchlane.runs.manifest import CaseState, RunDir, case_id
 from patchlane.runs.verdicts import Verdict
+from patchlane.sweep.engine import VerdictRow, verdicts
+from patchlane.sweep.receipts import SchemaValidatorMissing, build_receipt, validate
+from patchlane.sweep.reports import write_reports
+from patchlane.sweep.reproduce import CaseResult, Mode, RunOutcome
 
 from ..conftest import FakeTarget
 
@@ -250,9 +250,9 @@ def test_junit_has_a_testsuites_root_times_and_the_stack(tmp_path: Path) -> None
     for the suite, and the stack the run compares within as properties."""
     import xml.etree.ElementTree as ET
 
-    from patchlane.evidence.reports.junit import junit
     from patchlane.runs.index import IndexRow, RunIndex
     from patchlane.runs.verdicts import Verdict
+    from patchlane.sweep.reports.junit import junit
 
     (tmp_path / "receipts").mkdir()
     for mode, seconds in (("without", 1.25), ("with", 2.5)):
@@ -280,10 +280,10 @@ def test_the_reports_say_whose_each_entry_is(tmp_path: Path) -> None:
     """A team's registry beside the catalog: JUnit's case and the HTML page name the file."""
     import xml.etree.ElementTree as ET
 
-    from patchlane.evidence.reports.junit import junit
-    from patchlane.evidence.reports.page import page
     from patchlane.runs.index import IndexRow, RunIndex
     from patchlane.runs.verdicts import Verdict
+    from patchlane.sweep.reports.junit import junit
+    from patchlane.sweep.reports.page import page
 
     rows = (IndexRow("team_fix", "cpu", 1, Verdict.GUARDING, "fails without, passes with"),
             IndexRow("mcore_x", "cpu", 1, Verdict.GUARDING, "fails without, passes with"))

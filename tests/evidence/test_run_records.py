@@ -20,9 +20,13 @@ from typing import Any, TypeVar
 
 import pytest
 
-from patchlane.evidence.receipts import validate
-from patchlane.evidence.reports import write_reports
-from patchlane.evidence.reproduce import (
+from patchlane.registry import load_registries
+from patchlane.runs.manifest import RunDir, case_id
+from patchlane.runs.verdicts import Verdict
+from patchlane.sweep.engine import Shard, VerdictRow, new_run, run_sweep
+from patchlane.sweep.receipts import validate
+from patchlane.sweep.reports import write_reports
+from patchlane.sweep.reproduce import (
     LOG_HEAD_BYTES,
     LOG_TAIL_BYTES,
     MESSAGE_HEAD_CHARS,
@@ -30,11 +34,7 @@ from patchlane.evidence.reproduce import (
     Mode,
     clip,
 )
-from patchlane.evidence.schedule import plan_schedule
-from patchlane.evidence.sweep import Shard, VerdictRow, new_run, run_sweep
-from patchlane.registry import load_registries
-from patchlane.runs.manifest import RunDir, case_id
-from patchlane.runs.verdicts import Verdict
+from patchlane.sweep.schedule import plan_schedule
 
 from ..conftest import FakeTarget
 from .test_sweep_faults import HEAD, env_for, multi_registry

@@ -1,4 +1,4 @@
-"""One rank, by hand: ``python -m patchlane.evidence.runner`` against a fake registry entry, and
+"""One rank, by hand: ``python -m patchlane.sweep.runner`` against a fake registry entry, and
 the ``rank<N>.json`` it writes (outcome, stage, message, audit and hits) for every path: pass,
 fail (the reproducer's own AssertionError), error (any other exception, per stage), and the
 audit checks of both modes."""
@@ -74,7 +74,7 @@ def run_rank(fake: FakeTarget, tmp_path: Path, mode: str, *, disable: bool | Non
     workdir = tmp_path / f"{mode}-rank{rank}"
     workdir.mkdir()
     out = subprocess.run(
-        [sys.executable, "-m", "patchlane.evidence.runner", "--entry", entry or fake.entry_id,
+        [sys.executable, "-m", "patchlane.sweep.runner", "--entry", entry or fake.entry_id,
          "--mode", mode, "--lane", "cpu", "--rank", str(rank), "--world-size", str(world_size),
          "--workdir", str(workdir)],
         env=env, capture_output=True, text=True, timeout=120)
@@ -238,11 +238,11 @@ def test_an_unknown_entry_is_a_bootstrap_error(fake_target: FakeTarget, tmp_path
 
 
 def test_bad_arguments_are_refused_before_anything_runs(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "patchlane.evidence.runner", "--entry", "x",
+    out = subprocess.run([sys.executable, "-m", "patchlane.sweep.runner", "--entry", "x",
                           "--mode", "sideways", "--workdir", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "invalid choice: 'sideways'" in out.stderr
-    out = subprocess.run([sys.executable, "-m", "patchlane.evidence.runner", "--entry", "x",
+    out = subprocess.run([sys.executable, "-m", "patchlane.sweep.runner", "--entry", "x",
                           "--mode", "with", "--lane", "tpu", "--workdir", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "invalid choice: 'tpu'" in out.stderr

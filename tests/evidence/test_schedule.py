@@ -1,4 +1,4 @@
-"""Longest-first scheduling (patchlane.evidence.schedule): the order a sweep starts its cases
+"""Longest-first scheduling (patchlane.sweep.schedule): the order a sweep starts its cases
 in, from the durations earlier receipts recorded; what the manifest says about it; resume.
 
 The sweep tests here run the real planner and the real pool (run_sweep) with the case runner
@@ -18,20 +18,20 @@ import yaml
 
 from patchlane.controls import ToolSettings
 from patchlane.errors import ControlsError
-from patchlane.evidence import sweep as sweep_module
-from patchlane.evidence.provenance import host_class_here
-from patchlane.evidence.reproduce import CaseResult, Lane, Mode, RunOutcome
-from patchlane.evidence.schedule import (
+from patchlane.registry import Entry, Registry, load_registries
+from patchlane.runs.manifest import CaseState, RunDir, case_id
+from patchlane.runs.verdicts import Verdict
+from patchlane.sweep import sweep as sweep_module
+from patchlane.sweep.engine import Shard, SweepEvent, new_run, run_sweep, verdicts
+from patchlane.sweep.provenance import host_class_here
+from patchlane.sweep.reproduce import CaseResult, Lane, Mode, RunOutcome
+from patchlane.sweep.schedule import (
     HISTORY_RUNS,
     dispatch_order,
     plan_schedule,
     prior_durations,
     recent_runs,
 )
-from patchlane.evidence.sweep import Shard, SweepEvent, new_run, run_sweep, verdicts
-from patchlane.registry import Entry, Registry, load_registries
-from patchlane.runs.manifest import CaseState, RunDir, case_id
-from patchlane.runs.verdicts import Verdict
 
 from ..conftest import OVERLAY_SOURCE, FakeTarget
 
@@ -140,7 +140,7 @@ def test_an_unusable_receipt_is_skipped_never_fatal(tmp_path: Path, body: Any) -
 
 
 def test_oversized_unreadable_and_odd_receipts_are_skipped(tmp_path: Path) -> None:
-    from patchlane.evidence import schedule
+    from patchlane.sweep import schedule
 
     run = write_run(tmp_path, "run1", 1, {cid("big"): " " * (schedule._MAX_RECEIPT_BYTES + 1)})
     (run / "receipts" / f"{cid('dir')}.json").mkdir()  # a directory where a file should be
@@ -282,7 +282,7 @@ def test_another_host_class_is_used_only_when_this_one_has_none(tmp_path: Path) 
 
 def test_a_first_sweep_asks_nothing_about_the_host(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from patchlane.evidence import provenance
+    from patchlane.sweep import provenance
 
     monkeypatch.setattr(provenance, "host_class_here",
                         lambda: pytest.fail("nvidia-smi asked with no history to weigh"))
@@ -301,9 +301,9 @@ def test_this_machines_host_class_is_the_one_its_ranks_record() -> None:
                              timeout=300, check=True)
         return out.stdout.strip()
 
-    sweep_side = ask("import sys; from patchlane.evidence.provenance import host_class_here; "
+    sweep_side = ask("import sys; from patchlane.sweep.provenance import host_class_here; "
                      "print(host_class_here()); assert 'torch' not in sys.modules")
-    rank_side = ask("import torch; from patchlane.evidence import provenance as p; "
+    rank_side = ask("import torch; from patchlane.sweep import provenance as p; "
                     "print(p.host_class(p._torch_info()))")
     assert sweep_side == rank_side
 
@@ -317,7 +317,7 @@ def test_this_machines_host_class_is_the_one_its_ranks_record() -> None:
 ])
 def test_cuda_visible_devices_limits_the_gpus_counted(mask: str | None,
                                                       names: list[str]) -> None:
-    from patchlane.evidence.provenance import _visible
+    from patchlane.sweep.provenance import _visible
 
     gpus = [["0", "GPU-aa11", "NVIDIA H200"], ["1", "GPU-bb22", "NVIDIA H100"]]
     assert [name for _, _, name in _visible(gpus, mask)] == names

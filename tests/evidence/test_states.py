@@ -12,7 +12,12 @@ import pytest
 
 from patchlane.cli.reproduce import print_tails
 from patchlane.errors import ReproducerError
-from patchlane.evidence.reproduce import (
+from patchlane.exit_codes import ExitCode
+from patchlane.registry import load_registries
+from patchlane.runs.rows import CaseView, RowKind, verdict_of
+from patchlane.runs.verdicts import SEVERITY, Verdict
+from patchlane.sweep.engine import VerdictRow, exit_code
+from patchlane.sweep.reproduce import (
     LANES,
     CaseResult,
     Lane,
@@ -22,11 +27,6 @@ from patchlane.evidence.reproduce import (
     read_spec,
     run_case,
 )
-from patchlane.evidence.sweep import VerdictRow, exit_code
-from patchlane.exit_codes import ExitCode
-from patchlane.registry import load_registries
-from patchlane.runs.rows import CaseView, RowKind, verdict_of
-from patchlane.runs.verdicts import SEVERITY, Verdict
 
 from ..conftest import FakeTarget
 

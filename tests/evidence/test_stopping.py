@@ -41,7 +41,7 @@ def test_matrix_and_radar_pass_the_signal_to_their_child_sweep(tmp_path: Path) -
 
 def test_bisect_stops_its_running_case_and_records_the_interruption(tmp_path: Path) -> None:
     from patchlane.cli.bisect import _stoppable
-    from patchlane.evidence.reproduce import CaseInterrupted
+    from patchlane.sweep.reproduce import CaseInterrupted
 
     runner = SimpleNamespace(stop=threading.Event())
     (tmp_path / "runs").mkdir()
@@ -68,7 +68,7 @@ def test_a_rank_never_outlives_its_case(deadline_in: int, parent: str) -> None:
     that started it is gone (killed outright): no orphan holding a GPU."""
     import subprocess
 
-    code = ("import os, time\nfrom patchlane.evidence.runner import _watch_deadline\n"
+    code = ("import os, time\nfrom patchlane.sweep.runner import _watch_deadline\n"
             f"parent = os.getppid() if {parent!r} == 'mine' else 1\n"
             f"_watch_deadline(f'{{time.time() + {deadline_in}:.0f}}:{{parent}}')\n"
             "time.sleep(120)\n")

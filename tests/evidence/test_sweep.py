@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.evidence.reproduce import Mode, RunOutcome, read_spec, run_case
-from patchlane.evidence.sweep import exit_code, sweep
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import load_registries
 from patchlane.runs.verdicts import Verdict
+from patchlane.sweep.engine import exit_code, sweep
+from patchlane.sweep.reproduce import Mode, RunOutcome, read_spec, run_case
 
 from ..conftest import FakeTarget
 
@@ -218,7 +218,7 @@ def test_skipped_when_the_lane_is_unavailable(fake_target: FakeTarget,
     write_repro(fake_target, REPRO_GUARDING.replace('("cpu",)', '("cpu", "cuda")'))
     for key, value in fake_env(fake_target).items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr("patchlane.evidence.sweep.cuda_devices", lambda: 0)
+    monkeypatch.setattr("patchlane.sweep.engine.cuda_devices", lambda: 0)
     rows = sweep(load_registries([fake_target.write_registry()]), lanes=["cuda"], timeout=60)
     assert [r.verdict for r in rows] == [Verdict.SKIPPED]
     assert "lane unavailable" in rows[0].reason
@@ -287,14 +287,14 @@ def run(ctx):
      ([Verdict.STILL_AFFECTED, Verdict.BROKEN, Verdict.ERROR], 39)],
 )
 def test_exit_codes(verdicts: list[Verdict], code: int) -> None:
-    from patchlane.evidence.sweep import VerdictRow
+    from patchlane.sweep.engine import VerdictRow
 
     assert exit_code([VerdictRow("x", "cpu", 1, v, "") for v in verdicts]) == code
 
 
 def test_a_rank_blocked_after_its_peer_died_is_not_waited_for(
         fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("patchlane.evidence.reproduce.RANK_GRACE_SECONDS", 1.0)
+    monkeypatch.setattr("patchlane.sweep.reproduce.RANK_GRACE_SECONDS", 1.0)
     write_repro(fake_target, "LANES = ('cpu',)\nWORLD_SIZES = (2,)\n"
                              "def run(ctx):\n    import time\n"
                              "    if ctx.rank == 1:\n        raise RuntimeError('rank 1 died')\n"
@@ -335,7 +335,7 @@ def test_a_passing_case_has_no_tail(fake_target: FakeTarget) -> None:
 
 
 def test_the_tail_is_bounded_printable_and_redacted(tmp_path: Path) -> None:
-    from patchlane.evidence.reproduce import TAIL_CHARS, TAIL_LINES, log_tail
+    from patchlane.sweep.reproduce import TAIL_CHARS, TAIL_LINES, log_tail
 
     log = tmp_path / "rank0.log"
     with log.open("wb") as fh:

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patchlane.evidence.receipts import validate
-from patchlane.evidence.reports import compare, load_index, write_reports
-from patchlane.evidence.sweep import Shard, new_run, run_sweep
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import load_registries
 from patchlane.runs.index import RunIndex
 from patchlane.runs.manifest import RunDir
 from patchlane.runs.verdicts import Verdict
+from patchlane.sweep.engine import Shard, new_run, run_sweep
+from patchlane.sweep.receipts import validate
+from patchlane.sweep.reports import compare, load_index, write_reports
 
 from ..conftest import OVERLAY_SOURCE, FakeTarget
 
@@ -266,7 +266,7 @@ if os.environ.get("PATCHLANE_ONLY"):
 
 def boot_breaker(root: Path) -> Path:
     """A distribution whose ``patchlane.registries`` entry point prints secrets to stderr and
-    raises: ``import patchlane`` (hence ``python -m patchlane.evidence.runner``) dies before the
+    raises: ``import patchlane`` (hence ``python -m patchlane.sweep.runner``) dies before the
     rank
     can write its JSON."""
     root.mkdir()

@@ -15,8 +15,6 @@ from pathlib import Path
 import pytest
 
 from patchlane.authoring.draft import AffectedRow, render_draft
-from patchlane.evidence.reports import write_reports
-from patchlane.evidence.sweep import VerdictRow, exit_code
 from patchlane.exit_codes import SWEEP_BASE, SWEEP_BITS, ExitCode, sweep_exit_code
 from patchlane.registry import load_registries
 from patchlane.releases.radar import proposal
@@ -31,6 +29,8 @@ from patchlane.runs.verdicts import (
     Verdict,
     sections,
 )
+from patchlane.sweep.engine import VerdictRow, exit_code
+from patchlane.sweep.reports import write_reports
 
 from ..conftest import FakeTarget
 

@@ -11,9 +11,9 @@ from packaging.version import Version
 
 from patchlane import startup
 from patchlane.authoring.draft import apply_proposal, draft_paths, load_proposal
-from patchlane.evidence.reproduce import Mode, RunOutcome, run_case
 from patchlane.registry import Kind
 from patchlane.releases.changed_release import run_with_changed_file
+from patchlane.sweep.reproduce import Mode, RunOutcome, run_case
 
 from .conftest import megatron_version
 

@@ -13,7 +13,7 @@ import pytest
 
 import patchlane
 from patchlane import startup
-from patchlane.evidence.reproduce import Mode, RunOutcome, run_case
+from patchlane.sweep.reproduce import Mode, RunOutcome, run_case
 
 from .conftest import megatron_version
 

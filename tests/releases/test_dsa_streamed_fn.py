@@ -20,9 +20,9 @@ import pytest
 
 import patchlane
 from patchlane import startup
-from patchlane.evidence.reproduce import Mode, RunOutcome, run_case
 from patchlane.loading import module_name
 from patchlane.releases.matrix import load_matrix
+from patchlane.sweep.reproduce import Mode, RunOutcome, run_case
 
 from .conftest import ROOT, megatron_version, release_dir, release_env, release_for
 

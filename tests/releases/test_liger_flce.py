@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from patchlane import startup
-from patchlane.evidence.reproduce import Mode, RunOutcome, run_case
+from patchlane.sweep.reproduce import Mode, RunOutcome, run_case
 
 ENTRY_ID = "liger_flce_weighted_none"
 

@@ -15,8 +15,8 @@ import pytest
 import patchlane
 from patchlane import startup
 from patchlane.decider import load_overlay
-from patchlane.evidence.reproduce import CaseResult, Mode, RunOutcome, run_case
 from patchlane.registry import Entry
+from patchlane.sweep.reproduce import CaseResult, Mode, RunOutcome, run_case
 
 from .conftest import megatron_version, release_for, requires_megatron
 

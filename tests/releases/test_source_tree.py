@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from patchlane import startup
-from patchlane.evidence.reproduce import Mode, RunOutcome, run_case
+from patchlane.sweep.reproduce import Mode, RunOutcome, run_case
 
 from .conftest import ROOT, release_dir, requires_megatron
 

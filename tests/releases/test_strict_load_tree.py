@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from patchlane import startup
-from patchlane.evidence.reproduce import Mode, RunOutcome, run_case
+from patchlane.sweep.reproduce import Mode, RunOutcome, run_case
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow,
               pytest.mark.skipif(not os.environ.get("PATCHLANE_MEGATRON_GIT"),
@@ -59,7 +59,7 @@ def test_without_the_backport_there_is_nothing_to_fix(tree: Path, tmp_path: Path
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
         str(tree), os.environ.get("PYTHONPATH")])),
         "PATCHLANE_ONLY": ENTRY, "PATCHLANE_DISABLE": ENTRY}  # the backport not applied
-    out = sp.run([sys.executable, "-m", "patchlane.evidence.runner", "--entry", ENTRY,
+    out = sp.run([sys.executable, "-m", "patchlane.sweep.runner", "--entry", ENTRY,
                   "--mode", "without", "--workdir", str(tmp_path)], env=env,
                  capture_output=True, text=True, timeout=600)
     assert '"outcome": "pass"' in out.stdout.splitlines()[-1], out.stdout[-2000:]

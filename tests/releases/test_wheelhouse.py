@@ -89,7 +89,7 @@ def test_gpu_check_with_a_bad_manifest_is_one_line_and_exit_2(tmp_path: Path,
     ("benchmarks", {"a": 1})])
 def test_a_wheelhouse_manifest_of_wrong_types_is_a_usage_error_naming_the_field(
         tmp_path: Path, field: str, value: object) -> None:
-    from patchlane.evidence.wheelhouse_manifest import WheelhouseError, load
+    from patchlane.sweep.wheelhouse_manifest import WheelhouseError, load
 
     data = {"schema": 1, "python": "3.12", "platforms": [], "sets": {}, "project": "p.whl",
             "support": [], field: value}
@@ -115,7 +115,7 @@ def test_a_wheelhouse_is_trusted_as_the_release_cache_is(tmp_path: Path) -> None
     """Only a folder no other user can write, holding exactly the wheels it recorded, each
     unchanged, is installed from (a planted release would be kept in the release cache and
     run by later jobs)."""
-    from patchlane.evidence.wheelhouse_manifest import WheelhouseError, load
+    from patchlane.sweep.wheelhouse_manifest import WheelhouseError, load
 
     kit = _kit(tmp_path / "kit")
     assert load(kit).hashes["p.whl"].startswith("sha256:")

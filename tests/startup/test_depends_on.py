@@ -14,8 +14,8 @@ from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
 from patchlane.decider import Decider
 from patchlane.errors import RegistryError
-from patchlane.evidence.reproduce import Mode, case_env
 from patchlane.registry import load_registries
+from patchlane.sweep.reproduce import Mode, case_env
 from patchlane.training.ranks import compare_patch_sets
 
 from ..conftest import FakeTarget

@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from patchlane.evidence.reports import write_reports
-from patchlane.evidence.reproduce import Mode, RunOutcome
-from patchlane.evidence.sweep import verdicts
 from patchlane.runs.manifest import RunDir, case_id
 from patchlane.runs.rows import PlannedRow, RowKind
+from patchlane.sweep.engine import verdicts
+from patchlane.sweep.reports import write_reports
+from patchlane.sweep.reproduce import Mode, RunOutcome
 
 DISTRIBUTION = "megatron-core"
 

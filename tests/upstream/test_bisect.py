@@ -28,7 +28,6 @@ from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 
 from patchlane.errors import ReproducerError
-from patchlane.evidence.reproduce import CaseResult, Mode, RunOutcome
 from patchlane.registry import Target, load_registries
 from patchlane.releases.bisect import (
     BisectError,
@@ -44,6 +43,7 @@ from patchlane.releases.bisect import (
 )
 from patchlane.releases.release_runs import ReleaseRun, ReleaseRunner, classify
 from patchlane.runs.verdicts import Finding
+from patchlane.sweep.reproduce import CaseResult, Mode, RunOutcome
 
 from ..conftest import TARGET_SOURCE, FakeTarget
 from .fake_upstream import REPO, Harness, Reply
@@ -767,7 +767,7 @@ def test_a_stopped_runner_kills_its_running_case_at_once(
     import threading
     import time
 
-    from patchlane.evidence.reproduce import CaseInterrupted
+    from patchlane.sweep.reproduce import CaseInterrupted
 
     (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
         "import time\n\ndef run(ctx):\n    time.sleep(300)\n")
@@ -897,8 +897,8 @@ def test_a_signal_stops_a_release_downloading_now(fake_target: FakeTarget,
     import threading
     import time
 
-    from patchlane.evidence import installs
-    from patchlane.evidence.reproduce import CaseInterrupted
+    from patchlane.sweep import installs
+    from patchlane.sweep.reproduce import CaseInterrupted
 
     failed: list[BaseException] = []
 

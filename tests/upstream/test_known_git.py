@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.evidence.reports import write_reports
-from patchlane.evidence.sweep import VerdictRow
 from patchlane.registry import Registry, load_registries
 from patchlane.runs.manifest import RunDir
 from patchlane.runs.verdicts import Verdict
+from patchlane.sweep.engine import VerdictRow
+from patchlane.sweep.reports import write_reports
 from patchlane.upstream.cache import CacheEntry, ResponseCache
 from patchlane.upstream.gitanswers import ANSWERS_FILE, record_git_answers
 from patchlane.upstream.gitrepo import track_git

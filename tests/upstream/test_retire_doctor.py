@@ -182,8 +182,8 @@ def test_delete_only_a_retired_entry_and_only_its_block(registry_copy: Path) -> 
 @pytest.mark.slow
 def test_retired_entry_stays_in_the_sweep_as_a_guard(fake_target: FakeTarget,
                                                      tmp_path: Path) -> None:
-    from patchlane.evidence.sweep import Shard, new_run, run_sweep
     from patchlane.runs.verdicts import Verdict
+    from patchlane.sweep.engine import Shard, new_run, run_sweep
 
     (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
         "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n"

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.evidence.reports import write_reports
-from patchlane.evidence.sweep import VerdictRow
 from patchlane.registry import Status, load_registries
 from patchlane.runs.manifest import RunDir
 from patchlane.runs.verdicts import Verdict
+from patchlane.sweep.engine import VerdictRow
+from patchlane.sweep.reports import write_reports
 from patchlane.upstream.retire import retire_entry
 
 from ..fault_injection import disk_full

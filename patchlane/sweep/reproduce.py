@@ -1,6 +1,6 @@
 """Running one reproducer case: an entry, a mode (with / without its overlay), a lane, a world size.
 
-Every rank runs in its own fresh interpreter (``python -m patchlane.evidence.runner``), so the
+Every rank runs in its own fresh interpreter (``python -m patchlane.sweep.runner``), so the
 overlay is
 applied (or not) by the real import-time walk, exactly as in a training job. A reproducer is a
 plain Python file that defines::
@@ -287,7 +287,7 @@ def run_case(
     killed: list[bool] = []
     try:
         for rank in range(world_size):
-            cmd = [sys.executable, "-m", "patchlane.evidence.runner", "--entry", entry.id,
+            cmd = [sys.executable, "-m", "patchlane.sweep.runner", "--entry", entry.id,
                    "--mode", mode.value, "--lane", lane, "--rank", str(rank), "--world-size",
                    str(world_size), "--workdir", str(case_dir)]
             proc = subprocess.Popen(cmd, env=child_env, stdout=subprocess.PIPE,

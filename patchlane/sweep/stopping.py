@@ -4,7 +4,7 @@ The sweep, ``bisect``, ``radar --sweep`` and ``matrix`` run cases that hold proc
 GPUs). A signal is recorded where it lands and acted on by the command's main thread, which
 stops what runs (each case's ranks killed, a child sweep sent the same signal), records the
 interruption, and exits 130 or 143 (:func:`stopped`). The ranks also keep their own deadline
-(:data:`patchlane.evidence.reproduce.CASE_DEADLINE`): a command killed outright leaves no case
+(:data:`patchlane.sweep.reproduce.CASE_DEADLINE`): a command killed outright leaves no case
 running past it.
 """
 

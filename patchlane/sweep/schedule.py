@@ -10,7 +10,7 @@ Durations come from earlier receipts (``seconds``, the case's own wall time, all
 run directories beside the new one (its runs root). A case is matched across runs by the key
 the run directory already uses, :func:`~patchlane.runs.manifest.case_id` (entry, lane,
 world size, mode), on the same host class: the receipt's ``comparison_key.host_class`` equal
-to this machine's (:func:`~patchlane.evidence.provenance.host_class_here`, told without
+to this machine's (:func:`~patchlane.sweep.provenance.host_class_here`, told without
 importing torch). A runs root shared by several machines (an H200 box and a CPU runner writing
 to one volume) holds durations that differ tenfold between them, so another class's duration
 is used only when this class has none for the case. Within a class, preferably the same
@@ -72,7 +72,7 @@ class _Here:
 
 HERE: Final = _Here()
 """``plan_schedule(host_class=HERE)``, the default: this machine's class
-(:func:`~patchlane.evidence.provenance.host_class_here`)."""
+(:func:`~patchlane.sweep.provenance.host_class_here`)."""
 
 
 def recent_runs(root: Path, *, exclude: Path | None = None,

@@ -497,7 +497,7 @@ def new_run(registry: Registry, path: Path, *, lanes: Iterable[Lane] | None,
             history: Path | None = None, schedule: str = DEFAULT_POLICY) -> RunDir:
     """Plan a sweep into a fresh run directory: rows, then both modes of each runnable row,
     then the order to start them in (``schedule``: longest first from the durations of earlier
-    runs under ``history``, see :mod:`patchlane.evidence.schedule`; none read when it is
+    runs under ``history``, see :mod:`patchlane.sweep.schedule`; none read when it is
     None)."""
     asked: list[Lane] | None = list(lanes) if lanes is not None else None
     gpus = cuda_devices() if asked is None or "cuda" in asked else 0

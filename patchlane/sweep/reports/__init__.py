@@ -23,8 +23,8 @@ from ...registry import Registry
 from ...runs import found as runs_mod
 from ...runs.index import RunIndex
 from ...runs.manifest import RunDir
+from ..engine import VerdictRow
 from ..recorded import RecordedRun, recorded_runs
-from ..sweep import VerdictRow
 from .build import index_data
 from .comparison import Change, compare
 from .junit import junit

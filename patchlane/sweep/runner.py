@@ -1,7 +1,7 @@
 """One rank of one reproducer case, in a fresh interpreter
-(``python -m patchlane.evidence.runner``).
+(``python -m patchlane.sweep.runner``).
 
-The parent (:func:`patchlane.evidence.reproduce.run_case`) sets ``PATCHLANE_ONLY`` /
+The parent (:func:`patchlane.sweep.reproduce.run_case`) sets ``PATCHLANE_ONLY`` /
 ``PATCHLANE_DISABLE`` so that ``import patchlane`` applies the overlay, or deliberately does
 not. ``python -m`` imports the ``patchlane`` package before this module runs: a failure there
 (a rejected registry in strict mode, a registry plugin that raises) ends the rank before it can
@@ -29,9 +29,14 @@ from typing import Any
 import patchlane
 from patchlane import startup
 from patchlane.audit import Outcome
-from patchlane.evidence.provenance import environment_overlay, runtime
-from patchlane.evidence.record import verify_distribution
-from patchlane.evidence.reproduce import (
+from patchlane.files import atomic_write_json
+from patchlane.loading import load_file
+from patchlane.registry import Entry
+from patchlane.registry.kinds import KINDS
+from patchlane.reproducer import LANES, Lane, Mode, ReproContext, RunOutcome, parse_lane
+from patchlane.sweep.provenance import environment_overlay, runtime
+from patchlane.sweep.record import verify_distribution
+from patchlane.sweep.reproduce import (
     CASE_DEADLINE,
     MESSAGE_HEAD_CHARS,
     MESSAGE_TAIL_CHARS,
@@ -39,11 +44,6 @@ from patchlane.evidence.reproduce import (
     TRACEBACK_TAIL_CHARS,
     clip,
 )
-from patchlane.files import atomic_write_json
-from patchlane.loading import load_file
-from patchlane.registry import Entry
-from patchlane.registry.kinds import KINDS
-from patchlane.reproducer import LANES, Lane, Mode, ReproContext, RunOutcome, parse_lane
 
 __all__ = ["main"]
 
@@ -110,7 +110,7 @@ def _probe_view(entry: Any) -> dict[str, Any] | None:
 
 
 def _message(text: str) -> str:
-    # Within the caps (patchlane.evidence.reproduce): the message goes into every record.
+    # Within the caps (patchlane.sweep.reproduce): the message goes into every record.
     return clip(text, MESSAGE_HEAD_CHARS, MESSAGE_TAIL_CHARS)
 
 
@@ -120,7 +120,7 @@ def _traceback() -> str:
 
 def _watch_deadline(value: str | None) -> None:
     """End this rank (its whole session) past ``deadline`` or once its parent is gone
-    (``PATCHLANE_CASE_DEADLINE``, :data:`patchlane.evidence.reproduce.CASE_DEADLINE`)."""
+    (``PATCHLANE_CASE_DEADLINE``, :data:`patchlane.sweep.reproduce.CASE_DEADLINE`)."""
     try:
         deadline_text, _, parent_text = (value or "").partition(":")
         deadline, parent = float(deadline_text), int(parent_text)
@@ -139,7 +139,7 @@ def _watch_deadline(value: str | None) -> None:
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="patchlane.evidence.runner")
+    parser = argparse.ArgumentParser(prog="patchlane.sweep.runner")
     parser.add_argument("--entry", required=True)
     parser.add_argument("--mode", choices=[m.value for m in Mode], required=True)
     parser.add_argument("--lane", choices=LANES, default="cpu")

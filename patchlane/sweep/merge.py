@@ -2,7 +2,7 @@
 
 A sharded sweep writes one run directory per shard. Each shard's manifest records the whole
 plan it is a slice of (``plan``: the digest, the shard count and every row of every shard, see
-:func:`patchlane.evidence.sweep.plan_record`) and the night it belongs to (``group``, from
+:func:`patchlane.sweep.engine.plan_record`) and the night it belongs to (``group``, from
 ``patchlane sweep --group NAME``). :func:`merge` reads the shards of one plan and writes one
 ``index.json``, ``summary.md``, ``junit.xml`` and ``report.html`` over every row the plan has:
 
@@ -45,9 +45,9 @@ from ..runs.found import SCAN_RUNS, run_class
 from ..runs.index import MAX_INDEX_BYTES, IndexRow, RunIndex, row_key
 from ..runs.manifest import CaseState, RunDir
 from ..runs.verdicts import Verdict
+from .engine import UNFINISHED, Shard, verdicts
 from .reports import publish
 from .reports.build import index_data
-from .sweep import UNFINISHED, Shard, verdicts
 
 __all__ = ["GROUP", "MergeResult", "ShardRun", "find_group", "merge", "read_shard"]
 

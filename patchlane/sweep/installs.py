@@ -135,7 +135,7 @@ def install_dir(spec: str, cache: Path, deps: bool = False, *, log: Path | None 
     and stderr (a caller printing JSON on stdout must not get pip's lines in it).
     ``wheelhouse`` (else ``PATCHLANE_WHEELHOUSE``): install from that folder only
     (``--no-index``), as an air-gapped box must; a release it does not hold raises
-    :class:`~patchlane.evidence.wheelhouse_manifest.NotInWheelhouse` before pip runs. A failed
+    :class:`~patchlane.sweep.wheelhouse_manifest.NotInWheelhouse` before pip runs. A failed
     install raises ``subprocess.CalledProcessError``."""
     from .wheelhouse_manifest import NotInWheelhouse, in_use
 

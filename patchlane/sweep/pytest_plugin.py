@@ -4,10 +4,10 @@ Opt in explicitly (it is not auto-loaded, because loading it imports patchlane, 
 overlays in the test process)::
 
     # conftest.py
-    pytest_plugins = ["patchlane.evidence.pytest_plugin"]
+    pytest_plugins = ["patchlane.sweep.pytest_plugin"]
 
     # test_patches.py
-    from patchlane.evidence.pytest_plugin import test_patchlane_reproducer  # noqa: F401
+    from patchlane.sweep.pytest_plugin import test_patchlane_reproducer  # noqa: F401
 
 Each case is ``<entry>-<lane>-ws<N>-<mode>``. ``with`` must pass; ``without`` must fail (the
 bug is still upstream); a ``without`` case that passes is reported with a
@@ -56,7 +56,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _cases(config: pytest.Config) -> list[Any]:
     # The sweep's own planning decides what runs and why not (lane, gate, GPUs), so a team's
     # pytest and the nightly sweep never disagree about a case.
-    from .sweep import Shard, cuda_devices, plan
+    from .engine import Shard, cuda_devices, plan
 
     only = config.getoption("--patchlane-only")
     lanes = [parse_lane(lane) for lane in config.getoption("--patchlane-lane") or ["cpu"]]

@@ -2,7 +2,7 @@
 what), trusted only as the release cache is, each wheel's SHA-256 checked before anything is
 installed from it. ``patchlane wheelhouse`` (:mod:`patchlane.releases.wheelhouse`) fills one
 on a machine that reaches the package index; the sweep, the matrix and their side-by-side
-installs (:mod:`patchlane.evidence.installs`) read it on a machine that does not.
+installs (:mod:`patchlane.sweep.installs`) read it on a machine that does not.
 
 A wheelhouse prepared for several interpreters is one folder per interpreter below the one
 named (``DIR/py3.11``, ``DIR/py3.12``): :func:`resolve` picks this interpreter's.

@@ -21,7 +21,7 @@ from ...runs.index import INDEX_SCHEMA, IndexRow, RunIndex
 from ...runs.manifest import RunDir, worst_rank
 from ...runs.verdicts import MEANING, Verdict
 from ...startup import is_default_registry
-from ..sweep import VerdictRow
+from ..engine import VerdictRow
 
 __all__ = ["index_data"]
 

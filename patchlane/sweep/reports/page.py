@@ -15,7 +15,7 @@ Everything a run supplies (reasons, log tails, entry text, versions, URLs) passe
 :func:`~patchlane.runs.index.printable`, which no control character survives.
 
 The page reads only the index (:class:`~patchlane.runs.index.RunIndex`, built by
-:mod:`patchlane.evidence.reports.build`) and the history runs it is given: it can be rebuilt
+:mod:`patchlane.sweep.reports.build`) and the history runs it is given: it can be rebuilt
 from a run directory alone.
 """
 
@@ -585,7 +585,7 @@ def _recorded(index: RunIndex, recorded: Sequence[RecordedRun]) -> str:
 def page(index: RunIndex, history: Sequence[HistoryRun | RunIndex] = (),
          recorded: Sequence[RecordedRun] = ()) -> str:
     """The page for ``index`` (this run's index) with ``history`` (earlier runs) and the
-    ``recorded`` GPU runs (see :mod:`patchlane.evidence.recorded`)."""
+    ``recorded`` GPU runs (see :mod:`patchlane.sweep.recorded`)."""
     runs = [h if isinstance(h, HistoryRun) else HistoryRun(h) for h in history]
     version = index.provenance.get("patchlane") or ""
     return printable(
