@@ -53,6 +53,8 @@ def test_wheelhouse_then_an_offline_check(tmp_path: Path) -> None:
     assert log.count("--no-index") >= 1 and "matrix --wheelhouse" in log
     # patchlane ran from the wheel installed out of the wheelhouse, not from this checkout
     assert (out / "site" / "patchlane" / "_bundle" / "registry.yaml").is_file()
+    # and the check says which build that was (the commit its wheel was built from)
+    assert '"from": "wheel"' in (out / "machine.txt").read_text(), (out / "machine.txt").read_text()
     index = json.loads((out / "runs" / f"{SET}-py{PY}" / "index.json").read_text())
     verdicts = {row["entry_id"]: row["verdict"] for row in index["rows"]}
     assert verdicts == {"liger_flce_weighted_none": "upstream-fixed"}
