@@ -148,18 +148,18 @@ class Decider:
     def start(self) -> None:
         """Record every entry and register hooks; decide at once for imported targets.
 
-        It reads only the registry's startup index (plain strings per entry), never the
+        It reads only the registry's startup rows (plain strings per entry), never the
         entries themselves nor any distribution's metadata: floors and pins are checked in a
         hook on their module, and a cached registry (patchlane.registry_cache) rebuilds its
         entries only when a hook first needs one. Per entry that leaves one record, recorded
         in one batch under one timestamp, then one hook per module: `import patchlane` stays
         flat from a handful of entries to hundreds."""
-        index = self.registry.startup_rows
-        self._check_control_ids(index)
+        rows = self.registry.startup_rows
+        self._check_control_ids(rows)
         at = self.audit.stamp()
         records: list[Decision] = []
         hooks: list[tuple[str, Callable[[ModuleType], None]]] = []
-        for row in index:
+        for row in rows:
             # What an entry is before its module is imported: one rule with a process whose
             # startup never loaded (patchlane.lazy.untouched).
             outcome, reason = at_start(row.startup, row.active,
@@ -195,8 +195,8 @@ class Decider:
         self.apply()
         self._started = True
 
-    def _check_control_ids(self, index: tuple[StartupRow, ...]) -> None:
-        known = {row.id for row in index}
+    def _check_control_ids(self, rows: tuple[StartupRow, ...]) -> None:
+        known = {row.id for row in rows}
         self.unknown_control_ids = self.controls.unknown_ids(known)
         if self.unknown_control_ids:
             # A warning, not an error: the id may belong to a registry this process does not

@@ -4,7 +4,7 @@ entries or 200.
 Parsing YAML and validating entries grows with the registry (about 0.4 ms per entry with PyYAML's
 C parser; 200 entries cost more than the whole 15 ms import budget). What comes out is a pure
 function of what validation reads, so :func:`load` keeps it in one pickle per registry set: the
-registry's startup index (plain strings, all `import patchlane` reads) and, as one nested
+registry's startup rows (plain strings, all `import patchlane` reads) and, as one nested
 pickle, its entries, rebuilt only when something first asks for them (a hook firing,
 ``patchlane.report()``): rebuilding 200 entries (paths, specifier sets) alone would cost
 ~2.5 ms. It is reused when everything validation read is as it was:
@@ -64,7 +64,7 @@ __all__ = ["LazyKey", "load"]
 
 log = logging.getLogger("patchlane")
 
-FORMAT = 4
+FORMAT = 5
 KEEP = 32
 """Cache files kept per directory (one per registry set; a test suite makes many)."""
 
@@ -108,16 +108,16 @@ def _loads(data: bytes) -> Any:
 
 
 class _CachedRegistry(Registry):
-    """A :class:`Registry` from the cache: its startup index at once, its entries unpickled
+    """A :class:`Registry` from the cache: its startup rows at once, its entries unpickled
     on first use (thread-safely, once)."""
 
-    def __init__(self, blob: bytes, index: tuple[StartupRow, ...], sources: tuple[Path, ...],
+    def __init__(self, blob: bytes, rows: tuple[StartupRow, ...], sources: tuple[Path, ...],
                  contents: tuple[bytes, ...], paths: Sequence[Path]) -> None:
         # Not the dataclass __init__: `entries` is the property below, not a field value.
         object.__setattr__(self, "sources", sources)
         object.__setattr__(self, "contents", contents)
         object.__setattr__(self, "checked", ())
-        self.__dict__["startup_rows"] = index  # what Registry.startup_rows would compute
+        self.__dict__["startup_rows"] = rows  # what Registry.startup_rows would compute
         self.__dict__["_blob"] = blob
         self.__dict__["_paths"] = tuple(paths)
         self.__dict__["_lock"] = threading.Lock()
@@ -138,14 +138,14 @@ class _CachedRegistry(Registry):
         return entries
 
     def _unpickled(self) -> tuple[Entry, ...] | None:
-        """The cached entries, or None when they are not the ones the index describes."""
+        """The cached entries, or None when they are not the ones the startup rows describe."""
         try:
             entries = _loads(self.__dict__["_blob"])
         except Exception:
             return None
-        index = self.__dict__["startup_rows"]
-        if type(entries) is not tuple or len(entries) != len(index) or not all(
-                type(e) is Entry and e.id == row.id for e, row in zip(entries, index, strict=True)):
+        rows = self.__dict__["startup_rows"]
+        if type(entries) is not tuple or len(entries) != len(rows) or not all(
+                type(e) is Entry and e.id == row.id for e, row in zip(entries, rows, strict=True)):
             return None
         return entries
 
@@ -238,13 +238,13 @@ def _inputs(registry: Registry) -> tuple[dict[str, int], tuple[tuple[str, str], 
     return stamps, tuple(links)
 
 
-def _index_ok(index: object) -> bool:
-    """Whether ``index`` is a startup index: the decider trusts every field's type."""
-    if type(index) is not tuple:
+def _rows_ok(rows: object) -> bool:
+    """Whether ``rows`` are startup rows: the decider trusts every field's type."""
+    if type(rows) is not tuple:
         return False
     from .lazy.watchlist import row_ok
 
-    return all(type(row) is StartupRow and row_ok(row) and row.kind in _KINDS for row in index)
+    return all(type(row) is StartupRow and row_ok(row) and row.kind in _KINDS for row in rows)
 
 
 _Hit = tuple[bytes, tuple[StartupRow, ...], dict[str, int], tuple[tuple[str, str], ...]]
@@ -252,15 +252,16 @@ _Hit = tuple[bytes, tuple[StartupRow, ...], dict[str, int], tuple[tuple[str, str
 
 def _fresh(cached: object, validator: tuple[Any, ...], sources: list[Path],
            contents: tuple[bytes, ...]) -> _Hit | None:
-    """(entries blob, index, directory stamps, links) when ``cached`` is a well-formed cache of
-    exactly these inputs, still as they were; None for anything else, whatever its shape."""
+    """(entries blob, startup rows, directory stamps, links) when ``cached`` is a well-formed
+    cache of exactly these inputs, still as they were; None for anything else, whatever its
+    shape."""
     if type(cached) is not dict or cached.get("validator") != validator \
             or cached.get("sources") != sources or cached.get("contents") != contents:
         return None
-    blob, index = cached.get("entries"), cached.get("index")
+    blob, rows = cached.get("entries"), cached.get("rows")
     dirs, links = cached.get("dirs"), cached.get("links")
     if type(blob) is not bytes or type(dirs) is not dict or type(links) is not tuple \
-            or not _index_ok(index):
+            or not _rows_ok(rows):
         return None
     try:  # one stat per directory, no walk over entries
         for folder, ns in dirs.items():
@@ -273,7 +274,7 @@ def _fresh(cached: object, validator: tuple[Any, ...], sources: list[Path],
                 return None
     except (OSError, ValueError, TypeError):  # gone, a NUL in a name, not a pair
         return None
-    return blob, index, dirs, links  # type: ignore[return-value]  # _index_ok checked rows
+    return blob, rows, dirs, links  # type: ignore[return-value]  # _rows_ok checked them
 
 
 def _write(directory: str, file: str, payload: dict[str, Any]) -> None:
@@ -341,7 +342,7 @@ def load(paths: Sequence[Path], directory: Path | None, lazy: LazyKey | None = N
     if inputs is not None and real is not None:
         _write(real, os.path.join(real, name),
                {"validator": validator, "sources": resolved, "contents": contents,
-                "index": registry.startup_rows, "entries": registry.entries,
+                "rows": registry.startup_rows, "entries": registry.entries,
                 "dirs": inputs[0], "links": inputs[1]})
         if lazy is not None and stamps is not None:
             _write_watchlist(real, lazy, stamps, inputs[0], inputs[1], registry.startup_rows)

@@ -37,7 +37,7 @@ _ROOT = Path(__file__).resolve().parents[2]
 def _run_id(shard: Shard) -> str:
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     host = platform.node().split(".")[0] or "host"
-    suffix = f"-shard{shard.index}of{shard.count}" if shard.count > 1 else ""
+    suffix = f"-shard{shard.number}of{shard.count}" if shard.count > 1 else ""
     return f"{stamp}-{host}{suffix}"
 
 

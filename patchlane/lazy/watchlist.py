@@ -32,7 +32,7 @@ script's folder, the current directory for ``-m``, ``''`` for ``-c``) and patchl
 bootstrap folder are left out of the ``sys.path`` key: the first differs from script to script
 and changes with the job's own files, and neither is where a distribution is installed (one
 dropped there is found when the startup loads). ``site`` and ``sitecustomize`` run before Python
-puts that entry there, a script's ``import patchlane`` after: both find the same index.
+puts that entry there, a script's ``import patchlane`` after: both find the same watch list.
 """
 
 import marshal
@@ -67,7 +67,7 @@ FORMAT = 2
 MAGIC = b"patchlane lazy index\n"
 SUFFIX = ".lazy"
 _FIRST_READ = 1 << 14
-"""Bytes read at a start: the header of a registry's index fits (the rows are read only on
+"""Bytes read at a start: the header of a registry's watch list fits (the rows are read only on
 demand)."""
 _MAX_HEADER = 1 << 26
 KEEP = 32
@@ -232,7 +232,7 @@ def rows_of(blob: bytes) -> "tuple[RowTuple, ...] | None":
 
 def row_ok(row: "tuple[object, ...]") -> bool:
     """Whether ``row`` has a startup row's fields, each of its type (the decider and the exit
-    line trust them): one check for this watch list and the registry cache's startup index."""
+    line trust them): one check for this watch list and the registry cache's startup rows."""
     if len(row) != 9:
         return False
     entry_id, kind, active, dist, module, modules, waiting, applies, startup = row

@@ -110,7 +110,7 @@ class VerdictRow:
 
 @dataclass(frozen=True)
 class Shard:
-    index: int
+    number: int
     """1-based."""
     count: int
 
@@ -125,10 +125,10 @@ class Shard:
         return cls(i, n)
 
     def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
+        return f"{self.number}/{self.count}"
 
     def owns(self, position: int) -> bool:
-        return position % self.count == self.index - 1
+        return position % self.count == self.number - 1
 
 
 def cuda_devices() -> int:

@@ -254,7 +254,7 @@ def _choose(shards: Sequence[ShardRun]) -> tuple[dict[int, ShardRun], list[Shard
     newest (a requeued task's second attempt); the others are superseded, and listed."""
     by_index: dict[int, list[ShardRun]] = {}
     for s in shards:
-        by_index.setdefault(s.shard.index, []).append(s)
+        by_index.setdefault(s.shard.number, []).append(s)
     chosen, superseded = {}, []
     for i, runs in sorted(by_index.items()):
         if len(runs) > 1 and runs[0].group is None:
@@ -402,7 +402,7 @@ def _merged_index(plan: Mapping[str, Any], chosen: Mapping[int, ShardRun],
         rows.append(_rebased(row, s, out))
     for s in chosen.values():  # a row its shard does not owe is an edited index: refused
         stray = sorted({r.key for r in (s.index.rows if s.index else ())}
-                       - set(owed.get(s.shard.index, [])))
+                       - set(owed.get(s.shard.number, [])))
         if stray:
             raise RunDirError(f"{s.path / 'index.json'}: rows {stray} are not shard "
                               f"{s.shard}'s in its plan; expected only the rows its manifest's "
@@ -419,7 +419,7 @@ def _merged_index(plan: Mapping[str, Any], chosen: Mapping[int, ShardRun],
             shards.append(_shard_record(s, out, len(owed.get(owner, []))))
     shards += [{**_shard_record(s, out, 0), "state": SUPERSEDED,
                 "why": f"another run directory of shard {s.shard} was taken "
-                       f"({chosen[s.shard.index].run_id})"} for s in superseded]
+                       f"({chosen[s.shard.number].run_id})"} for s in superseded]
     indexes = [s.index for s in chosen.values() if s.index is not None]
     first = next(iter(chosen.values()), None)
     m = first.manifest if first is not None else {}

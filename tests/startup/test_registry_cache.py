@@ -448,7 +448,7 @@ _ROW = ("x", "source_patch", True, "d", None, (), "waiting", None)
 @pytest.mark.parametrize("damage", [
     {"dirs": None}, {"dirs": {"/nowhere": "1"}}, {"dirs": {1: 1}}, {"dirs": {"a\0b": 1}},
     {"links": None}, {"links": (("a",),)}, {"links": ((1, 2),)},
-    {"index": "abc"}, {"index": None}, {"index": ("abc",)}, {"index": (_ROW[:3],)},
+    {"rows": "abc"}, {"rows": None}, {"rows": ("abc",)}, {"rows": (_ROW[:3],)},
     {"entries": "not bytes"}, {"entries": None},
 ])
 def test_a_wrong_shaped_cache_is_a_miss(fake_target: FakeTarget, tmp_path: Path,
@@ -496,7 +496,7 @@ def test_a_wrong_shaped_cache_does_not_break_import_patchlane(fake_target: FakeT
     first = _child(code, env)
     (file,) = (tmp_path / "c").glob("*.pickle")
     data = pickle.loads(file.read_bytes())
-    file.write_bytes(pickle.dumps({**data, "dirs": None, "index": "abc"}))
+    file.write_bytes(pickle.dumps({**data, "dirs": None, "rows": "abc"}))
     assert _child(code, env) == first
 
 
