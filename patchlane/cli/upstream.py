@@ -99,7 +99,7 @@ def run_upstream(ids: list[str] | None, offline: bool, as_json: bool, cache_dir:
             if entry.status is Status.RETIRED:
                 retire = "retired"
             rows.append([entry.id, issue, pr_text, report.released_in or "-",
-                         report.verdict.value + (" (stale cache)" if report.stale else ""),
+                         report.state.value + (" (stale cache)" if report.stale else ""),
                          retire])
             out.append({"entry_id": entry.id, "tracking": report.as_dict(),
                         "retirement": verdict.as_dict()})
@@ -147,7 +147,7 @@ def run_retire(entry_id: str, evidence: list[Path] | None, offline: bool, skip_u
         if verdict.released_in else None)
     lines = []
     if report is not None:
-        lines.append(f"upstream {report.verdict.value}: {report.reason}")
+        lines.append(f"upstream {report.state.value}: {report.reason}")
     for row in verdict.sweep:
         probe = None if row.probe is None else row.probe.value
         lines.append(f"sweep {row.run}: {row.verdict.value} on {row.installed} "

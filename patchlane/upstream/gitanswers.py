@@ -2,7 +2,7 @@
 
 The GitHub tracker leaves its answers in the HTTP cache, which the page reads offline
 (:mod:`~patchlane.upstream.known`); a git mirror has no such cache, so each ``--git`` run records
-its per-entry answers (verdict, reason, PR state, first release, the mirror, when) in one small
+its per-entry answers (state, reason, PR state, first release, the mirror, when) in one small
 JSON file in the same cache directory, replaced atomically. Reading never raises: a missing,
 corrupt, oversized or foreign file, or a malformed record in it, is simply not known.
 """
@@ -22,7 +22,7 @@ __all__ = ["ANSWERS_FILE", "answered_at", "read_git_answers", "record_git_answer
 
 ANSWERS_FILE = "git-answers.json"
 _FORMAT = "patchlane-git-answers"
-_VERSION = 1
+_VERSION = 2
 _LIMIT = 4 * 1024 * 1024
 
 
@@ -37,7 +37,7 @@ def _parse_time(text: object) -> _dt.datetime | None:
 
 
 def _valid(answer: object) -> bool:
-    return (isinstance(answer, dict) and isinstance(answer.get("verdict"), str)
+    return (isinstance(answer, dict) and isinstance(answer.get("state"), str)
             and isinstance(answer.get("reason"), str) and isinstance(answer.get("mirror"), str)
             and _parse_time(answer.get("answered_at")) is not None
             and (answer.get("pr") is None or isinstance(answer.get("pr"), dict))
@@ -66,7 +66,7 @@ def record_git_answers(cache_dir: Path, reports: Iterable[TrackReport], mirror: 
     entries = read_git_answers(cache_dir)
     for report in reports:
         entries[report.entry_id] = {
-            "verdict": report.verdict.value, "reason": report.reason,
+            "state": report.state.value, "reason": report.reason,
             "pr": None if report.pr is None else report.pr.as_dict(),
             "released_in": report.released_in,
             "mirror": str(Path(mirror).absolute()),

@@ -403,10 +403,10 @@ def track_git(entry: Entry, repo: GitRepo | Path | str, *, tag_template: str,
     repo = repo if isinstance(repo, GitRepo) else GitRepo(repo)
     dist = entry.upstream.distribution or entry.target.distribution or "upstream"
 
-    def report(verdict: UpstreamState, reason: str, pr: PullState | None = None,
+    def report(state: UpstreamState, reason: str, pr: PullState | None = None,
                released_in: str | None = None, latest: str | None = None) -> TrackReport:
         return TrackReport(entry_id=entry.id, issue=None, pr=pr, released_in=released_in,
-                           latest_release=latest, verdict=verdict, reason=reason,
+                           latest_release=latest, state=state, reason=reason,
                            gate_names_release=gate_names_release(entry, released_in))
 
     if not entry.upstream.pr:

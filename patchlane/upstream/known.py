@@ -34,7 +34,7 @@ def known_states(entries: Iterable[Entry], *, cache_dir: Path | None = None,
     """Per entry id, the cached state of its issue and PR (each key present only when known),
     ``fetched_at``, when the oldest of those answers was last confirmed upstream (ISO), and
     ``source``: ``"github"`` (the HTTP cache) or ``"git"`` (a ``--git`` answer, which also
-    carries ``mirror``, ``verdict`` and ``released_in``; git reads no issue)."""
+    carries ``mirror``, ``state`` and ``released_in``; git reads no issue)."""
     entries = list(entries)
     cache_dir = cache_dir or default_cache_dir()
     config = TrackerConfig(github_api=github_api or "https://api.github.com",
@@ -69,7 +69,7 @@ def known_states(entries: Iterable[Entry], *, cache_dir: Path | None = None,
         # and whichever tracker the maintainer ran last is the one they expect the page to show.
         if cached is not None and _dt.datetime.fromisoformat(cached["fetched_at"]) >= when:
             continue
-        state = {"source": "git", "mirror": answer["mirror"], "verdict": answer["verdict"],
+        state = {"source": "git", "mirror": answer["mirror"], "state": answer["state"],
                  "reason": answer["reason"], "released_in": answer.get("released_in"),
                  "fetched_at": when.astimezone(_dt.timezone.utc).isoformat(timespec="seconds")}
         if answer.get("pr") is not None:

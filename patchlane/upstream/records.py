@@ -1,4 +1,4 @@
-"""What upstream tracking finds: the issue, the pull request, the releases, and the verdict.
+"""What upstream tracking finds: the issue, the pull request, the releases, and the state.
 
 Plain frozen dataclasses, each with ``as_dict()`` for JSON. :class:`UpstreamState` is where the
 fix stands upstream; it is *not* the sweep's :class:`patchlane.sweep.engine.Verdict` (what a
@@ -87,7 +87,7 @@ class Release:
 
 
 class UpstreamState(str, enum.Enum):
-    """Where an entry's fix stands upstream (``TrackReport.verdict``)."""
+    """Where an entry's fix stands upstream (``TrackReport.state``)."""
 
     NO_UPSTREAM_LINK = "no-upstream-link"
     """The entry links no upstream PR: nothing to track."""
@@ -109,7 +109,7 @@ class TrackReport:
     included)."""
     latest_release: str | None
     """Newest final release of the target distribution (only looked up for merged PRs)."""
-    verdict: UpstreamState
+    state: UpstreamState
     reason: str
     gate_names_release: bool
     """Whether ``retire_when.release`` contains ``released_in``: the retirement evidence needs a
@@ -125,7 +125,7 @@ class TrackReport:
             "pr": None if self.pr is None else self.pr.as_dict(),
             "released_in": self.released_in,
             "latest_release": self.latest_release,
-            "verdict": self.verdict.value,
+            "state": self.state.value,
             "reason": self.reason,
             "gate_names_release": self.gate_names_release,
             "stale": self.stale,

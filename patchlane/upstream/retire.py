@@ -173,8 +173,8 @@ def evaluate(entry: Entry, upstream: TrackReport | None,
     if needs_upstream:
         if upstream is None:
             evidence.missing.append("upstream tracking (run without --skip-upstream)")
-        elif upstream.verdict is not UpstreamState.RELEASED:
-            evidence.missing.append(f"upstream: {upstream.verdict.value}: {upstream.reason}")
+        elif upstream.state is not UpstreamState.RELEASED:
+            evidence.missing.append(f"upstream: {upstream.state.value}: {upstream.reason}")
         elif when.release is not None and not upstream.gate_names_release:
             evidence.missing.append(f"upstream released the fix in "
                                     f"{evidence.released_in}, which retire_when.release "

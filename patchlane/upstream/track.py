@@ -67,10 +67,10 @@ def track(entry: Entry, client: Client, *, tag_template: str,
     issue = (issue_state(client, entry.upstream.issue, trace=trace) if entry.upstream.issue
              else None)
 
-    def report(verdict: UpstreamState, reason: str, pr: PullState | None = None,
+    def report(state: UpstreamState, reason: str, pr: PullState | None = None,
                released_in: str | None = None, latest: str | None = None) -> TrackReport:
         return TrackReport(entry_id=entry.id, issue=issue, pr=pr, released_in=released_in,
-                           latest_release=latest, verdict=verdict, reason=reason,
+                           latest_release=latest, state=state, reason=reason,
                            gate_names_release=gate_names_release(entry, released_in),
                            stale=trace.stale)
 

@@ -52,7 +52,7 @@ def test_upstream_from_git_reports_released(tracked: tuple[FakeTarget, Path, dic
     assert out.returncode == 0, out.stderr
     (item,) = json.loads(out.stdout)
     tracking = item["tracking"]
-    assert tracking["verdict"] == "released" and tracking["released_in"] == "1.1.0"
+    assert tracking["state"] == "released" and tracking["released_in"] == "1.1.0"
     assert tracking["issue"] is None  # git cannot read an issue
     assert tracking["pr"]["merged"] is True and tracking["gate_names_release"] is True
     assert "squash commit" in tracking["reason"] and "(tag v1.1.0)" in tracking["reason"]
@@ -73,7 +73,7 @@ def test_upstream_from_git_for_a_pr_that_has_not_landed(
     out = cli("upstream", fake.entry_id, "--git", str(repo), "--json", env=env)
     assert out.returncode == 0, out.stderr
     tracking = json.loads(out.stdout)[0]["tracking"]
-    assert tracking["verdict"] == "open"
+    assert tracking["state"] == "open"
     assert "git cannot tell an open PR from one closed without merging" in tracking["reason"]
 
 

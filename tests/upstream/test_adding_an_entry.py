@@ -135,7 +135,7 @@ def test_the_guide_from_new_to_a_bisected_gate_needs_no_hand_edit(
     assert (found["first_affected"], found["first_fixed"], found["applies_to"]) == (
         "1.1.0", "1.3.0", ">=1.1.0,<1.3.0")
     assert {r["release"]: r["overlay"] for r in found["runs"]
-            if r["verdict"] == "affected"} == {"1.1.0": "guarding", "1.2.0": "guarding"}
+            if r["finding"] == "affected"} == {"1.1.0": "guarding", "1.2.0": "guarding"}
     text = fake_target.registry.read_text()
     block = _block(text)
     assert block["applies_to"] == ">=1.1.0,<1.3.0"

@@ -227,7 +227,7 @@ def test_squash_on_main_is_released_in_the_first_tag_that_has_it(
         repo: GitRepo, upstream_repo: Upstream, entry: Entry) -> None:
     report = track_git(entry, repo, tag_template=TEMPLATE)
     sha = upstream_repo.shas["4448"]
-    assert report.verdict is UpstreamState.RELEASED
+    assert report.state is UpstreamState.RELEASED
     assert report.released_in == "0.18.0"  # not 0.17.1 / 0.17.2; 0.18.0rc1 is a prerelease
     assert report.latest_release == "0.18.0"
     assert report.gate_names_release is True  # retire_when.release is '>=0.18.0'
@@ -260,7 +260,7 @@ def test_the_pr_number_matches_exactly(repo: GitRepo, upstream_repo: Upstream, e
 def test_a_github_merge_commit(repo: GitRepo, upstream_repo: Upstream, entry: Entry) -> None:
     report = track_git(pr(entry, 4500), repo, tag_template=TEMPLATE)
     sha = upstream_repo.shas["4500"]
-    assert report.verdict is UpstreamState.RELEASED and report.released_in == "0.18.0"
+    assert report.state is UpstreamState.RELEASED and report.released_in == "0.18.0"
     assert report.pr is not None and report.pr.merge_commit_sha == sha
     assert report.pr.title == "Merge pull request #4500 from alice/feature-flag"
     assert f"merge commit {sha[:10]} on main" in report.reason
@@ -271,7 +271,7 @@ def test_a_cherry_pick_under_another_subject_is_found_by_patch_id(
         repo: GitRepo, upstream_repo: Upstream, entry: Entry) -> None:
     report = track_git(pr(entry, 4321), repo, tag_template=TEMPLATE)
     shas = upstream_repo.shas
-    assert report.verdict is UpstreamState.RELEASED
+    assert report.state is UpstreamState.RELEASED
     assert report.released_in == "0.17.2"  # the backport, before 0.18.0 has the squash
     assert report.pr is not None and report.pr.merge_commit_sha == shas["4321"]  # main's
     assert (f"cherry-pick {shas['4321-cp'][:10]} on core_r0.17.0 (same patch-id as "
@@ -286,7 +286,7 @@ def test_a_pr_only_cherry_picked_is_found_from_refs_pull(
         repo: GitRepo, upstream_repo: Upstream, entry: Entry) -> None:
     report = track_git(pr(entry, 4322), repo, tag_template=TEMPLATE)
     sha = upstream_repo.shas["4322-cp"]
-    assert report.verdict is UpstreamState.RELEASED and report.released_in == "0.17.2"
+    assert report.state is UpstreamState.RELEASED and report.released_in == "0.17.2"
     assert report.pr is not None and report.pr.merge_commit_sha == sha
     assert report.pr.title == "release: clip before all-reduce"
     assert f"landed as cherry-pick {sha[:10]} on core_r0.17.0" in report.reason
@@ -294,7 +294,7 @@ def test_a_pr_only_cherry_picked_is_found_from_refs_pull(
 
 def test_landed_but_in_no_tag(repo: GitRepo, upstream_repo: Upstream, entry: Entry) -> None:
     report = track_git(pr(entry, 4600), repo, tag_template=TEMPLATE)
-    assert report.verdict is UpstreamState.MERGED_UNRELEASED
+    assert report.state is UpstreamState.MERGED_UNRELEASED
     assert report.released_in is None and report.latest_release == "0.18.0"
     assert report.pr is not None and report.pr.merge_commit_sha == upstream_repo.shas["4600"]
     assert "none of the 4 release tags ('core_v{version}', newest core_v0.18.0)" in report.reason
@@ -304,7 +304,7 @@ def test_landed_but_in_no_tag(repo: GitRepo, upstream_repo: Upstream, entry: Ent
 def test_a_revert_takes_the_fix_out_of_the_tags_that_carry_it(
         repo: GitRepo, upstream_repo: Upstream, entry: Entry) -> None:
     report = track_git(pr(entry, 4700), repo, tag_template=TEMPLATE)
-    assert report.verdict is UpstreamState.MERGED_UNRELEASED  # 0.18.0 has the revert too
+    assert report.state is UpstreamState.MERGED_UNRELEASED  # 0.18.0 has the revert too
     assert report.pr is not None and report.pr.merge_commit_sha == upstream_repo.shas["4700"]
     assert f"reverted by {upstream_repo.shas['4700-revert'][:10]} on main" in report.reason
     with_rc = track_git(pr(entry, 4700), repo, tag_template=TEMPLATE, include_prereleases=True)
@@ -314,7 +314,7 @@ def test_a_revert_takes_the_fix_out_of_the_tags_that_carry_it(
 def test_a_proposed_pr_that_never_landed(repo: GitRepo, upstream_repo: Upstream,
                                          entry: Entry) -> None:
     report = track_git(pr(entry, 4999), repo, tag_template=TEMPLATE)
-    assert report.verdict is UpstreamState.OPEN
+    assert report.state is UpstreamState.OPEN
     assert report.pr is not None and report.pr.merged is False and report.pr.state == "open"
     assert report.pr.merge_commit_sha is None and report.latest_release is None
     assert report.pr.title == "an idea that never landed"
@@ -325,7 +325,7 @@ def test_a_proposed_pr_that_never_landed(repo: GitRepo, upstream_repo: Upstream,
 
 def test_a_pr_git_knows_nothing_about(repo: GitRepo, entry: Entry) -> None:
     report = track_git(pr(entry, 5000), repo, tag_template=TEMPLATE)
-    assert report.verdict is UpstreamState.OPEN
+    assert report.state is UpstreamState.OPEN
     assert report.pr is not None and report.pr.title == ""
     assert "no commit on a branch or tag" in report.reason
     assert "refs/pull/5000/head" in report.reason and "git clone --mirror" in report.reason
@@ -333,7 +333,7 @@ def test_a_pr_git_knows_nothing_about(repo: GitRepo, entry: Entry) -> None:
 
 def test_no_pr_link(repo: GitRepo, entry: Entry) -> None:
     report = track_git(with_upstream(entry, pr=None), repo, tag_template=TEMPLATE)
-    assert report.verdict is UpstreamState.NO_UPSTREAM_LINK and report.pr is None
+    assert report.state is UpstreamState.NO_UPSTREAM_LINK and report.pr is None
 
 
 @pytest.mark.parametrize(
@@ -357,7 +357,7 @@ def test_a_fix_shipped_by_another_distribution_never_names_the_gate(repo: GitRep
                                                                      entry: Entry) -> None:
     report = track_git(with_upstream(entry, distribution="megatron-lm"), repo,
                        tag_template=TEMPLATE)
-    assert report.verdict is UpstreamState.RELEASED and report.gate_names_release is False
+    assert report.state is UpstreamState.RELEASED and report.gate_names_release is False
     assert "retire_when.release is about megatron-core" in report.reason
 
 
@@ -418,7 +418,7 @@ def test_a_plain_clone_reads_origin_and_says_what_refs_pull_would_add(
     assert report.released_in == "0.17.2"  # origin/core_r0.17.0 and the tags came along
     # Without refs/pull/4322/head, a pick under another subject cannot be recognised.
     missing = track_git(pr(entry, 4322), repo, tag_template=TEMPLATE)
-    assert missing.verdict is UpstreamState.OPEN
+    assert missing.state is UpstreamState.OPEN
     assert "'+refs/pull/*/head:refs/pull/*/head'" in missing.reason
 
 
@@ -515,7 +515,7 @@ def test_real_megatron_mirror_pr_4448_is_in_core_v0_18_0(megatron: GitRepo,
     start = time.perf_counter()
     report = track_git(entry, megatron, tag_template=TEMPLATE)
     took = time.perf_counter() - start
-    assert report.verdict is UpstreamState.RELEASED
+    assert report.state is UpstreamState.RELEASED
     assert report.released_in == "0.18.0"  # in core_v0.18.0, .18.2, .19.0; in no 0.17.x tag
     assert report.pr is not None and report.pr.merge_commit_sha is not None
     assert report.pr.merge_commit_sha.startswith("3d7bcd3a37")

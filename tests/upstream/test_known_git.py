@@ -69,7 +69,7 @@ def test_an_upstream_git_answer_reaches_known_states_and_the_page(
     known = known_states(registry.entries, cache_dir=cache)
     state = known[fake_target.entry_id]
     assert state["source"] == "git" and state["mirror"] == str(repo.absolute())
-    assert state["verdict"] == "released" and state["released_in"] == "1.1.0"
+    assert state["state"] == "released" and state["released_in"] == "1.1.0"
     assert state["pr"]["merged"] is True  # type: ignore[index]
     answered = dt.datetime.fromisoformat(str(state["fetched_at"]))
     assert abs(dt.datetime.now(dt.timezone.utc) - answered) < dt.timedelta(minutes=10)
@@ -130,7 +130,7 @@ def test_the_newer_of_the_github_and_git_answers_wins(fake_target: FakeTarget,
     # Asked again a day after GitHub: the mirror's (released) answer is shown, and says so.
     record_git_answers(cache, [report], repo, now=github_at + dt.timedelta(days=1))
     newer = known_states(registry.entries, cache_dir=cache)[entry.id]
-    assert newer["source"] == "git" and newer["verdict"] == "released"
+    assert newer["source"] == "git" and newer["state"] == "released"
     assert newer["fetched_at"] == "2026-05-29T12:00:00+00:00"
     page = _page(tmp_path / "b", registry, {entry.id: newer}, entry.id)
     assert "<b>merged 2026-01-05, released in 1.1.0</b>" in page

@@ -45,7 +45,7 @@ def sourced(entry: Entry) -> Entry:
 def report(state: UpstreamState = UpstreamState.RELEASED, *, released_in: str | None = "0.18.0",
            names: bool = True) -> TrackReport:
     return TrackReport(entry_id=ENTRY, issue=None, pr=None, released_in=released_in,
-                       latest_release="0.19.2", verdict=state, reason="why",
+                       latest_release="0.19.2", state=state, reason="why",
                        gate_names_release=names)
 
 
@@ -86,7 +86,7 @@ def test_ready_with_released_upstream_fixed_sweep_and_probe(sourced: Entry,
     assert evidence.ready and evidence.missing == []
     assert evidence.released_in == "0.18.0"
     as_dict = json.loads(json.dumps(evidence.as_dict()))
-    assert as_dict["upstream"]["verdict"] == "released" and as_dict["ready"] is True
+    assert as_dict["upstream"]["state"] == "released" and as_dict["ready"] is True
     assert as_dict["sweep"][0]["verdict"] == "upstream-fixed"
 
 

@@ -59,7 +59,7 @@ def test_upstream_command_reports_tracking_and_what_retirement_lacks(
     out = cli("upstream", ENTRY, "--json", registry=registry_copy, fake=upstream)
     assert out.returncode == 0, out.stderr
     (item,) = json.loads(out.stdout)
-    assert item["tracking"]["verdict"] == "released"
+    assert item["tracking"]["state"] == "released"
     assert item["tracking"]["released_in"] == "0.18.0"
     assert not item["retirement"]["ready"]
     assert any("sweep" in m for m in item["retirement"]["missing"])

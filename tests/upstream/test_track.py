@@ -34,7 +34,7 @@ from .fake_upstream import (
 
 def test_track_released(h: Harness, entry: Entry) -> None:
     report = track(entry, h.client(), tag_template="core_v{version}")
-    assert report.verdict is UpstreamState.RELEASED
+    assert report.state is UpstreamState.RELEASED
     assert report.released_in == "0.18.0"
     assert report.latest_release == "0.19.2"
     assert report.gate_names_release is True  # retire_when.release is '>=0.18.0'
@@ -46,7 +46,7 @@ def test_track_released(h: Harness, entry: Entry) -> None:
     compared = [s.path for s in h.upstream.requests() if "/compare/" in s.path]
     assert compared == [compare_path("core_v0.17.1"), compare_path("core_v0.18.0")]
     as_dict = json.loads(json.dumps(report.as_dict()))
-    assert as_dict["verdict"] == "released" and as_dict["pr"]["milestone"] == "Core 0.16"
+    assert as_dict["state"] == "released" and as_dict["pr"]["milestone"] == "Core 0.16"
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ def test_track_released(h: Harness, entry: Entry) -> None:
 def test_track_released_checks_the_gate(h: Harness, entry: Entry, gate: str | None,
                                         names: bool, says: str) -> None:
     report = track(with_gate(entry, gate), h.client(), tag_template="core_v{version}")
-    assert report.verdict is UpstreamState.RELEASED and report.released_in == "0.18.0"
+    assert report.state is UpstreamState.RELEASED and report.released_in == "0.18.0"
     assert report.gate_names_release is names
     assert says in report.reason
 
@@ -73,7 +73,7 @@ def test_track_fix_shipping_in_another_distribution(h: Harness, entry: Entry) ->
     pinned = dataclasses.replace(with_upstream(entry, distribution="triton"),
                                  target=Target("numpy"))
     report = track(pinned, h.client(), tag_template="core_v{version}")
-    assert (report.verdict, report.released_in) == (UpstreamState.RELEASED, "0.18.0")
+    assert (report.state, report.released_in) == (UpstreamState.RELEASED, "0.18.0")
     assert report.gate_names_release is False
     assert "no gate can name a triton release" in report.reason
     assert h.upstream.requests("/pypi/pypi/triton/json") and not h.upstream.requests(PYPI_PATH)
@@ -82,7 +82,7 @@ def test_track_fix_shipping_in_another_distribution(h: Harness, entry: Entry) ->
 def test_track_open(h: Harness, entry: Entry) -> None:
     report = track(with_upstream(entry, pr=OPEN_PR_URL), h.client(),
                    tag_template="core_v{version}")
-    assert (report.verdict, report.released_in, report.gate_names_release) == (
+    assert (report.state, report.released_in, report.gate_names_release) == (
         UpstreamState.OPEN, None, False)
     assert "PR #4630 is open" in report.reason
     assert not any(s.path == PYPI_PATH for s in h.upstream.requests())
@@ -94,13 +94,13 @@ def test_track_closed_unmerged(h: Harness, entry: Entry) -> None:
     h.upstream.route(OPEN_PR_PATH, Reply(body=body))
     report = track(with_upstream(entry, pr=OPEN_PR_URL), h.client(),
                    tag_template="core_v{version}")
-    assert report.verdict is UpstreamState.CLOSED_UNMERGED
+    assert report.state is UpstreamState.CLOSED_UNMERGED
     assert "closed without merging" in report.reason
 
 
 def test_track_no_upstream_link(h: Harness, entry: Entry) -> None:
     report = track(with_upstream(entry, pr=None), h.client(), tag_template="core_v{version}")
-    assert report.verdict is UpstreamState.NO_UPSTREAM_LINK
+    assert report.state is UpstreamState.NO_UPSTREAM_LINK
     assert report.pr is None and report.issue is not None
     assert [s.path for s in h.upstream.requests()] == [ISSUE_PATH]
 
@@ -111,7 +111,7 @@ def test_track_merged_but_no_tag_contains_it(h: Harness, entry: Entry) -> None:
         body.update(status="ahead", ahead_by=3, behind_by=0)
         h.upstream.route(compare_path(tag), Reply(body=body))
     report = track(entry, h.client(), tag_template="core_v{version}")
-    assert report.verdict is UpstreamState.MERGED_UNRELEASED
+    assert report.state is UpstreamState.MERGED_UNRELEASED
     assert report.released_in is None and report.latest_release == "0.19.2"
     assert report.gate_names_release is False
     assert "none of the megatron-core releases uploaded since (0.17.1, 0.18.0, 0.19.2)" \
@@ -120,7 +120,7 @@ def test_track_merged_but_no_tag_contains_it(h: Harness, entry: Entry) -> None:
 
 def test_track_wrong_tag_template_is_reported_not_hidden(h: Harness, entry: Entry) -> None:
     report = track(entry, h.client(), tag_template="v{version}")
-    assert report.verdict is UpstreamState.MERGED_UNRELEASED
+    assert report.state is UpstreamState.MERGED_UNRELEASED
     assert "tags not found in NVIDIA/Megatron-LM: v0.17.1, v0.18.0, v0.19.2" in report.reason
 
 
@@ -172,7 +172,7 @@ def test_a_template_matching_no_tag_costs_no_compare_request(h: Harness, entry: 
     h.upstream.route(PYPI_PATH, Reply(body=many_releases(3000)))
     h.upstream.route(tags_path("v"), Reply(body=[]))
     report = track(entry, h.client(), tag_template="v{version}")
-    assert report.verdict is UpstreamState.MERGED_UNRELEASED
+    assert report.state is UpstreamState.MERGED_UNRELEASED
     assert compares(h) == []
     assert len(h.upstream.requests()) == 4  # the issue, the PR, PyPI, the tag list
     assert ("none of the megatron-core releases uploaded since (1.0.0, 1.1.0, 1.2.0, 1.3.0, "
@@ -197,7 +197,7 @@ def test_compare_requests_are_bounded_per_entry(h: Harness, entry: Entry, listed
     else:
         h.upstream.route(tags_path("core_v"), Reply(404, {"message": "Not Found"}))
     report = track(entry, h.client(), tag_template="core_v{version}")
-    assert report.verdict is UpstreamState.MERGED_UNRELEASED
+    assert report.state is UpstreamState.MERGED_UNRELEASED
     assert compares(h) == [compare_path(t) for t in tags[:MAX_COMPARES]]
     assert (f"{3000 - MAX_COMPARES} later release tags were not compared (at most "
             f"{MAX_COMPARES} compare requests per entry: core_v1.{MAX_COMPARES}.0, ") \
