@@ -72,10 +72,9 @@ class _Finder:
             return None
         spec = first_spec(after, name, path, target)
         loader = spec.loader if spec is not None else None
-        if spec is None or loader is None or not hasattr(loader, "exec_module") \
-                or isinstance(loader, _Loader):
-            return spec  # nothing to wrap (a namespace package, a legacy loader), or wrapped
-        spec.loader = _Loader(loader)  # type: ignore[assignment]  # a loader by shape
+        if spec is None or loader is None or not hasattr(loader, "exec_module"):
+            return spec  # nothing to wrap (a namespace package, a legacy loader)
+        spec.loader = wrap(loader)
         return spec
 
     def invalidate_caches(self) -> None:
@@ -83,12 +82,16 @@ class _Finder:
 
 
 class _Loader:
-    """The real loader, then the module's callbacks."""
+    """The real loader, then the module's callbacks; ``before`` (the lazy start's startup) runs
+    first, before the module exists."""
 
-    def __init__(self, loader: "Any") -> None:
+    def __init__(self, loader: "Any", before: "Callable[[], object] | None" = None) -> None:
         self.loader = loader
+        self.before = before
 
     def create_module(self, spec: "ModuleSpec") -> "ModuleType | None":
+        if self.before is not None:
+            self.before()
         create = getattr(self.loader, "create_module", None)
         return create(spec) if create is not None else None
 
@@ -108,12 +111,17 @@ class _Loader:
         return getattr(self.loader, name)
 
 
+def wrap(loader: "Any", before: "Callable[[], object] | None" = None) -> "Any":
+    """``loader`` wrapped to call the module's callbacks after its code runs (once: a loader
+    this module wrapped already is given ``before`` and returned), ``before()`` first."""
+    if isinstance(loader, _Loader):
+        if before is not None:
+            loader.before = before
+        return loader
+    return _Loader(loader, before)
+
+
 _finder = _Finder()
-
-
-def is_loader(loader: object) -> bool:
-    """Whether ``loader`` is this module's wrapper (which calls the callbacks itself)."""
-    return isinstance(loader, _Loader)
 
 
 def install() -> None:

@@ -171,3 +171,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("independent") is None:
             item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module
                                                     else item.nodeid.split("::")[0]))
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """patchlane's wheel, built once per test process from this checkout (as a user installs
+    it): the tests that run patchlane installed, outside the checkout, share it."""
+    import subprocess
+
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
+                    str(out), str(Path(__file__).resolve().parents[1])], check=True,
+                   capture_output=True, timeout=300)
+    (path,) = out.glob("patchlane-*.whl")
+    return path

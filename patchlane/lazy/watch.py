@@ -1,16 +1,16 @@
 """The lazy start's one import hook: a ``sys.meta_path`` finder for the watched top-level names.
 
 It answers nothing itself. For a watched name it asks the finders after it for the module's
-spec, as the import system would next, and wraps the loader it finds, so that:
+spec, as the import system would next, and wraps the loader it finds with the post-import
+hook's own wrapper (:func:`patchlane.import_hook.wrap`), so that:
 
 - ``create_module`` (the module does not exist yet; the import system holds this module's lock
   and no longer the global import lock, so loading other modules here cannot deadlock against
-  a thread holding that one) loads the whole startup first: registry, gates, wrapt post-import
+  a thread holding that one) loads the whole startup first: registry, gates, post-import
   hooks for every target, exactly what ``import patchlane`` did before it was lazy;
 - ``exec_module`` puts the real loader back on the module and its spec, runs the module, then
-  fires the post-import hooks registered for it (:func:`patchlane.import_hook.fire`, which the
-  hook's own loader calls the same way): its entries are decided right after it ran, as they
-  were when their hook was registered at ``import patchlane``.
+  fires the post-import hooks registered for it: its entries are decided right after it ran,
+  as they were when their hook was registered at ``import patchlane``.
 
 A spec that is only looked up (``importlib.util.find_spec("torch")``, as libraries probe for
 optional dependencies) loads nothing. Once the startup has run, :func:`disarm` takes the hook
@@ -31,7 +31,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from importlib.machinery import ModuleSpec
-    from types import ModuleType
     from typing import Any
 
 __all__ = ["armed", "disarm", "install", "watched_names"]
@@ -71,7 +70,8 @@ class _Watch:
             self.trigger()
             others = [f for f in sys.meta_path if f is not self]
             return import_hook.first_spec(others, name, path, target)
-        spec.loader = _FirstTarget(loader, self)  # type: ignore[assignment]  # a loader by shape
+        # the startup loads before the module exists, its hooks fire once the module ran
+        spec.loader = import_hook.wrap(loader, before=self.trigger)
         return spec
 
     def trigger(self) -> None:
@@ -90,38 +90,6 @@ class _Watch:
 
     def invalidate_caches(self) -> None:
         pass
-
-
-class _FirstTarget:
-    """The loader of the first watched module imported: loads the startup before the module is
-    made, hands the module to its own loader, then fires its post-import hooks."""
-
-    def __init__(self, loader: "Any", watch: _Watch) -> None:
-        self.loader = loader
-        self.watch = watch
-
-    def create_module(self, spec: "ModuleSpec") -> "ModuleType | None":
-        self.watch.trigger()
-        create = getattr(self.loader, "create_module", None)
-        return create(spec) if create is not None else None
-
-    def exec_module(self, module: "ModuleType") -> None:
-        # The module names its own loader from now on (inspect, pkgutil and importlib.resources
-        # read __loader__ and __spec__.loader), as wrapt's loader does.
-        module.__loader__ = self.loader
-        spec = getattr(module, "__spec__", None)
-        if spec is not None and spec.loader is self:
-            spec.loader = self.loader
-        self.loader.exec_module(module)
-        from .. import import_hook
-
-        if not import_hook.is_loader(self.loader):  # that loader has called them itself
-            import_hook.fire(module)
-
-    def __getattr__(self, name: str) -> "Any":
-        # Everything else a loader answers (get_source, is_package, get_resource_reader) is
-        # the real loader's.
-        return getattr(self.loader, name)
 
 
 _watch: _Watch | None = None

@@ -17,13 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
-                    str(out), str(ROOT)], check=True, capture_output=True, timeout=300)
-    (path,) = out.glob("patchlane-*.whl")
-    return path
+@pytest.fixture
+def wheel(built_wheel: Path) -> Path:
+    return built_wheel
 
 
 def test_wheel_layout(wheel: Path) -> None:

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
-
 pytestmark = [pytest.mark.upstream, pytest.mark.slow]
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -29,13 +27,9 @@ def _clean_env() -> dict[str, str]:
             if not k.startswith("PATCHLANE_") and k != "PYTHONPATH"}
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dist = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
-                    str(dist), str(ROOT)], check=True, capture_output=True, timeout=300)
-    (path,) = dist.glob("patchlane-*.whl")
-    return path
+@pytest.fixture
+def wheel(built_wheel: Path) -> Path:
+    return built_wheel
 
 
 def _install(wheel: Path, site: Path) -> None:
