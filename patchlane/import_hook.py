@@ -40,7 +40,7 @@ __all__ = [
     "when_imported",
 ]
 
-_hooks: "dict[str, list[Callable[[ModuleType], object]]]" = {}
+_hooks: "dict[str, list[Callable[[ModuleType], object] | str]]" = {}
 _lock = _thread.RLock()
 
 
@@ -148,9 +148,12 @@ def is_installed() -> bool:
     return _finder in sys.meta_path
 
 
-def when_imported(name: str, callback: "Callable[[ModuleType], object]") -> None:
+def when_imported(name: str, callback: "Callable[[ModuleType], object] | str") -> None:
     """Call ``callback(module)`` each time module ``name``'s code has run, and at once when it
-    is imported already. Registering the same callback again for a name adds nothing."""
+    is imported already. Registering the same callback again for a name adds nothing.
+    ``callback`` may be ``"package.module:function"``, imported only when it first fires (as
+    wrapt's hooks allow): the startup names the rank check this way and never imports the
+    training layer itself."""
     with _lock:
         callbacks = _hooks.setdefault(name, [])
         if callback in callbacks:
@@ -159,10 +162,10 @@ def when_imported(name: str, callback: "Callable[[ModuleType], object]") -> None
         install()
     module = sys.modules.get(name)
     if module is not None:
-        callback(module)
+        _resolved(callback)(module)
 
 
-def remove(name: str, callback: "Callable[[ModuleType], object]") -> None:
+def remove(name: str, callback: "Callable[[ModuleType], object] | str") -> None:
     """Forget ``callback`` for ``name`` (nothing when it was not registered)."""
     with _lock:
         callbacks = _hooks.get(name, [])
@@ -179,4 +182,13 @@ def fire(module: "ModuleType") -> None:
     with _lock:
         callbacks = list(_hooks.get(module.__name__, ()))
     for callback in callbacks:
-        callback(module)
+        _resolved(callback)(module)
+
+
+def _resolved(callback: "Callable[[ModuleType], object] | str") -> "Callable[[ModuleType], object]":
+    if not isinstance(callback, str):
+        return callback
+    from importlib import import_module
+
+    module_name, _, function = callback.partition(":")
+    return getattr(import_module(module_name), function)  # type: ignore[no-any-return]

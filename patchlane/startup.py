@@ -8,7 +8,6 @@ import threading
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from types import ModuleType
 
 from . import import_hook, registry_cache
 from .audit import AuditLog
@@ -154,7 +153,9 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
     if controls.verify_ranks:
         # Deferred by name: patchlane.training.ranks (and torch) load only once
         # torch.distributed does.
-        import_hook.when_imported("torch.distributed", _verify_ranks_after_init)
+        # by name: the startup layer never imports patchlane.training (nor torch) itself
+        import_hook.when_imported("torch.distributed",
+                                  "patchlane.training.ranks:_wrap_init_process_group")
     log.info("%s", decider.headline())  # first: the decisions that follow are its entries'
     try:
         decider.start()
@@ -184,11 +185,3 @@ def reset() -> None:
         _decider = None
         _startup_error = None
         _strict_failure = None
-
-
-def _verify_ranks_after_init(module: ModuleType) -> None:
-    """The rank check's hook on torch.distributed. Imported by name when it fires: the startup
-    layer never imports patchlane.training (nor torch) itself."""
-    from importlib import import_module
-
-    import_module("patchlane.training.ranks")._wrap_init_process_group(module)

@@ -125,6 +125,13 @@ def test_the_post_import_hook_fires_at_import_reload_and_reimport_and_can_be_rem
     import_hook.remove(name, hook)
     importlib.reload(again)
     assert len(seen) == 3
+    # a callback named "module:function" is imported only when it first fires
+    (tmp_path / f"{name}_cb.py").write_text("CALLS = []\ndef hook(m):\n    CALLS.append(m)\n")
+    import_hook.when_imported(name, f"{name}_cb:hook")
+    assert sys.modules[f"{name}_cb"].CALLS == [again]  # imported already: fired at once
+    importlib.reload(again)
+    assert sys.modules[f"{name}_cb"].CALLS == [again, again]
+    import_hook.remove(name, f"{name}_cb:hook")
 
 
 def test_a_second_decider_never_stacks_a_second_wrapper(fake_target: FakeTarget) -> None:
