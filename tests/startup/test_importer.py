@@ -128,9 +128,10 @@ def test_the_post_import_hook_fires_at_import_reload_and_reimport_and_can_be_rem
     # a callback named "module:function" is imported only when it first fires
     (tmp_path / f"{name}_cb.py").write_text("CALLS = []\ndef hook(m):\n    CALLS.append(m)\n")
     import_hook.when_imported(name, f"{name}_cb:hook")
-    assert sys.modules[f"{name}_cb"].CALLS == [again]  # imported already: fired at once
+    calls = sys.modules[f"{name}_cb"].CALLS
+    assert calls == [again]  # imported already: fired at once
     importlib.reload(again)
-    assert sys.modules[f"{name}_cb"].CALLS == [again, again]
+    assert calls == [again, again]
     import_hook.remove(name, f"{name}_cb:hook")
 
 
