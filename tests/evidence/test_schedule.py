@@ -21,7 +21,7 @@ from patchlane.errors import ControlsError
 from patchlane.registry import Entry, Registry, load_registries
 from patchlane.runs.manifest import CaseState, RunDir, case_id
 from patchlane.runs.verdicts import Verdict
-from patchlane.sweep import sweep as sweep_module
+from patchlane.sweep import engine as sweep_module
 from patchlane.sweep.engine import Shard, SweepEvent, new_run, run_sweep, verdicts
 from patchlane.sweep.provenance import host_class_here
 from patchlane.sweep.reproduce import CaseResult, Lane, Mode, RunOutcome

@@ -19,7 +19,7 @@ import pytest
 from patchlane.exit_codes import sweep_exit_code
 from patchlane.runs.verdicts import Verdict, exit_bits
 
-from ..sweep.test_report_browser import Dom, chromium, run_chromium
+from ..evidence.test_report_browser import Dom, chromium, run_chromium
 from .conftest import ROOT, requires_megatron
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow, requires_megatron]
