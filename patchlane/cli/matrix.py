@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from ..errors import MatrixError, UnknownEntryError
@@ -29,8 +29,10 @@ def matrix_file(given: Path | None) -> Path:
     return startup.default_registry_path().with_name("matrix.yaml")
 
 
-def _chosen(file: Path, names: list[str] | None, lane: Lane) -> list[MatrixSet]:
-    """The sets ``--set`` names (each must exist), else those whose lanes hold ``lane``."""
+def _chosen(file: Path, names: list[str] | None,
+            lanes: Collection[Lane]) -> list[MatrixSet]:
+    """The sets ``--set`` names (each must exist), else those whose lanes hold one of
+    ``lanes``."""
     sets = load_matrix(file)
     if names:
         unknown = set(names) - {s.name for s in sets}
@@ -39,7 +41,7 @@ def _chosen(file: Path, names: list[str] | None, lane: Lane) -> list[MatrixSet]:
                               f"known: {[s.name for s in sets]}; fix: --set NAME with one of "
                               "those, or add the set to the file")
         return [s for s in sets if s.name in names]
-    return [s for s in sets if lane in s.lanes]
+    return [s for s in sets if set(lanes) & set(s.lanes)]
 
 
 def run_wheelhouse_command(out: Path, file: Path | None, names: list[str] | None,
@@ -50,10 +52,7 @@ def run_wheelhouse_command(out: Path, file: Path | None, names: list[str] | None
 
     file = matrix_file(file)
     lanes = lanes or ["cpu", "cuda"]
-    if names:
-        sets = _chosen(file, names, lanes[0])
-    else:
-        sets = [s for s in load_matrix(file) if set(lanes) & set(s.lanes)]
+    sets = _chosen(file, names, lanes)
     pythons = list(dict.fromkeys(pythons or ["3.12"]))
     root = Path(__file__).resolve().parents[2]
     project = root if (root / "pyproject.toml").is_file() else None
@@ -99,14 +98,14 @@ def run_matrix_command(file: Path | None, names: list[str] | None, cache: Path,
                               f"(it has {sorted(house.sets)}); fix: prepare it with "
                               "`patchlane wheelhouse DIR --set NAME`")
         # No --set: the sets the wheelhouse holds, of this lane
-        names = names or [s.name for s in _chosen(matrix_file(file), None, lane)
+        names = names or [s.name for s in _chosen(matrix_file(file), None, [lane])
                           if s.name in house.sets]
         if not names:
             raise MatrixError(f"{wheelhouse}: holds no set of the {lane} lane (it has "
                               f"{sorted(house.sets)}); fix: prepare it with `patchlane "
                               f"wheelhouse DIR --lane {lane}`")
     file = matrix_file(file)
-    sets = _chosen(file, names, lane)
+    sets = _chosen(file, names, [lane])
     all_sets = load_matrix(file)  # the advice names every set where an entry still guards
     rows, failed = [], 0
     asks: list[tuple[str, Verdict, str]] = []

@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from ..errors import PatchlaneError
 from ..exit_codes import ExitCode
 from ..registry.records import Registry
@@ -41,9 +43,9 @@ from ..sweep.wheelhouse_manifest import (
     MANIFEST,
     Wheelhouse,
     interpreter_folder,
-    normalized,
     sha256,
 )
+from ..versions import parse_version
 from .matrix import MatrixSet
 
 __all__ = ["BOX_OWN", "PLATFORMS", "SUPPORT", "WheelhouseDownloadError", "prepare",
@@ -121,7 +123,8 @@ def _own_wheel(out: Path, project_root: Path | None,
 
 
 def _name(spec: str) -> str:
-    return normalized(spec).split("==")[0]
+    """A release spec's distribution, as PEP 503 normalizes it."""
+    return canonicalize_name(spec.partition("==")[0].strip())
 
 
 def bad_sides(registry: Registry) -> dict[str, tuple[bool, list[str]]]:
@@ -146,10 +149,8 @@ def _environment(registry: Registry, python: str,
     installed here (same interpreter), else the newest the chosen sets hold."""
     from importlib import metadata
 
-    from packaging.version import InvalidVersion, Version
-
     here = python == f"{sys.version_info.major}.{sys.version_info.minor}"
-    wanted = sorted({_name(e.target.distribution + "==") for e in registry.entries
+    wanted = sorted({canonicalize_name(e.target.distribution) for e in registry.entries
                      if e.target.distribution} - set(BOX_OWN))
     specs, skipped = [], {}
     for dist in wanted:
@@ -159,14 +160,10 @@ def _environment(registry: Registry, python: str,
                 version = metadata.version(dist)
             except metadata.PackageNotFoundError:
                 version = None
-        if version is None:
-            def key(spec: str) -> Version:
-                try:
-                    return Version(spec.split("==")[1])
-                except InvalidVersion:
-                    return Version("0")
-            held = sorted((s for s in chosen if _name(s) == dist), key=key)
-            version = held[-1].split("==")[1] if held else None
+        if version is None:  # the newest release a chosen set holds (an unreadable one: none)
+            held = [(parsed, s) for s in chosen if _name(s) == dist
+                    for parsed in [parse_version(s.partition("==")[2])] if parsed is not None]
+            version = max(held)[1].partition("==")[2] if held else None
         if version is None:
             skipped[f"environment {dist}"] = (f"not installed here and no chosen set holds a "
                                               f"release of it for Python {python}; fix: "

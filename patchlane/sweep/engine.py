@@ -310,8 +310,8 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
         elif spec.missing():
             skip = (f"needs {', '.join(spec.missing())}, not installed here (the reproducer's "
                     "REQUIRES): nothing to act on")
-        elif house is not None and any(not house.holds(r) for r in spec.bad_side):
-            lacking = [r for r in spec.bad_side if not house.holds(r)]
+        elif house is not None and (lacking := [r for r in spec.bad_side
+                                                 if not house.holds(r)]):
             option = " --torch-builds" if any(r in house.skipped for r in lacking) else ""
             skip = (f"needs {', '.join(lacking)}, not in the wheelhouse ({house.root}): the "
                     "case without the overlay runs on it; add it with `patchlane wheelhouse"

@@ -578,7 +578,6 @@ def _aggregate(entry: Entry, mode: Mode, lane: Lane, world_size: int, case_dir: 
                procs: Sequence[subprocess.Popen[bytes]], timed_out: bool,
                timeout: float, killed: Sequence[bool], env: Mapping[str, str]) -> CaseResult:
     ranks: list[dict[str, Any]] = []
-    outcomes: list[RunOutcome] = []
     error = RunOutcome.ERROR.value
     for rank, proc in enumerate(procs):
         result_file = case_dir / f"rank{rank}.json"
@@ -619,7 +618,6 @@ def _aggregate(entry: Entry, mode: Mode, lane: Lane, world_size: int, case_dir: 
                 # It died before it could say why: its own last words do.
                 data["message"] = f"{data['message']}: {why}"
         ranks.append(data)
-        outcomes.append(outcome)
     # The case is as bad as its worst rank (error, then fail), and says what that rank said.
     worst = worst_rank(ranks) or ranks[0]
     outcome = RunOutcome(worst["outcome"])

@@ -101,10 +101,10 @@ class Wheelhouse:
 def normalized(spec: str) -> str:
     """``NAME==VERSION`` with the name as PEP 503 normalizes it (``Megatron_Core`` is
     ``megatron-core``)."""
-    import re
+    from packaging.utils import canonicalize_name
 
     name, _, version = spec.partition("==")
-    return re.sub(r"[-_.]+", "-", name).lower().strip() + "==" + version.strip()
+    return canonicalize_name(name.strip()) + "==" + version.strip()
 
 
 def interpreter_folder(python: str) -> str:
