@@ -59,7 +59,9 @@ class CaseView(NamedTuple):
     message: str
 
     @classmethod
-    def of(cls, case: CaseResult | Mapping[str, Any]) -> CaseView:
+    def of(cls, case: CaseView | CaseResult | Mapping[str, Any]) -> CaseView:
+        if isinstance(case, CaseView):
+            return case
         if isinstance(case, CaseResult):
             return cls(case.outcome, case.stage, case.message)
         try:
@@ -71,7 +73,7 @@ class CaseView(NamedTuple):
         return cls(outcome, str(case.get("stage") or ""), str(case.get("message", "")))
 
 
-Case = CaseResult | Mapping[str, Any]
+Case = CaseView | CaseResult | Mapping[str, Any]
 
 
 MESSAGE_LIMIT = 400
@@ -166,8 +168,7 @@ class PlannedRow:
         expected = {Mode.WITHOUT: CaseView(RunOutcome.FAIL, "", ""),
                     Mode.WITH: CaseView(RunOutcome.PASS, "", "")}
         expected[mode] = CaseView.of(case)
-        verdict, reason = verdict_of(expected[Mode.WITHOUT]._asdict(), expected[Mode.WITH]
-                                     ._asdict())
+        verdict, reason = verdict_of(expected[Mode.WITHOUT], expected[Mode.WITH])
         return None if verdict is Verdict.GUARDING else (verdict, reason)
 
     def as_dict(self) -> dict[str, Any]:
