@@ -68,8 +68,9 @@ def _script(root: Path, item: str, recorded: str) -> bytes:
     ``pip install --target`` moves the tree after writing RECORD, so it is also looked for in
     the target's own ``bin``."""
     for path in (root / item, root / "bin" / Path(item).name):
-        if path.is_file() and _hash(path.read_bytes()) == recorded:
-            return path.read_bytes()
+        body = path.read_bytes() if path.is_file() else None
+        if body is not None and _hash(body) == recorded:
+            return body
     raise OwnWheelError(f"{root}: the `{Path(item).name}` command patchlane's RECORD lists "
                         f"({item}) is not there as installed (missing or edited); fix: "
                         "reinstall patchlane (`pip install --force-reinstall --no-deps "
