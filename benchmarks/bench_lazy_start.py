@@ -32,9 +32,10 @@ estimated ratio is (alone + lazy + marginal + finder) / alone: lazy is ``import 
 in-process in the c2 children (the lazy start only arms its hook), marginal is ``import
 patchlane`` timed right after the target import in the c1 children (the whole startup loads at
 once and decides + applies the overlay; dependencies torch/megatron load anyway are not counted
-twice), finder is wrapt's import-hook finder asked about every import after the lane loaded in
-c2 (count x per-call cost, both measured there). The lane's load itself, timed inside the c2
-children (around the lazy hook's load), is printed too: it includes the deps torch would load.
+twice), finder is the post-import hook's finder (patchlane.import_hook) asked about every
+import after the lane loaded in c2 (count x per-call cost, both measured there). The lane's
+load itself, timed inside the c2 children (around the lazy hook's load), is printed too: it
+includes the deps torch would load.
 
     python benchmarks/bench_lazy_start.py [--rounds 15] [--budget-s 60] [--rounds-mcore 10]
                                          [--skip-megatron]
@@ -126,7 +127,8 @@ t1 = time.perf_counter()
 from patchlane.lazy import arm, watch
 why_not = arm.why_not()
 # Time the startup's load where the lazy hook runs it (the first watched import), and count the
-# imports that follow it (each one asks wrapt's finder, first on sys.meta_path from then on).
+# imports that follow it (each one asks the post-import hook's finder, on sys.meta_path from then
+# on: patchlane.import_hook).
 load_at = {{}}
 hook = watch._watch
 if hook is not None:
@@ -143,8 +145,7 @@ t2 = time.perf_counter()
 import {mod}
 t3 = time.perf_counter()
 after = len(sys.modules) - load_at["modules"] if load_at else None
-import wrapt.importer
-finders = [f for f in sys.meta_path if isinstance(f, wrapt.importer.ImportHookFinder)]
+finders = [f for f in sys.meta_path if type(f).__module__ == "patchlane.import_hook"]
 finder_us = None
 if finders:
     call = lambda: finders[0].find_spec("plbench_never_hooked")
@@ -449,7 +450,7 @@ def main() -> int:
               "hook)")
         print(f"      {marginal:.1f} ms: `import patchlane` right after the target in the c1 "
               f"children (lane load + decide + apply)")
-        print(f"      {finder_ms:.1f} ms: wrapt's finder x the imports after the lane loaded")
+        print(f"      {finder_ms:.1f} ms: the hook's finder x the imports after the lane loaded")
         print(f"    lane load at the first watched import, timed in c2: {load_ms:.1f} ms "
               f"(includes deps torch/megatron would load anyway)")
         print(f"    {MCORE_ENTRY}: outcome {first['outcome']!r}, applied {first['applied']}"
