@@ -76,7 +76,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -184,6 +184,11 @@ class Controls:
 
     def disabled_reason(self, entry_id: str) -> str | None:
         return switch_values.disabled_reason(entry_id, self.disable, self.only)
+
+    def left_out(self, ids: Iterable[str]) -> dict[str, str]:
+        """Each of ``ids`` these controls leave out, with why (:meth:`disabled_reason`)."""
+        return {entry_id: reason for entry_id in ids
+                if (reason := self.disabled_reason(entry_id)) is not None}
 
     def unknown_ids(self, known: Collection[str]) -> dict[str, list[str]]:
         """Ids in PATCHLANE_DISABLE / PATCHLANE_ONLY that name no entry in ``known``, each with

@@ -116,6 +116,12 @@ class Decider:
     def __init__(self, registry: Registry, controls: Controls, audit: AuditLog | None = None):
         self.registry = registry
         self.controls = controls
+        # What the controls say is read once, here, into plain values: the walk of each entry
+        # reads them, never the controls again (one place decides what a setting means).
+        self.strict = controls.strict
+        self._left_out = controls.left_out(row.id for row in registry.startup_rows)
+        """entry id -> why PATCHLANE_DISABLE / PATCHLANE_ONLY leave it out."""
+        self._require_evidence = controls.require_evidence
         self.audit = audit if audit is not None else AuditLog()
         self._applied: dict[str, list[Placement]] = {}
         """entry id -> every attribute its overlay set (one, or a class's members)."""
@@ -155,15 +161,15 @@ class Decider:
         in one batch under one timestamp, then one hook per module: `import patchlane` stays
         flat from a handful of entries to hundreds."""
         rows = self.registry.startup_rows
-        self._check_control_ids(rows)
+        self._read_controls(rows)
         at = self.audit.stamp()
         records: list[Decision] = []
         hooks: list[tuple[str, Callable[[ModuleType], None]]] = []
         for row in rows:
             # What an entry is before its module is imported: one rule with a process whose
             # startup never loaded (patchlane.lazy.untouched).
-            outcome, reason = at_start(row.startup, row.active,
-                                       self.controls.disabled_reason(row.id), row.waiting)
+            outcome, reason = at_start(row.startup, row.active, self._left_out.get(row.id),
+                                       row.waiting)
             if outcome == Outcome.RETIRED.value:
                 records.append(Decision(row.id, Outcome.RETIRED, reason, at=at))
             elif outcome == Outcome.SKIPPED_DISABLED.value:
@@ -195,7 +201,7 @@ class Decider:
         self.apply()
         self._started = True
 
-    def _check_control_ids(self, rows: tuple[StartupRow, ...]) -> None:
+    def _read_controls(self, rows: tuple[StartupRow, ...]) -> None:
         known = {row.id for row in rows}
         self.unknown_control_ids = self.controls.unknown_ids(known)
         if self.unknown_control_ids:
@@ -206,6 +212,10 @@ class Decider:
         if self.controls.only_ignored:
             log.warning("PATCHLANE_ONLY is set but names no id: ignored (no entry "
                         "is left out by it); unset it, or list the ids to keep")
+
+    def left_out(self, entry_id: str) -> str | None:
+        """Why ``PATCHLANE_DISABLE`` / ``PATCHLANE_ONLY`` leave ``entry_id`` out, if they do."""
+        return self._left_out.get(entry_id)
 
     # -- ledger kinds ----------------------------------------------------------------------
 
@@ -232,12 +242,13 @@ class Decider:
             # and for `patchlane doctor`: ledger.evaluate. A `when` that does not hold is part
             # of the entry (a pin for Triton's CPU interpreter says nothing about a GPU run
             # that imports triton): recorded with why, not checked.
-            result = evaluate(entry, self.controls)
-            assert result is not None
-            if result.skipped == "disabled":
+            reason = self.left_out(entry.id)
+            if reason is not None:
                 return self._finish(entry, Decision(entry.id, Outcome.SKIPPED_DISABLED,
-                                                    result.skip_reason or "",
+                                                    reason,
                                                     distribution=entry.target.distribution))
+            result = evaluate(entry)
+            assert result is not None
             if result.skipped == "not applicable":
                 return self._finish(entry, Decision(entry.id, Outcome.SKIPPED_NOT_APPLICABLE,
                                                     result.message + note,
@@ -268,7 +279,7 @@ class Decider:
 
     def _assign(self, entry: Entry, module: ModuleType, settings: dict[str, Any]) -> None:
         with self._locks[entry.id]:
-            reason = self.controls.disabled_reason(entry.id)
+            reason = self.left_out(entry.id)
             if reason is not None:
                 self._finish(entry, Decision(entry.id, Outcome.SKIPPED_DISABLED, reason))
                 return
@@ -293,7 +304,7 @@ class Decider:
                 self._finish(entry, Decision(entry.id, Outcome.UPSTREAM_FIXED,
                                              f"{module.__name__} already defaults to {settings}"))
                 return
-            if self.controls.require_evidence:
+            if self._require_evidence:
                 # A setting changes what the job computes as an overlay does: proven first.
                 unproven = self._unproven(entry, installed)
                 if unproven is not None:
@@ -488,7 +499,7 @@ class Decider:
                             fingerprint_expected=expected, fingerprint_found=found,
                             version_source=str(gate.source))
 
-        reason = self.controls.disabled_reason(entry.id)
+        reason = self.left_out(entry.id)
         if reason is not None:
             return decision(Outcome.SKIPPED_DISABLED, reason), False
         if not gate.open:
@@ -513,7 +524,7 @@ class Decider:
             # patch anything at import. The bytes the proof hashed are the bytes executed
             # (load_overlay(..., source)).
             source = entry.overlay.read_bytes() if entry.overlay is not None else None
-            if self.controls.require_evidence:
+            if self._require_evidence:
                 unproven = self._unproven(entry, gate.found, source)
                 if unproven is not None:
                     return decision(Outcome.REFUSED_EVIDENCE, unproven), False
@@ -604,7 +615,7 @@ class Decider:
             self._settled = True
             # The line to grep for in a training log: every entry decided, and why.
             log.info("%s", self.brief("patchlane settled"))
-        if self.controls.strict and decision.outcome.is_problem:
+        if self.strict and decision.outcome.is_problem:
             error = strict_error(decision, overlay_failed)
             # At a target's import in a script: one line and the error's own code if nothing
             # catches it (drift: 4), as at `import patchlane`, not a traceback and exit 1.
@@ -668,7 +679,7 @@ class Decider:
         from ._version import __version__
 
         rows = self.registry.startup_rows
-        mode = "strict" if self.controls.strict else "default"
+        mode = "strict" if self.strict else "default"
         sources = ", ".join(p.name for p in self.registry.sources) or "no registry"
         return (f"patchlane {__version__} [{mode}]: {len(rows)} "
                 f"entr{'y' if len(rows) == 1 else 'ies'} ({sources}), each decided when its "
@@ -686,7 +697,7 @@ class Decider:
                 counted[decision.outcome] = counted.get(decision.outcome, 0) + 1
         parts = [f"{o.value}: {', '.join(named[o])}" for o in Outcome if o in named]
         parts += [f"{o.value}: {counted[o]}" for o in Outcome if o in counted]
-        mode = "strict" if self.controls.strict else "default"
+        mode = "strict" if self.strict else "default"
         return f"{head} [{mode}]: " + (" | ".join(parts) or "no entries")
 
     def summary(self, settled: bool = False) -> str:
@@ -704,7 +715,7 @@ class Decider:
         parts = [f"{o.value}: {', '.join(groups[o])}" for o in Outcome if o in groups]
         if self.unknown_control_ids:
             parts.append(f"unknown control ids: {', '.join(self.unknown_control_ids)}")
-        mode = "strict" if self.controls.strict else "default"
+        mode = "strict" if self.strict else "default"
         sources = ",".join(p.name for p in self.registry.sources) or "no registry"
         head = "patchlane settled" if settled else f"patchlane {__version__}"
         return (f"{head} [{mode}] {len(self.registry.startup_rows)} entries ({sources}) | "

@@ -239,27 +239,46 @@ class RunDir:
             requeued.append(cid)
         return requeued
 
-    def record_finished(self, cid: str, outcome: RunOutcome, stage: str | None, message: str,
-                        seconds: float, **fields: Any) -> CaseState:
-        """Record a case finished with ``outcome``, its receipt already written (and its
-        SHA-256, ``receipt_sha256``: what ``patchlane retire`` checks the receipt against)."""
-        state = CaseState.after(outcome)
+    def begin(self, cid: str) -> Path:
+        """Mark a case running (one attempt more) and return that attempt's own work
+        directory: ranks orphaned by a killed sweep can never write into the directory of the
+        attempt that replaces them."""
+        with self._lock:
+            self.transition(cid, CaseState.RUNNING)
+            return self.case_dir(cid) / f"attempt{self.manifest['cases'][cid]['attempts']}"
+
+    def settle(self, cid: str, receipt: Mapping[str, Any] | None) -> CaseState:
+        """Record how an attempt ended: ``receipt`` written first, then the manifest says the
+        case finished as its receipt says (so a crash in between leaves a receipt that a
+        resume adopts, never a finished case without one); None, the attempt stopped with no
+        result: the case is queued again, for ``--resume``."""
+        if receipt is None:
+            self.transition(cid, CaseState.QUEUED)
+            return CaseState.QUEUED
+        self.write_receipt(cid, receipt)
+        return self._record_finished(cid, receipt)
+
+    def _record_finished(self, cid: str, receipt: Mapping[str, Any]) -> CaseState:
+        """The case finished as ``receipt`` (already written) says, with the receipt's SHA-256
+        (``receipt_sha256``: what ``patchlane retire`` checks the receipt against)."""
+        state = CaseState.after(RunOutcome(receipt["outcome"]))
         path = self.receipt_path(cid)
-        self.transition(cid, state, outcome=outcome.value, stage=stage or None,
-                        message=message, seconds=round(seconds, 3),
+        self.transition(cid, state, outcome=receipt["outcome"],
+                        stage=receipt.get("stage") or None,
+                        message=str(receipt.get("message", "")),
+                        seconds=round(float(receipt.get("seconds") or 0.0), 3),
+                        finished=receipt.get("finished"),
                         receipt=str(path.relative_to(self.path)),
-                        receipt_sha256=receipt_digest(path.read_bytes()), **fields)
+                        receipt_sha256=receipt_digest(path.read_bytes()))
         return state
 
     def _adopt_receipt(self, cid: str) -> bool:
         try:
             receipt = self.read_receipt(cid)
-            outcome = RunOutcome(receipt["outcome"])
+            RunOutcome(receipt["outcome"])
         except (OSError, ValueError, KeyError, TypeError):  # not a receipt this sweep wrote
             return False
-        self.record_finished(cid, outcome, receipt.get("stage"), str(receipt.get("message", "")),
-                             float(receipt.get("seconds") or 0.0),
-                             finished=receipt.get("finished"))
+        self._record_finished(cid, receipt)
         return True
 
     # -- paths -----------------------------------------------------------------------------
@@ -270,7 +289,7 @@ class RunDir:
     def receipt_path(self, cid: str) -> Path:
         return self.path / "receipts" / f"{cid}.json"
 
-    def write_receipt(self, cid: str, receipt: dict[str, Any]) -> Path:
+    def write_receipt(self, cid: str, receipt: Mapping[str, Any]) -> Path:
         path = self.receipt_path(cid)
         atomic_write_json(path, receipt)
         return path

@@ -376,25 +376,23 @@ def run_sweep(
             return
         case = run.manifest["cases"][cid]
         entry = entries[case["entry_id"]]
-        run.transition(cid, CaseState.RUNNING)
+        workdir = run.begin(cid)
         if on_event:
             on_event(SweepEvent(cid, CaseState.RUNNING, done, total))
         started = now()
-        # One work dir per attempt: ranks orphaned by a killed sweep can never write into the
-        # directory of the attempt that replaces them.
-        workdir = run.case_dir(cid) / f"attempt{run.manifest['cases'][cid]['attempts']}"
         try:
-            result = run_case(entry, Mode(case["mode"]), lane=parse_lane(case["lane"], cid),
-                              world_size=case["world_size"], timeout=timeout,
-                              workdir=workdir, env=env, flat=True, stop=stop)
+            result: CaseResult | None = run_case(
+                entry, Mode(case["mode"]), lane=parse_lane(case["lane"], cid),
+                world_size=case["world_size"], timeout=timeout, workdir=workdir, env=env,
+                flat=True, stop=stop)
         except CaseInterrupted:  # no result: back in the queue, for --resume
-            run.transition(cid, CaseState.QUEUED)
+            result = None
+        receipt = None if result is None else build_receipt(
+            run_id=header["run_id"], case_id=cid, entry=entry, result=result, started=started,
+            finished=now(), header=header)
+        state = run.settle(cid, receipt)
+        if result is None:
             return
-        receipt = build_receipt(run_id=header["run_id"], case_id=cid, entry=entry,
-                                result=result, started=started, finished=now(), header=header)
-        run.write_receipt(cid, receipt)
-        state = run.record_finished(cid, result.outcome, result.stage, result.message,
-                                    result.seconds)
         with counter:
             done += 1
             finished = done
@@ -445,7 +443,6 @@ def verdicts(run: RunDir) -> list[VerdictRow]:
                                                   for c in present.values()):
                 out.verdict, out.reason = Verdict.ERROR, UNFINISHED
             else:
-                out.verdict, out.reason = row.verdict(present)
                 out.receipts = {m.value: case["receipt"] for m, case in present.items()}
                 # Each receipt is read once, here; the reports use what was read.
                 out.read = {m.value: run.read_receipt(cid) for m, cid in ids.items()}
@@ -453,8 +450,10 @@ def verdicts(run: RunDir) -> list[VerdictRow]:
                 out.comparison_key = receipt["comparison_key"]
                 dists = receipt["provenance"]["runtime"].get("distributions") or {}
                 out.installed = dists.get(_distribution(receipt)) or out.installed
-                if out.verdict is Verdict.ERROR:
-                    out.stderr_tail = _failing_tail(out.read, present)
+                # Shown only with an error verdict (the log of the case its reason names).
+                tail = _failing_tail(out.read, present)
+                out.verdict, out.reason = row.verdict(present)
+                out.stderr_tail = tail if out.verdict is Verdict.ERROR else None
         rows.append(out)
     return _name_covering_verdicts(rows, planned)
 

@@ -459,10 +459,9 @@ def test_a_resumed_run_keeps_its_planned_order(
     started: list[str] = []
     monkeypatch.setattr(sweep_module, "run_case", stub_runner(seconds, started))
     first = planned[0]
-    run.transition(first, CaseState.RUNNING)
-    run.write_receipt(first, {"case_id": first, "outcome": "pass", "seconds": 3.5,
-                              "stage": None, "message": "stub"})
-    run.record_finished(first, RunOutcome.PASS, None, "stub", 3.5)
+    run.begin(first)
+    run.settle(first, {"case_id": first, "outcome": "pass", "seconds": 3.5, "stage": None,
+                       "message": "stub"})
     run.transition(planned[1], CaseState.RUNNING)
     # later, a newer run appears beside it: the resumed run does not re-plan from it
     write_run(runs, "z", -5, {c: receipt(c, 100.0 * i) for i, c in enumerate(planned)})

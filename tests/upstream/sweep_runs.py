@@ -13,7 +13,7 @@ from patchlane.runs.manifest import RunDir, case_id
 from patchlane.runs.rows import PlannedRow, RowKind
 from patchlane.sweep.engine import verdicts
 from patchlane.sweep.reports import write_reports
-from patchlane.sweep.reproduce import Mode, RunOutcome
+from patchlane.sweep.reproduce import Mode
 
 DISTRIBUTION = "megatron-core"
 
@@ -79,9 +79,7 @@ def sweep_run(root: Path, entry_id: str, *rows: tuple[str, str, str | None],
             cid = case_id(e, "cpu", ws, mode)
             run.add_case(cid, {"entry_id": e, "lane": "cpu", "world_size": ws,
                                "mode": mode.value})
-            data = receipt(name, e, ws, mode, outcome, installed, probe)
-            run.write_receipt(cid, data)
-            run.record_finished(cid, RunOutcome(outcome), data["stage"], data["message"], 1.0)
+            run.settle(cid, receipt(name, e, ws, mode, outcome, installed, probe))
     write_reports(run, verdicts(run))
     return run.path
 

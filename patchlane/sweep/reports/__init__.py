@@ -65,11 +65,17 @@ def publish(index: RunIndex, out: Path, *, previous: RunIndex | None = None,
     (see :func:`write_reports`); ``leave_out``: run ids under the runs root that are part of
     this run (a merge's own shards), never an earlier run of it."""
     root = runs_root if runs_root is not None else out.parent
+    # First everything read from the runs root (earlier runs, their classes, the history's
+    # indexes), then the reports rendered, then written: the run directory holds either the
+    # previous reports or all four new ones' inputs, never a half-read mix.
     scan = runs_mod.discover(root, exclude=out, leave_out=leave_out)
     found = scan.runs
     before = runs_mod.earlier(index, found)
     same = [r for r in before if runs_mod.same_class(index, r.index)]
     other = [r for r in before if not runs_mod.same_class(index, r.index)]
+    # named runs (--history): shown whatever their class; a bad index is an error
+    named = [(path, load_index(path)) for path in history if (path / "index.json").is_file()]
+    differs = [runs_mod.class_differences(index, data) for _, data in named]
     lineage: dict[str, Any] = {"runs_root": str(root), "earlier": len(before),
                                "same_class": len(same), "other_class": len(other),
                                "history_limit": runs_mod.HISTORY_RUNS,
@@ -102,18 +108,16 @@ def publish(index: RunIndex, out: Path, *, previous: RunIndex | None = None,
             "previous_run": prev.run_id, "how": how, "previous_created": prev.created,
             "previous_report": href(prev_path) if prev_path else None,
             "rows_compared": len(shared), "changes": compare(prev, index)})
-    index.dump(out)
-    atomic_write(out / "summary.md", markdown(index))
-    atomic_write(out / "junit.xml", junit(index, out))
     shown: dict[Path, HistoryRun] = {}
-    for path in history:  # named runs: shown whatever their class; a bad index is an error
-        if (path / "index.json").is_file():
-            data = load_index(path)
-            shown[path.resolve()] = HistoryRun(data, href(path),
-                                               runs_mod.class_differences(index, data))
+    for (path, data), differences in zip(named, differs, strict=True):
+        shown[path.resolve()] = HistoryRun(data, href(path), differences)
     for r in same[-runs_mod.HISTORY_RUNS:]:
         shown.setdefault(r.path.resolve(), HistoryRun(r.index, href(r.path), []))
-    atomic_write(out / "report.html", page(index, list(shown.values()), _recorded()))
+    texts = {"summary.md": markdown(index), "junit.xml": junit(index, out),
+             "report.html": page(index, list(shown.values()), _recorded())}
+    index.dump(out)
+    for name, text in texts.items():
+        atomic_write(out / name, text)
     return index
 
 
