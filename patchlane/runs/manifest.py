@@ -243,9 +243,10 @@ class RunDir:
         """Mark a case running (one attempt more) and return that attempt's own work
         directory: ranks orphaned by a killed sweep can never write into the directory of the
         attempt that replaces them."""
-        with self._lock:
-            self.transition(cid, CaseState.RUNNING)
-            return self.case_dir(cid) / f"attempt{self.manifest['cases'][cid]['attempts']}"
+        self.transition(cid, CaseState.RUNNING)
+        with self._lock:  # a case runs on one thread at a time: its count is this attempt's
+            attempts = self.manifest["cases"][cid]["attempts"]
+        return self.case_dir(cid) / f"attempt{attempts}"
 
     def settle(self, cid: str, receipt: Mapping[str, Any] | None) -> CaseState:
         """Record how an attempt ended: ``receipt`` written first, then the manifest says the
