@@ -38,7 +38,7 @@ from .gates import GateResult, check_gate
 from .lazy.untouched import at_start
 from .loading import load_file
 from .registry import Entry, FingerprintPolicy, Registry, StartupRow
-from .registry.kinds import KINDS, Startup
+from .registry.kinds import KINDS, DecidedBy
 from .targets import Found, Refused, Resolved, find
 from .targets import resolve as resolve_target
 from .targets.place import current, ours_at, place, reaches, unplace
@@ -168,7 +168,7 @@ class Decider:
         for row in rows:
             # What an entry is before its module is imported: one rule with a process whose
             # startup never loaded (patchlane.lazy.untouched).
-            outcome, reason = at_start(row.startup, row.active, self._left_out.get(row.id),
+            outcome, reason = at_start(row.decided_by, row.active, self._left_out.get(row.id),
                                        row.waiting)
             if outcome == Outcome.RETIRED.value:
                 records.append(Decision(row.id, Outcome.RETIRED, reason, at=at))
@@ -182,7 +182,7 @@ class Decider:
                 log.info("%s %s: %s", row.id, Outcome.SKIPPED_DISABLED.value, reason)
             elif outcome == Outcome.LEDGER.value:
                 records.append(Decision(row.id, Outcome.LEDGER, reason, at=at))
-            elif row.startup == Startup.LEDGER.value:
+            elif row.decided_by == DecidedBy.LEDGER.value:
                 # Fired right after the module's import (at once if it is already imported):
                 # the distribution's metadata is read only then, never at `import patchlane`.
                 assert row.module is not None
@@ -190,7 +190,7 @@ class Decider:
                                         distribution=row.distribution,
                                         applies_to=row.applies_to, at=at))
                 hooks.append((row.module, self._ledger_hook(row.id)))
-            elif row.startup == Startup.CONFIG.value:
+            elif row.decided_by == DecidedBy.CONFIG.value:
                 records.append(Decision(row.id, Outcome.PENDING, row.waiting, at=at))
                 hooks.extend((name, self._config_hook(row.id, name)) for name in row.modules)
         # Every pending record is in before any hook is registered: a hook fires at once for
@@ -267,7 +267,7 @@ class Decider:
         def assign(module: ModuleType) -> None:
             entry = self.registry.get(entry_id)
             settings = {}
-            # a kind the startup decides by assigning settings (Startup.CONFIG) keeps them in
+            # a kind the startup decides by assigning settings (DecidedBy.CONFIG) keeps them in
             # its record's `settings` (KindSpec)
             for name, value in getattr(entry.spec, "settings", {}).items():
                 owner, _, attr = name.rpartition(".")
@@ -335,7 +335,7 @@ class Decider:
         first_hooks: list[str] = []
         redecide: list[tuple[str, str]] = []
         for row in self.registry.startup_rows:
-            if not row.active or row.startup != Startup.WRAP.value:
+            if not row.active or row.decided_by != DecidedBy.WRAP.value:
                 continue
             module_name = row.module
             assert module_name is not None
@@ -366,7 +366,7 @@ class Decider:
 
     def _on_import(self, module: ModuleType) -> None:
         for entry in self.registry.by_module(module.__name__):
-            if entry.active and KINDS[entry.kind].startup is Startup.WRAP:
+            if entry.active and KINDS[entry.kind].decided_by is DecidedBy.WRAP:
                 self.decide(entry, module)
 
     # -- one entry -------------------------------------------------------------------------

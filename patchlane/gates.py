@@ -52,36 +52,36 @@ class VersionSource:
     (``path``: the file that declares the version), or ``none`` (no version found). ``str()``
     is the text audit records, receipts and JSON have always carried (``metadata``,
     ``source tree (<file>)``, ``none``), so those stay byte-identical while code reads
-    ``kind`` and ``path`` instead of taking that text apart again.
+    ``origin`` and ``path`` instead of taking that text apart again.
 
     Immutable, compared by value. Written out rather than a frozen dataclass or NamedTuple:
     this module loads at every ``import patchlane``, and building either class costs 20 to
     100 times what this one does."""
 
-    __slots__ = ("kind", "path")
-    kind: Literal["metadata", "source tree", "none"]
+    __slots__ = ("origin", "path")
+    origin: Literal["metadata", "source tree", "none"]
     path: str | None
 
-    def __init__(self, kind: Literal["metadata", "source tree", "none"],
+    def __init__(self, origin: Literal["metadata", "source tree", "none"],
                  path: str | None = None) -> None:
-        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "origin", origin)
         object.__setattr__(self, "path", path)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"VersionSource is immutable: cannot set {name!r}")
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, VersionSource) and (self.kind, self.path) == (other.kind,
+        return isinstance(other, VersionSource) and (self.origin, self.path) == (other.origin,
                                                                                other.path)
 
     def __hash__(self) -> int:
-        return hash((self.kind, self.path))
+        return hash((self.origin, self.path))
 
     def __repr__(self) -> str:
-        return f"VersionSource({self.kind!r}, {self.path!r})"
+        return f"VersionSource({self.origin!r}, {self.path!r})"
 
     def __str__(self) -> str:
-        return f"source tree ({self.path})" if self.kind == "source tree" else self.kind
+        return f"source tree ({self.path})" if self.origin == "source tree" else self.origin
 
     @classmethod
     def tree(cls, path: str) -> VersionSource:

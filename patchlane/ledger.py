@@ -29,7 +29,7 @@ from .controls import Controls
 from .errors import PatchlaneError
 from .exit_codes import ExitCode
 from .gates import GateResult, check_gate
-from .registry import KINDS, Entry, LedgerResult, Policy, Startup, When
+from .registry import KINDS, DecidedBy, Entry, LedgerResult, Policy, When
 from .registry.per_kind import PARTS
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def check_config(config: Any, entries: list[Entry],
     result says so) and never raises."""
     results = []
     for entry in entries:
-        if KINDS[entry.kind].startup is not Startup.ON_DEMAND or not entry.active:
+        if KINDS[entry.kind].decided_by is not DecidedBy.ON_DEMAND or not entry.active:
             continue
         reason = controls.disabled_reason(entry.id) if controls is not None else None
         if reason is not None:

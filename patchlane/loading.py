@@ -18,16 +18,16 @@ _executing: set[str] = set()
 """Names whose file is running now (its body not finished)."""
 
 
-def module_name(kind: str, entry_id: str) -> str:
+def module_name(role: str, entry_id: str) -> str:
     """The private ``sys.modules`` name an entry's overlay, reproducer or check file gets."""
-    return f"_patchlane_{kind}_{entry_id}"
+    return f"_patchlane_{role}_{entry_id}"
 
 
 def entry_id(name: str) -> str:
     """The entry id of a file the startup loaded, from its module ``__name__``: how an overlay
     gets its id without spelling (or misspelling) it, ``ENTRY_ID = entry_id(__name__)``."""
-    for kind in ("overlay", "reproducer", "check"):
-        prefix = module_name(kind, "")
+    for role in ("overlay", "reproducer", "check"):
+        prefix = module_name(role, "")
         if name.startswith(prefix) and len(name) > len(prefix):
             return name[len(prefix):]
     raise ImportError(f"{name!r} was not loaded by patchlane (patchlane.loading.load_file): an "
@@ -35,7 +35,7 @@ def entry_id(name: str) -> str:
                       "which gives it its id")
 
 
-def load_file(entry_id: str, kind: str, path: Path, source: bytes | None = None) -> ModuleType:
+def load_file(entry_id: str, role: str, path: Path, source: bytes | None = None) -> ModuleType:
     """Run ``path`` as the module :func:`module_name` names, once per content; a failed run
     leaves no module.
 
@@ -46,7 +46,7 @@ def load_file(entry_id: str, kind: str, path: Path, source: bytes | None = None)
     out: the file is run again from what it holds now."""
     import hashlib
 
-    name = module_name(kind, entry_id)
+    name = module_name(role, entry_id)
     if source is None:
         source = path.read_bytes()
     digest = hashlib.sha256(source).hexdigest()
@@ -66,11 +66,11 @@ def load_file(entry_id: str, kind: str, path: Path, source: bytes | None = None)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None:
         # ImportError, not a patchlane error: this leaf imports nothing of patchlane's.
-        raise ImportError(f"{entry_id}: cannot load {kind} file {path}")
+        raise ImportError(f"{entry_id}: cannot load {role} file {path}")
     try:
         code = compile(source, str(path), "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:
-        raise ImportError(f"{entry_id}: {kind} file {path} does not compile: {exc}") from exc
+        raise ImportError(f"{entry_id}: {role} file {path} does not compile: {exc}") from exc
     module = importlib.util.module_from_spec(spec)
     module.__cached__ = None  # type: ignore[attr-defined]  # no bytecode was read or written
     setattr(module, _SOURCE_MARK, digest)

@@ -25,7 +25,7 @@ from ..audit import Outcome
 from ..exit_codes import ExitCode
 from ..gates import resolve_version
 from ..ledger import evaluate
-from ..registry import KINDS, Entry, Kind, LedgerResult, Startup
+from ..registry import KINDS, DecidedBy, Entry, Kind, LedgerResult
 from ..releases.release_match import ReleaseMatch, nearest_release
 from ..reporting import EntryReport
 from ..sweep.record import RecordCheck, verify_distribution
@@ -141,7 +141,7 @@ def _refused_imports(entries: list[Entry], ledger: list[LedgerResult]) -> str | 
 def _check_imports(entries: list[Entry], found: _Found) -> None:
     """Every installed source patch's target imported, so its decision is taken now."""
     for entry in entries:
-        if KINDS[entry.kind].startup is Startup.WRAP and entry.target.module and \
+        if KINDS[entry.kind].decided_by is DecidedBy.WRAP and entry.target.module and \
                 resolve_version(entry.target.distribution, None,
                                 entry.target.version_from)[0] is not None:
             try:

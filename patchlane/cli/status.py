@@ -15,7 +15,7 @@ from ..decider import Decider
 from ..errors import UsageError
 from ..exit_codes import ExitCode
 from ..gates import resolve_version
-from ..registry import KINDS, Entry, Startup
+from ..registry import KINDS, DecidedBy, Entry
 from ..reporting import build_report
 from .common import decider, registry_label, stdout_for_output, table
 
@@ -96,7 +96,7 @@ def decide_now(current: Decider, entries: Iterable[Entry]) -> None:
     for entry in entries:
         installed = resolve_version(entry.target.distribution, None,
                                     entry.target.version_from)[0] is not None
-        if (entry.active and KINDS[entry.kind].startup is Startup.WRAP and entry.target.module
+        if (entry.active and KINDS[entry.kind].decided_by is DecidedBy.WRAP and entry.target.module
                 and installed):
             # a release without that module: the entry stays pending, and says so. What the
             # import prints, or a logging handler it puts on stdout, goes to stderr: the

@@ -18,18 +18,18 @@ RETIRED_REASON = "status: retired (reproducer kept as a guard)"
 CHECKED_ON_DEMAND = "checked by patchlane.check_config(config)"
 
 
-def at_start(startup: str, active: bool, disabled: str | None,
+def at_start(decided_by: str, active: bool, disabled: str | None,
              waiting: str) -> tuple[str, str]:
     """``(outcome, reason)`` the startup walk records for an entry while its module is not
-    imported; ``startup`` is how its kind is decided (its startup row says:
-    :class:`patchlane.registry.kinds.Startup`, as text), ``disabled`` why PATCHLANE_DISABLE /
+    imported; ``decided_by`` is how its kind is decided (its startup row says:
+    :class:`patchlane.registry.kinds.DecidedBy`, as text), ``disabled`` why PATCHLANE_DISABLE /
     PATCHLANE_ONLY leave it out, if they do. A disabled entry that wraps still waits: its walk
     reads the gate on import, so its audit names the installed release."""
     if not active:
         return "retired", RETIRED_REASON
-    if disabled is not None and startup != "wrap":
+    if disabled is not None and decided_by != "wrap":
         return "skipped: disabled", disabled
-    if startup == "on demand":
+    if decided_by == "on demand":
         return "ledger: on demand", CHECKED_ON_DEMAND
     return "pending", waiting
 
@@ -39,8 +39,8 @@ def report(rows: "Iterable[RowTuple]",
     """The part of :func:`patchlane.report` a rank's exit line reads, for a process that never
     ran its startup: every entry as :func:`at_start` records it, no hits, no evidence."""
     entries = []
-    for entry_id, kind, active, _dist, _module, _modules, waiting, _applies, startup in rows:
-        outcome, reason = at_start(startup, active, disabled(entry_id), waiting)
+    for entry_id, kind, active, _dist, _module, _modules, waiting, _applies, decided_by in rows:
+        outcome, reason = at_start(decided_by, active, disabled(entry_id), waiting)
         entries.append({"id": entry_id, "kind": kind,
                         "decision": {"entry_id": entry_id, "outcome": outcome, "reason": reason},
                         "applied": False, "hits": 0, "paths": {}, "path_reasons": {},

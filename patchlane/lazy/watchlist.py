@@ -190,8 +190,8 @@ def watched(rows: "Iterable[RowTuple]") -> tuple[str, ...]:
     source patch's target, a floor's or pin's ``when.imported``) and a config entry's
     settings modules. Retired entries and those checked on demand wait for nothing."""
     names: set[str] = set()
-    for _id, _kind, active, _dist, module, modules, _waiting, _applies, startup in rows:
-        if not active or startup == "on demand":
+    for _id, _kind, active, _dist, module, modules, _waiting, _applies, decided_by in rows:
+        if not active or decided_by == "on demand":
             continue
         for name in ((module,) if module else ()) + tuple(modules):
             names.add(name.partition(".")[0])
@@ -235,9 +235,9 @@ def row_ok(row: "tuple[object, ...]") -> bool:
     line trust them): one check for this watch list and the registry cache's startup rows."""
     if len(row) != 9:
         return False
-    entry_id, kind, active, dist, module, modules, waiting, applies, startup = row
+    entry_id, kind, active, dist, module, modules, waiting, applies, decided_by = row
     return (type(entry_id) is str and type(kind) is str and type(active) is bool
-            and type(dist) is str and type(waiting) is str and type(startup) is str
+            and type(dist) is str and type(waiting) is str and type(decided_by) is str
             and (module is None or type(module) is str)
             and (applies is None or type(applies) is str)
             and type(modules) is tuple and all(type(m) is str for m in modules))

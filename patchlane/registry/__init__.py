@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..gates import KNOWN_IMPORT_NAMES, import_name
-from .kinds import KINDS, Kind, KindRules, Startup
+from .kinds import KINDS, DecidedBy, Kind, KindRules
 from .reader import MAX_REGISTRY_BYTES, read_registry_bytes
 from .records import (
     Entry,
@@ -55,6 +55,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "CompatGate",
     "ConfigSettings",
+    "DecidedBy",
     "Entry",
     "FingerprintPolicy",
     "FingerprintSpec",
@@ -66,7 +67,6 @@ __all__ = [
     "Policy",
     "Registry",
     "RetireWhen",
-    "Startup",
     "StartupRow",
     "Status",
     "Target",

@@ -3,7 +3,7 @@ differently reads it here instead of comparing kind names.
 
 A kind's record says which registry keys it takes (:mod:`patchlane.registry.schema`), which
 options ``patchlane new`` accepts for it (:mod:`patchlane.authoring.new`), how the startup
-decides it (:class:`Startup`: wrapped at its target's import, checked at its module's import,
+decides it (:class:`DecidedBy`: wrapped at its target's import, checked at its module's import,
 settings assigned at their modules' import, or checked on demand), and whether the sweep runs
 its reproducer with an overlay. :class:`patchlane.registry.StartupRow` carries the startup part
 as plain text, so the lazy start reads it from its watch list and never a kind's name.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-__all__ = ["KINDS", "Kind", "KindRules", "Startup"]
+__all__ = ["KINDS", "DecidedBy", "Kind", "KindRules"]
 
 
 class Kind(str, enum.Enum):
@@ -30,7 +30,7 @@ class Kind(str, enum.Enum):
     CONFIG = "config"
 
 
-class Startup(str, enum.Enum):
+class DecidedBy(str, enum.Enum):
     """How the startup decides an entry of a kind."""
 
     WRAP = "wrap"
@@ -53,7 +53,8 @@ class KindRules(NamedTuple):
     """Registry keys it may have, on top of every entry's."""
     new_options: frozenset[str]
     """What ``patchlane new`` accepts for it; any other option is refused, not ignored."""
-    startup: Startup
+    decided_by: DecidedBy
+    """How the startup decides an entry of this kind."""
     with_overlay: bool
     """Whether it carries an overlay: its target names a function, its gate needs an upper
     bound, an unforwarded fix needs a draft, other entries may depend on it or continue it, and
@@ -71,23 +72,23 @@ KINDS: dict[Kind, KindRules] = {
         ("target", "applies_to", "overlay", "reproducer", "fingerprint"),
         ("depends_on", "continued_by"),
         frozenset({"target", "distribution", "version_from", "applies_to", "retire_release"}),
-        Startup.WRAP, True, new_required=("target",)),
+        DecidedBy.WRAP, True, new_required=("target",)),
     Kind.VERSION_FLOOR: KindRules(
         ("target", "requires", "policy"), ("when",),
         frozenset({"target", "distribution", "requires", "policy", "retire_release"}),
-        Startup.LEDGER, False, new_required=("requires",)),
+        DecidedBy.LEDGER, False, new_required=("requires",)),
     Kind.COMPAT_GATE: KindRules(
         ("check",), ("policy",),
         frozenset({"distribution", "version_from", "check", "policy", "applies_to",
                    "retire_release"}),
-        Startup.ON_DEMAND, False),
+        DecidedBy.ON_DEMAND, False),
     Kind.PACKAGING_PIN: KindRules(
         ("target", "pin"), ("source", "policy", "when"),
         frozenset({"target", "distribution", "pin", "policy", "retire_release"}),
-        Startup.LEDGER, False, new_required=("pin", "distribution")),
+        DecidedBy.LEDGER, False, new_required=("pin", "distribution")),
     Kind.CONFIG: KindRules(
         ("settings",), (),
         frozenset({"distribution", "version_from", "settings", "applies_to",
                    "retire_release"}),
-        Startup.CONFIG, False, own_probe=True, new_required=("settings",)),
+        DecidedBy.CONFIG, False, own_probe=True, new_required=("settings",)),
 }

@@ -23,7 +23,7 @@ from packaging.specifiers import SpecifierSet
 
 from ..errors import RegistryError, UnknownEntryError
 from ..gates import import_name
-from .kinds import KINDS, Kind, Startup
+from .kinds import KINDS, DecidedBy, Kind
 
 
 class Status(str, enum.Enum):
@@ -153,7 +153,7 @@ class KindSpec(Protocol):
     """A kind's own settings: the value record its module (:mod:`patchlane.registry.per_kind`)
     reads from the registry, frozen. What the startup reads of one, it reads by these names:
     ``policy`` (a ledger kind's), ``when`` and ``requirement`` (a kind decided at an import:
-    ``Startup.LEDGER``), ``settings`` (``Startup.CONFIG``). A NamedTuple, as every record
+    ``DecidedBy.LEDGER``), ``settings`` (``DecidedBy.CONFIG``). A NamedTuple, as every record
     here: ``patchlane show`` lists its fields."""
 
     def _asdict(self) -> dict[str, Any]: ...
@@ -286,7 +286,7 @@ class Entry:
         """For a kind decided at an import (a floor, a pin): the import (and environment) its
         check waits for. ``when.imported`` defaults to the module of ``target.object``, else the
         distribution's import name. None for the other kinds."""
-        if KINDS[self.kind].startup is not Startup.LEDGER:
+        if KINDS[self.kind].decided_by is not DecidedBy.LEDGER:
             return None
         given = self._declared_when
         module = (given.imported if given is not None and given.imported else None) \
@@ -321,8 +321,8 @@ class StartupRow(NamedTuple):
     applies_to: str | None
     """As decisions record it: ``applies_to`` of a source patch, the requirement of a floor or
     pin (``torch>=2.6.0``)."""
-    startup: str
-    """How the startup decides it (a :class:`~patchlane.registry.kinds.Startup` value): what
+    decided_by: str
+    """How the startup decides it (a :class:`~patchlane.registry.kinds.DecidedBy` value): what
     the startup and the lazy start read instead of the kind's name."""
 
     @classmethod
@@ -330,19 +330,19 @@ class StartupRow(NamedTuple):
         module: str | None = None
         modules: tuple[str, ...] = ()
         waiting, applies_to = "", None
-        startup = KINDS[entry.kind].startup
-        if startup is Startup.WRAP:
+        decided_by = KINDS[entry.kind].decided_by
+        if decided_by is DecidedBy.WRAP:
             module, applies_to = entry.target.module, entry.applies_to_text
             waiting = f"waiting for `import {module}`"
-        elif startup is Startup.LEDGER and entry.when is not None:
+        elif decided_by is DecidedBy.LEDGER and entry.when is not None:
             module, applies_to = entry.when.imported, entry.requirement_text
             waiting = f"waiting for {entry.when.describe()}"
-        elif startup is Startup.CONFIG:
+        elif decided_by is DecidedBy.CONFIG:
             modules = tuple(sorted({str(name).rpartition(".")[0]
                                     for name in getattr(entry.spec, "settings", {})}))
             waiting = f"waiting for `import {', '.join(modules)}`"
         return cls(entry.id, entry.kind.value, entry.active, entry.target.distribution, module,
-                   modules, waiting, applies_to, startup.value)
+                   modules, waiting, applies_to, decided_by.value)
 
 
 @dataclass(frozen=True)

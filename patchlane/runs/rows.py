@@ -1,8 +1,8 @@
-"""A sweep's planned rows (entry x lane x world size), each of a named kind that owns which
-modes run and which rule turns their outcomes into a verdict.
+"""A sweep's planned rows (entry x lane x world size), each with a named rule that owns which
+modes run and how their outcomes turn into a verdict.
 
 =====================  ===================  ==============================================
-kind                   modes                verdict rule
+rule                   modes                verdicts
 =====================  ===================  ==============================================
 ``both-ways``          without, with        guarding / upstream-fixed / broken / error
 ``past-gate``          without              upstream-fixed / still-affected / error: the
@@ -15,8 +15,8 @@ kind                   modes                verdict rule
 ``skipped``            (none)               skipped, with the reason
 =====================  ===================  ==============================================
 
-The manifest keeps each row as JSON (``kind`` beside the ``skip`` / ``beyond`` /
-``covered_by`` text the reports show); a manifest written before rows had a kind is read back
+The manifest keeps each row as JSON (``rule`` beside the ``skip`` / ``beyond`` /
+``covered_by`` text the reports show); a manifest written before rows had a rule is read back
 by what its cases say (:meth:`PlannedRow.from_manifest`).
 """
 
@@ -32,10 +32,10 @@ from ..reproducer import Lane, Mode, RunOutcome, parse_lane
 from .manifest import CaseResult
 from .verdicts import Verdict
 
-__all__ = ["CaseView", "PlannedRow", "RowKind", "verdict_of"]
+__all__ = ["CaseView", "PlannedRow", "RowRule", "verdict_of"]
 
 
-class RowKind(str, enum.Enum):
+class RowRule(str, enum.Enum):
     BOTH_WAYS = "both-ways"
     PAST_GATE = "past-gate"
     PAST_GATE_COVERED = "past-gate-covered"
@@ -44,9 +44,9 @@ class RowKind(str, enum.Enum):
 
     @property
     def modes(self) -> tuple[Mode, ...]:
-        if self is RowKind.SKIPPED:
+        if self is RowRule.SKIPPED:
             return ()
-        if self is RowKind.BOTH_WAYS:
+        if self is RowRule.BOTH_WAYS:
             return (Mode.WITHOUT, Mode.WITH)
         return (Mode.WITHOUT,)
 
@@ -131,12 +131,13 @@ def _beyond_verdict(without: Case, why: str, covered_by: str | None) -> tuple[Ve
 
 @dataclass(frozen=True)
 class PlannedRow:
-    """One row of a sweep's plan: what runs for it (its kind's modes) and why."""
+    """One row of a sweep's plan: what runs for it (its rule's modes) and why."""
 
     entry_id: str
     lane: Lane
     world_size: int
-    kind: RowKind
+    rule: RowRule
+    """How the row is run and judged: its modes and its verdict's rule."""
     installed: str | None = None
     skip: str | None = None
     """Why a ``skipped`` row does not run."""
@@ -147,14 +148,14 @@ class PlannedRow:
 
     @property
     def modes(self) -> tuple[Mode, ...]:
-        return self.kind.modes
+        return self.rule.modes
 
     def verdict(self, cases: Mapping[Mode, Case]) -> tuple[Verdict, str]:
-        """The verdict of this row's finished cases (every mode of its kind present)."""
+        """The verdict of this row's finished cases (every mode of its rule present)."""
         without = cases[Mode.WITHOUT]
-        if self.kind is RowKind.BOTH_WAYS:
+        if self.rule is RowRule.BOTH_WAYS:
             return verdict_of(without, cases[Mode.WITH])
-        if self.kind is RowKind.REGRESSION_GUARD:
+        if self.rule is RowRule.REGRESSION_GUARD:
             return _guard_verdict(without)
         return _beyond_verdict(without, self.beyond or "", self.covered_by)
 
@@ -162,7 +163,7 @@ class PlannedRow:
         """What one finished case of this row already decides, by the same rules as
         :meth:`verdict` (a pytest run judges each case on its own): None while it is what a
         guarding row expects and the row's other case decides."""
-        if self.kind is not RowKind.BOTH_WAYS:
+        if self.rule is not RowRule.BOTH_WAYS:
             return self.verdict({Mode.WITHOUT: case})
         # The other case as a guarding row has it: only this case can move the verdict off it.
         expected = {Mode.WITHOUT: CaseView(RunOutcome.FAIL, "", ""),
@@ -173,7 +174,7 @@ class PlannedRow:
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"entry_id": self.entry_id, "lane": self.lane,
-                               "world_size": self.world_size, "kind": self.kind.value,
+                               "world_size": self.world_size, "rule": self.rule.value,
                                "installed": self.installed, "skip": self.skip,
                                "beyond": self.beyond}
         if self.covered_by:
@@ -183,25 +184,26 @@ class PlannedRow:
     @classmethod
     def from_manifest(cls, row: Mapping[str, Any], where: str,
                       has_with_case: bool = True) -> PlannedRow:
-        """A row read back from a manifest; one written before rows had a kind gets the kind
+        """A row read back from a manifest; one written before rows had a rule gets the rule
         its fields and cases say (``has_with_case``: the manifest planned the run with the
         overlay, which only a both-ways row has)."""
         lane = parse_lane(row["lane"], where)
-        raw = row.get("kind")
+        # "kind": the key's name in manifests written before 2026-11-28 (gpu-runs/ keeps some).
+        raw = row.get("rule", row.get("kind"))
         if raw is not None:
             try:
-                kind = RowKind(raw)
+                rule = RowRule(raw)
             except ValueError:
-                raise ValueError(f"{where}: {raw!r} is not a row kind; expected one of "
-                                 f"{[k.value for k in RowKind]}") from None
+                raise ValueError(f"{where}: {raw!r} is not a row rule; expected one of "
+                                 f"{[k.value for k in RowRule]}") from None
         elif row.get("skip"):
-            kind = RowKind.SKIPPED
+            rule = RowRule.SKIPPED
         elif row.get("covered_by"):
-            kind = RowKind.PAST_GATE_COVERED
+            rule = RowRule.PAST_GATE_COVERED
         elif row.get("beyond"):
-            kind = RowKind.PAST_GATE
+            rule = RowRule.PAST_GATE
         else:
-            kind = RowKind.BOTH_WAYS if has_with_case else RowKind.REGRESSION_GUARD
-        return cls(str(row["entry_id"]), lane, int(row["world_size"]), kind,
+            rule = RowRule.BOTH_WAYS if has_with_case else RowRule.REGRESSION_GUARD
+        return cls(str(row["entry_id"]), lane, int(row["world_size"]), rule,
                    row.get("installed"), row.get("skip"), row.get("beyond"),
                    row.get("covered_by"))

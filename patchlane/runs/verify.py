@@ -1,7 +1,7 @@
 """A run's index rows checked against what they were written from: the plan and the receipts.
 
 ``index.json`` is a report: ``patchlane sweep`` rebuilds it from ``manifest.json`` (the plan,
-each row's kind, each case's state and receipt) and ``receipts/*.json`` (each case's outcome,
+each row's rule, each case's state and receipt) and ``receipts/*.json`` (each case's outcome,
 in its own record). A command that acts on a run's verdicts (``patchlane retire``) must not
 rest on the report alone, where one edited field turns ``guarding`` into ``upstream-fixed``.
 
@@ -10,11 +10,11 @@ file, when they disagree:
 
 * the row is one the manifest planned (its kind says which modes ran and the verdict rule,
   :mod:`patchlane.runs.rows`);
-* every receipt the row's kind needs is the one the manifest recorded for that case, lies in
+* every receipt the row's rule needs is the one the manifest recorded for that case, lies in
   the run directory, exists, still has the SHA-256 the manifest recorded when the case finished
   (manifests written before that field skip this check), and is about that entry, lane, world
   size, mode and run, with the outcome the manifest recorded;
-* the verdict the row's kind's rule gives on those receipts is the index's verdict, and the
+* the verdict the row's rule gives on those receipts is the index's verdict, and the
   release the receipt without the overlay ran against is the index's ``installed``.
 
 Design choice: the receipts are the evidence, so the verdict is derived again from them, not
@@ -36,7 +36,7 @@ from ..files import NotARegularFile, read_regular
 from ..reproducer import Mode, parse_lane
 from .index import MAX_INDEX_BYTES, IndexRow, RunIndex, read_index, row_key
 from .manifest import case_id, receipt_digest
-from .rows import PlannedRow, RowKind
+from .rows import PlannedRow, RowRule
 from .verdicts import Verdict
 
 __all__ = ["CheckedRow", "checked_rows"]
@@ -102,7 +102,7 @@ def checked_rows(run_dir: Path, entry_id: str, error: Callable[[str], Exception]
         if verdict is not row.verdict:
             raise error(f"{index_path}: row {row.key} says {row.verdict.value}, but its "
                         f"receipts ({check.named(receipts)}) say {verdict.value} by the "
-                        f"{found.kind.value} rule; expected the index to agree with the receipts "
+                        f"{found.rule.value} rule; expected the index to agree with the receipts "
                         f"it was written from. {_FIX}")
         if installed != row.installed:
             raise error(f"{index_path}: row {row.key} says it ran on {row.installed!r}, but its "
@@ -130,7 +130,7 @@ class _Check:
     def derive(self) -> tuple[Verdict, str | None, dict[str, Mapping[str, Any]]]:
         """The row's verdict and release, from the manifest's cases and the receipts."""
         plan = self.plan
-        if plan.kind is RowKind.SKIPPED:
+        if plan.rule is RowRule.SKIPPED:
             return Verdict.SKIPPED, plan.installed, {}
         ids = {m: case_id(plan.entry_id, plan.lane, plan.world_size, m) for m in plan.modes}
         present = {m: self.cases[c] for m, c in ids.items() if c in self.cases}

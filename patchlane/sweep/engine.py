@@ -47,7 +47,7 @@ from ..ledger import installed_outside
 from ..registry import Entry, Registry
 from ..runs.index import row_key
 from ..runs.manifest import CaseState, RunDir, case_id, now
-from ..runs.rows import CaseView, PlannedRow, RowKind
+from ..runs.rows import CaseView, PlannedRow, RowRule
 from ..runs.verdicts import Verdict, exit_bits
 from ..versions import in_range
 from .reproduce import (
@@ -214,7 +214,7 @@ def _target_missing(entry: Entry, gate: GateResult) -> str | None:
 def _release_roots(entry: Entry, gate: GateResult) -> list[Path]:
     from importlib import metadata
 
-    if gate.source.kind == "source tree" and gate.source.path is not None:
+    if gate.source.origin == "source tree" and gate.source.path is not None:
         # the folder on sys.path that holds the version module: megatron/core/package_info.py
         # (megatron.core.package_info) -> the folder holding megatron/
         version_file = Path(gate.source.path).resolve()
@@ -317,14 +317,14 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
                     "case without the overlay runs on it; add it with `patchlane wheelhouse"
                     f"{option}`")
         if skip is not None:
-            kind, beyond_why, covered = RowKind.SKIPPED, None, None
+            kind, beyond_why, covered = RowRule.SKIPPED, None, None
         elif not entry.active:
-            kind, beyond_why, covered = RowKind.REGRESSION_GUARD, None, None
+            kind, beyond_why, covered = RowRule.REGRESSION_GUARD, None, None
         elif beyond:
-            kind = RowKind.PAST_GATE_COVERED if covered_by else RowKind.PAST_GATE
+            kind = RowRule.PAST_GATE_COVERED if covered_by else RowRule.PAST_GATE
             beyond_why, covered = beyond, covered_by
         else:
-            kind, beyond_why, covered = RowKind.BOTH_WAYS, None, None
+            kind, beyond_why, covered = RowRule.BOTH_WAYS, None, None
         rows.append(PlannedRow(entry.id, lane, size, kind, gate.found, skip,
                                beyond_why, covered))
     return rows
@@ -436,7 +436,7 @@ def verdicts(run: RunDir) -> list[VerdictRow]:
         planned.append(row)
         out = VerdictRow(row.entry_id, row.lane, row.world_size, Verdict.SKIPPED,
                          row.skip or "", row.installed)
-        if row.kind is not RowKind.SKIPPED:
+        if row.rule is not RowRule.SKIPPED:
             ids = {m: case_id(row.entry_id, row.lane, row.world_size, m) for m in row.modes}
             present = {m: cases[c] for m, c in ids.items() if c in cases}
             if len(present) < len(ids) or not all(CaseState(c["state"]).finished
@@ -508,7 +508,7 @@ def new_run(registry: Registry, path: Path, *, lanes: Iterable[Lane] | None,
     rows = plan(registry, wanted, gpus, chosen, shard)
     run.manifest["rows"] = [row.as_dict() for row in rows]
     run.save()
-    # Each row's kind says which modes run: both ways, or without the overlay only (past the
+    # Each row's rule says which modes run: both ways, or without the overlay only (past the
     # gate, where the overlay never applies; a retired entry's regression guard).
     for row in rows:
         for mode in row.modes:

@@ -30,7 +30,7 @@ import pytest
 
 from .. import startup
 from ..reproducer import LANES, Mode, parse_lane
-from ..runs.rows import PlannedRow, RowKind
+from ..runs.rows import PlannedRow, RowRule
 from ..runs.verdicts import ACTION, MEANING, Verdict
 from .reproduce import run_case
 
@@ -64,9 +64,9 @@ def _cases(config: pytest.Config) -> list[Any]:
     gpus = cuda_devices() if "cuda" in lanes else 0
     params = []
     for row in plan(registry, lanes, gpus, set(only) if only else None, Shard(1, 1)):
-        # The row's kind says which modes run (the overlay never applies past its gate or for
+        # The row's rule says which modes run (the overlay never applies past its gate or for
         # a retired entry); a skipped row shows its one case as skipped, with the reason.
-        beyond = row.kind in (RowKind.PAST_GATE, RowKind.PAST_GATE_COVERED)
+        beyond = row.rule in (RowRule.PAST_GATE, RowRule.PAST_GATE_COVERED)
         marks = [pytest.mark.skip(reason=row.skip)] if row.skip else []
         suffix = "-past-gate" if beyond else ""
         for mode in row.modes or (Mode.WITHOUT, Mode.WITH):

@@ -116,7 +116,7 @@ class RetirementReview:
 def read_sweep_rows(entry: Entry, run_dir: Path) -> list[SweepRow]:
     """``entry``'s rows in the run directory ``run_dir``, each checked against what the sweep
     wrote it from (:func:`patchlane.runs.verify.checked_rows`): the manifest's plan and
-    the receipts, whose verdict is derived again by the row kind's rule. An index row its
+    the receipts, whose verdict is derived again by the row's rule. An index row its
     receipts do not bear out, a receipt missing or changed, or a file that is not what
     ``patchlane sweep`` writes raises :class:`RetireError` naming it."""
     # Design choice: retirement rests on the receipts, not on index.json, a report anyone can

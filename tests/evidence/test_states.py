@@ -14,7 +14,7 @@ from patchlane.cli.reproduce import print_tails
 from patchlane.errors import ReproducerError
 from patchlane.exit_codes import ExitCode
 from patchlane.registry import load_registries
-from patchlane.runs.rows import CaseView, RowKind, verdict_of
+from patchlane.runs.rows import CaseView, RowRule, verdict_of
 from patchlane.runs.verdicts import SEVERITY, Verdict
 from patchlane.sweep.engine import VerdictRow, exit_code
 from patchlane.sweep.reproduce import (
@@ -167,8 +167,8 @@ def test_a_rank_record_without_a_valid_outcome_is_an_error(fake_target: FakeTarg
     assert result.ranks[0]["outcome"] == "error"
 
 
-@pytest.mark.parametrize("kind", [k for k in RowKind if k is not RowKind.SKIPPED])
-def test_a_case_judged_alone_says_what_its_row_says(kind: RowKind) -> None:
+@pytest.mark.parametrize("rule", [k for k in RowRule if k is not RowRule.SKIPPED])
+def test_a_case_judged_alone_says_what_its_row_says(rule: RowRule) -> None:
     """The pytest plugin judges each case on its own (`PlannedRow.case_verdict`): for every
     outcome of every case, what a case decides is its row's verdict, by the same rules, and it
     decides nothing exactly when the row is guarding."""
@@ -177,8 +177,8 @@ def test_a_case_judged_alone_says_what_its_row_says(kind: RowKind) -> None:
     from patchlane.reproducer import Mode, RunOutcome
     from patchlane.runs.rows import PlannedRow
 
-    row = PlannedRow("e", "cpu", 1, kind, beyond="past <1.0",
-                     covered_by="other" if kind is RowKind.PAST_GATE_COVERED else None)
+    row = PlannedRow("e", "cpu", 1, rule, beyond="past <1.0",
+                     covered_by="other" if rule is RowRule.PAST_GATE_COVERED else None)
     for outcomes in itertools.product(RunOutcome, repeat=len(row.modes)):
         cases = {m: {"outcome": o.value, "stage": "run", "message": f"{m.value} {o.value}"}
                  for m, o in zip(row.modes, outcomes, strict=True)}
@@ -186,7 +186,24 @@ def test_a_case_judged_alone_says_what_its_row_says(kind: RowKind) -> None:
         alone = {m: row.case_verdict(m, c) for m, c in cases.items()}
         said = {v for v, _ in filter(None, alone.values())}
         if verdict is Verdict.GUARDING:
-            assert not said, (kind, outcomes, alone)
+            assert not said, (rule, outcomes, alone)
         else:
-            assert verdict in said, (kind, outcomes, verdict, alone)
+            assert verdict in said, (rule, outcomes, verdict, alone)
         assert set(alone) == set(row.modes) and Mode.WITHOUT in alone
+
+
+def test_a_row_s_rule_is_written_as_rule_and_read_back_from_an_older_manifest_s_kind() -> None:
+    """Manifests keep a row's rule under ``rule``; those recorded before the word changed
+    (gpu-runs/ keeps some) said ``kind``, and still read back the same; a value no rule has is
+    refused, naming where and what is expected."""
+    from patchlane.runs.rows import PlannedRow
+
+    row = PlannedRow("e", "cpu", 1, RowRule.REGRESSION_GUARD)
+    written = row.as_dict()
+    assert written["rule"] == "regression-guard" and "kind" not in written
+    assert PlannedRow.from_manifest(written, "m.json: rows") == row
+    older = {k: v for k, v in written.items() if k != "rule"} | {"kind": "regression-guard"}
+    assert PlannedRow.from_manifest(older, "m.json: rows") == row
+    with pytest.raises(ValueError, match=r"m.json: rows: 'sideways' is not a row rule; "
+                                         r"expected one of \['both-ways'"):
+        PlannedRow.from_manifest(written | {"rule": "sideways"}, "m.json: rows")

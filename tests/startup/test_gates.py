@@ -230,7 +230,7 @@ def test_a_version_source_reads_as_the_text_records_always_had(
     (tmp_path / "pltreeonly" / "version.py").write_text("__version__ = '0.3.1'\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     gate = check_gate("pltreeonly", None, None, "pltreeonly.version:__version__")
-    assert gate.found == "0.3.1" and gate.source.kind == "source tree"
+    assert gate.found == "0.3.1" and gate.source.origin == "source tree"
     assert gate.source.path == str(tmp_path / "pltreeonly" / "version.py")
     assert gate.reason == f"pltreeonly 0.3.1 (from the {gate.source})"
     missing = check_gate("pltreeonly-not-installed", None)

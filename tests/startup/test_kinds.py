@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from patchlane.authoring.new import _COMMON_FLAGS
-from patchlane.registry import KINDS, Kind, KindRules, Startup, StartupRow, load_registries
+from patchlane.registry import KINDS, DecidedBy, Kind, KindRules, StartupRow, load_registries
 from patchlane.registry.per_kind import PARTS, KindParts, NewOption, new_options
 from patchlane.registry.per_kind.protocol import Drafting
 from patchlane.registry.schema import _COMMON_OPTIONAL, _COMMON_REQUIRED
@@ -30,14 +30,14 @@ def test_every_kind_has_every_part() -> None:
         assert rules.required, kind  # every kind says what it needs
         assert not set(rules.required) & set(rules.optional), kind
         assert not set(rules.required) & set(_COMMON_REQUIRED), kind
-        assert isinstance(rules.startup, Startup), kind
+        assert isinstance(rules.decided_by, DecidedBy), kind
         assert rules.new_options and "retire_release" in rules.new_options, kind
         # an option of `patchlane new` names a key the kind takes (or a common one)
         keys = set(rules.required) | set(rules.optional) | set(_COMMON_OPTIONAL)
         assert {o for o in rules.new_options if o not in (
             "distribution", "version_from", "retire_release", "settings")} \
             <= keys | {"applies_to"}, kind
-    assert {r.startup for r in KINDS.values()} == set(Startup)  # each way is some kind's
+    assert {r.decided_by for r in KINDS.values()} == set(DecidedBy)  # each way is some kind's
 
 
 def test_each_row_carries_how_the_startup_decides_it() -> None:
@@ -45,7 +45,7 @@ def test_each_row_carries_how_the_startup_decides_it() -> None:
     assert {e.kind for e in registry.entries} == set(Kind)  # the default registry has them all
     for entry in registry.entries:
         row = StartupRow.of(entry)
-        assert row.startup == KINDS[entry.kind].startup.value, entry.id
+        assert row.decided_by == KINDS[entry.kind].decided_by.value, entry.id
 
 
 def test_the_lazy_start_and_the_walk_name_no_kind() -> None:
@@ -88,14 +88,14 @@ def test_each_kind_decides_as_its_startup_says() -> None:
     configuration; the others answer None to both (checked on the default registry)."""
     registry = load_registries([ROOT / "registry.yaml"])
     for entry in registry.entries:
-        startup = KINDS[entry.kind].startup
+        startup = KINDS[entry.kind].decided_by
         decided = PARTS[entry.kind].decide(entry)
-        assert (decided is not None) is (startup is Startup.LEDGER), entry.id
-        if startup is not Startup.ON_DEMAND:
+        assert (decided is not None) is (startup is DecidedBy.LEDGER), entry.id
+        if startup is not DecidedBy.ON_DEMAND:
             assert PARTS[entry.kind].judge(entry, object()) is None, entry.id
-        if startup is Startup.LEDGER:
+        if startup is DecidedBy.LEDGER:
             assert entry.when is not None and entry.requirement_text, entry.id
-        if startup is Startup.CONFIG:
+        if startup is DecidedBy.CONFIG:
             assert StartupRow.of(entry).modules, entry.id
 
 

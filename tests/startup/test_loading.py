@@ -17,8 +17,8 @@ from ..conftest import FakeTarget
 
 
 def test_entry_id_comes_from_the_module_name_the_startup_gives() -> None:
-    for kind in ("overlay", "reproducer", "check"):
-        assert entry_id(module_name(kind, "some_fix")) == "some_fix"
+    for role in ("overlay", "reproducer", "check"):
+        assert entry_id(module_name(role, "some_fix")) == "some_fix"
     with pytest.raises(ImportError, match="was not loaded by patchlane"):
         entry_id("patches.some_fix")
     with pytest.raises(ImportError):

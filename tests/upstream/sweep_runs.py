@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from patchlane.runs.manifest import RunDir, case_id
-from patchlane.runs.rows import PlannedRow, RowKind
+from patchlane.runs.rows import PlannedRow, RowRule
 from patchlane.sweep.engine import verdicts
 from patchlane.sweep.reports import write_reports
 from patchlane.sweep.reproduce import Mode
@@ -71,7 +71,7 @@ def sweep_run(root: Path, entry_id: str, *rows: tuple[str, str, str | None],
     run = RunDir.create(root / name, {"run_id": name, "lanes": ["cpu"], "shard": "1/1"})
     planned = [(entry_id, i + 1, *row) for i, row in enumerate(rows)]
     planned.append(("someone_else", 1, "broken", "0.18.0", None))
-    run.manifest["rows"] = [PlannedRow(e, "cpu", ws, RowKind.BOTH_WAYS, installed).as_dict()
+    run.manifest["rows"] = [PlannedRow(e, "cpu", ws, RowRule.BOTH_WAYS, installed).as_dict()
                             for e, ws, _, installed, _ in planned]
     run.save()
     for e, ws, verdict, installed, probe in planned:
