@@ -562,61 +562,55 @@ def _conclude(result: Bisection, found: Sequence[Finding | None],
     result.upper_certain = b.above == b.high + 1
     result.consistent = not b.contradictions
     result.notes += [f"not contiguous: {c}" for c in b.contradictions]
-    errors_below = [versions[i] for i in range(b.below + 1, b.low)]
-    errors_above = [versions[i] for i in range(b.high + 1, b.above)]
-    if errors_below:
-        result.notes.append(f"the runs of {', '.join(errors_below)} errored: the bug may start "
-                            f"before {versions[b.low]} (the proposed gate starts where a run "
-                            "showed it)")
-    if errors_above:
-        result.notes.append(f"the runs of {', '.join(errors_above)} errored: the bug may end "
-                            f"after {versions[b.high]} (the proposed gate ends before "
-                            f"{upper}, the first release no run showed affected)")
+    # Each bound in turn, the lower first: the releases beside it whose runs errored.
+    for errored, may in (
+            (versions[b.below + 1:b.low], f"start before {versions[b.low]} (the proposed gate "
+             "starts where a run showed it)"),
+            (versions[b.high + 1:b.above], f"end after {versions[b.high]} (the proposed gate "
+             f"ends before {upper}, the first release no run showed affected)")):
+        if errored:
+            result.notes.append(f"the runs of {', '.join(errored)} errored: the bug may {may}")
     inside = [r for _, r in result.runs if r.finding is Finding.ERROR
               and b.low < versions.index(r.release) < b.high]
     for run in inside:
         result.notes.append(f"the run of {run.release} errored inside the affected range "
                             f"({_first_line(run.message)}): no evidence either way; the range "
                             "is taken as contiguous across it")
-    older = [(v, why) for v, why in result.skipped if _older(v, versions[0])]
-    newer = [(v, why) for v, why in result.skipped if _older(versions[-1], v)]
-    if b.high + 1 >= n:
-        if newer:
-            result.upper_certain = False
-            result.newer_elsewhere = tuple(v for v, _ in newer)
-            result.notes.append(
-                f"still affected at the newest release that installs on Python "
-                f"{result.python} ({versions[b.high]}); {_releases(newer)} do not install "
-                f"here, and the fix may be among them: {_elsewhere_fix(result, 'newer')}")
-        else:
-            result.notes.append(f"still affected at the newest release {versions[b.high]}: "
-                                f"the proposed upper bound <{upper} is the next minor "
-                                "release, which no run has seen")
+    older = tuple(v for v, _ in result.skipped if _older(v, versions[0]))
+    newer = tuple(v for v, _ in result.skipped if _older(versions[-1], v))
+    if b.high + 1 >= n and not newer:
+        result.notes.append(f"still affected at the newest release {versions[b.high]}: "
+                            f"the proposed upper bound <{upper} is the next minor "
+                            "release, which no run has seen")
+    if b.high + 1 >= n and newer:
+        result.upper_certain = False
+        result.newer_elsewhere = newer
+        result.notes.append(_beyond_note(result, "still affected at the newest",
+                                         versions[b.high], newer, "the fix may be", "newer"))
     if b.low == 0 and older:
         result.lower_certain = False
-        result.older_elsewhere = tuple(v for v, _ in older)
-        result.notes.append(
-            f"affected at the oldest release that installs on Python {result.python} "
-            f"({versions[0]}); {_releases(older)} do not install here, and the bug may start "
-            f"among them: {_elsewhere_fix(result, 'older')}")
+        result.older_elsewhere = older
+        result.notes.append(_beyond_note(result, "affected at the oldest", versions[0], older,
+                                         "the bug may start", "older"))
     absent = [versions[i] for i, f in enumerate(found) if f is Finding.ABSENT]
     if absent:
         result.notes.append(f"absent (the target does not exist yet, or no more): "
                             f"{', '.join(absent)}")
 
 
-def _releases(skipped: Sequence[tuple[str, str]]) -> str:
-    """``3 releases (0.17.0 … 0.19.2: needs Python >=3.12 (Requires-Python))``."""
-    versions = sorted((v for v, _ in skipped), key=Version)
-    reasons = sorted({why for _, why in skipped})
+def _beyond_note(result: Bisection, at: str, release: str, beyond: Sequence[str], what: str,
+                 side: str) -> str:
+    """Why a bound is uncertain: ``beyond`` (newer or older than every release run here) do
+    not install on this interpreter, e.g. ``3 release(s) (0.17.0 … 0.19.2: needs Python
+    >=3.12 (Requires-Python))``, and what runs them."""
+    versions = sorted(beyond, key=Version)
+    reasons = sorted({why for v, why in result.skipped if v in beyond})
     span = versions[0] if len(versions) == 1 else f"{versions[0]} … {versions[-1]}"
-    return f"{len(versions)} release(s) ({span}: {'; '.join(reasons)})"
-
-
-def _elsewhere_fix(result: Bisection, side: str) -> str:
-    return (f"`patchlane bisect {result.entry_id} --python PYTHON` runs the {side} ones on "
-            "another interpreter (its venv's python, with patchlane installed) and draws one "
-            "gate from both")
+    return (f"{at} release that installs on Python {result.python} ({release}); "
+            f"{len(versions)} release(s) ({span}: {'; '.join(reasons)}) do not install here, "
+            f"and {what} among them: `patchlane bisect {result.entry_id} --python PYTHON` runs "
+            f"the {side} ones on another interpreter (its venv's python, with patchlane "
+            "installed) and draws one gate from both")
 
 
 def _older(version: str, than: str) -> bool:
