@@ -25,6 +25,9 @@ of that name (:data:`patchlane.runs.verdicts.MEANING`, whose ``exit_bit`` says w
 ``SWEEP_*`` codes below are every combination, computed, not listed."""
 
 
+_SWEEP_MASK = sum(bit for _, bit in SWEEP_BITS)
+
+
 def _sweep_name(bits: int) -> str:
     """``SWEEP_STILL_AFFECTED_BROKEN_AND_ERROR`` for 7: the bits' names, in order, the last
     joined with ``AND``."""
@@ -92,6 +95,12 @@ class ExitCode(enum.IntEnum):
 
 def sweep_exit_code(bits: int) -> ExitCode:
     """The sweep's status for ``bits`` (1 broken, 2 error, 4 still-affected: which verdict
-    owns which bit is :data:`patchlane.runs.verdicts.EXIT_BITS`)."""
-    bits &= 7
+    owns which bit is :data:`patchlane.runs.verdicts.EXIT_BITS`). A bit no code names is
+    refused, never dropped: a verdict given a bit of its own needs its place in
+    :data:`SWEEP_BITS` (and the README's table), or a sweep showing it would exit 0."""
+    unknown = bits & ~_SWEEP_MASK
+    if unknown:
+        raise ValueError(f"sweep exit bits {unknown} are not in SWEEP_BITS {SWEEP_BITS}; "
+                         "expected each verdict's exit_bit to be one of them: add the bit to "
+                         "SWEEP_BITS and the README's exit-code table")
     return ExitCode(SWEEP_BASE | bits) if bits else ExitCode.OK

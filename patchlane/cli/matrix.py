@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import MatrixError, UnknownEntryError
 from ..exit_codes import ExitCode
 from ..releases.matrix import MatrixSet, interpreter, load_matrix, run_set
-from ..runs.verdicts import ACTION, Verdict
+from ..runs.verdicts import ACTION, MEANING, Verdict
 from ..sweep.reproduce import Lane
 from .common import table, use_wheelhouse
 
@@ -122,8 +122,9 @@ def run_matrix_command(file: Path | None, names: list[str] | None, cache: Path,
         result = run_set(matrix_set, cache=cache, runs_root=runs_root, jobs=jobs,
                          timeout=timeout, lanes=[lane], wheelhouse=wheelhouse)
         failed += not result.ok
+        # What a maintainer is asked to act on: the verdicts of the report's maintainer section.
         asks += [(matrix_set.name, v, entry_id) for entry_id, got in result.verdicts.items()
-                 for v in sorted(set(got) & {Verdict.STILL_AFFECTED, Verdict.UPSTREAM_FIXED})]
+                 for v in sorted(v for v in set(got) if MEANING[v].section == "maintainer")]
         got = "; ".join(f"{k}: {','.join(sorted({verdict.value for verdict in v}))}"
                         for k, v in result.verdicts.items())
         nothing = result.ok and not result.verdicts and bool(result.not_run)

@@ -67,7 +67,9 @@ no verdict is read before anything it says): the page's anchor, then the title."
 @dataclass(frozen=True)
 class Meaning:
     """Everything a verdict means, in one record that every report and command reads: adding
-    a verdict is its enum member and its record here (and docs/sweep.md's table)."""
+    a verdict is its enum member and its record here, the row rule that gives it
+    (:mod:`patchlane.runs.rows`), and, if it owns an exit bit, that bit's name in
+    :data:`patchlane.exit_codes.SWEEP_BITS` (and docs/sweep.md's and the README's tables)."""
 
     rank: int
     """Its place worst first: the order reports list rows in, and what a history cell shows."""

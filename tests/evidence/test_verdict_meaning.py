@@ -58,6 +58,10 @@ def test_exit_codes_are_computed_from_the_bits() -> None:
     assert ExitCode.SWEEP_STILL_AFFECTED_BROKEN_AND_ERROR == 39
     assert ExitCode.SWEEP_BROKEN_AND_ERROR == 35
     assert sweep_exit_code(0) is ExitCode.OK
+    # a verdict given a bit no code names would make a sweep that shows it exit 0: refused
+    with pytest.raises(ValueError, match=r"sweep exit bits 8 are not in SWEEP_BITS .*add the "
+                                         r"bit to SWEEP_BITS and the README's exit-code table"):
+        sweep_exit_code(8 | 1)
 
 
 @pytest.mark.parametrize("verdict", list(Verdict), ids=lambda v: v.value)
