@@ -63,7 +63,7 @@ def local_patch_set() -> dict[str, Any]:
         pending = decision is None or decision.outcome is Outcome.PENDING
         entries[entry.id] = {
             "status": entry.status.value,
-            "enabled": decider.controls.disabled_reason(entry.id) is None,
+            "enabled": decider.left_out(entry.id) is None,
             "installed": gate.found if gate else None,
             "gate_open": gate.open if gate else None,
             "decision": None if pending or decision is None else decision.outcome.value,
