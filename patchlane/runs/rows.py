@@ -32,7 +32,11 @@ from ..reproducer import Lane, Mode, RunOutcome, parse_lane
 from .manifest import CaseResult
 from .verdicts import Verdict
 
-__all__ = ["CaseView", "PlannedRow", "RowRule", "verdict_of"]
+__all__ = ["LEGACY_KIND_KEY_UNTIL", "CaseView", "PlannedRow", "RowRule", "verdict_of"]
+
+LEGACY_KIND_KEY_UNTIL = "0.2.0"
+"""The release that stops reading a manifest row's rule under its older key ``kind`` (a test
+fails from that version on while the reading is still here)."""
 
 
 class RowRule(str, enum.Enum):
@@ -188,7 +192,8 @@ class PlannedRow:
         its fields and cases say (``has_with_case``: the manifest planned the run with the
         overlay, which only a both-ways row has)."""
         lane = parse_lane(row["lane"], where)
-        # "kind": the key's name in manifests written before 2026-11-28 (gpu-runs/ keeps some).
+        # "kind": the key's name in manifests written before 2026-11-28, as the runs kept in
+        # gpu-runs/ were. Read until LEGACY_KIND_KEY_UNTIL (those runs recorded again by then).
         raw = row.get("rule", row.get("kind"))
         if raw is not None:
             try:

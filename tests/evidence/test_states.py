@@ -204,6 +204,15 @@ def test_a_row_s_rule_is_written_as_rule_and_read_back_from_an_older_manifest_s_
     assert PlannedRow.from_manifest(written, "m.json: rows") == row
     older = {k: v for k, v in written.items() if k != "rule"} | {"kind": "regression-guard"}
     assert PlannedRow.from_manifest(older, "m.json: rows") == row
+    # the older key has a removal version, held to it
+    from packaging.version import Version
+
+    from patchlane import __version__
+    from patchlane.runs.rows import LEGACY_KIND_KEY_UNTIL
+
+    assert Version(__version__) < Version(LEGACY_KIND_KEY_UNTIL), (
+        "patchlane.runs.rows still reads a row's older key 'kind': record the gpu-runs/ runs "
+        "again and drop it")
     with pytest.raises(ValueError, match=r"m.json: rows: 'sideways' is not a row rule; "
                                          r"expected one of \['both-ways'"):
         PlannedRow.from_manifest(written | {"rule": "sideways"}, "m.json: rows")
