@@ -32,11 +32,12 @@ from ..reproducer import Lane, Mode, RunOutcome, parse_lane
 from .manifest import CaseResult
 from .verdicts import Verdict
 
-__all__ = ["LEGACY_KIND_KEY_UNTIL", "CaseView", "PlannedRow", "RowRule", "verdict_of"]
+__all__ = ["OLDER_ROWS_READ_UNTIL", "CaseView", "PlannedRow", "RowRule", "verdict_of"]
 
-LEGACY_KIND_KEY_UNTIL = "0.2.0"
-"""The release that stops reading a manifest row's rule under its older key ``kind`` (a test
-fails from that version on while the reading is still here)."""
+OLDER_ROWS_READ_UNTIL = "0.2.0"
+"""The release that stops reading a manifest's rows as older sweeps wrote them: the rule under
+the key ``kind``, or no rule at all (taken from the row's fields and cases). A test fails from
+that version on while these readings are still here."""
 
 
 class RowRule(str, enum.Enum):
@@ -193,7 +194,8 @@ class PlannedRow:
         overlay, which only a both-ways row has)."""
         lane = parse_lane(row["lane"], where)
         # "kind": the key's name in manifests written before 2026-11-28, as the runs kept in
-        # gpu-runs/ were. Read until LEGACY_KIND_KEY_UNTIL (those runs recorded again by then).
+        # gpu-runs/ were. Read until OLDER_ROWS_READ_UNTIL (those runs recorded again by then);
+        # so is a row with no rule (written before 2026-11-27), taken from its fields below.
         raw = row.get("rule", row.get("kind"))
         if raw is not None:
             try:

@@ -8,7 +8,7 @@ rest on the report alone, where one edited field turns ``guarding`` into ``upstr
 :func:`checked_rows` reads each row of an entry back from its sources and refuses, naming the
 file, when they disagree:
 
-* the row is one the manifest planned (its kind says which modes ran and the verdict rule,
+* the row is one the manifest planned (its rule says which modes ran and how they are judged,
   :mod:`patchlane.runs.rows`);
 * every receipt the row's rule needs is the one the manifest recorded for that case, lies in
   the run directory, exists, still has the SHA-256 the manifest recorded when the case finished

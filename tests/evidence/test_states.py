@@ -208,11 +208,11 @@ def test_a_row_s_rule_is_written_as_rule_and_read_back_from_an_older_manifest_s_
     from packaging.version import Version
 
     from patchlane import __version__
-    from patchlane.runs.rows import LEGACY_KIND_KEY_UNTIL
+    from patchlane.runs.rows import OLDER_ROWS_READ_UNTIL
 
-    assert Version(__version__) < Version(LEGACY_KIND_KEY_UNTIL), (
-        "patchlane.runs.rows still reads a row's older key 'kind': record the gpu-runs/ runs "
-        "again and drop it")
+    assert Version(__version__) < Version(OLDER_ROWS_READ_UNTIL), (
+        "patchlane.runs.rows still reads rows as older sweeps wrote them (the key 'kind', or no "
+        "rule): record the gpu-runs/ runs again and drop those readings")
     with pytest.raises(ValueError, match=r"m.json: rows: 'sideways' is not a row rule; "
                                          r"expected one of \['both-ways'"):
         PlannedRow.from_manifest(written | {"rule": "sideways"}, "m.json: rows")
