@@ -317,15 +317,15 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
                     "case without the overlay runs on it; add it with `patchlane wheelhouse"
                     f"{option}`")
         if skip is not None:
-            kind, beyond_why, covered = RowRule.SKIPPED, None, None
+            rule, beyond_why, covered = RowRule.SKIPPED, None, None
         elif not entry.active:
-            kind, beyond_why, covered = RowRule.REGRESSION_GUARD, None, None
+            rule, beyond_why, covered = RowRule.REGRESSION_GUARD, None, None
         elif beyond:
-            kind = RowRule.PAST_GATE_COVERED if covered_by else RowRule.PAST_GATE
+            rule = RowRule.PAST_GATE_COVERED if covered_by else RowRule.PAST_GATE
             beyond_why, covered = beyond, covered_by
         else:
-            kind, beyond_why, covered = RowRule.BOTH_WAYS, None, None
-        rows.append(PlannedRow(entry.id, lane, size, kind, gate.found, skip,
+            rule, beyond_why, covered = RowRule.BOTH_WAYS, None, None
+        rows.append(PlannedRow(entry.id, lane, size, rule, gate.found, skip,
                                beyond_why, covered))
     return rows
 
