@@ -113,8 +113,9 @@ def publish(index: RunIndex, out: Path, *, previous: RunIndex | None = None,
         shown[path.resolve()] = HistoryRun(data, href(path), differences)
     for r in same[-runs_mod.HISTORY_RUNS:]:
         shown.setdefault(r.path.resolve(), HistoryRun(r.index, href(r.path), []))
-    texts = {"summary.md": markdown(index), "junit.xml": junit(index, out),
-             "report.html": page(index, list(shown.values()), _recorded())}
+    texts = {"junit.xml": junit(index, out),
+             "report.html": page(index, list(shown.values()), _recorded()),
+             "summary.md": markdown(index)}
     index.dump(out)
     for name, text in texts.items():
         atomic_write(out / name, text)
