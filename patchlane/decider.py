@@ -116,12 +116,9 @@ class Decider:
     def __init__(self, registry: Registry, controls: Controls, audit: AuditLog | None = None):
         self.registry = registry
         self.controls = controls
-        # What the controls say is read once, here, into plain values: the walk of each entry
-        # reads them, never the controls again (one place decides what a setting means).
-        self.strict = controls.strict
+        # Which entries PATCHLANE_DISABLE / PATCHLANE_ONLY leave out, and why, read once: every
+        # later step (each kind's walk, the rank check) asks left_out(), one answer.
         self._left_out = controls.left_out(row.id for row in registry.startup_rows)
-        """entry id -> why PATCHLANE_DISABLE / PATCHLANE_ONLY leave it out."""
-        self._require_evidence = controls.require_evidence
         self.audit = audit if audit is not None else AuditLog()
         self._applied: dict[str, list[Placement]] = {}
         """entry id -> every attribute its overlay set (one, or a class's members)."""
@@ -242,13 +239,12 @@ class Decider:
             # and for `patchlane doctor`: ledger.evaluate. A `when` that does not hold is part
             # of the entry (a pin for Triton's CPU interpreter says nothing about a GPU run
             # that imports triton): recorded with why, not checked.
-            reason = self.left_out(entry.id)
-            if reason is not None:
-                return self._finish(entry, Decision(entry.id, Outcome.SKIPPED_DISABLED,
-                                                    reason,
-                                                    distribution=entry.target.distribution))
-            result = evaluate(entry)
+            result = evaluate(entry, self.controls)
             assert result is not None
+            if result.skipped == "disabled":
+                return self._finish(entry, Decision(entry.id, Outcome.SKIPPED_DISABLED,
+                                                    result.skip_reason or "",
+                                                    distribution=entry.target.distribution))
             if result.skipped == "not applicable":
                 return self._finish(entry, Decision(entry.id, Outcome.SKIPPED_NOT_APPLICABLE,
                                                     result.message + note,
@@ -304,7 +300,7 @@ class Decider:
                 self._finish(entry, Decision(entry.id, Outcome.UPSTREAM_FIXED,
                                              f"{module.__name__} already defaults to {settings}"))
                 return
-            if self._require_evidence:
+            if self.controls.require_evidence:
                 # A setting changes what the job computes as an overlay does: proven first.
                 unproven = self._unproven(entry, installed)
                 if unproven is not None:
@@ -524,7 +520,7 @@ class Decider:
             # patch anything at import. The bytes the proof hashed are the bytes executed
             # (load_overlay(..., source)).
             source = entry.overlay.read_bytes() if entry.overlay is not None else None
-            if self._require_evidence:
+            if self.controls.require_evidence:
                 unproven = self._unproven(entry, gate.found, source)
                 if unproven is not None:
                     return decision(Outcome.REFUSED_EVIDENCE, unproven), False
@@ -615,7 +611,7 @@ class Decider:
             self._settled = True
             # The line to grep for in a training log: every entry decided, and why.
             log.info("%s", self.brief("patchlane settled"))
-        if self.strict and decision.outcome.is_problem:
+        if self.controls.strict and decision.outcome.is_problem:
             error = strict_error(decision, overlay_failed)
             # At a target's import in a script: one line and the error's own code if nothing
             # catches it (drift: 4), as at `import patchlane`, not a traceback and exit 1.
@@ -679,7 +675,7 @@ class Decider:
         from ._version import __version__
 
         rows = self.registry.startup_rows
-        mode = "strict" if self.strict else "default"
+        mode = "strict" if self.controls.strict else "default"
         sources = ", ".join(p.name for p in self.registry.sources) or "no registry"
         return (f"patchlane {__version__} [{mode}]: {len(rows)} "
                 f"entr{'y' if len(rows) == 1 else 'ies'} ({sources}), each decided when its "
@@ -697,7 +693,7 @@ class Decider:
                 counted[decision.outcome] = counted.get(decision.outcome, 0) + 1
         parts = [f"{o.value}: {', '.join(named[o])}" for o in Outcome if o in named]
         parts += [f"{o.value}: {counted[o]}" for o in Outcome if o in counted]
-        mode = "strict" if self.strict else "default"
+        mode = "strict" if self.controls.strict else "default"
         return f"{head} [{mode}]: " + (" | ".join(parts) or "no entries")
 
     def summary(self, settled: bool = False) -> str:
@@ -715,7 +711,7 @@ class Decider:
         parts = [f"{o.value}: {', '.join(groups[o])}" for o in Outcome if o in groups]
         if self.unknown_control_ids:
             parts.append(f"unknown control ids: {', '.join(self.unknown_control_ids)}")
-        mode = "strict" if self.strict else "default"
+        mode = "strict" if self.controls.strict else "default"
         sources = ",".join(p.name for p in self.registry.sources) or "no registry"
         head = "patchlane settled" if settled else f"patchlane {__version__}"
         return (f"{head} [{mode}] {len(self.registry.startup_rows)} entries ({sources}) | "
