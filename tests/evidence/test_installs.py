@@ -83,14 +83,14 @@ def test_two_commands_installing_one_release_at_once_install_it_once(tmp_path: P
     from patchlane.sweep import installs
 
     ran: list[list[str]] = []
-    real = installs._pip
+    real = installs._step
 
     def counted(cmd: list[str], **kw: object) -> None:
         if "pip" in cmd:
             ran.append(cmd)
         real(cmd, **kw)
 
-    monkeypatch.setattr(installs, "_pip", counted)
+    monkeypatch.setattr(installs, "_step", counted)
     cache = tmp_path / "cache"
     found: list[Path] = []
     threads = [threading.Thread(target=lambda: found.append(install_dir(SPEC, cache)))
@@ -125,3 +125,31 @@ def test_an_edit_that_keeps_size_and_mtime_is_still_seen(tmp_path: Path) -> None
     assert module.read_bytes() == original  # seen, and installed afresh
     marker = json.loads((target / MARKER).read_text())
     assert marker["stamps"]["six.py"][0] == len(original)
+
+
+@pytest.mark.slow
+def test_an_install_is_compiled_once_to_bytecode_checked_against_its_source(
+        tmp_path: Path) -> None:
+    """Where PYTHONDONTWRITEBYTECODE is set Python writes no bytecode on import, and every rank
+    of every case would compile the release afresh: the install writes it once. Hash-checked
+    bytecode (PEP 552): Python uses it only while the source it was compiled from is the one
+    there, and the install is still recorded as it was (bytecode is no part of its content)."""
+    import importlib.util
+    import subprocess
+
+    cache = tmp_path / "cache"
+    target = install_dir(SPEC, cache)
+    pyc = Path(importlib.util.cache_from_source(str(_module(target))))
+    assert pyc.is_file(), sorted(p.name for p in target.rglob("*"))
+    flags = int.from_bytes(pyc.read_bytes()[4:8], "little")
+    assert flags == 0b11  # hash-based, checked against the source on every import
+    assert not any("__pycache__" in name for name in
+                   json.loads((target / MARKER).read_text())["files"])
+    stamp = pyc.stat().st_mtime_ns
+    assert install_dir(SPEC, cache) == target and pyc.stat().st_mtime_ns == stamp  # reused
+    # An import that may write no bytecode reads it: the file is not compiled again.
+    # (python -v names each module's code object read from bytecode.)
+    out = subprocess.run([sys.executable, "-B", "-v", "-c", "import six"],
+                         env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True, check=True)
+    assert f"code object from '{pyc}'" in out.stderr, out.stderr[-2000:]

@@ -904,7 +904,7 @@ def test_a_signal_stops_a_release_downloading_now(fake_target: FakeTarget,
 
     def slow() -> None:
         try:
-            installs._pip([sys.executable, "-c", "import time; time.sleep(300)"])
+            installs._step([sys.executable, "-c", "import time; time.sleep(300)"])
         except subprocess.CalledProcessError as exc:
             failed.append(exc)
 
