@@ -17,7 +17,7 @@ SOURCE = "class Greeter:\n    def greet(self, name):\n        return 'hello ' + 
 def write_sleep_registry(root: Path, package: str, cases: Sequence[tuple[str, float]]) -> Path:
     """Write the fake package ``package`` (distribution ``package`` with ``-`` for ``_``,
     version 1.0.0) and a registry under ``root``; put ``root`` on PYTHONPATH to use it."""
-    from patchlane.fingerprint import compute_from_source
+    from patchlane.installed.fingerprint import compute_from_source
 
     dist = package.replace("_", "-")
     pkg = root / package

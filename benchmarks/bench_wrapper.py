@@ -39,7 +39,7 @@ import wrapt
 
 import patchlane.controls
 import patchlane.decider
-import patchlane.fingerprint
+import patchlane.installed.fingerprint
 import patchlane.registry
 
 DIST = "plbench_target"
@@ -95,7 +95,7 @@ def _fingerprint(site: Path) -> str:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return patchlane.fingerprint.compute(module, (QUALNAME,))
+    return patchlane.installed.fingerprint.compute(module, (QUALNAME,))
 
 
 def _write_registry(root: Path, sha: str) -> Path:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from ._version import __version__
     from .audit import Decision, Outcome
-    from .errors import (
+    from .common.errors import (
         ControlsError,
         DriftError,
         OverlayError,
@@ -70,22 +70,22 @@ __all__ = [
 _LAZY = {
     "__version__": "_version",
     "CompatGateError": "ledger",
-    "ControlsError": "errors",
+    "ControlsError": "common.errors",
     "Decision": "audit",
-    "DriftError": "errors",
+    "DriftError": "common.errors",
     "EntryReport": "reporting",
     "LedgerError": "ledger",
     "Outcome": "audit",
-    "OverlayError": "errors",
-    "PatchlaneError": "errors",
+    "OverlayError": "common.errors",
+    "PatchlaneError": "common.errors",
     "RankMismatchError": "training.ranks",
-    "RegistryError": "errors",
+    "RegistryError": "common.errors",
     "Report": "reporting",
-    "ReproducerError": "errors",
-    "StrictModeError": "errors",
-    "StrictOverlayError": "errors",
-    "UnknownEntryError": "errors",
-    "UsageError": "errors",
+    "ReproducerError": "common.errors",
+    "StrictModeError": "common.errors",
+    "StrictOverlayError": "common.errors",
+    "UnknownEntryError": "common.errors",
+    "UsageError": "common.errors",
     "entry_id": "loading",
 }
 _SUBMODULES = frozenset({"startup"})
@@ -167,9 +167,10 @@ def run_stamp() -> "dict[str, Any]":
 
 def check_config(config: "Any") -> "list[Any]":
     """Run every compat gate on a run's configuration (a Megatron args namespace or a
-    TransformerConfig); raises :class:`patchlane.ledger.CompatGateError` naming the upstream
-    issue when a known-bad combination is configured. A gate disabled by PATCHLANE_DISABLE /
-    PATCHLANE_ONLY is skipped (its result says so). Returns the per-gate results."""
+    TransformerConfig); raises :class:`patchlane.ledger.CompatGateError` naming the
+    upstream issue when a known-bad combination is configured. A gate disabled by
+    PATCHLANE_DISABLE / PATCHLANE_ONLY is skipped (its result says so). Returns the per-gate
+    results."""
     from . import startup
     from .ledger import check_config as _check
 
@@ -195,7 +196,7 @@ its first line changes nothing, lazily or not)."""
 def _load_lane() -> None:
     """The whole startup: registry, gates, hooks (patchlane.startup). At `import patchlane` unless
     the lazy start may wait (patchlane.lazy.arm), else at the first import of a target."""
-    from .errors import PatchlaneError, exit_if_uncaught
+    from .common.errors import PatchlaneError, exit_if_uncaught
 
     try:
         from . import startup
@@ -205,7 +206,7 @@ def _load_lane() -> None:
         exit_if_uncaught(error)
         raise
     except ImportError as error:  # wrapt, PyYAML or packaging missing: one line naming it
-        from .dependencies import missing_dependency
+        from .common.dependencies import missing_dependency
 
         missing = missing_dependency(error)
         if missing is None:

@@ -67,7 +67,7 @@ Read by the command line only (:class:`ToolSettings`), never at ``import patchla
                                The defaults of these three are the tracker's own
                                (``patchlane.upstream``): unset here means None.
 
-Values that cannot be read raise :class:`patchlane.errors.ControlsError` naming the variable.
+Values that cannot be read raise :class:`patchlane.common.errors.ControlsError` naming the variable.
 At ``import patchlane`` that is the startup error, as a rejected registry is: nothing applied,
 an ERROR line, raised in strict mode (:meth:`Controls.unreadable`); every command refuses it.
 """
@@ -81,7 +81,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import switch_values
-from .errors import ControlsError
+from .common.errors import ControlsError
 
 __all__ = ["Controls", "ToolSettings", "describe_unknown"]
 

@@ -24,8 +24,7 @@ from . import (
     logs,  # noqa: F401 - the logger's handler and rank filter (patchlane.logs)
 )
 from .audit import AuditLog, Decision, Outcome
-from .controls import Controls, describe_unknown
-from .errors import (
+from .common.errors import (
     DriftError,
     OverlayError,
     StrictModeError,
@@ -34,7 +33,8 @@ from .errors import (
     drift_reason,
     exit_if_uncaught,
 )
-from .gates import GateResult, check_gate
+from .controls import Controls, describe_unknown
+from .installed.gates import GateResult, check_gate
 from .lazy.untouched import at_start
 from .loading import load_file
 from .registry import Entry, FingerprintPolicy, Registry, StartupRow
@@ -226,9 +226,9 @@ class Decider:
         """Check a version floor or packaging pin now and record the decision.
 
         From the hook (``eager=False``), a violated ``policy: error`` entry that names its
-        module makes that import fail with :class:`~patchlane.ledger.LedgerError`. ``eager``
-        is for ``patchlane status``: the check runs before its module is imported, is recorded
-        as such, and raises only what strict mode raises."""
+        module makes that import fail with :class:`~patchlane.ledger.LedgerError`.
+        ``eager`` is for ``patchlane status``: the check runs before its module is imported, is
+        recorded as such, and raises only what strict mode raises."""
         from .ledger import LedgerError, evaluate
 
         when = entry.when
@@ -532,7 +532,7 @@ class Decider:
             spec = entry.fingerprint
             assert spec is not None
             # Imported here, not at module level: ast/hashlib stay out of `import patchlane`.
-            from .fingerprint import matches
+            from .installed.fingerprint import matches
 
             found, matched = matches(module, spec.qualnames(entry.target.qualname), spec.sha256)
             drift = not matched

@@ -25,10 +25,10 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from .common.errors import PatchlaneError
+from .common.exit_codes import ExitCode
 from .controls import Controls
-from .errors import PatchlaneError
-from .exit_codes import ExitCode
-from .gates import GateResult, check_gate
+from .installed.gates import GateResult, check_gate
 from .registry import KINDS, DecidedBy, Entry, LedgerResult, Policy, When
 from .registry.per_kind import PARTS
 

@@ -12,7 +12,7 @@ pickle, its entries, rebuilt only when something first asks for them (a hook fir
 - every registry file's bytes are exactly those cached (compared, not hashed or timestamped);
 - the validator is the same: patchlane's version, the size and mtime of every module of
   :mod:`patchlane.registry` (its validation and the classes the pickle holds) and of
-  :mod:`patchlane.versions` (which ranges it accepts), Python's and packaging's versions;
+  :mod:`patchlane.common.versions` (which ranges it accepts), Python's and packaging's versions;
 - every file whose existence validation checked (overlays, reproducers, checks, drafts) is
   where it was: the mtime of each directory on the way from the registry's folder to it and of
   the directory it resolves into (adding, removing, renaming or re-linking a file there
@@ -55,9 +55,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from . import private_files
 from ._version import __version__
-from .errors import RegistryError
+from .common import private_files
+from .common.errors import RegistryError
 from .registry import Entry, Kind, Registry, StartupRow, read_registry_bytes
 
 __all__ = ["LazyKey", "load"]
@@ -81,9 +81,9 @@ def _validator() -> tuple[Any, ...]:
 
 def _validator_modules() -> tuple[tuple[str, int, int], ...]:
     """Every module of :mod:`patchlane.registry` (its kinds' modules included),
-    :mod:`patchlane.versions` and :mod:`patchlane.gates`: a change to any of them (the schema,
-    the reader, the records whose classes the pickle names, the rules for version ranges, a
-    distribution's import name) is a new validator."""
+    :mod:`patchlane.common.versions` and :mod:`patchlane.installed.gates`: a change to any of
+    them (the schema, the reader, the records whose classes the pickle names, the rules for
+    version ranges, a distribution's import name) is a new validator."""
     from .lazy.watchlist import module_stamps
 
     return module_stamps(("registry", "registry/per_kind"), ("versions", "gates"))
@@ -157,7 +157,7 @@ def _name(paths: Sequence[Path]) -> str:
     return f"{zlib.crc32(raw):08x}{zlib.adler32(raw):08x}.pickle"
 
 
-# -- who can write the cache (patchlane.private_files) ------------------------------------
+# -- who can write the cache (patchlane.common.private_files) ------------------------------------
 
 def _usable_dir(directory: Path, *, create: bool) -> str | None:
     """The real path of ``directory`` when only this user can change what it holds (made,
@@ -191,7 +191,7 @@ def _usable_dir(directory: Path, *, create: bool) -> str | None:
 
 def _read(file: str) -> Any:
     """The unpickled cache file, or None: not a private regular file of this user
-    (:func:`patchlane.private_files.read`), or not a pickle."""
+    (:func:`patchlane.common.private_files.read`), or not a pickle."""
     data = private_files.read(file)
     if data is None:
         log.debug("no usable registry cache at %s (missing, or not a private regular "

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from ._version import __version__
 from .audit import AuditLog, DecisionRecord, Outcome
-from .errors import PatchlaneError
+from .common.errors import PatchlaneError
 
 if TYPE_CHECKING:
     from .controls import Controls

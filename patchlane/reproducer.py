@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from .exit_codes import ExitCode
+from .common.exit_codes import ExitCode
 
 __all__ = ["LANES", "Lane", "Mode", "ReproContext", "RunOutcome", "parse_lane"]
 

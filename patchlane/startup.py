@@ -11,9 +11,9 @@ from pathlib import Path
 
 from . import import_hook, registry_cache
 from .audit import AuditLog
+from .common.errors import ControlsError, PatchlaneError, RegistryError
 from .controls import Controls
 from .decider import Decider
-from .errors import ControlsError, PatchlaneError, RegistryError
 from .lazy import watch, watchlist
 from .registry import Registry
 

@@ -22,7 +22,7 @@ import yaml
 from patchlane.audit import AuditLog
 from patchlane.controls import Controls
 from patchlane.decider import Decider
-from patchlane.fingerprint import compute_from_source
+from patchlane.installed.fingerprint import compute_from_source
 from patchlane.registry import load_registries
 
 TARGET_SOURCE = '''

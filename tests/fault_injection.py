@@ -1,5 +1,5 @@
 """Fault injection for the sweep and `retire` (issue 14): the ways a filesystem refuses,
-applied to patchlane's own write path (``patchlane.files``) for the duration of a ``with``.
+applied to patchlane's own write path (``patchlane.common.files``) for the duration of a ``with``.
 
 * :func:`disk_full` -- every ``fsync`` of a file being written raises ``ENOSPC``, as a full
   disk does once the page cache must reach it;

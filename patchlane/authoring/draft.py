@@ -34,9 +34,9 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import PatchlaneError
-from ..exit_codes import ExitCode
-from ..gates import locate_source, resolve_version
+from ..common.errors import PatchlaneError
+from ..common.exit_codes import ExitCode
+from ..installed.gates import locate_source, resolve_version
 from ..registry import Entry
 from ..runs.index import read_index
 from ..runs.verdicts import MEANING, Verdict

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..files import atomic_write
+from ..common.files import atomic_write
 from ..registry import Entry
 from ..registry.editor import read_as_stored, stored_lines
 

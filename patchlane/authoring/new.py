@@ -43,16 +43,16 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
 
-from .. import fingerprint
-from ..errors import PatchlaneError, RegistryError, StrictModeError, UsageError, described
-from ..files import NotARegularFile, atomic_write, read_regular
-from ..gates import import_name, installed_version, resolve_version
+from ..common.errors import PatchlaneError, RegistryError, StrictModeError, UsageError, described
+from ..common.files import NotARegularFile, atomic_write, read_regular
+from ..common.versions import parse_version, range_problem, shown, why_not_version
+from ..installed import fingerprint
+from ..installed.gates import import_name, installed_version, resolve_version
 from ..registry import Entry, Kind, parse_registry
 from ..registry.editor import registry_lock
 from ..registry.kinds import KINDS
 from ..registry.per_kind import PARTS, Release, new_options
 from ..registry.schema import VERSION_FROM_RE
-from ..versions import parse_version, range_problem, shown, why_not_version
 from .entries_table import add_row, docs_table
 
 __all__ = ["Created", "NewEntryError", "Request", "new_entry", "next_minor_range"]
@@ -114,7 +114,7 @@ class Request:
 
 Installed = Release
 """The release the entry was written from (``source``: ``metadata`` or ``source tree
-(<file>)``, as :func:`patchlane.gates.resolve_version` says)."""
+(<file>)``, as :func:`patchlane.installed.gates.resolve_version` says)."""
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..common.exit_codes import ExitCode
 from ..controls import ToolSettings
-from ..exit_codes import ExitCode
 from .common import one_entry, positive_int, positive_seconds, release_cache, table
 
 if TYPE_CHECKING:
@@ -80,8 +80,8 @@ def _run_dir(entry_id: str, given: Path | None) -> Path:
 
 
 def run_bisect(args: argparse.Namespace) -> int:
-    from ..files import atomic_write_json
-    from ..gates import resolve_version
+    from ..common.files import atomic_write_json
+    from ..installed.gates import resolve_version
     from ..releases.bisect import (
         BisectError,
         RunRecord,
@@ -320,7 +320,7 @@ def _record_in_matrix(entry: Any, result: Bisection) -> None:
 def _matrix_releases(entry: Any) -> set[str] | None:
     """The releases of the entry's distribution that the ``matrix.yaml`` beside its registry
     installs (None when there is no such file, or it does not read)."""
-    from ..errors import MatrixError
+    from ..common.errors import MatrixError
     from ..releases.matrix import load_matrix
 
     path = entry.source.parent / "matrix.yaml"
@@ -340,7 +340,7 @@ def _stoppable(search: Callable[[], T], runner: Any, run_dir: Path) -> T:
     exits 130 or 143 (the releases that ran keep their records)."""
     import concurrent.futures as cf
 
-    from ..files import atomic_write_json
+    from ..common.files import atomic_write_json
     from ..sweep.installs import stop_installs
     from ..sweep.reproduce import CaseInterrupted
     from ..sweep.stopping import SIGNAL_POLL_SECONDS, signal_name, stopped, stopping_signals
@@ -369,7 +369,7 @@ def _stoppable(search: Callable[[], T], runner: Any, run_dir: Path) -> T:
 
 
 def _version_key(text: str) -> tuple[int, object]:
-    from ..versions import parse_version
+    from ..common.versions import parse_version
 
     version = parse_version(text)
     return (0, version) if version is not None else (1, text)

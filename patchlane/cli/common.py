@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import startup
+from ..common.errors import UnknownEntryError, UsageError
 from ..decider import Decider
-from ..errors import UnknownEntryError, UsageError
 from ..registry import Entry, Registry
 
 if TYPE_CHECKING:

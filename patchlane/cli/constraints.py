@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..files import atomic_write
+from ..common.files import atomic_write
 from ..registry import Entry
 from .common import decider
 

@@ -22,8 +22,8 @@ from typing import Any
 import patchlane
 
 from ..audit import Outcome
-from ..exit_codes import ExitCode
-from ..gates import resolve_version
+from ..common.exit_codes import ExitCode
+from ..installed.gates import resolve_version
 from ..ledger import evaluate
 from ..registry import KINDS, DecidedBy, Entry, Kind, LedgerResult
 from ..releases.release_match import ReleaseMatch, nearest_release

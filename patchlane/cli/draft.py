@@ -17,9 +17,9 @@ from ..authoring.draft import (
     overlay_docstring,
     render_draft,
 )
+from ..common.exit_codes import ExitCode
+from ..common.files import atomic_write
 from ..controls import Controls
-from ..exit_codes import ExitCode
-from ..files import atomic_write
 from ..registry import load_registries
 from ..releases.changed_release import run_with_changed_file
 from .common import entry_of, shipped_with_patchlane

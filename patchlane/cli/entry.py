@@ -70,7 +70,7 @@ def _settings_readable(evidence: object = None) -> bool:
     if arm.why_not() is None:
         return True
     from .. import startup
-    from ..errors import ControlsError
+    from ..common.errors import ControlsError
 
     if not isinstance(startup.startup_error(), ControlsError):
         return True
@@ -83,7 +83,7 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     try:
         return _main(argv)
     except ImportError as error:  # wrapt, PyYAML, packaging... missing: one line, not a traceback
-        from ..dependencies import missing_dependency
+        from ..common.dependencies import missing_dependency
 
         missing = missing_dependency(error)
         if missing is None:

@@ -12,10 +12,10 @@ import types
 from pathlib import Path
 from types import ModuleType
 
-from .. import fingerprint
-from ..errors import StrictModeError, UsageError
-from ..files import read_regular
-from ..gates import resolve_version
+from ..common.errors import StrictModeError, UsageError
+from ..common.files import read_regular
+from ..installed import fingerprint
+from ..installed.gates import resolve_version
 from ..registry import Entry
 from .common import one_entry
 

@@ -1,10 +1,11 @@
 """Parse and dispatch; each command lives in its own module and returns an exit code.
 
 This is the only place a ``patchlane`` process decides its exit status (the table is
-:class:`patchlane.exit_codes.ExitCode`). An expected failure, a :class:`PatchlaneError`, prints
-one line and exits with its own code; an ``OSError`` names the file and exits 74; anything else
-(a bare ``PatchlaneError`` included: its raise site named no class) is a bug in patchlane and
-prints its traceback (exit 70), never a misleading "usage error".
+:class:`patchlane.common.exit_codes.ExitCode`). An expected failure, a
+:class:`PatchlaneError`, prints one line and exits with its own code; an ``OSError`` names the
+file and exits 74; anything else (a bare ``PatchlaneError`` included: its raise site named no
+class) is a bug in patchlane and prints its traceback (exit 70), never a misleading "usage
+error".
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import PatchlaneError, SweepTerminated
-from ..exit_codes import ExitCode
+from ..common.errors import PatchlaneError, SweepTerminated
+from ..common.exit_codes import ExitCode
 from .common import (
     FULL_WIDTH_ENV,
     add_comparison_options,
@@ -304,8 +305,8 @@ def _environment_commands(sub: Any) -> None:
 
 def _dispatch(args: argparse.Namespace) -> int:
     from .. import startup
+    from ..common.errors import ControlsError
     from ..controls import readable_with_evidence
-    from ..errors import ControlsError
 
     error = startup.startup_error()
     if isinstance(error, ControlsError) and not (

@@ -7,8 +7,8 @@ import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from ..errors import MatrixError, UnknownEntryError
-from ..exit_codes import ExitCode
+from ..common.errors import MatrixError, UnknownEntryError
+from ..common.exit_codes import ExitCode
 from ..releases.matrix import MatrixSet, interpreter, load_matrix, run_set
 from ..runs.verdicts import ACTION, MEANING, Verdict
 from ..sweep.reproduce import Lane

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..exit_codes import ExitCode
+from ..common.exit_codes import ExitCode
 from .common import add_comparison_options
 
 
@@ -48,9 +48,9 @@ def add_parser(sub: Any) -> None:
 
 
 def run_merge(args: argparse.Namespace) -> ExitCode:
+    from ..common.errors import UsageError
+    from ..common.exit_codes import sweep_exit_code
     from ..controls import ToolSettings
-    from ..errors import UsageError
-    from ..exit_codes import sweep_exit_code
     from ..runs.verdicts import exit_bits
     from ..sweep.merge import DELIVERED, find_group, merge
     from .common import table

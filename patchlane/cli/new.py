@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import startup
+from ..common.errors import PatchlaneError
 from ..controls import Controls
-from ..errors import PatchlaneError
 from ..registry import KINDS, Kind
 from ..registry.per_kind import new_options
 

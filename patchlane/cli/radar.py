@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..common.exit_codes import sweep_exit_code
 from ..controls import ToolSettings
-from ..exit_codes import sweep_exit_code
 from .common import decider, positive_int, positive_seconds, release_cache, table
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run_radar(args: argparse.Namespace) -> int:
-    from ..errors import MatrixRunError
+    from ..common.errors import MatrixRunError
     from ..releases.bisect import list_candidates
     from ..releases.matrix import interpreter, load_matrix, sweep_releases
     from ..releases.radar import RadarRow, failed_sweep, radar, read_sweep

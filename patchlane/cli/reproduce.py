@@ -6,7 +6,7 @@ import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..exit_codes import ExitCode
+from ..common.exit_codes import ExitCode
 from ..sweep.reproduce import Lane, Mode, RunOutcome, read_spec, run_case
 from .common import one_entry
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from .. import startup
 from ..audit import Outcome
+from ..common.errors import UsageError
+from ..common.exit_codes import ExitCode
 from ..decider import Decider
-from ..errors import UsageError
-from ..exit_codes import ExitCode
-from ..gates import resolve_version
+from ..installed.gates import resolve_version
 from ..registry import KINDS, DecidedBy, Entry
 from ..reporting import build_report
 from .common import decider, registry_label, stdout_for_output, table

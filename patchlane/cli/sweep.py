@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
+from ..common.errors import RunDirError, SweepInterrupted, UsageError
+from ..common.exit_codes import ExitCode
 from ..controls import ToolSettings
-from ..errors import RunDirError, SweepInterrupted, UsageError
-from ..exit_codes import ExitCode
 from ..registry import Registry
 from ..reproducer import RunOutcome
 from ..runs.index import RunIndex, read_index

@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..common.errors import UsageError
+from ..common.exit_codes import ExitCode
 from ..controls import ToolSettings
-from ..errors import UsageError
-from ..exit_codes import ExitCode
 from ..registry import Entry, Status
 from ..upstream.retire import RetireError, delete_entry, evaluate, retire_entry
 from .common import decider, one_entry, table

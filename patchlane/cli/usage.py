@@ -10,8 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import UsageError
-from ..exit_codes import ExitCode
+from ..common.errors import UsageError
+from ..common.exit_codes import ExitCode
 from .common import registry_label, table
 
 

@@ -166,7 +166,7 @@ def _hostname() -> str:
 def _write_report(folder: "Path", report: "Report") -> None:
     import time
 
-    from ..files import atomic_write_json
+    from ..common.files import atomic_write_json
     from .job import job_of, stack
 
     process = {"host": _hostname(), "pid": os.getpid(), "ppid": os.getppid(),

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import switch_values
-from ..errors import PatchlaneError, UsageError
-from ..exit_codes import ExitCode
+from ..common.errors import PatchlaneError, UsageError
+from ..common.exit_codes import ExitCode
 from . import environment
 from .activate import SUMMARY_ENV, hand_over, summary_setting
 from .environment import EVIDENCE_ENV, launch_env

@@ -109,7 +109,7 @@ def find() -> list[Activation]:
 
 def write(folder: Path | None = None) -> tuple[Path, bool]:
     """Write the activation into ``folder`` (default :func:`site_dir`); ``(path, changed)``."""
-    from ..files import atomic_write
+    from ..common.files import atomic_write
 
     path = (folder or site_dir()) / FILE_NAME
     text = content(path)

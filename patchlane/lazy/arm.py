@@ -95,7 +95,7 @@ def _why(imported: bool) -> str | _State:
     if directory is None:
         return ("PATCHLANE_REGISTRY_CACHE is a relative path" if refused else
                 "the registry cache is off (PATCHLANE_REGISTRY_CACHE=0, or no home directory)")
-    from .. import private_files
+    from ..common import private_files
 
     try:
         real = os.path.realpath(directory)

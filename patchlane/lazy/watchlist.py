@@ -3,7 +3,7 @@ still true.
 
 Written by the validated-registry cache (:func:`patchlane.registry_cache.load`) each time it
 loads a registry set, beside its cache files (same directory, same trust rule:
-:mod:`patchlane.private_files`), and read by :mod:`patchlane.lazy.arm` at every
+:mod:`patchlane.common.private_files`), and read by :mod:`patchlane.lazy.arm` at every
 ``import patchlane`` before anything else of patchlane is imported. So it is read with
 ``marshal`` (built in, data only) and checked with ``stat`` calls, one per file or directory it
 depends on, never a walk over entries: reading it costs the same for 9 entries or 2,000.
@@ -13,7 +13,7 @@ with another ``PYTHONPATH`` keeps its own file rather than rewriting everybody's
 
 - a header: the format, patchlane's version and Python's cache tag; the size and mtime of every
   module that computes what the watch list holds (:mod:`patchlane.registry` and
-  :mod:`patchlane.versions`, which the registry cache keys on too, and this package); the
+  :mod:`patchlane.common.versions`, which the registry cache keys on too, and this package); the
   settings that choose the registry set (the bundled registry, ``PATCHLANE_REGISTRY``,
   ``PATCHLANE_ENTRY_POINTS``); the mtime of every ``sys.path`` directory, where a
   distribution declaring a ``patchlane.registries`` entry point would be installed; every
@@ -167,7 +167,7 @@ def module_stamps(packages: "tuple[str, ...]",
 
 def _validator() -> tuple[tuple[str, int, int], ...]:
     """The modules that compute what the watch list holds: the registry package,
-    :mod:`patchlane.versions`, this package and the version file."""
+    :mod:`patchlane.common.versions`, this package and the version file."""
     return module_stamps(("registry", "registry/per_kind", "lazy"),
                          ("versions", "_version", "gates"))
 
@@ -212,7 +212,7 @@ class WatchList:
         """The startup rows, read now (a start reads only the header, so it costs the same
         with 9 entries or 2,000); None when the file is no longer the one this start read
         (rewritten meanwhile) or they are not of the expected shape."""
-        from .. import private_files
+        from ..common import private_files
 
         data = private_files.read(self.file)
         if data is None or not data.startswith(self._head):
@@ -258,9 +258,9 @@ def _header(settings: "tuple[Any, ...]", paths: tuple[tuple[str, int], ...]) -> 
 def read(directory: str, settings: "tuple[Any, ...]",
          paths: tuple[tuple[str, int], ...]) -> WatchList | None:
     """The watch list for this registry set and ``sys.path`` in ``directory`` (a real path the
-    caller checked with :func:`patchlane.private_files.shared`), when it is still true; None
+    caller checked with :func:`patchlane.common.private_files.shared`), when it is still true; None
     otherwise, whatever the file holds."""
-    from .. import private_files
+    from ..common import private_files
 
     file = os.path.join(directory, file_name(settings, paths))
     at = len(MAGIC) + 8
@@ -322,7 +322,7 @@ def write(directory: str, settings: "tuple[Any, ...]", paths: tuple[tuple[str, i
     head = marshal.dumps(header)
     data = MAGIC + len(head).to_bytes(8, "little") + head + marshal.dumps(plain)
     file = os.path.join(directory, file_name(settings, paths))
-    from .. import private_files
+    from ..common import private_files
 
     if private_files.read(file) == data:
         return file

@@ -115,12 +115,12 @@ grammar of every ``PATCHLANE_*`` yes/no setting (:mod:`patchlane.switch_values`)
 
 def kernel_on() -> bool:
     """``PATCHLANE_DSA_KERNEL``: unset or empty is on; a value that is neither a yes nor a no
-    raises :class:`patchlane.errors.ControlsError` naming the accepted spellings (a typo must
+    raises :class:`patchlane.common.errors.ControlsError` naming the accepted spellings (a typo must
     not leave the kernel silently on, or off)."""
     raw = os.environ.get(KERNEL_SWITCH)
     value = switch_values.flag(raw, True)
     if value is None:
-        from ..errors import ControlsError
+        from ..common.errors import ControlsError
 
         raise ControlsError(
             f"{KERNEL_SWITCH}={raw!r}: expected one of {', '.join(switch_values.TRUE)} (on) "

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..gates import KNOWN_IMPORT_NAMES, import_name
+from ..installed.gates import KNOWN_IMPORT_NAMES, import_name
 from .kinds import KINDS, DecidedBy, Kind, KindRules
 from .reader import MAX_REGISTRY_BYTES, read_registry_bytes
 from .records import (

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from ..errors import PatchlaneError
-from ..exit_codes import ExitCode
-from ..files import atomic_write
+from ..common.errors import PatchlaneError
+from ..common.exit_codes import ExitCode
+from ..common.files import atomic_write
 from .loader import parse_registry
 
 if TYPE_CHECKING:
@@ -267,7 +267,7 @@ def inline_value(line: str) -> object:
 
 def release_items(lines: list[str], start: int, stop: int) -> list[tuple[int, Version]]:
     """``(line, Version)`` of each ``"X.Y.Z": ...`` key in ``lines[start:stop]``."""
-    from ..versions import parse_version
+    from ..common.versions import parse_version
 
     items = []
     for i in range(start, stop):

@@ -17,9 +17,9 @@ from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from ..errors import RegistryError
-from ..gates import import_name
-from ..versions import MAX_DIGITS, range_problem
+from ..common.errors import RegistryError
+from ..common.versions import MAX_DIGITS, range_problem
+from ..installed.gates import import_name
 from .records import Policy, Target, When
 
 __all__ = [

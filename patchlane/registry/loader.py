@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import RegistryError
+from ..common.errors import RegistryError
 from .reader import decode, read_registry_bytes
 from .records import Entry, Registry
 from .safe_yaml import load_document

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import RegistryError
+from ..common.errors import RegistryError
 
 __all__ = ["MAX_REGISTRY_BYTES", "decode", "read_registry_bytes"]
 
@@ -25,7 +25,7 @@ def read_registry_bytes(path: Path) -> bytes:
     :class:`RegistryError` naming it."""
     import stat
 
-    from ..private_files import file_kind, open_regular
+    from ..common.private_files import file_kind, open_regular
 
     try:
         # Only a regular file: a FIFO would block `import patchlane` forever and /dev/zero

@@ -21,8 +21,8 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from packaging.specifiers import SpecifierSet
 
-from ..errors import RegistryError, UnknownEntryError
-from ..gates import import_name
+from ..common.errors import RegistryError, UnknownEntryError
+from ..installed.gates import import_name
 from .kinds import KINDS, DecidedBy, Kind
 
 

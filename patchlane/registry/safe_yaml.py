@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import RegistryError
+from ..common.errors import RegistryError
 
 __all__ = ["load_document"]
 

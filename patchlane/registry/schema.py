@@ -15,8 +15,8 @@ from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
-from ..errors import RegistryError
-from ..versions import version_problem
+from ..common.errors import RegistryError
+from ..common.versions import version_problem
 from .fields import (
     DIST_RE,
     MODULE_RE,
@@ -48,7 +48,7 @@ _ID_RE = re.compile(r"^[a-z][a-z0-9_]{2,63}$")
 _QUALNAME_RE = MODULE_RE
 VERSION_FROM_RE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 """``target.version_from`` (and ``patchlane new --version-from``): a module and one attribute
-of it, which the gate reads with ``getattr`` (:func:`patchlane.gates.resolve_version`)."""
+of it, which the gate reads with ``getattr`` (:func:`patchlane.installed.gates.resolve_version`)."""
 _SHA_RE = re.compile(r"^sha256(-v2)?:[0-9a-f]{32}$")
 _VERSION_RE = re.compile(r"^\d+(\.\d+)*([a-z]+\d*)?(\.(post|dev)\d+)?$")
 _DEP3_FORWARDED = ("no", "not-needed")

@@ -49,8 +49,9 @@ from packaging.tags import Tag, sys_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from ..errors import PatchlaneError, RegistryError, ReproducerError, UsageError
-from ..files import atomic_write
+from ..common.errors import PatchlaneError, RegistryError, ReproducerError, UsageError
+from ..common.files import atomic_write
+from ..common.versions import in_range, parse_range, parse_version
 from ..registry import Entry, parse_registry
 from ..registry.editor import (
     child_end,
@@ -66,7 +67,6 @@ from ..registry.editor import (
 )
 from ..runs.verdicts import Finding
 from ..upstream.pypi import pypi_releases
-from ..versions import in_range, parse_range, parse_version
 
 if TYPE_CHECKING:
     from ..upstream.http import Client

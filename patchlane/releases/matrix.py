@@ -23,9 +23,9 @@ from pathlib import Path
 import yaml
 from packaging.utils import canonicalize_name
 
-from ..errors import MatrixError, MatrixRunError
-from ..exit_codes import SWEEP_BASE
-from ..files import read_regular
+from ..common.errors import MatrixError, MatrixRunError
+from ..common.exit_codes import SWEEP_BASE
+from ..common.files import read_regular
 from ..reproducer import LANES, Lane
 from ..runs.index import RunIndex
 from ..runs.verdicts import Verdict

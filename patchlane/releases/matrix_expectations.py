@@ -27,13 +27,13 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
-from ..errors import MatrixError
-from ..files import atomic_write
-from ..gates import gate_side
+from ..common.errors import MatrixError
+from ..common.files import atomic_write
+from ..common.versions import in_range
+from ..installed.gates import gate_side
 from ..registry import Entry
 from ..registry.editor import read_as_stored, registry_lock, stored_lines
 from ..runs.verdicts import Finding, Verdict
-from ..versions import in_range
 from .bisect import BisectError, Bisection
 from .matrix import MatrixSet, parse_matrix
 

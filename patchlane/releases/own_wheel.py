@@ -23,7 +23,7 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-from ..errors import UsageError
+from ..common.errors import UsageError
 
 __all__ = ["OwnWheelError", "pack_installed"]
 

@@ -23,11 +23,11 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..exit_codes import sweep_exit_code
+from ..common.exit_codes import sweep_exit_code
+from ..common.versions import parse_version
 from ..registry import Entry, Registry
 from ..runs.index import RunIndex
 from ..runs.verdicts import EXIT_BITS, MEANING, SEVERITY, Verdict
-from ..versions import parse_version
 from .bisect import Listing, next_minor
 
 __all__ = ["RadarRow", "ReleaseSweep", "evidence_releases", "proposal", "radar"]

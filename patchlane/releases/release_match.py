@@ -14,10 +14,10 @@ import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..fingerprint import compute
-from ..gates import resolve_version
+from ..common.versions import parse_version
+from ..installed.fingerprint import compute
+from ..installed.gates import resolve_version
 from ..registry import KINDS, Entry
-from ..versions import parse_version
 
 __all__ = ["ReleaseMatch", "nearest_release"]
 

@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import PatchlaneError, ReproducerError
-from ..exit_codes import ExitCode
-from ..files import atomic_write_json
-from ..fingerprint import compute_from_source
+from ..common.errors import PatchlaneError, ReproducerError
+from ..common.exit_codes import ExitCode
+from ..common.files import atomic_write_json
+from ..common.versions import parse_version
+from ..installed.fingerprint import compute_from_source
 from ..registry import Entry
 from ..runs.verdicts import Finding
 from ..sweep.installs import install_dir
@@ -49,7 +50,6 @@ from ..sweep.reproduce import (
     read_spec,
     run_case,
 )
-from ..versions import parse_version
 
 if TYPE_CHECKING:
     from ..registry import Target

@@ -36,8 +36,9 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from ..errors import PatchlaneError
-from ..exit_codes import ExitCode
+from ..common.errors import PatchlaneError
+from ..common.exit_codes import ExitCode
+from ..common.versions import parse_version
 from ..registry.records import Registry
 from ..sweep.wheelhouse_manifest import (
     MANIFEST,
@@ -45,7 +46,6 @@ from ..sweep.wheelhouse_manifest import (
     interpreter_folder,
     sha256,
 )
-from ..versions import parse_version
 from .matrix import MatrixSet
 
 __all__ = ["BOX_OWN", "PLATFORMS", "SUPPORT", "WheelhouseDownloadError", "prepare",

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..files import resolved
+from ..common.files import resolved
 from .index import RunIndex
 
 __all__ = ["HISTORY_RUNS", "SCAN_RUNS", "Found", "FoundRun", "class_differences", "discover",

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..files import atomic_write_json, read_regular
+from ..common.files import atomic_write_json, read_regular
 from .verdicts import ASKS, SEVERITY, Verdict, action
 
 __all__ = ["INDEX_SCHEMA", "MAX_INDEX_BYTES", "IndexRow", "RunIndex", "by_severity", "printable",

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import RunDirError
-from ..files import atomic_write_json
+from ..common.errors import RunDirError
+from ..common.files import atomic_write_json
 from ..reproducer import Lane, Mode, RunOutcome
 
 __all__ = ["MANIFEST_SCHEMA", "CaseResult", "CaseState", "RunDir", "case_id", "now",

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..errors import clipped
+from ..common.errors import clipped
 from ..reproducer import Lane, Mode, RunOutcome, parse_lane
 from .manifest import CaseResult
 from .verdicts import Verdict

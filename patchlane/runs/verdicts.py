@@ -69,7 +69,7 @@ class Meaning:
     """Everything a verdict means, in one record that every report and command reads: adding
     a verdict is its enum member and its record here, the row rule that gives it
     (:mod:`patchlane.runs.rows`), and, if it owns an exit bit, that bit's name in
-    :data:`patchlane.exit_codes.SWEEP_BITS` (and docs/sweep.md's and the README's tables)."""
+    :data:`patchlane.common.exit_codes.SWEEP_BITS` (and docs/sweep.md's and the README's tables)."""
 
     rank: int
     """Its place worst first: the order reports list rows in, and what a history cell shows."""
@@ -82,8 +82,8 @@ class Meaning:
     junit: Literal["passed", "failure", "error", "skipped"]
     """What a CI system's JUnit view shows for its row."""
     exit_bit: int
-    """Its bit of the sweep's exit status ``32 | bits`` (:data:`patchlane.exit_codes.SWEEP_BITS`);
-    0 for a verdict that asks nobody to act."""
+    """Its bit of the sweep's exit status ``32 | bits``
+    (:data:`patchlane.common.exit_codes.SWEEP_BITS`); 0 for a verdict that asks nobody to act."""
     section: str | None
     """The report section that lists its rows whole (a key of :data:`SECTIONS`); None: the
     table only."""
@@ -167,7 +167,7 @@ def action(verdict: Verdict, entry_id: str | None = None, run_dir: str | None = 
 
 
 EXIT_BITS: dict[Verdict, int] = {v: m.exit_bit for v, m in MEANING.items() if m.exit_bit}
-"""The sweep exits ``32 | bits`` (:func:`patchlane.exit_codes.sweep_exit_code`): each verdict
+"""The sweep exits ``32 | bits`` (:func:`patchlane.common.exit_codes.sweep_exit_code`): each verdict
 that asks someone to act owns a bit; the others (covered among them) own none."""
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..files import NotARegularFile, read_regular
+from ..common.files import NotARegularFile, read_regular
 from ..reproducer import Mode, parse_lane
 from .index import MAX_INDEX_BYTES, IndexRow, RunIndex, read_index, row_key
 from .manifest import case_id, receipt_digest

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..exit_codes import ExitCode, sweep_exit_code
-from ..gates import (
+from ..common.exit_codes import ExitCode, sweep_exit_code
+from ..common.versions import in_range
+from ..installed.gates import (
     KNOWN_TREE_VERSIONS,
     GateResult,
     check_gate,
@@ -49,7 +50,6 @@ from ..runs.index import row_key
 from ..runs.manifest import CaseState, RunDir, case_id, now
 from ..runs.rows import CaseView, PlannedRow, RowRule
 from ..runs.verdicts import Verdict, exit_bits
-from ..versions import in_range
 from .reproduce import (
     CaseInterrupted,
     CaseResult,
@@ -354,8 +354,8 @@ def run_sweep(
 
     Ctrl-C (SIGINT) or SIGTERM, in the main thread: queued cases are cancelled, running ones
     stopped (each rank's session killed) and put back in the queue, the manifest records the
-    interruption, and :class:`~patchlane.errors.SweepInterrupted` (or
-    :class:`~patchlane.errors.SweepTerminated`) is raised; the caller writes the reports of
+    interruption, and :class:`~patchlane.common.errors.SweepInterrupted` (or
+    :class:`~patchlane.common.errors.SweepTerminated`) is raised; the caller writes the reports of
     what finished (:func:`verdicts`), and ``--resume`` runs the rest."""
     from .receipts import build_receipt
 

@@ -4,8 +4,8 @@ release instead of the environment's own (a release-matrix set, a ledger reprodu
 a bisection step). No virtual environment per release: a release costs a download.
 
 The cache holds code that ``radar``, ``bisect`` and ``matrix`` import, so it is trusted only as
-the registry cache is (:mod:`patchlane.private_files`): the cache directory and every directory
-above it must belong to this user (or root) and be writable by no one else, or nothing is
+the registry cache is (:mod:`patchlane.common.private_files`): the cache directory and every
+directory above it must belong to this user (or root) and be writable by no one else, or nothing is
 installed there nor reused from there. Each install records its content (``.complete``: the
 SHA-256 of every file pip wrote, bytecode caches aside), and a reuse re-reads it: an install
 changed since, or a folder with a bare marker from elsewhere, is installed afresh, never run.
@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..common.errors import UsageError
 
 __all__ = [
     "RELEASE_SPEC",
@@ -102,7 +102,7 @@ def _recorded(target: Path, spec: str) -> bool:
 
 
 def _private(cache: Path) -> None:
-    from ..private_files import shared
+    from ..common.private_files import shared
 
     cache.mkdir(parents=True, exist_ok=True, mode=0o700)
     real = os.path.realpath(cache)
@@ -158,7 +158,7 @@ def install_dir(spec: str, cache: Path, deps: bool = False, *, log: Path | None 
 def _install_locked(spec: str, target: Path, deps: bool, log: Path | None,
                     wheelhouse: Path | None) -> Path:
     if target.exists():
-        from ..private_files import shared
+        from ..common.private_files import shared
 
         why = shared(os.path.realpath(target))
         if why is not None:

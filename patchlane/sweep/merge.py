@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import RunDirError
-from ..files import read_regular, resolved
+from ..common.errors import RunDirError
+from ..common.files import read_regular, resolved
 from ..runs.found import SCAN_RUNS, run_class
 from ..runs.index import MAX_INDEX_BYTES, IndexRow, RunIndex, row_key
 from ..runs.manifest import CaseState, RunDir

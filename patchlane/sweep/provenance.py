@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
-from ..redaction import ENV_ALLOW, environment_overlay, looks_secret, redact_text
+from ..common.redaction import ENV_ALLOW, environment_overlay, looks_secret, redact_text
 from ..registry import Registry
 
 __all__ = [
@@ -184,7 +184,7 @@ def _visible(gpus: list[list[str]], mask: str | None) -> list[list[str]]:
 
 def runtime(distributions: Iterable[str]) -> dict[str, Any]:
     """Versions and hardware as seen from inside the process that ran the case."""
-    from ..gates import resolve_version
+    from ..installed.gates import resolve_version
 
     versions: dict[str, str | None] = {}
     sources: dict[str, str] = {}

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
-from ..errors import PatchlaneError
-from ..exit_codes import ExitCode
+from ..common.errors import PatchlaneError
+from ..common.exit_codes import ExitCode
 from ..registry import Entry
 from ..registry.content import entry_content
 from .provenance import build, comparison_key, environment_overlay, runtime

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from ..private_files import file_kind, open_regular
+from ..common.private_files import file_kind, open_regular
 
 __all__ = ["HASH_ALGORITHMS", "MAX_HASHED_BYTES", "RecordCheck", "verify_distribution"]
 

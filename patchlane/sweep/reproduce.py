@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReproducerError
+from ..common.errors import ReproducerError
 from ..registry import Entry
 from ..reproducer import LANES, Lane, Mode, ReproContext, RunOutcome, parse_lane
 from ..runs.manifest import CaseResult, worst_rank

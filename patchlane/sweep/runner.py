@@ -29,7 +29,7 @@ from typing import Any
 import patchlane
 from patchlane import startup
 from patchlane.audit import Outcome
-from patchlane.files import atomic_write_json
+from patchlane.common.files import atomic_write_json
 from patchlane.loading import load_file
 from patchlane.registry import Entry
 from patchlane.registry.kinds import KINDS

@@ -44,8 +44,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from ..common.files import read_regular, resolved
 from ..controls import SCHEDULE_POLICIES
-from ..files import read_regular, resolved
 
 __all__ = ["DEFAULT_POLICY", "HERE", "HISTORY_RUNS", "POLICIES", "dispatch_order", "plan_schedule",
            "prior_durations", "recent_runs"]

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..errors import SweepInterrupted, SweepTerminated
+from ..common.errors import SweepInterrupted, SweepTerminated
 
 __all__ = ["SIGNAL_POLL_SECONDS", "Caught", "signal_name", "stopped", "stopping_signals"]
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
-from ..files import read_regular
+from ..common.errors import UsageError
+from ..common.files import read_regular
 
 __all__ = [
     "MANIFEST",
@@ -137,7 +137,7 @@ def _trusted(root: Path, path: Path, data: dict[str, Any], fix: str) -> dict[str
     """The wheelhouse's recorded hashes, once the folder is trusted as the release cache is
     (only this user or root can write it) and every wheel in it is one it recorded, unchanged:
     a release installed from it is kept in the release cache and reused by later runs."""
-    from ..private_files import shared
+    from ..common.private_files import shared
 
     why = shared(os.path.realpath(root))
     if why is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..common.errors import UsageError
 
 __all__ = ["STAMP_KEY", "CheckpointStampError", "add_run_stamp", "read_run_stamp"]
 

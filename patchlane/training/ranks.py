@@ -25,10 +25,10 @@ from typing import Any
 from .. import startup
 from .._version import __version__
 from ..audit import Outcome
+from ..common.errors import PatchlaneError
+from ..common.exit_codes import ExitCode
 from ..controls import Controls
-from ..errors import PatchlaneError
-from ..exit_codes import ExitCode
-from ..gates import check_gate
+from ..installed.gates import check_gate
 
 __all__ = ["RankMismatchError", "compare_patch_sets", "local_patch_set", "patch_set_hash",
            "run_stamp", "verify_ranks"]
@@ -155,7 +155,7 @@ def verify_ranks(group: Any = None) -> str:
 def run_stamp() -> dict[str, Any]:
     """The run stamp: a small JSON-serialisable record of this process's patch set, meant for
     every checkpoint: months later it answers "which runs had patch X?"."""
-    from ..redaction import environment_overlay
+    from ..common.redaction import environment_overlay
 
     decider = startup.current()
     record = local_patch_set()

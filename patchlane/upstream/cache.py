@@ -9,7 +9,7 @@ A file is ``<sha256 of the URL>.json`` holding ``{"schema", "url", "fetched_at",
 found" answer (HTTP 404 or 410) is cached too, under the same lifetime rules, as ``"status"``
 (the code) with ``"data": null``: a tag that does not exist is asked about once per TTL, not
 once per run. It is
-written with :func:`patchlane.files.atomic_write_json` (temp file, fsync, rename, directory
+written with :func:`patchlane.common.files.atomic_write_json` (temp file, fsync, rename, directory
 fsync). A file that cannot be read, or was not written by this module, is ignored with a warning
 and replaced by the next successful fetch.
 
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..files import atomic_write_json
+from ..common.files import atomic_write_json
 from .display import display_url
 
 __all__ = ["CACHE_SCHEMA", "NOT_FOUND", "CacheEntry", "ResponseCache", "default_cache_dir"]

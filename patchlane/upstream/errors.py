@@ -1,8 +1,9 @@
 """What can go wrong asking upstream, one class per way it fails.
 
-Every class is an :class:`UpstreamError`, itself a :class:`patchlane.errors.PatchlaneError`
-whose exit code is :attr:`ExitCode.UPSTREAM_UNREACHABLE <patchlane.exit_codes.ExitCode>`. Each
-message names the URL (never with a token or userinfo: callers pass it through
+Every class is an :class:`UpstreamError`, itself a
+:class:`patchlane.common.errors.PatchlaneError` whose exit code is
+:attr:`ExitCode.UPSTREAM_UNREACHABLE <patchlane.common.exit_codes.ExitCode>`. Each message
+names the URL (never with a token or userinfo: callers pass it through
 :func:`~patchlane.upstream.display.display_url`), what happened, and the fix.
 """
 
@@ -11,8 +12,8 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
-from ..errors import PatchlaneError
-from ..exit_codes import ExitCode
+from ..common.errors import PatchlaneError
+from ..common.exit_codes import ExitCode
 from .display import format_time
 
 __all__ = [

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..files import atomic_write_json, read_regular
+from ..common.files import atomic_write_json, read_regular
 from .records import TrackReport
 
 __all__ = ["ANSWERS_FILE", "answered_at", "read_git_answers", "record_git_answers"]

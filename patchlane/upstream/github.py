@@ -16,7 +16,7 @@ from urllib.parse import quote, urlsplit
 
 from packaging.version import Version
 
-from ..versions import parse_version
+from ..common.versions import parse_version
 from .answers import Trace, get_field, parse_timestamp
 from .display import display_url
 from .errors import MalformedResponse, NotFound, UpstreamError, UpstreamURLError

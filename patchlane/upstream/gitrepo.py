@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Literal
 
 from packaging.version import Version
 
-from ..versions import parse_version
+from ..common.versions import parse_version
 from .errors import UpstreamError
 from .github import require_kind
 from .records import PullState, TrackReport, UpstreamState

@@ -6,7 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from ..versions import shown, why_not_version
+from ..common.versions import shown, why_not_version
 from .answers import Trace, get_field, parse_timestamp
 from .display import display_url
 from .errors import MalformedResponse

@@ -18,7 +18,7 @@ A retirement needs, as the entry's ``retire_when`` asks:
 ``retire`` rewrites only the entry's own lines in ``registry.yaml`` (status, date,
 ``applied_upstream``, the evidence), byte for byte preserving comments, order and formatting of
 the rest of the file; the result is validated before it replaces the file, atomically
-(:func:`patchlane.files.atomic_write`). Overlay and reproducer stay: the reproducer keeps
+(:func:`patchlane.common.files.atomic_write`). Overlay and reproducer stay: the reproducer keeps
 guarding in the sweep. ``delete`` (only of a retired entry) is its own command.
 """
 
@@ -33,8 +33,9 @@ from typing import Any
 import yaml
 
 from ..audit import Outcome
-from ..errors import PatchlaneError
-from ..exit_codes import ExitCode
+from ..common.errors import PatchlaneError
+from ..common.exit_codes import ExitCode
+from ..common.versions import in_range
 from ..registry import Entry, Status, parse_registry
 from ..registry.editor import (
     child_end,
@@ -47,7 +48,6 @@ from ..registry.editor import (
 )
 from ..runs.verdicts import Verdict
 from ..runs.verify import checked_rows
-from ..versions import in_range
 from .records import TrackReport, UpstreamState
 
 __all__ = [

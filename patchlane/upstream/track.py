@@ -19,7 +19,7 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from ..versions import in_range, parse_version
+from ..common.versions import in_range, parse_version
 from .answers import Trace
 from .display import display_url
 from .errors import MalformedResponse, TagTemplateError, UpstreamError

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from patchlane.errors import PatchlaneError
-from patchlane.exit_codes import ExitCode, sweep_exit_code
+from patchlane.common.errors import PatchlaneError
+from patchlane.common.exit_codes import ExitCode, sweep_exit_code
 from patchlane.runs.verdicts import Verdict, exit_bits
 
 from ..conftest import FakeTarget
@@ -280,7 +280,7 @@ def test_the_sweep_summary_codes(code: ExitCode, flags: set[str]) -> None:
 def readme_table() -> dict[int, list[str]]:
     """The exit-code table of docs/cli.md: code -> the error classes its row names."""
     text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
-    start = text.index("Exit codes (`patchlane/exit_codes.py`")
+    start = text.index("Exit codes (`patchlane/common/exit_codes.py`")
     rows: dict[int, list[str]] = {}
     for line in text[start:].splitlines()[1:]:
         if rows and not line.startswith("|"):
@@ -303,7 +303,8 @@ def test_the_readme_table_is_the_exit_code_table_and_every_code_is_produced() ->
     assert produced == set(table)
 
 
-_ERROR_MODULES = ("patchlane.errors", "patchlane.ledger", "patchlane.training.ranks",
+_ERROR_MODULES = ("patchlane.common.errors", "patchlane.ledger",
+                  "patchlane.training.ranks",
                   "patchlane.training.checkpoint", "patchlane.upstream.errors",
                   "patchlane.upstream.retire", "patchlane.authoring.draft",
                   "patchlane.releases.bisect", "patchlane.launch.command",

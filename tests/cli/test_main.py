@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from patchlane.cli import main as cli_main
-from patchlane.errors import PatchlaneError, UnknownEntryError, UsageError
-from patchlane.exit_codes import ExitCode
+from patchlane.common.errors import PatchlaneError, UnknownEntryError, UsageError
+from patchlane.common.exit_codes import ExitCode
 
 
 def fail_with(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> None:
@@ -53,7 +53,7 @@ def test_a_bug_prints_its_traceback_and_exits_70(
 
 
 def test_every_error_class_maps_to_a_code_in_the_table() -> None:
-    import patchlane.errors as errors
+    import patchlane.common.errors as errors
 
     classes = [c for c in vars(errors).values()
                if isinstance(c, type) and issubclass(c, PatchlaneError)]

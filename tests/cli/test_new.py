@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patchlane.exit_codes import ExitCode
+from patchlane.common.exit_codes import ExitCode
 
 from ..conftest import FakeTarget
 
@@ -245,7 +245,7 @@ def test_the_header_new_writes_takes_an_entry_later(fake_target: FakeTarget) -> 
 
 
 def test_a_registry_with_an_empty_entries_key_says_how_to_fill_it(tmp_path: Path) -> None:
-    from patchlane.errors import RegistryError
+    from patchlane.common.errors import RegistryError
     from patchlane.registry import load_registries
 
     path = tmp_path / "registry.yaml"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patchlane.exit_codes import ExitCode
+from patchlane.common.exit_codes import ExitCode
 
 from ..conftest import FakeTarget
 from ..upstream.test_gitrepo import fixed_in_pr7

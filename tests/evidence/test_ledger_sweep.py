@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from patchlane.exit_codes import ExitCode
+from patchlane.common.exit_codes import ExitCode
 from patchlane.registry import load_registries
 from patchlane.runs.verdicts import Verdict
 from patchlane.sweep.engine import exit_code, sweep
@@ -165,7 +165,7 @@ def test_a_bad_side_with_its_dependencies_comes_from_its_own_install(
 
 def test_bad_side_deps_must_name_bad_side_releases(fake_target: FakeTarget,
                                                    tmp_path: Path) -> None:
-    from patchlane.errors import ReproducerError
+    from patchlane.common.errors import ReproducerError
     from patchlane.sweep.reproduce import read_spec
 
     (fake_target.root / "reproducers" / "fake_pin.py").write_text(

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.errors import PatchlaneError
-from patchlane.exit_codes import ExitCode
+from patchlane.common.errors import PatchlaneError
+from patchlane.common.exit_codes import ExitCode
 from patchlane.releases.matrix import (
     MatrixResult,
     MatrixSet,

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from patchlane.cli import main as cli_main
-from patchlane.errors import RunDirError
-from patchlane.exit_codes import ExitCode
+from patchlane.common.errors import RunDirError
+from patchlane.common.exit_codes import ExitCode
 from patchlane.runs.found import discover
 from patchlane.runs.index import RunIndex
 from patchlane.runs.manifest import RunDir, case_id

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
+from patchlane.common.errors import ControlsError
 from patchlane.controls import Controls
-from patchlane.errors import ControlsError
 from patchlane.proof import (
     NEVER_RUN,
     PROVEN_ELSEWHERE,

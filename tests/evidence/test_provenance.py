@@ -56,7 +56,7 @@ def test_redact_text(text: str, expected: str) -> None:
 
 @pytest.mark.parametrize("text", [
     "KeyError: 'weight'",
-    "patchlane.errors.PasswordError: the message stays",
+    "patchlane.common.errors.PasswordError: the message stays",
     "RuntimeError: bootstrap exploded: marker-4711",
     'if key == "x":',
     "http://localhost:8080/path@v2",
@@ -91,7 +91,7 @@ def test_redaction_is_idempotent() -> None:
 
 def test_credentials_inside_allowed_variables_never_reach_a_receipt() -> None:
     """Issue 14 item 11: allow-listed names can still carry a credential in their value."""
-    from patchlane.redaction import environment_overlay
+    from patchlane.common.redaction import environment_overlay
 
     env = {"PATCHLANE_PYPI_URL": "https://__token__:pypi-AgEIcHlwaS5vcmc@pypi.example/simple",
            "TRITON_CACHE_URL": "https://bob:hunter2pass@cache.example/triton",

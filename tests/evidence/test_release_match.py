@@ -4,7 +4,7 @@ Megatron-LM trees are in tests/releases/test_source_tree.py."""
 
 from __future__ import annotations
 
-from patchlane.fingerprint import compute_from_source
+from patchlane.installed.fingerprint import compute_from_source
 from patchlane.registry import Entry, load_registries
 from patchlane.releases.release_match import nearest_release
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.errors import PatchlaneError, ReproducerError
-from patchlane.exit_codes import ExitCode
+from patchlane.common.errors import PatchlaneError, ReproducerError
+from patchlane.common.exit_codes import ExitCode
 from patchlane.registry import Entry, load_registries
 from patchlane.sweep.reproduce import read_spec
 

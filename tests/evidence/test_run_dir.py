@@ -1,6 +1,6 @@
 """The run directory without running anything: the manifest's case states, receipts that
 validate against the schema (and a clear error where jsonschema is missing), and reports built
-from verdict rows. Every file is written through patchlane.files: fsynced, directory too, and
+from verdict rows. Every file is written through patchlane.common.files: fsynced, directory too, and
 no temp file left behind."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from patchlane.errors import PatchlaneError
+from patchlane.common.errors import PatchlaneError
 from patchlane.registry import load_registries
 from patchlane.runs.manifest import CaseState, RunDir, case_id
 from patchlane.runs.verdicts import Verdict

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from patchlane.exit_codes import ExitCode
+from patchlane.common.exit_codes import ExitCode
 
 from ..conftest import FakeTarget
 

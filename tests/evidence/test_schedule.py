@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from patchlane.common.errors import ControlsError
 from patchlane.controls import ToolSettings
-from patchlane.errors import ControlsError
 from patchlane.registry import Entry, Registry, load_registries
 from patchlane.runs.manifest import CaseState, RunDir, case_id
 from patchlane.runs.verdicts import Verdict
@@ -500,7 +500,7 @@ def test_the_command_line_reads_the_runs_beside_the_new_one(fake_target: FakeTar
     import subprocess
     import sys
 
-    from patchlane.gates import resolve_version
+    from patchlane.installed.gates import resolve_version
 
     names = ["q", "r"]
     registry_of(fake_target, names)

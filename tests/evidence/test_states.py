@@ -11,8 +11,8 @@ from typing import get_args
 import pytest
 
 from patchlane.cli.reproduce import print_tails
-from patchlane.errors import ReproducerError
-from patchlane.exit_codes import ExitCode
+from patchlane.common.errors import ReproducerError
+from patchlane.common.exit_codes import ExitCode
 from patchlane.registry import load_registries
 from patchlane.runs.rows import CaseView, RowRule, verdict_of
 from patchlane.runs.verdicts import SEVERITY, Verdict

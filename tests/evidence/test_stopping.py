@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from patchlane.errors import SweepInterrupted, SweepTerminated
+from patchlane.common.errors import SweepInterrupted, SweepTerminated
 
 
 def _signal_self_in(seconds: float, signum: int) -> None:

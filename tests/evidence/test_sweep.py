@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.exit_codes import ExitCode
+from patchlane.common.exit_codes import ExitCode
 from patchlane.registry import load_registries
 from patchlane.runs.verdicts import Verdict
 from patchlane.sweep.engine import exit_code, sweep

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patchlane.exit_codes import ExitCode
+from patchlane.common.exit_codes import ExitCode
 from patchlane.registry import load_registries
 from patchlane.runs.index import RunIndex
 from patchlane.runs.manifest import RunDir

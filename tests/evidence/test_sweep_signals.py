@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.exit_codes import ExitCode
+from patchlane.common.exit_codes import ExitCode
 from patchlane.runs.manifest import RunDir
 
 from ..conftest import FakeTarget

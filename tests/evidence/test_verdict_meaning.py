@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from patchlane.authoring.draft import AffectedRow, render_draft
-from patchlane.exit_codes import SWEEP_BASE, SWEEP_BITS, ExitCode, sweep_exit_code
+from patchlane.common.exit_codes import SWEEP_BASE, SWEEP_BITS, ExitCode, sweep_exit_code
 from patchlane.registry import load_registries
 from patchlane.releases.radar import proposal
 from patchlane.runs.manifest import RunDir

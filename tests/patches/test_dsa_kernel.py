@@ -106,7 +106,7 @@ def test_the_kernel_stays_on(monkeypatch: pytest.MonkeyPatch, value: str) -> Non
 @pytest.mark.parametrize("value", ["00", "garbage", "disable"])
 def test_an_unreadable_switch_is_refused_naming_the_spellings(monkeypatch: pytest.MonkeyPatch,
                                                               value: str) -> None:
-    from patchlane.errors import ControlsError
+    from patchlane.common.errors import ControlsError
 
     q, w, k, _ = _inputs(16, 16, 1, 2, 8, torch.float32)
     monkeypatch.setenv("PATCHLANE_DSA_KERNEL", value)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.errors import PatchlaneError
+from patchlane.common.errors import PatchlaneError
 from patchlane.training.checkpoint import read_run_stamp
 
 from .conftest import ROOT, release_for, requires_megatron

@@ -45,7 +45,7 @@ def test_every_recorded_release_runs_in_some_matrix_set() -> None:
 _SCRIPT = r"""
 import importlib, json, sys, warnings
 warnings.simplefilter("ignore")
-from patchlane.fingerprint import compute
+from patchlane.installed.fingerprint import compute
 out = {}
 for entry_id, module_name, qualnames in json.loads(sys.argv[1]):
     module = importlib.import_module(module_name)

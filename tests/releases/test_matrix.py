@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from patchlane.exit_codes import sweep_exit_code
+from patchlane.common.exit_codes import sweep_exit_code
 from patchlane.registry import load_registries
 from patchlane.releases.matrix import MatrixSet, interpreter, load_matrix, run_set
 from patchlane.runs.verdicts import exit_bits

@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from patchlane.exit_codes import sweep_exit_code
+from patchlane.common.exit_codes import sweep_exit_code
 from patchlane.runs.verdicts import Verdict, exit_bits
 
 from ..evidence.test_report_browser import Dom, chromium, run_chromium

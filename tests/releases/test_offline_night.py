@@ -38,7 +38,8 @@ def _install(wheel: Path, site: Path) -> None:
 
 
 def _pack(site: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    code = ("import sys; from pathlib import Path; from patchlane.errors import PatchlaneError\n"
+    code = ("import sys; from pathlib import Path\n"
+            "from patchlane.common.errors import PatchlaneError\n"
             "from patchlane.releases.own_wheel import pack_installed\n"
             "try:\n"
             f"    print(pack_installed(Path({str(out)!r})))\n"
@@ -71,7 +72,8 @@ def test_the_packed_wheel_is_the_wheel_installed_and_an_edit_refuses_it(
     gates.write_text(gates.read_text() + "\n# a local edit\n")
     refused = _pack(site, tmp_path / "out2")
     assert refused.returncode != 0
-    assert "differ from its RECORD, e.g. patchlane/gates.py" in refused.stderr, refused.stderr
+    assert "differ from its RECORD, e.g. patchlane/installed/gates.py" in refused.stderr, \
+        refused.stderr
     assert not list((tmp_path / "out2").glob("*.whl")) if (tmp_path / "out2").exists() else True
 
 

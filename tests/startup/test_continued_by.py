@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from patchlane.errors import RegistryError
+from patchlane.common.errors import RegistryError
 from patchlane.registry import load_registries
 
 from ..conftest import FakeTarget

@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from patchlane.audit import AuditLog, Outcome
+from patchlane.common.errors import StrictModeError
 from patchlane.controls import Controls
 from patchlane.decider import Decider
-from patchlane.errors import StrictModeError
 from patchlane.ledger import CompatGateError, check_config
 from patchlane.registry import load_registries
 

@@ -11,9 +11,9 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from patchlane.audit import AuditLog, Outcome
+from patchlane.common.errors import RegistryError
 from patchlane.controls import Controls
 from patchlane.decider import Decider
-from patchlane.errors import RegistryError
 from patchlane.registry import load_registries
 from patchlane.sweep.reproduce import Mode, case_env
 from patchlane.training.ranks import compare_patch_sets
@@ -159,7 +159,7 @@ def test_a_dependency_whose_module_is_still_importing_is_waited_for(
     (pkg / "dep_mod.py").write_text("from . import follow_mod\n\n\nclass A:\n"
                                     "    def f(self):\n        return 'a'\n")
     (pkg / "follow_mod.py").write_text("def g():\n    return 'b'\n")
-    from patchlane.fingerprint import compute_from_source
+    from patchlane.installed.fingerprint import compute_from_source
 
     def entry(entry_id: str, module: str, qualname: str, **extra: Any) -> dict[str, Any]:
         for folder, body in (("patches", "def overlay(w, i, a, k):\n    return w(*a, **k) + '!'\n"),
@@ -198,7 +198,7 @@ def _chain(fake: FakeTarget, root_body: str = "") -> dict[str, str]:
     """top -> mid -> root (each depends on the next), on three fake modules; root's module
     imports top's while it loads. ``root_body`` runs in root's module before that import.
     Returns entry id -> module name."""
-    from patchlane.fingerprint import compute_from_source
+    from patchlane.installed.fingerprint import compute_from_source
 
     pkg = fake.root / fake.package
     sources = {"top_mod": "def t():\n    return 't'\n",

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from patchlane.errors import RegistryError
+from patchlane.common.errors import RegistryError
 from patchlane.registry import parse_registry
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import wrapt
 
-from patchlane import fingerprint
-from patchlane.fingerprint import compute, compute_from_source
+from patchlane.installed import fingerprint
+from patchlane.installed.fingerprint import compute, compute_from_source
 from patchlane.targets import lookup
 
 Loader = Callable[[str], ModuleType]
@@ -446,7 +446,7 @@ def test_format_1_values_are_still_read_on_the_interpreter_that_recorded_them(
 
 
 def test_drift_message_names_the_format_fix_for_format_1_values() -> None:
-    from patchlane.errors import DriftError
+    from patchlane.common.errors import DriftError
 
     old = str(DriftError("x_entry", ("sha256:" + "0" * 32,), "sha256-v2:" + "1" * 32))
     assert "format 1" in old and "patchlane fingerprint x_entry" in old

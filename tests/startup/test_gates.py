@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from patchlane.gates import GateResult, VersionSource, check_gate, installed_version
+from patchlane.installed.gates import GateResult, VersionSource, check_gate, installed_version
 
 _names = itertools.count()
 
@@ -176,7 +176,7 @@ def test_a_shadowing_tree_without_a_readable_version_is_said_plainly(
     """The planner (no module imported yet) finds a tree first on sys.path, ahead of the
     installed wheel, whose version file cannot be run: no version, a reason naming both
     copies, never an assertion error."""
-    from patchlane.gates import resolve_version
+    from patchlane.installed.gates import resolve_version
 
     site, tree = tmp_path / "site", tmp_path / "tree"
     (site / "plshadowx").mkdir(parents=True)
@@ -214,7 +214,7 @@ def test_a_shadowing_tree_without_a_readable_version_is_said_plainly(
 def test_gate_side(spec: str, version: str, side: str) -> None:
     from packaging.specifiers import SpecifierSet
 
-    from patchlane.gates import gate_side
+    from patchlane.installed.gates import gate_side
 
     assert gate_side(SpecifierSet(spec), version) == side
 
@@ -251,7 +251,7 @@ HUGE = "1." + "9" * 5000
 
 
 def test_a_version_with_a_5000_digit_number_is_not_comparable(install) -> None:
-    from patchlane.gates import gate_side
+    from patchlane.installed.gates import gate_side
 
     name = install(HUGE)
     result = check_gate(name, SpecifierSet(RANGE))
@@ -267,7 +267,7 @@ def test_a_target_with_a_5000_digit_version_is_decided_not_raised(fake_target,
     """The training job's `import` of the target: a failed entry in default mode, the
     strict refusal of an unevaluable gate (exit 6) in strict mode; never a bare ValueError."""
     from patchlane.audit import Outcome
-    from patchlane.errors import StrictModeError
+    from patchlane.common.errors import StrictModeError
 
     meta = next(fake_target.root.glob("*.dist-info")) / "METADATA"
     meta.write_text(meta.read_text().replace(f"Version: {fake_target.version}",

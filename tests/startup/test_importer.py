@@ -16,8 +16,8 @@ import pytest
 import wrapt
 
 from patchlane.audit import Outcome
-from patchlane.errors import OverlayError, StrictModeError
-from patchlane.fingerprint import compute
+from patchlane.common.errors import OverlayError, StrictModeError
+from patchlane.installed.fingerprint import compute
 
 from ..conftest import FakeTarget
 

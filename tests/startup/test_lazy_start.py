@@ -25,8 +25,8 @@ pytestmark = [pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 LAZY_START = {"patchlane", "patchlane.lazy", "patchlane.lazy.arm",
-             "patchlane.lazy.watchlist", "patchlane.lazy.watch", "patchlane.private_files",
-             "patchlane.switch_values"}
+             "patchlane.lazy.watchlist", "patchlane.lazy.watch", "patchlane.common",
+             "patchlane.common.private_files", "patchlane.switch_values"}
 """Everything a target-free `import patchlane` may load: the lazy start, nothing else."""
 
 NEVER = ("wrapt", "yaml", "packaging", "importlib.metadata", "email", "asyncio", "typing",

@@ -19,9 +19,9 @@ import yaml
 from packaging.specifiers import SpecifierSet
 
 from patchlane.audit import AuditLog, Outcome
+from patchlane.common.errors import RegistryError, StrictModeError
 from patchlane.controls import Controls
 from patchlane.decider import Decider
-from patchlane.errors import RegistryError, StrictModeError
 from patchlane.ledger import CompatGateError, LedgerError, check, check_config
 from patchlane.registry import Kind, When, load_registries
 

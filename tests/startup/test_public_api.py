@@ -18,7 +18,8 @@ from ..conftest import FakeTarget
 
 
 def test_every_name_in_all_resolves_and_errors_come_from_their_modules() -> None:
-    from patchlane import errors, ledger, loading
+    from patchlane import ledger, loading
+    from patchlane.common import errors
     from patchlane.training import ranks
 
     for name in patchlane.__all__:

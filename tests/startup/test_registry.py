@@ -23,7 +23,7 @@ import pytest
 import yaml
 from packaging.specifiers import SpecifierSet
 
-from patchlane.errors import PatchlaneError, RegistryError, bounded
+from patchlane.common.errors import PatchlaneError, RegistryError, bounded
 from patchlane.registry import (
     Entry,
     FingerprintPolicy,

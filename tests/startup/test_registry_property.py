@@ -15,7 +15,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from patchlane.errors import RegistryError  # noqa: E402
+from patchlane.common.errors import RegistryError  # noqa: E402
 from patchlane.registry import parse_registry  # noqa: E402
 
 KEYS = ["id", "kind", "summary", "target", "applies_to", "upstream", "retire_when", "owner",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from patchlane.errors import RegistryError
+from patchlane.common.errors import RegistryError
 from patchlane.registry import Kind, load_registries
 
 DEFAULT = Path(__file__).resolve().parents[2] / "registry.yaml"

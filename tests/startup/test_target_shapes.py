@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from patchlane.audit import Outcome
-from patchlane.errors import StrictOverlayError
+from patchlane.common.errors import StrictOverlayError
 from patchlane.targets import SHAPE_NAMES, resolve, shape_named
 
 from ..conftest import FakeTarget
@@ -233,7 +233,7 @@ def test_each_shape_refuses_drift_and_places_nothing(fake_target: FakeTarget,
 
 
 def test_source_and_import_fingerprint_alike_for_every_shape(fake_target: FakeTarget) -> None:
-    from patchlane.fingerprint import compute, compute_from_source
+    from patchlane.installed.fingerprint import compute, compute_from_source
 
     fake_target.target_file.write_text(SHAPES_SOURCE)
     module = fake_target.import_target()
@@ -371,7 +371,7 @@ def test_new_writes_a_stub_for_every_shape_that_the_decider_takes(fake_target: F
 
 
 def test_unknown_target_shape_in_the_registry_is_a_clear_error(fake_target: FakeTarget) -> None:
-    from patchlane.errors import RegistryError
+    from patchlane.common.errors import RegistryError
     from patchlane.registry import load_registries
 
     fake_target.write_registry(fake_target.entry(

@@ -1,4 +1,4 @@
-"""patchlane.versions: every version and range from outside parsed without an exception."""
+"""patchlane.common.versions: every version and range from outside parsed without an exception."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from patchlane import versions
-from patchlane.versions import (
+from patchlane.common import versions
+from patchlane.common.versions import (
     MAX_DIGITS,
     in_range,
     parse_range,

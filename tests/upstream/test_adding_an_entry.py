@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from patchlane.exit_codes import ExitCode
+from patchlane.common.exit_codes import ExitCode
 
 from ..cli.test_new import OVERLAY, REPRODUCER
 from ..conftest import TARGET_SOURCE, FakeTarget

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from patchlane.authoring.new import NewEntryError, Request, new_entry, next_minor_range
-from patchlane.errors import StrictModeError, UsageError
-from patchlane.exit_codes import ExitCode
+from patchlane.common.errors import StrictModeError, UsageError
+from patchlane.common.exit_codes import ExitCode
 from patchlane.registry import Kind, load_registries, parse_registry
 
 from ..conftest import FakeTarget

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 
-from patchlane.errors import ReproducerError
+from patchlane.common.errors import ReproducerError
 from patchlane.registry import Target, load_registries
 from patchlane.releases.bisect import (
     BisectError,

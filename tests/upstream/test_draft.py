@@ -230,7 +230,7 @@ def test_verify_on_a_single_file_module_runs_the_reproducer(fake_target: FakeTar
     import subprocess
     import sys
 
-    from patchlane.fingerprint import compute_from_source
+    from patchlane.installed.fingerprint import compute_from_source
 
     single = f"plsingle_{fake_target.package[7:]}"
     source = fake_target.target_file.read_text()

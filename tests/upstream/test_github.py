@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from patchlane.errors import PatchlaneError
+from patchlane.common.errors import PatchlaneError
 from patchlane.upstream import (
     IssueState,
     MalformedResponse,

@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ...errors import OverlayError
-from ...gates import check_gate
+from ...common.errors import OverlayError
+from ...installed.gates import check_gate
 from ...loading import load_file
 from ..fields import MODULE_RE, expect_type, policy, relative_file
 from ..records import LedgerResult, Policy

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ...gates import check_gate
+from ...installed.gates import check_gate
 from ..fields import expect_type, policy, specifier, when_condition
 from ..records import LedgerResult, Policy, When
 from .protocol import NewOption

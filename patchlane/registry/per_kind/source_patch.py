@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ...versions import parse_version
+from ...common.versions import parse_version
 from ..fields import MODULE_RE
 from .protocol import NewOption
 

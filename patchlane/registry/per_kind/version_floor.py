@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ...gates import check_gate
+from ...installed.gates import check_gate
 from ..fields import MODULE_RE, policy, specifier, when_condition
 from ..records import LedgerResult, Policy, When
 from .protocol import NewOption
@@ -74,7 +74,7 @@ def write(draft: Drafting) -> None:
 def write_requirement(draft: Drafting, key: str, default_policy: str) -> None:
     """The block of a kind that requires a range of an installed distribution (a floor's
     ``requires``, a pin's ``pin``), checked at the import of ``--target`` when given."""
-    from ...versions import in_range
+    from ...common.versions import in_range
 
     module_name = draft.target
     if module_name is not None:

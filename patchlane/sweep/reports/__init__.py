@@ -18,7 +18,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...files import atomic_write
+from ...common.files import atomic_write
 from ...registry import Registry
 from ...runs import found as runs_mod
 from ...runs.index import RunIndex

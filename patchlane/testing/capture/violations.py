@@ -7,8 +7,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import PatchlaneError
-from ...exit_codes import ExitCode
+from ...common.errors import PatchlaneError
+from ...common.exit_codes import ExitCode
 from .rules import Rule
 
 __all__ = ["CaptureError", "CaptureReport", "CaptureViolation"]

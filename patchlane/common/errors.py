@@ -1,7 +1,7 @@
 """One error hierarchy rooted at :class:`PatchlaneError`.
 
 Library code raises; only the CLI maps these to exit codes (``exit_code`` on each class, a
-member of :class:`patchlane.exit_codes.ExitCode`). Every message names the file or patch id,
+member of :class:`patchlane.common.exit_codes.ExitCode`). Every message names the file or patch id,
 what was found, what was expected and the fix. Anything that is not a ``PatchlaneError`` is a
 bug in patchlane: the CLI prints its traceback (exit 70) instead of a one-line message.
 
@@ -149,7 +149,7 @@ def bounded(value: object, limit: int = ECHO_LIMIT) -> str:
 
 
 class MissingDependencyError(PatchlaneError, ImportError):
-    """A package patchlane requires cannot be imported (:mod:`patchlane.dependencies`)."""
+    """A package patchlane requires cannot be imported (:mod:`patchlane.common.dependencies`)."""
 
     exit_code = ExitCode.MISSING_DEPENDENCY
 

@@ -9,7 +9,7 @@ Where the version comes from (``GateResult.source``):
                  or the metadata describes another copy than the one imported: a Megatron-LM
                  checkout on ``PYTHONPATH`` shadowing (or standing in for) an install.
 
-Versions go through :mod:`packaging` only, parsed by :mod:`patchlane.versions` (an installed
+Versions go through :mod:`packaging` only, parsed by :mod:`patchlane.common.versions` (an installed
 version that cannot be compared makes the gate unevaluable, never an exception). Pre-releases
 are matched deliberately (``prereleases=True``): a ``0.16.2.dev0`` or ``2.13.0a0+git`` build
 inside the declared range is exactly the build a training team runs, and PEP 440 already keeps
@@ -32,7 +32,7 @@ from typing import Literal
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .versions import parse_version, shown, why_not_version
+from ..common.versions import parse_version, shown, why_not_version
 
 __all__ = ["KNOWN_TREE_VERSIONS", "GateResult", "GateSide", "VersionSource", "check_gate",
            "distribution_roots", "gate_side", "installed_version", "locate_source",

@@ -177,8 +177,8 @@ def _live_nodes(module: ModuleType, qualname: str) -> list[ast.AST]:
     """What :func:`compute` hashes for ``qualname`` of an imported module (module doc)."""
     import sys
 
-    from .targets.find import Refused, defining_module, find, lookup, source_qualname
-    from .targets.protocol import innermost
+    from ..targets.find import Refused, defining_module, find, lookup, source_qualname
+    from ..targets.protocol import innermost
 
     try:
         found = find(module, qualname)
