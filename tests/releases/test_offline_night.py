@@ -68,7 +68,7 @@ def test_the_packed_wheel_is_the_wheel_installed_and_an_edit_refuses_it(
     assert (tmp_path / "site2" / "bin" / "patchlane").read_text().startswith(
         f"#!{sys.executable}\n")
     # an edited installed file is never carried to a box
-    gates = site / "patchlane" / "gates.py"
+    gates = site / "patchlane" / "installed" / "gates.py"
     gates.write_text(gates.read_text() + "\n# a local edit\n")
     refused = _pack(site, tmp_path / "out2")
     assert refused.returncode != 0
