@@ -24,7 +24,7 @@
                                ``0`` parses and validates every file at every start. ``DIR``
                                must be absolute (a relative one turns the cache off, with a
                                WARNING) and writable by this user alone
-                               (patchlane.registry_cache says why).
+                               (patchlane.registry.cache says why).
 ``PATCHLANE_LAZY=0``                  run the whole startup at ``import patchlane`` even if a fresh
                                index says which imports matter (patchlane.lazy: by default a
                                process that imports no target loads only that index and one
@@ -134,7 +134,7 @@ class Controls:
     entry_points: bool
     verify_ranks: bool = True
     registry_cache: Path | None = None
-    """Directory of the validated-registry cache (patchlane.registry_cache); None: off."""
+    """Directory of the validated-registry cache (patchlane.registry.cache); None: off."""
     evidence: tuple[Path, ...] = ()
     """Runs roots to answer "proven here?" from (absolute); empty: not asked."""
     require_evidence: bool = False

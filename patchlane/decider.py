@@ -153,7 +153,7 @@ class Decider:
 
         It reads only the registry's startup rows (plain strings per entry), never the
         entries themselves nor any distribution's metadata: floors and pins are checked in a
-        hook on their module, and a cached registry (patchlane.registry_cache) rebuilds its
+        hook on their module, and a cached registry (patchlane.registry.cache) rebuilds its
         entries only when a hook first needs one. Per entry that leaves one record, recorded
         in one batch under one timestamp, then one hook per module: `import patchlane` stays
         flat from a handful of entries to hundreds."""

@@ -9,13 +9,14 @@ from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
-from . import import_hook, registry_cache
+from . import import_hook
 from .audit import AuditLog
 from .common.errors import ControlsError, PatchlaneError, RegistryError
 from .controls import Controls
 from .decider import Decider
 from .lazy import watch, watchlist
 from .registry import Registry
+from .registry import cache as registry_cache
 
 __all__ = ["current", "default_registry_path", "is_default_registry", "registry_paths", "start"]
 

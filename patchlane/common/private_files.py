@@ -1,8 +1,8 @@
 """Files only this user (or root) can have written: the trust rule of everything patchlane reads
-back from its own cache at start-up, the validated registry (:mod:`patchlane.registry_cache`)
+back from its own cache at start-up, the validated registry (:mod:`patchlane.registry.cache`)
 and the lazy start's watch list (:mod:`patchlane.lazy.watchlist`). Both say which overlay files a
 training job runs, so a file another user could plant is never read
-(:mod:`patchlane.registry_cache` says why a data-only format would not change that).
+(:mod:`patchlane.registry.cache` says why a data-only format would not change that).
 
 Only ``os`` and ``stat`` at import: the lazy start checks its watch list with this in every
 interpreter a job starts.

@@ -8,7 +8,7 @@ puts patchlane in every one of them. So ``import patchlane`` first tries the laz
   read them, the watch list below is fresh and trusted, and no watched module is imported yet.
   Otherwise the startup loads at once, as it always did.
 - :mod:`patchlane.lazy.watchlist` is that list: the top-level module names some entry (or the rank
-  check) waits for, written by the validated-registry cache (:mod:`patchlane.registry_cache`)
+  check) waits for, written by the validated-registry cache (:mod:`patchlane.registry.cache`)
   whenever it loads a registry set, with what it must match to still be true.
 - :mod:`patchlane.lazy.watch` is the one import hook it installs for exactly those names. The
   first import of one of them loads the whole startup (registry, gates, wrapt hooks) right

@@ -1,7 +1,7 @@
 """The lazy start's watch list: which top-level modules matter to a registry set, and when that is
 still true.
 
-Written by the validated-registry cache (:func:`patchlane.registry_cache.load`) each time it
+Written by the validated-registry cache (:func:`patchlane.registry.cache.load`) each time it
 loads a registry set, beside its cache files (same directory, same trust rule:
 :mod:`patchlane.common.private_files`), and read by :mod:`patchlane.lazy.arm` at every
 ``import patchlane`` before anything else of patchlane is imported. So it is read with

@@ -17,7 +17,7 @@ concern:
 - :mod:`.safe_yaml`: the text parsed with a safe loader (duplicate keys, alias bombs refused);
 - :mod:`.loader`: :func:`parse_registry` and :func:`load_registries`, the three put together.
 
-The validated-registry cache (:mod:`patchlane.registry_cache`) keys on every module here.
+The validated-registry cache (:mod:`patchlane.registry.cache`) keys on every module here.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 :class:`LedgerResult` (what a ledger check decided), :class:`StartupRow` (what `import
 patchlane` reads of an entry) and :class:`Registry`. Only :mod:`patchlane.registry.schema` builds
 them from YAML; everything else reads them. Pickled by
-the validated-registry cache (:mod:`patchlane.registry_cache`), so a change here invalidates it
+the validated-registry cache (:mod:`patchlane.registry.cache`), so a change here invalidates it
 like a change of the validation does.
 """
 
@@ -304,7 +304,7 @@ class Entry:
 
 class StartupRow(NamedTuple):
     """What the startup walk needs of one entry, and nothing else: plain strings, so a cached
-    registry can start a process without rebuilding its entries (patchlane.registry_cache)."""
+    registry can start a process without rebuilding its entries (patchlane.registry.cache)."""
 
     id: str
     kind: str

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from patchlane import registry_cache
 from patchlane.audit import AuditLog, Outcome
 from patchlane.controls import Controls
 from patchlane.decider import Decider
 from patchlane.registry import Registry, load_registries
+from patchlane.registry import cache as registry_cache
 
 from ..conftest import FakeTarget
 
@@ -208,7 +208,8 @@ def test_a_change_to_any_module_of_the_registry_package_revalidates(fake_target:
                      PATCHLANE_DEFAULT_REGISTRY="0", PATCHLANE_ENTRY_POINTS="0")
     # The start, then a second load in the same process: whether each came from the cache.
     code = ("import json, patchlane\n"
-            "from patchlane import registry_cache, startup\n"
+            "from patchlane import startup\n"
+            "from patchlane.registry import cache as registry_cache\n"
             "decider = startup.current()\n"
             "again = registry_cache.load(startup.registry_paths(decider.controls),\n"
             "                            decider.controls.registry_cache)\n"

@@ -55,10 +55,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ._version import __version__
-from .common import private_files
-from .common.errors import RegistryError
-from .registry import Entry, Kind, Registry, StartupRow, read_registry_bytes
+from .._version import __version__
+from ..common import private_files
+from ..common.errors import RegistryError
+from .kinds import Kind
+from .reader import read_registry_bytes
+from .records import Entry, Registry, StartupRow
 
 __all__ = ["LazyKey", "load"]
 
@@ -84,7 +86,7 @@ def _validator_modules() -> tuple[tuple[str, int, int], ...]:
     :mod:`patchlane.common.versions` and :mod:`patchlane.installed.gates`: a change to any of
     them (the schema, the reader, the records whose classes the pickle names, the rules for
     version ranges, a distribution's import name) is a new validator."""
-    from .lazy.watchlist import module_stamps
+    from ..lazy.watchlist import module_stamps
 
     return module_stamps(("registry", "registry/per_kind"), ("versions", "gates"))
 
@@ -92,7 +94,7 @@ def _validator_modules() -> tuple[tuple[str, int, int], ...]:
 def load_registries(paths: Sequence[Path]) -> Registry:
     """:func:`patchlane.registry.load_registries`, imported on a miss only: a start this cache
     serves never imports the YAML parser or the schema."""
-    from .registry.loader import load_registries as parse_and_validate
+    from .loader import load_registries as parse_and_validate
 
     # isolated: a process starts with every file that holds, a refused one named in .rejected
     return parse_and_validate(paths, isolated=True)
@@ -242,7 +244,7 @@ def _rows_ok(rows: object) -> bool:
     """Whether ``rows`` are startup rows: the decider trusts every field's type."""
     if type(rows) is not tuple:
         return False
-    from .lazy.watchlist import row_ok
+    from ..lazy.watchlist import row_ok
 
     return all(type(row) is StartupRow and row_ok(row) and row.kind in _KINDS for row in rows)
 
@@ -350,7 +352,7 @@ def load(paths: Sequence[Path], directory: Path | None, lazy: LazyKey | None = N
 
 
 def _source_stamps(named: list[str], resolved: list[Path]) -> list[Any] | None:
-    from .lazy.watchlist import stamp
+    from ..lazy.watchlist import stamp
 
     try:
         return [(raw, str(real), stamp(str(real))) for raw, real in zip(named, resolved,
@@ -362,7 +364,7 @@ def _source_stamps(named: list[str], resolved: list[Path]) -> list[Any] | None:
 def _write_watchlist(real: str, lazy: LazyKey, stamps: list[Any], dirs: dict[str, int],
                      links: tuple[tuple[str, str], ...],
                      rows: tuple[StartupRow, ...]) -> None:
-    from .lazy import watchlist
+    from ..lazy import watchlist
 
     if watchlist.write(real, lazy.settings, lazy.path, stamps, tuple(sorted(dirs.items())),
                        links, rows) is None:
