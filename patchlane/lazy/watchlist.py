@@ -142,7 +142,8 @@ def module_stamps(packages: "tuple[str, ...]",
                   modules: "tuple[str, ...]") -> tuple[tuple[str, int, int], ...]:
     """(name, size, mtime) of every module of patchlane's subpackages ``packages`` (listed from
     their folders, so a module added to one is keyed without anyone remembering to) and of its
-    modules ``modules``, in the package's own suffix (``.pyc`` in a sourceless install): what
+    modules ``modules`` (paths under ``patchlane/``, ``installed/gates``), in the package's own
+    suffix (``.pyc`` in a sourceless install): what
     keys a cache on the code that computed it (this watch list, the validated registry)."""
     found: list[tuple[str, int, int]] = []
     for package in packages:
@@ -167,9 +168,10 @@ def module_stamps(packages: "tuple[str, ...]",
 
 def _validator() -> tuple[tuple[str, int, int], ...]:
     """The modules that compute what the watch list holds: the registry package,
-    :mod:`patchlane.common.versions`, this package and the version file."""
+    :mod:`patchlane.common.versions`, :mod:`patchlane.installed.gates`, this package and the
+    version file."""
     return module_stamps(("registry", "registry/per_kind", "lazy"),
-                         ("versions", "_version", "gates"))
+                         ("common/versions", "_version", "installed/gates"))
 
 
 def _digest(data: bytes) -> str:

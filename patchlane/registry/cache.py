@@ -88,7 +88,7 @@ def _validator_modules() -> tuple[tuple[str, int, int], ...]:
     version ranges, a distribution's import name) is a new validator."""
     from ..lazy.watchlist import module_stamps
 
-    return module_stamps(("registry", "registry/per_kind"), ("versions", "gates"))
+    return module_stamps(("registry", "registry/per_kind"), ("common/versions", "installed/gates"))
 
 
 def load_registries(paths: Sequence[Path]) -> Registry:

@@ -513,3 +513,20 @@ def test_a_relative_cache_directory_turns_the_cache_off(
         .registry_cache is not None
     assert Controls.from_env({"XDG_CACHE_HOME": "relative", "HOME": str(tmp_path)}) \
         .registry_cache is not None
+
+
+def test_the_cache_keys_on_every_module_it_names() -> None:
+    """Both keys (the validated registry's, the watch list's) name modules outside the registry
+    package by path. A named module that is not there is skipped (a broken install keys on what
+    it has), so a module moved without its key would silently stop revalidating the cache: each
+    name must be a file of this install."""
+    from patchlane.lazy import watchlist
+    from patchlane.registry import cache
+
+    registry_key = {name for name, _, _ in cache._validator_modules()}
+    watch_key = {name for name, _, _ in watchlist._validator()}
+    named = {"common/versions.py", "installed/gates.py"}
+    assert named <= registry_key, sorted(registry_key)
+    assert named | {"_version.py"} <= watch_key, sorted(watch_key)
+    root = Path(cache.__file__).parents[1]
+    assert all((root / name).is_file() for name in registry_key | watch_key)
