@@ -85,10 +85,10 @@ def test_two_commands_installing_one_release_at_once_install_it_once(tmp_path: P
     ran: list[list[str]] = []
     real = installs._step
 
-    def counted(cmd: list[str], **kw: object) -> None:
+    def counted(cmd: list[str], **kw: object) -> int:
         if "pip" in cmd:
             ran.append(cmd)
-        real(cmd, **kw)
+        return real(cmd, **kw)
 
     monkeypatch.setattr(installs, "_step", counted)
     cache = tmp_path / "cache"
@@ -153,3 +153,31 @@ def test_an_install_is_compiled_once_to_bytecode_checked_against_its_source(
                          env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
                          capture_output=True, text=True, check=True)
     assert f"code object from '{pyc}'" in out.stderr, out.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_compile_stopped_by_a_signal_stops_the_install(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """stop_installs (Ctrl-C, SIGTERM) ends whichever step runs; a compile it ends must not
+    leave an install recorded as complete, as a pip it ends does not. (A compile that ends
+    with an uncompilable file is no failure: bytecode is a saving.)"""
+    import subprocess
+
+    from patchlane.sweep import installs
+
+    real = installs._step
+
+    def stopped(cmd: list[str], check: bool = True, **kw: object) -> int:
+        if "compileall" in cmd:  # a real process, ended by SIGTERM as stop_installs ends it
+            cmd = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"]
+        return real(cmd, check, **kw)
+
+    monkeypatch.setattr(installs, "_step", stopped)
+    cache = tmp_path / "cache"
+    with pytest.raises(subprocess.CalledProcessError) as ended:
+        install_dir(SPEC, cache)
+    assert ended.value.returncode < 0
+    assert not list(cache.rglob(MARKER))  # never recorded: the next use installs afresh
+    monkeypatch.setattr(installs, "_step", real)
+    target = install_dir(SPEC, cache)
+    assert (target / MARKER).is_file()
