@@ -143,8 +143,8 @@ def module_stamps(packages: "tuple[str, ...]",
     """(name, size, mtime) of every module of patchlane's subpackages ``packages`` (listed from
     their folders, so a module added to one is keyed without anyone remembering to) and of its
     modules ``modules`` (paths under ``patchlane/``, ``installed/gates``), in the package's own
-    suffix (``.pyc`` in a sourceless install): what
-    keys a cache on the code that computed it (this watch list, the validated registry)."""
+    suffix (``.pyc`` in a sourceless install): what keys a cache on the code that computed it
+    (this watch list, the validated registry)."""
     found: list[tuple[str, int, int]] = []
     for package in packages:
         try:

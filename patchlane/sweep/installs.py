@@ -5,10 +5,11 @@ a bisection step). No virtual environment per release: a release costs a downloa
 
 The cache holds code that ``radar``, ``bisect`` and ``matrix`` import, so it is trusted only as
 the registry cache is (:mod:`patchlane.common.private_files`): the cache directory and every
-directory above it must belong to this user (or root) and be writable by no one else, or nothing is
-installed there nor reused from there. Each install records its content (``.complete``: the
-SHA-256 of every file pip wrote, bytecode caches aside), and a reuse re-reads it: an install
-changed since, or a folder with a bare marker from elsewhere, is installed afresh, never run.
+directory above it must belong to this user (or root) and be writable by no one else, or
+nothing is installed there nor reused from there. Each install records its content
+(``.complete``: the SHA-256 of every file pip wrote, bytecode caches aside), and a reuse
+re-reads it: an install changed since, or a folder with a bare marker from elsewhere, is
+installed afresh, never run.
 """
 
 from __future__ import annotations
