@@ -3,7 +3,7 @@
 A throw-away target distribution (``plbench_target`` 1.0.0, with ``.dist-info/METADATA`` so the
 version gate can read it) is written to a temp dir together with a one-entry schema-1 registry
 and a pass-through overlay (``return wrapped(*args, **kwargs)``). A real
-:class:`patchlane.decider.Decider` is started on that registry, the target is imported (the
+:class:`patchlane.deciding.decider.Decider` is started on that registry, the target is imported (the
 post-import hook applies the overlay), and then, interleaved, best of several repeats:
 
   original    ``obj.method(1)`` on a class holding the unwrapped function (same code object)
@@ -37,8 +37,8 @@ os.environ.setdefault("PATCHLANE_ENTRY_POINTS", "0")
 
 import wrapt
 
-import patchlane.controls
-import patchlane.decider
+import patchlane.deciding.controls
+import patchlane.deciding.decider
 import patchlane.installed.fingerprint
 import patchlane.registry
 
@@ -165,7 +165,8 @@ def main() -> int:
         importlib.invalidate_caches()
         try:
             registry = patchlane.registry.load_registries([registry_path])
-            lane = patchlane.decider.Decider(registry, patchlane.controls.Controls.from_env({}))
+            controls = patchlane.deciding.controls.Controls.from_env({})
+            lane = patchlane.deciding.decider.Decider(registry, controls)
             lane.start()
             before = lane.audit.latest()[ENTRY_ID].outcome.value
             target = importlib.import_module(MODULE)

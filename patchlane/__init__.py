@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ._version import __version__
-    from .audit import Decision, Outcome
     from .common.errors import (
         ControlsError,
         DriftError,
@@ -29,9 +28,10 @@ if TYPE_CHECKING:
         UnknownEntryError,
         UsageError,
     )
-    from .ledger import CompatGateError, LedgerError
+    from .deciding.audit import Decision, Outcome
+    from .deciding.ledger import CompatGateError, LedgerError
+    from .deciding.reporting import EntryReport, Report
     from .loading import entry_id
-    from .reporting import EntryReport, Report
     from .training.ranks import RankMismatchError
 
 __all__ = [
@@ -69,18 +69,18 @@ __all__ = [
 # an error or a record type costs nothing until it is used.
 _LAZY = {
     "__version__": "_version",
-    "CompatGateError": "ledger",
+    "CompatGateError": "deciding.ledger",
     "ControlsError": "common.errors",
-    "Decision": "audit",
+    "Decision": "deciding.audit",
     "DriftError": "common.errors",
-    "EntryReport": "reporting",
-    "LedgerError": "ledger",
-    "Outcome": "audit",
+    "EntryReport": "deciding.reporting",
+    "LedgerError": "deciding.ledger",
+    "Outcome": "deciding.audit",
     "OverlayError": "common.errors",
     "PatchlaneError": "common.errors",
     "RankMismatchError": "training.ranks",
     "RegistryError": "common.errors",
-    "Report": "reporting",
+    "Report": "deciding.reporting",
     "ReproducerError": "common.errors",
     "StrictModeError": "common.errors",
     "StrictOverlayError": "common.errors",
@@ -167,12 +167,12 @@ def run_stamp() -> "dict[str, Any]":
 
 def check_config(config: "Any") -> "list[Any]":
     """Run every compat gate on a run's configuration (a Megatron args namespace or a
-    TransformerConfig); raises :class:`patchlane.ledger.CompatGateError` naming the
+    TransformerConfig); raises :class:`patchlane.deciding.ledger.CompatGateError` naming the
     upstream issue when a known-bad combination is configured. A gate disabled by
     PATCHLANE_DISABLE / PATCHLANE_ONLY is skipped (its result says so). Returns the per-gate
     results."""
     from . import startup
-    from .ledger import check_config as _check
+    from .deciding.ledger import check_config as _check
 
     decider = startup.current()
     return _check(config, list(decider.registry.entries), decider.controls)
@@ -180,9 +180,9 @@ def check_config(config: "Any") -> "list[Any]":
 
 def report() -> "Report":
     """Everything decided in this process, as JSON-ready data (shape:
-    :class:`patchlane.reporting.Report`)."""
+    :class:`patchlane.deciding.reporting.Report`)."""
     from . import startup
-    from .reporting import build_report
+    from .deciding.reporting import build_report
 
     return build_report(startup.current(), startup.startup_error())
 

@@ -10,10 +10,10 @@ from importlib import metadata
 from pathlib import Path
 
 from . import import_hook
-from .audit import AuditLog
 from .common.errors import ControlsError, PatchlaneError, RegistryError
-from .controls import Controls
-from .decider import Decider
+from .deciding.audit import AuditLog
+from .deciding.controls import Controls
+from .deciding.decider import Decider
 from .lazy import watch, watchlist
 from .registry import Registry
 from .registry import cache as registry_cache

@@ -1,12 +1,12 @@
-"""How a ``PATCHLANE_*`` value is read: one reading for :mod:`patchlane.controls` and for the lazy
-start (:mod:`patchlane.lazy.arm`), which decides at every interpreter start, before anything else
-of patchlane is imported, whether the settings let it stay lazy.
+"""How a ``PATCHLANE_*`` value is read: one reading for :mod:`patchlane.deciding.controls` and
+for the lazy start (:mod:`patchlane.lazy.arm`), which decides at every interpreter start, before
+anything else of patchlane is imported, whether the settings let it stay lazy.
 
 Only ``os`` here, on purpose: this module is part of what a process that imports no target
 pays for (the lazy start's import budget is a few milliseconds, less than ``pathlib`` or
 ``logging`` alone cost to import). Functions answer ``None`` for a value they cannot read and
-never raise; :mod:`patchlane.controls` turns that into the :class:`ControlsError` naming the
-variable.
+never raise; :mod:`patchlane.deciding.controls` turns that into the :class:`ControlsError`
+naming the variable.
 """
 
 import os
@@ -75,7 +75,8 @@ def disabled_reason(entry_id: str, disable: frozenset[str],
 def registry_cache_dir(env: "Mapping[str, str]") -> tuple[str | None, bool]:
     """``(directory, refused)``: where the validated-registry cache (and the lazy start's index
     beside it) lives, None when it is off; ``refused`` when it is off because
-    ``PATCHLANE_REGISTRY_CACHE`` is a relative path (:mod:`patchlane.controls` says why, once).
+    ``PATCHLANE_REGISTRY_CACHE`` is a relative path (:mod:`patchlane.deciding.controls` says
+    why, once).
     The default is ``$XDG_CACHE_HOME/patchlane/registry``, else ``~/.cache/...``."""
     raw = (env.get("PATCHLANE_REGISTRY_CACHE") or "").strip()
     if raw.lower() in FALSE:

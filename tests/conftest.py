@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from patchlane.audit import AuditLog
-from patchlane.controls import Controls
-from patchlane.decider import Decider
+from patchlane.deciding.audit import AuditLog
+from patchlane.deciding.controls import Controls
+from patchlane.deciding.decider import Decider
 from patchlane.installed.fingerprint import compute_from_source
 from patchlane.registry import load_registries
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..common.exit_codes import ExitCode
-from ..controls import ToolSettings
+from ..deciding.controls import ToolSettings
 from .common import one_entry, positive_int, positive_seconds, release_cache, table
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .. import startup
 from ..common.errors import UnknownEntryError, UsageError
-from ..decider import Decider
+from ..deciding.decider import Decider
 from ..registry import Entry, Registry
 
 if TYPE_CHECKING:

@@ -21,13 +21,13 @@ from typing import Any
 
 import patchlane
 
-from ..audit import Outcome
 from ..common.exit_codes import ExitCode
+from ..deciding.audit import Outcome
+from ..deciding.ledger import evaluate
+from ..deciding.reporting import EntryReport
 from ..installed.gates import resolve_version
-from ..ledger import evaluate
 from ..registry import KINDS, DecidedBy, Entry, Kind, LedgerResult
 from ..releases.release_match import ReleaseMatch, nearest_release
-from ..reporting import EntryReport
 from ..sweep.record import RecordCheck, verify_distribution
 from .common import decider, table
 

@@ -19,7 +19,7 @@ from ..authoring.draft import (
 )
 from ..common.exit_codes import ExitCode
 from ..common.files import atomic_write
-from ..controls import Controls
+from ..deciding.controls import Controls
 from ..registry import load_registries
 from ..releases.changed_release import run_with_changed_file
 from .common import entry_of, shipped_with_patchlane

@@ -74,7 +74,7 @@ def _settings_readable(evidence: object = None) -> bool:
 
     if not isinstance(startup.startup_error(), ControlsError):
         return True
-    from ..controls import readable_with_evidence
+    from ..deciding.controls import readable_with_evidence
 
     return evidence is not None and readable_with_evidence(os.environ, str(evidence))
 

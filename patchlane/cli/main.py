@@ -306,7 +306,7 @@ def _environment_commands(sub: Any) -> None:
 def _dispatch(args: argparse.Namespace) -> int:
     from .. import startup
     from ..common.errors import ControlsError
-    from ..controls import readable_with_evidence
+    from ..deciding.controls import readable_with_evidence
 
     error = startup.startup_error()
     if isinstance(error, ControlsError) and not (
@@ -488,11 +488,12 @@ def _logs_to_stderr() -> None:
     """A command's stdout carries its output only, whatever logging the process sets up: an
     imported target may put an INFO handler on stdout (Megatron-LM's training code does), and
     patchlane's decisions would land there, in front of `status --json`. patchlane's records do
-    not propagate to the process's handlers here: its own (patchlane.logs.Unconfigured) prints
-    the warnings and errors on stderr, named, as Python's last resort showed them."""
+    not propagate to the process's handlers here: its own
+    (patchlane.deciding.logs.Unconfigured) prints the warnings and errors on stderr, named, as
+    Python's last resort showed them."""
     import logging
 
-    from .. import logs  # noqa: F401 - its handler, on the patchlane logger
+    from ..deciding import logs  # noqa: F401 - its handler, on the patchlane logger
 
     logging.getLogger("patchlane").propagate = False
 

@@ -50,7 +50,7 @@ def add_parser(sub: Any) -> None:
 def run_merge(args: argparse.Namespace) -> ExitCode:
     from ..common.errors import UsageError
     from ..common.exit_codes import sweep_exit_code
-    from ..controls import ToolSettings
+    from ..deciding.controls import ToolSettings
     from ..runs.verdicts import exit_bits
     from ..sweep.merge import DELIVERED, find_group, merge
     from .common import table

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from .. import startup
 from ..common.errors import PatchlaneError
-from ..controls import Controls
+from ..deciding.controls import Controls
 from ..registry import KINDS, Kind
 from ..registry.per_kind import new_options
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ..common.exit_codes import sweep_exit_code
-from ..controls import ToolSettings
+from ..deciding.controls import ToolSettings
 from .common import decider, positive_int, positive_seconds, release_cache, table
 
 _ROOT = Path(__file__).resolve().parents[2]

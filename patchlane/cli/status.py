@@ -10,13 +10,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .. import startup
-from ..audit import Outcome
 from ..common.errors import UsageError
 from ..common.exit_codes import ExitCode
-from ..decider import Decider
+from ..deciding.audit import Outcome
+from ..deciding.decider import Decider
+from ..deciding.reporting import build_report
 from ..installed.gates import resolve_version
 from ..registry import KINDS, DecidedBy, Entry
-from ..reporting import build_report
 from .common import decider, registry_label, stdout_for_output, table
 
 

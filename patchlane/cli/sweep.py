@@ -18,7 +18,7 @@ from pathlib import Path
 from .. import __version__
 from ..common.errors import RunDirError, SweepInterrupted, UsageError
 from ..common.exit_codes import ExitCode
-from ..controls import ToolSettings
+from ..deciding.controls import ToolSettings
 from ..registry import Registry
 from ..reproducer import RunOutcome
 from ..runs.index import RunIndex, read_index
@@ -242,7 +242,7 @@ def named_index(path: Path, option: str) -> RunIndex:
 def _known_upstream(registry: Registry) -> dict[str, dict[str, object]]:
     """Each entry's upstream state as ``patchlane upstream`` last cached it (no request is
     sent: the nightly page must not need the network)."""
-    from ..controls import ToolSettings
+    from ..deciding.controls import ToolSettings
     from ..upstream.known import known_states
 
     settings = ToolSettings.from_env()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..common.errors import UsageError
 from ..common.exit_codes import ExitCode
-from ..controls import ToolSettings
+from ..deciding.controls import ToolSettings
 from ..registry import Entry, Status
 from ..upstream.retire import RetireError, delete_entry, evaluate, retire_entry
 from .common import decider, one_entry, table

@@ -10,7 +10,7 @@ what went wrong (usage 2, registry 3, drift 4, ...). The root's own code is
 ``INTERNAL_ERROR``: a raise that forgot to pick a class must read as the bug it is, never as
 a verdict such as 1 ("the reproducer failed") or a usage error; the CLI prints its traceback.
 
-Strict mode turns a problem decision into an error by its cause (:func:`patchlane.decider
+Strict mode turns a problem decision into an error by its cause (:func:`patchlane.deciding.decider
 .strict_error`): drift raises :class:`DriftError` (4), an overlay that failed to load or apply
 :class:`StrictOverlayError` (5), anything else :class:`StrictModeError` (6). Both of the first
 two are ``StrictModeError`` subclasses, so ``except StrictModeError`` still catches every

@@ -8,7 +8,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..reporting import Report
+    from ..deciding.reporting import Report
 
 # Loaded in every interpreter `patchlane run` starts, before the command: only os and sys here
 # (socket, pathlib and importlib.util each cost more than the whole lazy start). What a process

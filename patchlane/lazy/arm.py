@@ -4,9 +4,10 @@ It may when all of these hold; else the startup loads at once, exactly as before
 start writes a fresh watch list for the next process):
 
 - ``PATCHLANE_LAZY`` is not off;
-- every setting the startup reads at start-up reads as :class:`patchlane.controls.Controls` would
-  read it (a setting that cannot be read is the full start's to report, once, as it always
-  did), and the validated-registry cache is on (the watch list lives beside it);
+- every setting the startup reads at start-up reads as
+  :class:`patchlane.deciding.controls.Controls` would read it (a setting that cannot be read
+  is the full start's to report, once, as it always did), and the validated-registry cache is
+  on (the watch list lives beside it);
 - the watch list for this registry set and ``sys.path`` is fresh and trusted
   (:mod:`patchlane.lazy.watchlist`);
 - every id in ``PATCHLANE_DISABLE`` / ``PATCHLANE_ONLY`` names an entry of it (an unknown id is

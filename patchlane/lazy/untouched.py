@@ -1,8 +1,8 @@
-"""What the startup walk records for an entry before its target module is imported: one rule for
-:meth:`patchlane.decider.Decider.start` and for a process whose startup never ran, which says
-the same without loading it (the line each rank of ``patchlane run`` prints at exit).
+"""What the startup walk records for an entry before its target module is imported: one rule
+for :meth:`patchlane.deciding.decider.Decider.start` and for a process whose startup never ran,
+which says the same without loading it (the line each rank of ``patchlane run`` prints at exit).
 
-Outcomes are the values of :class:`patchlane.audit.Outcome`, as text: that enum's module is
+Outcomes are the values of :class:`patchlane.deciding.audit.Outcome`, as text: that enum's module is
 not imported here.
 """
 

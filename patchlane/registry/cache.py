@@ -41,7 +41,7 @@ A directory that fails the first rule is not used at all (neither read nor writt
 once per process, at WARNING, with the fix. The directory defaults to
 ``$XDG_CACHE_HOME/patchlane/registry`` (``~/.cache``), created ``0700``;
 ``PATCHLANE_REGISTRY_CACHE=0`` turns the cache off, an absolute path moves it
-(:mod:`patchlane.controls`).
+(:mod:`patchlane.deciding.controls`).
 """
 
 from __future__ import annotations

@@ -218,7 +218,7 @@ to compare with the set's expectation; it is listed as not run."""
 def _registry_ids() -> set[str]:
     """The ids of the registry set a child sweep started from here loads (the same settings:
     this process's environment)."""
-    from ..controls import Controls
+    from ..deciding.controls import Controls
     from ..registry import load_registries
     from ..startup import registry_paths
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from ..common.exit_codes import ExitCode, sweep_exit_code
 from ..common.versions import in_range
+from ..deciding.ledger import installed_outside
 from ..installed.gates import (
     KNOWN_TREE_VERSIONS,
     GateResult,
@@ -44,7 +45,6 @@ from ..installed.gates import (
     locate_source,
     resolve_version,
 )
-from ..ledger import installed_outside
 from ..registry import Entry, Registry
 from ..runs.index import row_key
 from ..runs.manifest import CaseState, RunDir, case_id, now

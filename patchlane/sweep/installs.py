@@ -120,7 +120,7 @@ RELEASE_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!-]+$")
 
 def default_cache() -> Path:
     """``PATCHLANE_RELEASE_CACHE``, else ``$XDG_CACHE_HOME/patchlane/releases`` (``~/.cache``)."""
-    from ..controls import ToolSettings
+    from ..deciding.controls import ToolSettings
 
     given = ToolSettings.from_env().release_cache
     if given is not None:

@@ -28,8 +28,8 @@ from typing import Any
 
 import patchlane
 from patchlane import startup
-from patchlane.audit import Outcome
 from patchlane.common.files import atomic_write_json
+from patchlane.deciding.audit import Outcome
 from patchlane.loading import load_file
 from patchlane.registry import Entry
 from patchlane.registry.kinds import KINDS

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..common.files import read_regular, resolved
-from ..controls import SCHEDULE_POLICIES
+from ..deciding.controls import SCHEDULE_POLICIES
 
 __all__ = ["DEFAULT_POLICY", "HERE", "HISTORY_RUNS", "POLICIES", "dispatch_order", "plan_schedule",
            "prior_durations", "recent_runs"]

@@ -235,7 +235,7 @@ def in_use(given: Path | None = None) -> Wheelhouse | None:
     """The wheelhouse side-by-side installs come from: ``given``, else
     ``PATCHLANE_WHEELHOUSE``, resolved to this interpreter's folder and trusted (read once per
     process and folder); None: the package index."""
-    from ..controls import ToolSettings
+    from ..deciding.controls import ToolSettings
 
     root = given or ToolSettings.from_env().wheelhouse
     return None if root is None else _loaded(str(resolve(root).absolute()))

@@ -24,10 +24,10 @@ from typing import Any
 
 from .. import startup
 from .._version import __version__
-from ..audit import Outcome
 from ..common.errors import PatchlaneError
 from ..common.exit_codes import ExitCode
-from ..controls import Controls
+from ..deciding.audit import Outcome
+from ..deciding.controls import Controls
 from ..installed.gates import check_gate
 
 __all__ = ["RankMismatchError", "compare_patch_sets", "local_patch_set", "patch_set_hash",
@@ -200,7 +200,7 @@ def _wrap_init_process_group(module: Any) -> None:
     """Post-import hook on torch.distributed: verify ranks right after the group exists."""
     import wrapt
 
-    if not Controls.from_env().verify_ranks:  # one parser for every switch (controls.py)
+    if not Controls.from_env().verify_ranks:  # one parser for every switch (deciding/controls.py)
         return
     current = getattr(module, "init_process_group", None)
     if current is None or getattr(getattr(current, "_self_wrapper", None),

@@ -300,7 +300,7 @@ def _rank_keys(reports: Sequence[ProcessReport]) -> list[RankKey | None]:
 class EntryStack:
     """What one entry ran on in the jobs: the interpreter, torch, and its target's release
     (usage counts jobs per such stack; not the proof's comparison class,
-    :class:`patchlane.proof.Stack`)."""
+    :class:`patchlane.deciding.proof.Stack`)."""
 
     python: str | None
     torch: str | None

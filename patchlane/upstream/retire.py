@@ -13,7 +13,7 @@ A retirement needs, as the entry's ``retire_when`` asks:
 * the probe (``probe: true``): in that run, the overlay stayed out because the probe said so
   (past the gate, where only the case without the overlay runs: the probe, asked there, said so)
   (the with-overlay receipt's decision is :attr:`Outcome.UPSTREAM_FIXED
-  <patchlane.audit.Outcome.UPSTREAM_FIXED>`).
+  <patchlane.deciding.audit.Outcome.UPSTREAM_FIXED>`).
 
 ``retire`` rewrites only the entry's own lines in ``registry.yaml`` (status, date,
 ``applied_upstream``, the evidence), byte for byte preserving comments, order and formatting of
@@ -32,10 +32,10 @@ from typing import Any
 
 import yaml
 
-from ..audit import Outcome
 from ..common.errors import PatchlaneError
 from ..common.exit_codes import ExitCode
 from ..common.versions import in_range
+from ..deciding.audit import Outcome
 from ..registry import Entry, Status, parse_registry
 from ..registry.editor import (
     child_end,

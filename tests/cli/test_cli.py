@@ -213,8 +213,8 @@ def fresh_python(code: str) -> subprocess.CompletedProcess[str]:
     pytest.param("m.split('.')[0] in ('torch', 'megatron', 'liger_kernel', 'triton', 'numpy')",
                  id="heavy"),
     # what `patchlane` exports lazily (LedgerError, RankMismatchError, Report) stays unloaded
-    pytest.param("m in ('patchlane.ledger', 'patchlane.training.ranks',"
-                 " 'patchlane.reporting', 'json')", id="lazy-names"),
+    pytest.param("m in ('patchlane.deciding.ledger', 'patchlane.training.ranks',"
+                 " 'patchlane.deciding.reporting', 'json')", id="lazy-names"),
 ])
 def test_import_patchlane_never_imports_torch_or_megatron(loaded: str) -> None:
     code = ("import sys, patchlane\n"

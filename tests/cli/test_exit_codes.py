@@ -303,7 +303,7 @@ def test_the_readme_table_is_the_exit_code_table_and_every_code_is_produced() ->
     assert produced == set(table)
 
 
-_ERROR_MODULES = ("patchlane.common.errors", "patchlane.ledger",
+_ERROR_MODULES = ("patchlane.common.errors", "patchlane.deciding.ledger",
                   "patchlane.training.ranks",
                   "patchlane.training.checkpoint", "patchlane.upstream.errors",
                   "patchlane.upstream.retire", "patchlane.authoring.draft",

@@ -49,7 +49,7 @@ def test_installed_wheel_finds_its_registry_and_overlays(wheel: Path, tmp_path: 
     code = (
         "import json, patchlane\n"
         "from patchlane import startup\n"
-        "from patchlane.decider import load_overlay\n"
+        "from patchlane.deciding.decider import load_overlay\n"
         "lane = startup.current()\n"
         "entry = lane.registry.get('mcore_rerun_sentinel')\n"
         "overlay = load_overlay(entry)\n"

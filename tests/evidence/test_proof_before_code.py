@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from patchlane.audit import Outcome
+from patchlane.deciding.audit import Outcome
 from patchlane.loading import load_file
 from patchlane.registry import content
 

@@ -1,4 +1,4 @@
-"""Proven here? (patchlane.proof): whether each applied entry was proven by a passing
+"""Proven here? (patchlane.deciding.proof): whether each applied entry was proven by a passing
 run on the job's own stack, through `patchlane status --evidence`, `patchlane.report()` with
 PATCHLANE_EVIDENCE, each rank's `patchlane run --evidence` line, and PATCHLANE_REQUIRE_EVIDENCE.
 
@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from patchlane.common.errors import ControlsError
-from patchlane.controls import Controls
-from patchlane.proof import (
+from patchlane.deciding.controls import Controls
+from patchlane.deciding.proof import (
     NEVER_RUN,
     PROVEN_ELSEWHERE,
     PROVEN_HERE,
@@ -504,7 +504,7 @@ def test_mechanics_the_gpu_architecture_never_creates_a_cuda_context(
     the job's class comes from."""
     import types
 
-    from patchlane import proof as proven
+    from patchlane.deciding import proof as proven
 
     calls: list[list[str]] = []
 
@@ -654,7 +654,7 @@ def test_mechanics_a_newer_broken_run_revokes_an_older_pass(swept: Swept,
                                                           tmp_path: Path) -> None:
     """The newest verified run of the same class and content decides: tonight's broken revokes
     last week's pass (it was: still proven here)."""
-    from patchlane.proof import REVOKED
+    from patchlane.deciding.proof import REVOKED
 
     here = receipt_stack(json.loads((swept.here_run / WITH).read_text()))
     content = json.loads((swept.here_run / WITH).read_text())["content"]
@@ -674,3 +674,4 @@ def test_mechanics_a_newer_broken_run_revokes_an_older_pass(swept: Swept,
     edit_json(other / WITH, content__overlay="sha256:" + "0" * 64)
     reseal(other)
     assert Evidence([root]).answer_for(ENTRY, here, content).answer == PROVEN_HERE
+

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from patchlane.common.errors import ControlsError
-from patchlane.controls import ToolSettings
+from patchlane.deciding.controls import ToolSettings
 from patchlane.registry import Entry, Registry, load_registries
 from patchlane.runs.manifest import CaseState, RunDir, case_id
 from patchlane.runs.verdicts import Verdict

@@ -149,7 +149,7 @@ def test_one_summary_line_per_rank_root_not_per_child(tmp_path: Path) -> None:
 def test_the_exit_line_names_what_is_on_the_call_path_and_counts_the_rest() -> None:
     """A rank's line fits a log: applied overlays (with hits) and problems by name, the other
     outcomes counted (it was every id, 641 characters with the catalog)."""
-    from patchlane.decider import _LEVELS
+    from patchlane.deciding.decider import _LEVELS
     from patchlane.launch.activate import _NAMED
 
     # named exactly where a training log's INFO and WARNING lines name an entry

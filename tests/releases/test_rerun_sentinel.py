@@ -14,7 +14,7 @@ import pytest
 
 import patchlane
 from patchlane import startup
-from patchlane.decider import load_overlay
+from patchlane.deciding.decider import load_overlay
 from patchlane.registry import Entry
 from patchlane.sweep.reproduce import CaseResult, Mode, RunOutcome, run_case
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from patchlane.audit import AuditLog, Decision, Outcome
+from patchlane.deciding.audit import AuditLog, Decision, Outcome
 
 
 def test_latest_and_pending_follow_every_record(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
-from patchlane.audit import AuditLog, Outcome
 from patchlane.common.errors import StrictModeError
-from patchlane.controls import Controls
-from patchlane.decider import Decider
-from patchlane.ledger import CompatGateError, check_config
+from patchlane.deciding.audit import AuditLog, Outcome
+from patchlane.deciding.controls import Controls
+from patchlane.deciding.decider import Decider
+from patchlane.deciding.ledger import CompatGateError, check_config
 from patchlane.registry import load_registries
 
 from ..conftest import FakeTarget

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from patchlane.audit import AuditLog, Outcome
 from patchlane.common.errors import RegistryError
-from patchlane.controls import Controls
-from patchlane.decider import Decider
+from patchlane.deciding.audit import AuditLog, Outcome
+from patchlane.deciding.controls import Controls
+from patchlane.deciding.decider import Decider
 from patchlane.registry import load_registries
 from patchlane.sweep.reproduce import Mode, case_env
 from patchlane.training.ranks import compare_patch_sets
@@ -82,7 +82,7 @@ def test_the_dependency_is_judged_by_what_its_walk_recorded(
         fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch, dep_gate: str) -> None:
     # Its gate (open, or excluding the release) is evaluated once, by its own walk; the
     # follow-up reads that record instead of evaluating the dependency's gate again.
-    import patchlane.decider as decider_module
+    import patchlane.deciding.decider as decider_module
 
     asked: list[str] = []
     real = decider_module.check_gate

@@ -116,7 +116,7 @@ def test_strict_failure_is_sticky_on_a_second_import(tmp_path: Path) -> None:
 @pytest.mark.parametrize("where", ["module", "probe"])
 def test_an_overlay_calling_sys_exit_is_a_failed_entry_not_an_exit(fake_target: Any,
                                                                    where: str) -> None:
-    from patchlane.audit import Outcome
+    from patchlane.deciding.audit import Outcome
 
     body = ("import sys\nsys.exit(3)\ndef overlay(w, i, a, k):\n    return w(*a, **k)\n"
             if where == "module" else

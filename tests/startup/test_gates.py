@@ -266,8 +266,8 @@ def test_a_target_with_a_5000_digit_version_is_decided_not_raised(fake_target,
                                                                   strict: bool) -> None:
     """The training job's `import` of the target: a failed entry in default mode, the
     strict refusal of an unevaluable gate (exit 6) in strict mode; never a bare ValueError."""
-    from patchlane.audit import Outcome
     from patchlane.common.errors import StrictModeError
+    from patchlane.deciding.audit import Outcome
 
     meta = next(fake_target.root.glob("*.dist-info")) / "METADATA"
     meta.write_text(meta.read_text().replace(f"Version: {fake_target.version}",

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import wrapt
 
-from patchlane.audit import Outcome
 from patchlane.common.errors import OverlayError, StrictModeError
+from patchlane.deciding.audit import Outcome
 from patchlane.installed.fingerprint import compute
 
 from ..conftest import FakeTarget

@@ -18,11 +18,11 @@ import pytest
 import yaml
 from packaging.specifiers import SpecifierSet
 
-from patchlane.audit import AuditLog, Outcome
 from patchlane.common.errors import RegistryError, StrictModeError
-from patchlane.controls import Controls
-from patchlane.decider import Decider
-from patchlane.ledger import CompatGateError, LedgerError, check, check_config
+from patchlane.deciding.audit import AuditLog, Outcome
+from patchlane.deciding.controls import Controls
+from patchlane.deciding.decider import Decider
+from patchlane.deciding.ledger import CompatGateError, LedgerError, check, check_config
 from patchlane.registry import Kind, When, load_registries
 
 from ..conftest import FakeTarget
@@ -421,7 +421,7 @@ def test_when_is_validated(tmp_path: Path, kind: str, when: object, message: str
 
 def test_the_startup_decides_floors_through_the_one_ledger_sequence(
         fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch) -> None:
-    import patchlane.ledger as ledger
+    import patchlane.deciding.ledger as ledger
 
     floor = {"id": "floor_fake", "kind": "version_floor", "summary": "needs a newer fake",
              "upstream": {"issue": "https://github.com/example/x/issues/1", "forwarded": "no"},

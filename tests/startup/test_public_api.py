@@ -11,15 +11,16 @@ from typing import get_type_hints
 import pytest
 
 import patchlane
-from patchlane.audit import Decision, DecisionRecord, Outcome
-from patchlane.reporting import EntryReport, Report, build_report
+from patchlane.deciding.audit import Decision, DecisionRecord, Outcome
+from patchlane.deciding.reporting import EntryReport, Report, build_report
 
 from ..conftest import FakeTarget
 
 
 def test_every_name_in_all_resolves_and_errors_come_from_their_modules() -> None:
-    from patchlane import ledger, loading
+    from patchlane import loading
     from patchlane.common import errors
+    from patchlane.deciding import ledger
     from patchlane.training import ranks
 
     for name in patchlane.__all__:

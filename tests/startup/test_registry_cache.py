@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from patchlane.audit import AuditLog, Outcome
-from patchlane.controls import Controls
-from patchlane.decider import Decider
+from patchlane.deciding.audit import AuditLog, Outcome
+from patchlane.deciding.controls import Controls
+from patchlane.deciding.decider import Decider
 from patchlane.registry import Registry, load_registries
 from patchlane.registry import cache as registry_cache
 

@@ -8,9 +8,9 @@ import copy
 import pickle
 from typing import Any
 
-from patchlane.audit import AuditLog, Outcome
-from patchlane.controls import Controls
-from patchlane.decider import Decider
+from patchlane.deciding.audit import AuditLog, Outcome
+from patchlane.deciding.controls import Controls
+from patchlane.deciding.decider import Decider
 from patchlane.registry import load_registries
 from patchlane.targets.protocol import layers_at
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from patchlane.audit import Outcome
 from patchlane.common.errors import StrictOverlayError
+from patchlane.deciding.audit import Outcome
 from patchlane.targets import SHAPE_NAMES, resolve, shape_named
 
 from ..conftest import FakeTarget

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import json
-from patchlane.ledger import installed_outside
+from patchlane.deciding.ledger import installed_outside
 from patchlane.registry import load_registries
 entry = load_registries([{registry!r}]).get("numpy_pin_triton_interpreter")
 import triton  # the pin's hook runs once triton is imported: the tree is what it sees

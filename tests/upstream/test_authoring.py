@@ -302,7 +302,7 @@ def test_a_compat_gate(fake_target: FakeTarget) -> None:
                                 check="refuse_it", issue="https://github.com/o/r/issues/5"))
     gate = created.entry.spec
     assert gate is not None and gate.check_function == "refuse_it"
-    from patchlane.ledger import check_config
+    from patchlane.deciding.ledger import check_config
 
     # the stub refuses to judge (a stub answering "safe" would let the configuration through)
     with pytest.raises(NotImplementedError, match="write the check"):

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from patchlane.audit import Outcome
 from patchlane.common.errors import RegistryError
 from patchlane.common.exit_codes import ExitCode
+from patchlane.deciding.audit import Outcome
 from patchlane.registry import Entry, Status, load_registries
 from patchlane.runs.verdicts import Verdict
 from patchlane.upstream import TrackReport, UpstreamState

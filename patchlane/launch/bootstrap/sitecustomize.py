@@ -15,7 +15,7 @@ def _patchlane_bootstrap() -> None:
                                                "patchlane.launch.activate"):
             _stop(exc)  # patchlane is there but something it needs is not
         # This interpreter has no patchlane: say so and let the command run, or stop it in
-        # strict mode (read by hand: patchlane.controls cannot be imported here; the same
+        # strict mode (read by hand: patchlane.deciding.controls cannot be imported here; the same
         # true values as its _TRUE).
         if _os.environ.get("PATCHLANE_STRICT", "").strip().lower() in ("1", "true", "yes", "on"):
             _stop(exc, hint="install patchlane in the environment the command runs")

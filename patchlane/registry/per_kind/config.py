@@ -1,5 +1,5 @@
 """``kind: config``: module attributes assigned as soon as their module is imported (the
-decider's hook in :mod:`patchlane.decider`), each recorded in the audit with the value it
+decider's hook in :mod:`patchlane.deciding.decider`), each recorded in the audit with the value it
 replaced."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``kind: source_patch``: an overlay replaces an object of the target release (a function, a
 method, a property, a class's members, a value: :mod:`patchlane.targets`) when its module is
-imported, gated, probed and fingerprinted (the decider: :mod:`patchlane.decider`). Its keys
+imported, gated, probed and fingerprinted (the decider: :mod:`patchlane.deciding.decider`). Its keys
 (``overlay``, ``reproducer``, ``fingerprint``, ``depends_on``, ``continued_by``) are read by the
 schema with every entry's, so it has no record of its own; no ledger check decides it."""
 

@@ -69,14 +69,14 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .registry.content import changed_parts, entry_content
+from ..registry.content import changed_parts, entry_content
+from ..runs.found import FoundRun, discover, load
+from ..runs.verdicts import Verdict
+from ..runs.verify import checked_rows
 from .reporting import EvidenceSummary, ProofRecord
-from .runs.found import FoundRun, discover, load
-from .runs.verdicts import Verdict
-from .runs.verify import checked_rows
 
 if TYPE_CHECKING:
-    from .registry import Entry
+    from ..registry import Entry
 
 
 __all__ = ["ANSWERS", "NEVER_RUN", "PROOF_RUNS", "PROVEN_ELSEWHERE", "PROVEN_HERE", "REVOKED",

@@ -19,12 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import wrapt
 
-from . import (
-    import_hook,
-    logs,  # noqa: F401 - the logger's handler and rank filter (patchlane.logs)
-)
-from .audit import AuditLog, Decision, Outcome
-from .common.errors import (
+from .. import import_hook
+from ..common.errors import (
     DriftError,
     OverlayError,
     StrictModeError,
@@ -33,16 +29,18 @@ from .common.errors import (
     drift_reason,
     exit_if_uncaught,
 )
+from ..installed.gates import GateResult, check_gate
+from ..lazy.untouched import at_start
+from ..loading import load_file
+from ..registry import Entry, FingerprintPolicy, Registry, StartupRow
+from ..registry.kinds import KINDS, DecidedBy
+from ..targets import Found, Refused, Resolved, find
+from ..targets import resolve as resolve_target
+from ..targets.place import current, ours_at, place, reaches, unplace
+from ..targets.protocol import Placement, forget_value, layers_at
+from . import logs  # noqa: F401 - the logger's handler and rank filter (patchlane.deciding.logs)
+from .audit import AuditLog, Decision, Outcome
 from .controls import Controls, describe_unknown
-from .installed.gates import GateResult, check_gate
-from .lazy.untouched import at_start
-from .loading import load_file
-from .registry import Entry, FingerprintPolicy, Registry, StartupRow
-from .registry.kinds import KINDS, DecidedBy
-from .targets import Found, Refused, Resolved, find
-from .targets import resolve as resolve_target
-from .targets.place import current, ours_at, place, reaches, unplace
-from .targets.protocol import Placement, forget_value, layers_at
 
 if TYPE_CHECKING:
     from .proof import Evidence
@@ -226,7 +224,7 @@ class Decider:
         """Check a version floor or packaging pin now and record the decision.
 
         From the hook (``eager=False``), a violated ``policy: error`` entry that names its
-        module makes that import fail with :class:`~patchlane.ledger.LedgerError`.
+        module makes that import fail with :class:`~patchlane.deciding.ledger.LedgerError`.
         ``eager`` is for ``patchlane status``: the check runs before its module is imported, is
         recorded as such, and raises only what strict mode raises."""
         from .ledger import LedgerError, evaluate
@@ -532,7 +530,7 @@ class Decider:
             spec = entry.fingerprint
             assert spec is not None
             # Imported here, not at module level: ast/hashlib stay out of `import patchlane`.
-            from .installed.fingerprint import matches
+            from ..installed.fingerprint import matches
 
             found, matched = matches(module, spec.qualnames(entry.target.qualname), spec.sha256)
             drift = not matched
@@ -672,7 +670,7 @@ class Decider:
     def headline(self) -> str:
         """The one INFO line at startup, before any decision: how many entries from which
         files (each decision follows on its own line; all of them: ``patchlane status``)."""
-        from ._version import __version__
+        from .._version import __version__
 
         rows = self.registry.startup_rows
         mode = "strict" if self.controls.strict else "default"
@@ -698,7 +696,7 @@ class Decider:
 
     def summary(self, settled: bool = False) -> str:
         """One line: what was applied, what was skipped and why, what is still pending."""
-        from ._version import __version__
+        from .._version import __version__
 
         groups: dict[Outcome, list[str]] = {}
         for entry_id, decision in sorted(self.audit.latest().copy().items()):

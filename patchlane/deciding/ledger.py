@@ -11,7 +11,7 @@ in order (controls, ``when``, the check) and raises for a violated ``policy: err
 ``config``         settings assigned as soon as their module is imported, recorded in the
                    audit with the value they replaced.
 
-Floors and pins are decided in a post-import hook (:meth:`patchlane.decider.Decider
+Floors and pins are decided in a post-import hook (:meth:`patchlane.deciding.decider.Decider
 .decide_ledger`) on the module ``when.imported`` names (default: ``target.object``'s module,
 else the distribution's import name), and only if ``when.env`` holds then; no distribution
 metadata is read at ``import patchlane``. :func:`evaluate` is the one sequence both that hook
@@ -25,12 +25,12 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from .common.errors import PatchlaneError
-from .common.exit_codes import ExitCode
+from ..common.errors import PatchlaneError
+from ..common.exit_codes import ExitCode
+from ..installed.gates import GateResult, check_gate
+from ..registry import KINDS, DecidedBy, Entry, LedgerResult, Policy, When
+from ..registry.per_kind import PARTS
 from .controls import Controls
-from .installed.gates import GateResult, check_gate
-from .registry import KINDS, DecidedBy, Entry, LedgerResult, Policy, When
-from .registry.per_kind import PARTS
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -78,7 +78,7 @@ def installed_outside(when: When) -> Iterator[tuple[str, SpecifierSet, GateResul
 def evaluate(entry: Entry, controls: Controls | None = None,
              environ: Mapping[str, str] | None = None) -> LedgerResult | None:
     """A floor or pin decided as a run decides it once its module is imported (the decider's hook,
-    :meth:`patchlane.decider.Decider.decide_ledger`, calls this), or eagerly by ``patchlane
+    :meth:`patchlane.deciding.decider.Decider.decide_ledger`, calls this), or eagerly by ``patchlane
     doctor``: skipped when ``controls`` disable it or ``when.env`` does not hold in
     ``environ`` (``os.environ`` by default), else checked. None for other kinds."""
     when = entry.when

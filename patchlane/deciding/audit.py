@@ -36,7 +36,7 @@ class Outcome(str, enum.Enum):
     REFUSED_DRIFT = "refused: drift"
     REFUSED_EVIDENCE = "refused: evidence"
     """``PATCHLANE_REQUIRE_EVIDENCE=1`` and no passing run proved the overlay on this stack:
-    not applied (patchlane.proof says what was found instead)."""
+    not applied (patchlane.deciding.proof says what was found instead)."""
     FAILED_ERROR = "failed: error"
     REVERTED = "reverted"
     RETIRED = "retired"

@@ -36,7 +36,7 @@
                                and each rank's ``patchlane run`` line say, per applied entry,
                                whether a passing run proved it on this process's own stack
                                (``proven here``, ``stale``, ``proven elsewhere``, ``never
-                               run``: patchlane.proof, verified and tied to
+                               run``: patchlane.deciding.proof, verified and tied to
                                content). Read only when asked for (a report, or the next
                                switch), never at ``import patchlane``; ``patchlane run
                                --evidence DIR`` sets it.
@@ -80,8 +80,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import switch_values
-from .common.errors import ControlsError
+from .. import switch_values
+from ..common.errors import ControlsError
 
 __all__ = ["Controls", "ToolSettings", "describe_unknown"]
 

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
-from ._version import __version__
+from .._version import __version__
+from ..common.errors import PatchlaneError
 from .audit import AuditLog, DecisionRecord, Outcome
-from .common.errors import PatchlaneError
 
 if TYPE_CHECKING:
+    from ..registry import Entry, Registry
     from .controls import Controls
-    from .registry import Entry, Registry
 
 __all__ = ["Decided", "EntryReport", "EvidenceSummary", "ProofRecord", "Report", "build_report"]
 
@@ -28,7 +28,7 @@ __all__ = ["Decided", "EntryReport", "EvidenceSummary", "ProofRecord", "Report",
 
 class ProofRecord(TypedDict):
     """Whether a passing run proved an applied entry on this process's own stack
-    (patchlane.proof says what counts and what a class is)."""
+    (patchlane.deciding.proof says what counts and what a class is)."""
 
     answer: str
     """``proven here``, ``stale``, ``proven elsewhere`` or ``never run``."""
@@ -70,8 +70,8 @@ class _Evidence(Protocol):
 
 
 class Decided(Protocol):
-    """What a report reads of a decider (:class:`patchlane.decider.Decider` is one): written
-    as a protocol so this module, which the proof check imports for its records, never
+    """What a report reads of a decider (:class:`patchlane.deciding.decider.Decider` is one):
+    written as a protocol so this module, which the proof check imports for its records, never
     imports the decider that imports the proof check."""
 
     audit: AuditLog
