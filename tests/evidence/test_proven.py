@@ -675,3 +675,23 @@ def test_mechanics_a_newer_broken_run_revokes_an_older_pass(swept: Swept,
     reseal(other)
     assert Evidence([root]).answer_for(ENTRY, here, content).answer == PROVEN_HERE
 
+
+def test_an_entrys_content_is_the_same_from_any_checkout(tmp_path: Path) -> None:
+    """Content is what ran, not where the checkout lies: a compat gate's check file is hashed as
+    its own part, and its place on disk must not make the entry part differ between the
+    nightly box and a laptop (it did: the absolute path was hashed into ``entry``)."""
+    from patchlane.registry import load_registries
+    from patchlane.registry.content import entry_content
+
+    seen = []
+    for where in ("a", "b/deeper"):
+        copy = tmp_path / where
+        for folder in ("patches", "reproducers", "drafts", "checks"):
+            shutil.copytree(ROOT / folder, copy / folder)
+        shutil.copy(ROOT / "registry.yaml", copy / "registry.yaml")
+        registry = load_registries([copy / "registry.yaml"])
+        seen.append({entry.id: entry_content(entry) for entry in registry.entries})
+    gates = [e.id for e in load_registries([ROOT / "registry.yaml"]).entries
+             if hasattr(e.spec, "check_file")]
+    assert gates, "the catalog has a compat gate with a check file"
+    assert seen[0] == seen[1]
