@@ -1,6 +1,7 @@
 """Streamed DSA indexer scores on real megatron-core 0.17-0.19 (``dsa._compute_index_scores``,
-entry mcore_dsa_streamed_index_scores_fn): the reproducer both ways; outputs and gradients
-against upstream's; and the issue's done-means, per release: with ``import patchlane`` the
+entry mcore_dsa_streamed_index_scores_fn): outputs and gradients against upstream's (the
+reproducer runs both ways in the release matrix, on 0.17.1 to 0.19.2, each case checked by
+``case_checks``); and the issue's done-means, per release: with ``import patchlane`` the
 largest tensor of the scores at h=64, sq=sk=1024, b=1 is >= 32x smaller, with equal output.
 
 megatron-core >= 0.17 ships cp312 wheels only: on the Python 3.11 lane (0.16.1) all of this
@@ -13,7 +14,6 @@ import inspect
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,9 +22,8 @@ import patchlane
 from patchlane import startup
 from patchlane.loading import module_name
 from patchlane.releases.matrix import load_matrix
-from patchlane.sweep.reproduce import Mode, RunOutcome, run_case
 
-from .conftest import ROOT, megatron_version, release_dir, release_env, release_for
+from .conftest import ROOT, megatron_version, release_dir, release_env
 
 ENTRY = "mcore_dsa_streamed_index_scores_fn"
 DSA = "megatron.core.transformer.experimental_attention_variant.dsa"
@@ -48,24 +47,6 @@ needs_installed = pytest.mark.skipif(not _admits_installed(),
 def _runs_here(version: str) -> bool:
     return any(f"megatron-core=={version}" in s.install and s.runs_here()
                for s in load_matrix(ROOT / "matrix.yaml"))
-
-
-@pytest.mark.slow
-def test_fails_without_and_passes_with(tmp_path: Path) -> None:
-    version, env = release_for(ENTRY)
-    entry = startup.current().registry.get(ENTRY)
-    without = run_case(entry, Mode.WITHOUT, workdir=tmp_path, env=env)
-    assert without.outcome is RunOutcome.FAIL, (version, without.message)
-    assert "scores were materialised" in without.message
-    assert "forward peaked" in without.message and "forward+backward peaked" in without.message
-    with_ = run_case(entry, Mode.WITH, workdir=tmp_path, env=env)
-    assert with_.outcome is RunOutcome.PASS, (version, with_.message, with_.ranks)
-    audit = with_.ranks[0]["audit"]
-    assert audit["decision"]["outcome"] == "applied"
-    # the receipt says which path ran and why: on a CPU, the torch path, for its tensors
-    reasons = audit["path_reasons"]
-    assert set(reasons) == set(audit["paths"]) and reasons, audit
-    assert all("cpu, not CUDA" in why for why in reasons.values()), reasons
 
 
 @pytest.fixture

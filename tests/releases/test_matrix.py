@@ -13,8 +13,10 @@ import pytest
 from patchlane.common.exit_codes import sweep_exit_code
 from patchlane.registry import load_registries
 from patchlane.releases.matrix import MatrixSet, interpreter, load_matrix, run_set
-from patchlane.runs.verdicts import exit_bits
+from patchlane.runs.verdicts import Verdict, exit_bits
+from patchlane.sweep.reproduce import Mode, RunOutcome
 
+from . import case_checks
 from .conftest import CACHE, ROOT
 
 SETS = load_matrix(ROOT / "matrix.yaml")
@@ -62,3 +64,50 @@ def test_release_set_gets_its_expected_verdicts(matrix_set: MatrixSet, tmp_path:
                 continue
             # "2.15.0" or a local build label of it ("2.15.0+cu132")
             assert re.search(rf'"{re.escape(version)}(\+[^"]*)?"', text), (receipt, spec)
+    # and where an entry guards, its cases failed for the reason the entry is about, on this
+    # set's release (tests/releases/case_checks.py): the same run, read back
+    for entry_id, verdict in matrix_set.expect.items():
+        if verdict is not Verdict.GUARDING or entry_id not in case_checks.CHECKS:
+            continue
+        version = _installed(matrix_set, registry.get(entry_id).target.distribution)
+        sizes = case_checks.world_sizes(result.run_dir, entry_id)
+        assert sizes, f"{entry_id} guards in {matrix_set.name} but no case of it was read back"
+        for size in sizes:
+            case_checks.check_cases(
+                entry_id,
+                case_checks.recorded_case(result.run_dir, entry_id, Mode.WITHOUT, size),
+                case_checks.recorded_case(result.run_dir, entry_id, Mode.WITH, size), version)
+
+
+def _installed(matrix_set: MatrixSet, distribution: str) -> str:
+    version = next((spec.split("==")[1] for spec in matrix_set.install
+                    if spec.split("==")[0] == distribution), None)
+    assert version is not None, f"{matrix_set.name} installs no {distribution}"
+    return version
+
+
+@pytest.mark.parametrize("entry_id", sorted(case_checks.CHECKS))
+def test_every_case_check_runs_on_some_set_of_the_cpu_lane(entry_id: str) -> None:
+    """A check no set applies could never fail: each entry with one guards in at least one set
+    of the matrix that the CPU lane sweeps, so the suite applies it."""
+    guarding = [s for s in SETS if "cpu" in s.lanes
+                and s.expect.get(entry_id) is Verdict.GUARDING]
+    assert guarding, f"{entry_id} has a case check but guards in no CPU set of matrix.yaml"
+
+
+def test_a_case_check_refuses_a_failure_for_another_reason() -> None:
+    """The checks read what the case says, not only its outcome: a reproducer that fails on an
+    import error is not the bug, and a case run on another release is not this set's."""
+    audit = {"decision": {"outcome": "skipped: disabled", "installed": "0.16.1"}, "hits": 0}
+    applied = {"decision": {"outcome": "applied", "installed": "0.16.1"}, "hits": 2}
+    right = case_checks.Case(RunOutcome.FAIL, "fault checkpoint lost the rerun state: "
+                             "RuntimeError: Missing key in checkpoint state_dict: "
+                             "rerun_state_machine_state/shard_0_1", [{"audit": audit}])
+    passed = case_checks.Case(RunOutcome.PASS, "reproducer passed", [{"audit": applied}])
+    case_checks.check_cases("mcore_rerun_sentinel", right, passed, "0.16.1")
+    other = case_checks.Case(RunOutcome.FAIL, "ImportError: cannot import name 'GPTModel'",
+                             [{"audit": audit}])
+    with pytest.raises(AssertionError, match="Missing key"):
+        case_checks.check_cases("mcore_rerun_sentinel", other, passed, "0.16.1")
+    with pytest.raises(AssertionError, match="another release"):
+        case_checks.check_cases("mcore_rerun_sentinel", right, passed, "0.17.1")

@@ -1,7 +1,9 @@
 """The rerun-state sentinel overlay against real megatron-core releases (Megatron-LM #4378).
 
-The reproducer must FAIL on the real unpatched release and PASS with the overlay; the test
-suite shows both, per world size, and on every release the gate admits that installs here.
+The reproducer must FAIL on the real unpatched release and PASS with the overlay, per world
+size, on every release the gate admits: on the CPU lane the release matrix runs it (every set
+where the entry guards, 0.14.0 to 0.16.1 on Python 3.11, 0.16.1 and 0.17.1 on 3.12) and checks
+each case with ``case_checks``; the CUDA lane runs here, with a GPU.
 """
 
 from __future__ import annotations
@@ -16,50 +18,18 @@ import patchlane
 from patchlane import startup
 from patchlane.deciding.decider import load_overlay
 from patchlane.registry import Entry
-from patchlane.sweep.reproduce import CaseResult, Mode, RunOutcome, run_case
+from patchlane.sweep.reproduce import Mode, run_case
 
+from .case_checks import check_cases
 from .conftest import megatron_version, release_for, requires_megatron
 
 ENTRY_ID = "mcore_rerun_sentinel"
-MISSING = "Missing key in checkpoint state_dict: rerun_state_machine_state/shard_"
 
 pytestmark = [pytest.mark.upstream, requires_megatron]
 
 
 def entry() -> Entry:
     return startup.current().registry.get(ENTRY_ID)
-
-
-def check_without(result: CaseResult, version: str) -> None:
-    assert result.outcome is RunOutcome.FAIL, (result.message, result.ranks)
-    assert MISSING in result.message
-    for rank in result.ranks:
-        decision = rank["audit"]["decision"]
-        assert decision["outcome"] == "skipped: disabled"
-        assert decision["installed"] == version, "the case ran against another release"
-        assert rank["audit"]["hits"] == 0
-
-
-def check_with(result: CaseResult, version: str) -> None:
-    assert result.outcome is RunOutcome.PASS, (result.message, result.ranks)
-    for rank in result.ranks:
-        decision = rank["audit"]["decision"]
-        assert decision["outcome"] == "applied"
-        assert decision["installed"] == version
-        assert rank["audit"]["hits"] >= 2  # the steady save and the fault save went through it
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("world_size", [1, 2])
-def test_installed_release_fails_without_and_passes_with(world_size: int,
-                                                         tmp_path: Path) -> None:
-    # the installed release when the gate admits it (3.11: 0.16.1), else the newest gated
-    # release of this interpreter's matrix (3.12: 0.17.1, the venv has 0.19.2)
-    version, env = release_for(ENTRY_ID)
-    without = run_case(entry(), Mode.WITHOUT, world_size=world_size, workdir=tmp_path, env=env)
-    check_without(without, version)
-    with_ = run_case(entry(), Mode.WITH, world_size=world_size, workdir=tmp_path, env=env)
-    check_with(with_, version)
 
 
 @pytest.mark.gpu
@@ -71,10 +41,10 @@ def test_cuda_lane(world_size: int, tmp_path: Path) -> None:
         pytest.skip(f"needs {world_size} CUDA device(s)")
     version = megatron_version()
     assert version is not None
-    check_without(run_case(entry(), Mode.WITHOUT, lane="cuda", world_size=world_size,
-                           workdir=tmp_path), version)
-    check_with(run_case(entry(), Mode.WITH, lane="cuda", world_size=world_size,
-                        workdir=tmp_path), version)
+    without = run_case(entry(), Mode.WITHOUT, lane="cuda", world_size=world_size,
+                       workdir=tmp_path)
+    with_ = run_case(entry(), Mode.WITH, lane="cuda", world_size=world_size, workdir=tmp_path)
+    check_cases(ENTRY_ID, without, with_, version)
 
 
 # -- the overlay's compatibility points, in-process on the installed release --------------
@@ -87,8 +57,9 @@ def rsm() -> Any:
     version, env = release_for(ENTRY_ID)
     if env is not None:
         pytest.skip(f"in-process checks need the installed megatron-core inside the gate; this "
-                    f"interpreter's venv has {megatron_version()} (the reproducer above and "
-                    f"tests/releases/test_source_tree.py run {version} in subprocesses)")
+                    f"interpreter's venv has {megatron_version()} (the release matrix and "
+                    f"tests/releases/test_source_tree.py run the reproducer on {version} in "
+                    "subprocesses)")
     module = importlib.import_module("megatron.core.rerun_state_machine")
     decision = next(e for e in patchlane.report()["entries"] if e["id"] == ENTRY_ID)
     assert decision["applied"], decision

@@ -19,12 +19,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from patchlane import startup
-from patchlane.sweep.reproduce import Mode, RunOutcome, run_case
+from patchlane.sweep.reproduce import Mode
 
+from .case_checks import check_cases, recorded_case
 from .conftest import ROOT, release_dir, requires_megatron
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow, requires_megatron]
@@ -75,22 +76,27 @@ def test_gate_reads_the_trees_declared_version_and_says_so(tree: Path) -> None:
     assert "from the source tree" in str(decision["reason"])
 
 
+@pytest.fixture(scope="module")
+def tree_sweep(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """``patchlane sweep --only`` the entry, from the tree: its run directory and the
+    finished command. One run, read by the tests below (both ways, world sizes 1 and 2)."""
+    run = tmp_path_factory.mktemp("tree-sweep") / "run"
+    out = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "sweep", "--lane", "cpu",
+                          "--only", ENTRY, "--run-dir", str(run), "--jobs", "2", "--json",
+                          "--quiet"], env=env_for(tree), capture_output=True, text=True,
+                         timeout=900, cwd=ROOT)
+    return run, out
+
+
 @pytest.mark.parametrize("world_size", [1, 2])
 def test_rerun_reproducer_fails_without_and_passes_with_from_the_tree(
-        tree: Path, world_size: int, tmp_path: Path) -> None:
-    entry = startup.current().registry.get(ENTRY)
-    without = run_case(entry, Mode.WITHOUT, world_size=world_size, workdir=tmp_path,
-                       env=env_for(tree))
-    assert without.outcome is RunOutcome.FAIL, (without.message, without.ranks)
-    assert "Missing key in checkpoint state_dict: rerun_state_machine_state" in without.message
-    with_ = run_case(entry, Mode.WITH, world_size=world_size, workdir=tmp_path,
-                     env=env_for(tree))
-    assert with_.outcome is RunOutcome.PASS, (with_.message, with_.ranks)
+        tree_sweep: tuple[Path, Any], world_size: int) -> None:
+    run, out = tree_sweep
+    assert out.returncode == 0, out.stderr[-3000:]
+    with_ = recorded_case(run, ENTRY, Mode.WITH, world_size)
+    check_cases(ENTRY, recorded_case(run, ENTRY, Mode.WITHOUT, world_size), with_, VERSION)
     for rank in with_.ranks:
-        decision = rank["audit"]["decision"]
-        assert decision["outcome"] == "applied" and decision["installed"] == VERSION
-        assert str(decision["version_source"]).startswith("source tree")
-        assert rank["audit"]["hits"] >= 2
+        assert str(rank["audit"]["decision"]["version_source"]).startswith("source tree")
 
 
 def test_a_local_edit_in_the_patched_target_is_refused_as_drift(tree: Path,
@@ -136,15 +142,12 @@ def test_doctor_names_the_nearest_upstream_release_of_a_clean_tree(tree: Path) -
     assert ENTRY in match["matched"] and match["differ"] == []
 
 
-def test_the_sweep_plans_and_reports_the_trees_release(tree: Path, tmp_path: Path) -> None:
+def test_the_sweep_plans_and_reports_the_trees_release(tree: Path,
+                                                      tree_sweep: tuple[Path, Any]) -> None:
     """The planner decides before importing anything: it must still see the tree (not the
     venv's installed wheel) and gate on the tree's version, and the receipts say where the
     version came from."""
-    run = tmp_path / "run"
-    out = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "sweep", "--lane", "cpu",
-                          "--only", ENTRY, "--run-dir", str(run), "--jobs", "2", "--json",
-                          "--quiet"], env=env_for(tree), capture_output=True, text=True,
-                         timeout=900, cwd=ROOT)
+    run, out = tree_sweep
     assert out.returncode == 0, out.stderr[-3000:]
     rows = json.loads(out.stdout)["rows"]
     assert {(r["verdict"], r["installed"]) for r in rows} == {("guarding", VERSION)}, rows
