@@ -306,7 +306,7 @@ def test_the_next_night_compares_with_the_merged_night(tmp_path: Path) -> None:
     index = merge(tonight, group="night2").index
     compare = index.compare or {}
     assert compare["previous_run"] == first.out.name and compare["how"] == "same-class"
-    assert compare["changes"] == [{"key": "e_b[cpu-ws1]", "kind": "verdict-changed",
+    assert compare["changes"] == [{"key": "e_b[cpu-ws1]", "change": "verdict-changed",
                                    "was": "guarding", "now": "broken"}]
     assert compare["previous_report"] == f"../{first.out.name}/report.html"
     # Last night's shards are not earlier runs of their own: one night, one earlier run.

@@ -116,7 +116,7 @@ def test_the_previous_run_of_the_same_class_is_found_under_the_runs_root(tmp_pat
     cmp = index["compare"]
     assert (cmp["previous_run"], cmp["how"], cmp["previous_report"]) == \
         ("n1", "same-class", "../n1/report.html")
-    assert sorted((c["key"], c["kind"]) for c in cmp["changes"]) == [
+    assert sorted((c["key"], c["change"]) for c in cmp["changes"]) == [
         ("e1[cpu-ws1]", "verdict-changed"), ("e3[cpu-ws1]", "gone"), ("e4[cpu-ws1]", "new")]
     assert index["lineage"]["other_class"] == 1 and index["lineage"]["same_class"] == 1
 
@@ -152,7 +152,7 @@ def test_compare_and_history_named_on_the_command_line_still_count(tmp_path: Pat
     index = night(tmp_path / "root", "now", "2026-01-02T00:00:00+00:00",
                   [row("e1", Verdict.BROKEN)], previous=load_index(other), history=[other])
     (change,) = index["compare"]["changes"]
-    assert index["compare"]["how"] == "compare" and change["kind"] == "class-changed"
+    assert index["compare"]["how"] == "compare" and change["change"] == "class-changed"
     page = (tmp_path / "root" / "now" / "report.html").read_text()
     history = page.split('<section id="history">', 1)[1]
     assert '<a href="../../elsewhere/old/report.html">old</a>' in history

@@ -196,12 +196,12 @@ def test_reports_and_compare_within_the_same_class(fake_target: FakeTarget,
     # same class, verdict changed: a change
     second = json.loads(json.dumps(first.as_dict()))
     second["rows"][0]["verdict"] = "broken"
-    assert [c["kind"] for c in compare(first, RunIndex.from_dict(second))] == \
+    assert [c["change"] for c in compare(first, RunIndex.from_dict(second))] == \
         ["verdict-changed"]
     # other upstream version: a class change, not a regression
     second["rows"][0]["comparison_key"]["distributions"][fake_target.distribution] = "1.3.0"
     (change,) = compare(first, RunIndex.from_dict(second))
-    assert change["kind"] == "class-changed"
+    assert change["change"] == "class-changed"
     assert change["differs"]["distributions"]
     html = (run.path / "report.html").read_text()
     assert fake_target.entry_id in html and "guarding" in html

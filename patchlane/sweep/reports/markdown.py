@@ -80,12 +80,12 @@ def markdown(index: RunIndex) -> str:
             "comparison class)"
         lines += ["", f"## Changes since {cmp['previous_run']}{how}", ""]
         for c in cmp.get("changes") or []:
-            if c["kind"] == "class-changed":
+            if c["change"] == "class-changed":
                 lines.append(f"- {c['key']}: comparison class changed ({c['differs']}); "
                              f"{c['was']} -> {c['now']} is not a regression")
-            elif c["kind"] == "new":
+            elif c["change"] == "new":
                 lines.append(f"- {c['key']}: new ({c['now']})")
-            elif c["kind"] == "gone":
+            elif c["change"] == "gone":
                 lines.append(f"- {c['key']}: no longer in the sweep (was {c['was']})")
             else:
                 lines.append(f"- {c['key']}: **{c['was']} -> {c['now']}**")

@@ -220,17 +220,17 @@ def _changes(index: RunIndex) -> str:
     now = {r.key: r for r in index.rows}
     items = []
     for c in cmp.get("changes") or []:
-        key, kind = str(c["key"]), c["kind"]
+        key, change = str(c["key"]), c["change"]
         label = f'<a href="#{_e(_row_id(now[key]))}">{_e(key)}</a>' if key in now else _e(key)
         reason = (f'<br><span class="reason small">{_e(now[key].reason)}</span>'
                   if key in now else "")
-        if kind == "verdict-changed":
+        if change == "verdict-changed":
             items.append(f"<li><b>{label}</b>: {_chip(Verdict.parse(c['was']))} → "
                          f"{_chip(Verdict.parse(c['now']))}{reason}</li>")
-        elif kind == "new":
+        elif change == "new":
             items.append(f"<li><b>{label}</b>: new, {_chip(Verdict.parse(c['now']))}"
                          f"{reason}</li>")
-        elif kind == "gone":
+        elif change == "gone":
             items.append(f"<li><b>{label}</b>: no longer in the sweep (was "
                          f"{_chip(Verdict.parse(c['was']))})</li>")
         else:  # class-changed: said as such, never as a regression
