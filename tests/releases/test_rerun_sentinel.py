@@ -39,11 +39,13 @@ def test_cuda_lane(world_size: int, tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or torch.cuda.device_count() < world_size:
         pytest.skip(f"needs {world_size} CUDA device(s)")
-    version = megatron_version()
-    assert version is not None
+    # the installed release when the gate admits it, else the newest gated release of this
+    # interpreter's matrix (the 3.12 venv's 0.19.2 is past the gate: upstream fixed it there)
+    version, env = release_for(ENTRY_ID)
     without = run_case(entry(), Mode.WITHOUT, lane="cuda", world_size=world_size,
-                       workdir=tmp_path)
-    with_ = run_case(entry(), Mode.WITH, lane="cuda", world_size=world_size, workdir=tmp_path)
+                       workdir=tmp_path, env=env)
+    with_ = run_case(entry(), Mode.WITH, lane="cuda", world_size=world_size, workdir=tmp_path,
+                     env=env)
     check_cases(ENTRY_ID, without, with_, version)
 
 
