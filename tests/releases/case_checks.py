@@ -59,6 +59,7 @@ def world_sizes(run_dir: Path, entry_id: str, lane: str = "cpu") -> list[int]:
 
 def _without(case: Case, version: str, *needles: str) -> None:
     assert case.outcome is RunOutcome.FAIL, (case.message, case.ranks)
+    assert case.ranks, "no rank reported: nothing says where the case ran"
     for needle in needles:
         assert needle in case.message, (needle, case.message)
     for rank in case.ranks:
@@ -70,6 +71,7 @@ def _without(case: Case, version: str, *needles: str) -> None:
 
 def _with(case: Case, version: str, hits: int = 1) -> None:
     assert case.outcome is RunOutcome.PASS, (case.message, case.ranks)
+    assert case.ranks, "no rank reported: nothing says where the case ran"
     for rank in case.ranks:
         decision = rank["audit"]["decision"]
         assert decision["outcome"] == "applied", decision

@@ -111,3 +111,6 @@ def test_a_case_check_refuses_a_failure_for_another_reason() -> None:
         case_checks.check_cases("mcore_rerun_sentinel", other, passed, "0.16.1")
     with pytest.raises(AssertionError, match="another release"):
         case_checks.check_cases("mcore_rerun_sentinel", right, passed, "0.17.1")
+    silent = case_checks.Case(RunOutcome.PASS, "reproducer passed", [])
+    with pytest.raises(AssertionError, match="no rank reported"):
+        case_checks.check_cases("mcore_rerun_sentinel", right, silent, "0.16.1")
