@@ -23,9 +23,6 @@ if TYPE_CHECKING:
 __all__ = ["Decided", "EntryReport", "EvidenceSummary", "ProofRecord", "Report", "build_report"]
 
 
-
-
-
 class ProofRecord(TypedDict):
     """Whether a passing run proved an applied entry on this process's own stack
     (patchlane.deciding.proof says what counts and what a class is)."""

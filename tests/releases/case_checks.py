@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from patchlane.sweep.reproduce import Mode, RunOutcome
+from patchlane.runs.index import RunIndex
+from patchlane.sweep.reproduce import RunOutcome
 
 
 @dataclass(frozen=True)
@@ -34,27 +35,28 @@ class Case:
     """Each rank's ``rank<N>.json``: the audit of its entry included."""
 
 
-def recorded_case(run_dir: Path, entry_id: str, mode: Mode, world_size: int,
-                  lane: str = "cpu") -> Case:
-    """The case of ``run_dir`` (a sweep's run directory), read back: its receipt's outcome and
-    message, and the rank records of the attempt the receipt was written from."""
-    receipt_path = run_dir / "receipts" / f"{entry_id}--{lane}--ws{world_size}--{mode.value}.json"
+def recorded_cases(run_dir: Path, entry_id: str,
+                   lane: str = "cpu") -> dict[int, tuple[Case, Case]]:
+    """The cases ``run_dir`` (a sweep's run directory) ran ``entry_id`` in on ``lane``, per
+    world size, as (without, with): read from the run's own index (each row names its
+    receipts), then each receipt's outcome and message and the rank records of the attempt it
+    was written from. A row that did not run both ways is left out."""
+    found = {}
+    for row in RunIndex.load(run_dir).rows:
+        if row.entry_id == entry_id and row.lane == lane \
+                and {"without", "with"} <= set(row.receipts):
+            found[row.world_size] = (_recorded(run_dir / row.receipts["without"]),
+                                     _recorded(run_dir / row.receipts["with"]))
+    return found
+
+
+def _recorded(receipt_path: Path) -> Case:
     receipt = json.loads(receipt_path.read_text(encoding="utf-8"))
     ranks = []
     for rank in receipt["ranks"]:
         attempt = Path(rank["log"]).parent
         ranks.append(json.loads((attempt / f"rank{rank['rank']}.json").read_text("utf-8")))
     return Case(RunOutcome(receipt["outcome"]), receipt["message"], ranks)
-
-
-def world_sizes(run_dir: Path, entry_id: str, lane: str = "cpu") -> list[int]:
-    """The world sizes ``run_dir`` ran ``entry_id`` at, both ways, on ``lane``."""
-    found = []
-    for receipt in (run_dir / "receipts").glob(f"{entry_id}--{lane}--ws*--with.json"):
-        size = int(receipt.name.split("--")[2].removeprefix("ws"))
-        if receipt.with_name(receipt.name.replace("--with.json", "--without.json")).is_file():
-            found.append(size)
-    return sorted(found)
 
 
 def _without(case: Case, version: str, *needles: str) -> None:

@@ -14,7 +14,7 @@ from patchlane.common.exit_codes import sweep_exit_code
 from patchlane.registry import load_registries
 from patchlane.releases.matrix import MatrixSet, interpreter, load_matrix, run_set
 from patchlane.runs.verdicts import Verdict, exit_bits
-from patchlane.sweep.reproduce import Mode, RunOutcome
+from patchlane.sweep.reproduce import RunOutcome
 
 from . import case_checks
 from .conftest import CACHE, ROOT
@@ -70,13 +70,10 @@ def test_release_set_gets_its_expected_verdicts(matrix_set: MatrixSet, tmp_path:
         if verdict is not Verdict.GUARDING or entry_id not in case_checks.CHECKS:
             continue
         version = _installed(matrix_set, registry.get(entry_id).target.distribution)
-        sizes = case_checks.world_sizes(result.run_dir, entry_id)
-        assert sizes, f"{entry_id} guards in {matrix_set.name} but no case of it was read back"
-        for size in sizes:
-            case_checks.check_cases(
-                entry_id,
-                case_checks.recorded_case(result.run_dir, entry_id, Mode.WITHOUT, size),
-                case_checks.recorded_case(result.run_dir, entry_id, Mode.WITH, size), version)
+        cases = case_checks.recorded_cases(result.run_dir, entry_id)
+        assert cases, f"{entry_id} guards in {matrix_set.name} but no case of it was read back"
+        for without, with_ in cases.values():
+            case_checks.check_cases(entry_id, without, with_, version)
 
 
 def _installed(matrix_set: MatrixSet, distribution: str) -> str:

@@ -23,9 +23,7 @@ from typing import Any
 
 import pytest
 
-from patchlane.sweep.reproduce import Mode
-
-from .case_checks import check_cases, recorded_case
+from .case_checks import check_cases, recorded_cases
 from .conftest import ROOT, release_dir, requires_megatron
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow, requires_megatron]
@@ -93,8 +91,8 @@ def test_rerun_reproducer_fails_without_and_passes_with_from_the_tree(
         tree_sweep: tuple[Path, Any], world_size: int) -> None:
     run, out = tree_sweep
     assert out.returncode == 0, out.stderr[-3000:]
-    with_ = recorded_case(run, ENTRY, Mode.WITH, world_size)
-    check_cases(ENTRY, recorded_case(run, ENTRY, Mode.WITHOUT, world_size), with_, VERSION)
+    without, with_ = recorded_cases(run, ENTRY)[world_size]
+    check_cases(ENTRY, without, with_, VERSION)
     for rank in with_.ranks:
         assert str(rank["audit"]["decision"]["version_source"]).startswith("source tree")
 
