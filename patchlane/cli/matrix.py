@@ -87,7 +87,8 @@ def _constraints(root: Path, python: str) -> Path | None:
 def run_matrix_command(file: Path | None, names: list[str] | None, cache: Path,
                        runs_root: Path,
                        jobs: int, timeout: float, *, lane: Lane = "cpu",
-                       wheelhouse: Path | None = None) -> ExitCode:
+                       wheelhouse: Path | None = None,
+                       rank_start: str | None = None) -> ExitCode:
     if wheelhouse is not None:
         house = use_wheelhouse(wheelhouse)
         if file is None:  # the kit's own matrix: what its wheels were chosen from
@@ -120,7 +121,8 @@ def run_matrix_command(file: Path | None, names: list[str] | None, cache: Path,
             continue
         started = time.monotonic()
         result = run_set(matrix_set, cache=cache, runs_root=runs_root, jobs=jobs,
-                         timeout=timeout, lanes=[lane], wheelhouse=wheelhouse)
+                         timeout=timeout, lanes=[lane], wheelhouse=wheelhouse,
+                         rank_start=rank_start)
         failed += not result.ok
         # What a maintainer is asked to act on: the verdicts of the report's maintainer section.
         asks += [(matrix_set.name, v, entry_id) for entry_id, got in result.verdicts.items()

@@ -26,6 +26,7 @@ from ..runs.manifest import CaseState, RunDir
 from ..runs.verdicts import ACTION, Verdict
 from ..sweep.engine import Shard, SweepEvent, exit_code, new_run, run_sweep, verdicts
 from ..sweep.provenance import git_revision, patch_set_digest
+from ..sweep.rank_start import RankStart
 from ..sweep.reports import write_reports
 from ..sweep.reproduce import Lane
 from .common import decider, table, upstream_fixed_advice, use_wheelhouse
@@ -136,6 +137,8 @@ class SweepOptions:
     quiet: bool = False
     group: str | None = None
     wheelhouse: Path | None = None
+    rank_start: str | None = None
+    """None: ``PATCHLANE_RANK_START`` (``ToolSettings.rank_start``)."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SweepOptions:
@@ -143,7 +146,7 @@ class SweepOptions:
                    jobs=args.jobs, shard=args.shard, runs_root=args.runs_root,
                    run_dir=args.run_dir, resume=args.resume, compare=args.compare,
                    history=args.history, quiet=args.quiet, group=args.group,
-                   wheelhouse=args.wheelhouse)
+                   wheelhouse=args.wheelhouse, rank_start=args.rank_start)
 
 
 def run_sweep_command(options: SweepOptions) -> ExitCode:
@@ -211,7 +214,9 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
                           history=runs_root or path.parent, schedule=settings.schedule)
             held.enter_context(RunDir.lock(path))
         return _run_and_report(registry, run, jobs=o.jobs, timeout=o.timeout, quiet=quiet,
-                               previous=previous, history=o.history, as_json=o.as_json)
+                               previous=previous, history=o.history, as_json=o.as_json,
+                               start=RankStart(o.rank_start
+                                               or ToolSettings.from_env().rank_start))
 
 
 def _known_ids(registry: Registry, only: list[str] | None) -> None:
@@ -252,10 +257,11 @@ def _known_upstream(registry: Registry) -> dict[str, dict[str, object]]:
 
 def _run_and_report(registry: Registry, run: RunDir, *, jobs: int, timeout: float,
                     quiet: bool, previous: RunIndex | None, history: list[Path] | None,
-                    as_json: bool) -> ExitCode:
+                    as_json: bool, start: RankStart = RankStart.FRESH) -> ExitCode:
     progress = Progress(quiet)
     try:
-        rows = run_sweep(registry, run, jobs=jobs, timeout=timeout, on_event=progress)
+        rows = run_sweep(registry, run, jobs=jobs, timeout=timeout, on_event=progress,
+                         start=start)
     except SweepInterrupted as stopped:
         # The report of what finished (the rest: "case did not finish (resume the run)"), then
         # the signal's exit status; the manifest already says the run was interrupted.

@@ -241,6 +241,9 @@ def describe_unknown(unknown: Mapping[str, list[str]], known: Collection[str],
 SCHEDULE_POLICIES = ("longest-first", "registry")
 """The sweep's case orders, the default first (defined here, below the evidence side, so that
 both this module and patchlane.sweep.schedule can name them)."""
+RANK_STARTS = ("fresh", "warm")
+"""How a sweep's ranks may start, the default first (``patchlane.sweep.rank_start.RankStart``
+has these values)."""
 
 
 @dataclass(frozen=True)
@@ -258,6 +261,9 @@ class ToolSettings:
     wheelhouse: Path | None = None
     """The wheelhouse every side-by-side install comes from, with no package index; None: the
     index."""
+    rank_start: str = RANK_STARTS[0]
+    """How a sweep's ranks start when ``--rank-start`` does not say (``PATCHLANE_RANK_START``:
+    fresh or warm, :mod:`patchlane.sweep.rank_start`)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ToolSettings:
@@ -267,6 +273,10 @@ class ToolSettings:
         if schedule not in SCHEDULE_POLICIES:
             raise ControlsError(f"PATCHLANE_SCHEDULE={env.get('PATCHLANE_SCHEDULE')!r}: "
                                 f"expected one of {SCHEDULE_POLICIES}")
+        rank_start = (env.get("PATCHLANE_RANK_START") or RANK_STARTS[0]).strip().lower()
+        if rank_start not in RANK_STARTS:
+            raise ControlsError(f"PATCHLANE_RANK_START={env.get('PATCHLANE_RANK_START')!r}: "
+                                f"expected one of {RANK_STARTS}")
         return cls(runs_root=Path(env.get("PATCHLANE_RUNS") or "runs"),
                    upstream_cache=Path(cache) if cache else None,
                    github_api=env.get("PATCHLANE_GITHUB_API") or None,
@@ -274,4 +284,4 @@ class ToolSettings:
                    release_cache=Path(env["PATCHLANE_RELEASE_CACHE"])
                    if env.get("PATCHLANE_RELEASE_CACHE") else None,
                    wheelhouse=Path(env["PATCHLANE_WHEELHOUSE"])
-                   if env.get("PATCHLANE_WHEELHOUSE") else None)
+                   if env.get("PATCHLANE_WHEELHOUSE") else None, rank_start=rank_start)

@@ -157,18 +157,21 @@ def sweep_releases(name: str, install: Sequence[str], only: Sequence[str], *, ca
                    lanes: Sequence[Lane] | None = None,
                    deps: Sequence[str] = (),
                    wheelhouse: Path | None = None,
-                   command: str = "matrix") -> tuple[RunIndex, int]:
+                   command: str = "matrix",
+                   rank_start: str | None = None) -> tuple[RunIndex, int]:
     """The sweep of ``only`` in a child interpreter that sees the releases ``install`` first
     on ``PYTHONPATH`` (each installed side by side; ``deps`` with their dependencies; from
     ``wheelhouse`` alone when given), into ``run_dir``: its index and exit status. What a
-    release-matrix set and the radar run."""
+    release-matrix set and the radar run. ``rank_start``: ``--rank-start`` of the child sweep
+    (None: its ``PATCHLANE_RANK_START``, as this process has it)."""
     paths = [str(install_dir(spec, cache, spec in deps, wheelhouse=wheelhouse))
              for spec in install]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("PYTHONWARNINGS", "ignore")
     cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir", str(run_dir),
-           "--jobs", str(jobs), "--timeout", str(timeout), "--quiet"]
+           "--jobs", str(jobs), "--timeout", str(timeout), "--quiet",
+           *(["--rank-start", rank_start] if rank_start else [])]
     for lane in lanes or ["cpu"]:
         cmd += ["--lane", lane]
     for entry_id in only:
@@ -227,7 +230,7 @@ def _registry_ids() -> set[str]:
 
 def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 1,
             timeout: float = 600.0, lanes: list[Lane] | None = None,
-            wheelhouse: Path | None = None) -> MatrixResult:
+            wheelhouse: Path | None = None, rank_start: str | None = None) -> MatrixResult:
     run_dir = runs_root / f"{matrix_set.name}-py{interpreter()}"
     # An expected entry the registry lacks (renamed, deleted) is this set's mismatch; the
     # sweep refuses an unknown --only id, so only the known ones go to it.
@@ -236,7 +239,7 @@ def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 
         f"matrix set {matrix_set.name}", matrix_set.install,
         [entry_id for entry_id in matrix_set.expect if entry_id in known],
         cache=cache, run_dir=run_dir, jobs=jobs, timeout=timeout, lanes=lanes,
-        deps=matrix_set.deps, wheelhouse=wheelhouse)
+        deps=matrix_set.deps, wheelhouse=wheelhouse, rank_start=rank_start)
     verdicts: dict[str, list[Verdict]] = {}
     not_run: list[str] = []
     for row in index.rows:

@@ -314,6 +314,9 @@ class CaseResult:
     ranks: list[dict[str, Any]] = field(default_factory=list)
     stderr_tail: str | None = None
     """For errors: the last lines of the failing rank's log, secrets redacted."""
+    rank_start: dict[str, Any] = field(default_factory=dict)
+    """How its ranks started (``patchlane.sweep.rank_start.rank_command``): ``rank_start``,
+    and ``preloaded`` or ``warm_refused``. Empty: fresh, as every case before warm ranks."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -327,6 +330,7 @@ class CaseResult:
             "seconds": round(self.seconds, 3),
             "ranks": self.ranks,
             "stderr_tail": self.stderr_tail,
+            **({"rank_start": self.rank_start} if self.rank_start else {}),
         }
 
 

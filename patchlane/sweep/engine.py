@@ -50,6 +50,7 @@ from ..runs.index import row_key
 from ..runs.manifest import CaseState, RunDir, case_id, now
 from ..runs.rows import CaseView, PlannedRow, RowRule
 from ..runs.verdicts import Verdict, exit_bits
+from .rank_start import RankStart
 from .reproduce import (
     CaseInterrupted,
     CaseResult,
@@ -349,8 +350,10 @@ def run_sweep(
     timeout: float = 600.0,
     env: Mapping[str, str] | None = None,
     on_event: Callable[[SweepEvent], None] | None = None,
+    start: RankStart = RankStart.FRESH,
 ) -> list[VerdictRow]:
     """Run every queued case of ``run`` (a fresh plan or a resumed one) and return verdicts.
+    ``start``: how each case's ranks start (:mod:`~patchlane.sweep.rank_start`).
 
     Ctrl-C (SIGINT) or SIGTERM, in the main thread: queued cases are cancelled, running ones
     stopped (each rank's session killed) and put back in the queue, the manifest records the
@@ -384,7 +387,7 @@ def run_sweep(
             result: CaseResult | None = run_case(
                 entry, Mode(case["mode"]), lane=parse_lane(case["lane"], cid),
                 world_size=case["world_size"], timeout=timeout, workdir=workdir, env=env,
-                flat=True, stop=stop)
+                flat=True, stop=stop, start=start)
         except CaseInterrupted:  # no result: back in the queue, for --resume
             result = None
         receipt = None if result is None else build_receipt(

@@ -69,6 +69,7 @@ def build_receipt(*, run_id: str, case_id: str, entry: Entry, result: CaseResult
             "patch_set": header.get("patch_set"),
             "git": header.get("git"),
             "applies_to": entry.applies_to_shown,
+            **(result.rank_start or {"rank_start": "fresh"}),
         },
         "comparison_key": comparison_key(result.lane, run),
         "audit": rank0.get("audit"),

@@ -30,7 +30,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -47,6 +46,7 @@ from ..reproducer import LANES, Lane, Mode, ReproContext, RunOutcome, parse_lane
 from ..runs.manifest import CaseResult, worst_rank
 from .installs import RELEASE_SPEC, with_releases
 from .provenance import redact_text
+from .rank_start import RankStart, rank_command, warm_allowed
 from .wheelhouse_manifest import NotInWheelhouse
 
 __all__ = [
@@ -235,8 +235,11 @@ def run_case(
     flat: bool = False,
     bad_side: bool = True,
     stop: threading.Event | None = None,
+    start: RankStart = RankStart.FRESH,
 ) -> CaseResult:
-    """Run one case: ``world_size`` fresh interpreters, one per rank, sharing a work dir
+    """Run one case: ``world_size`` ranks, each a fresh interpreter (or, with ``start`` warm,
+    one forked from a server that imported torch, where :func:`~.rank_start.warm_allowed`
+    allows it), sharing a work dir
     (``workdir/<mode>-<lane>-ws<N>``, or ``workdir`` itself when ``flat``). ``bad_side``: a
     ledger reproducer's case without its entry runs on its ``BAD_SIDE`` releases; a caller
     that puts its own release first (a bisection step) turns that off. ``stop``: once set
@@ -254,7 +257,7 @@ def run_case(
                                          ignore_cleanup_errors=True) as scratch:
             result = run_case(entry, mode, lane=lane, world_size=world_size, timeout=timeout,
                               workdir=Path(scratch), env=env, flat=flat, bad_side=bad_side,
-                              stop=stop)
+                              stop=stop, start=start)
         for record in result.ranks:
             record["log"] = None  # removed with the folder
         return result
@@ -281,15 +284,19 @@ def run_case(
                               f"cannot install the bad side {list(bad)}: {exc}", "setup",
                               time.monotonic() - started)
     token = _mark_case(child_env, timeout)
+    refused = warm_allowed(entry, lane, bool(bad)) if start is RankStart.WARM else None
+    if refused is not None:
+        start = RankStart.FRESH
+    how: dict[str, Any] = {}
     procs: list[subprocess.Popen[bytes]] = []
     logs: list[_CappedLog] = []
     timed_out = interrupted = False
     killed: list[bool] = []
     try:
         for rank in range(world_size):
-            cmd = [sys.executable, "-m", "patchlane.sweep.runner", "--entry", entry.id,
-                   "--mode", mode.value, "--lane", lane, "--rank", str(rank), "--world-size",
-                   str(world_size), "--workdir", str(case_dir)]
+            cmd, how = rank_command(
+                ["--entry", entry.id, "--mode", mode.value, "--lane", lane, "--rank", str(rank),
+                 "--world-size", str(world_size), "--workdir", str(case_dir)], child_env, start)
             proc = subprocess.Popen(cmd, env=child_env, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, start_new_session=True)
             procs.append(proc)
@@ -303,6 +310,7 @@ def run_case(
     result = _aggregate(entry, mode, lane, world_size, case_dir, procs, timed_out, timeout,
                         killed, child_env)
     result.seconds = time.monotonic() - started
+    result.rank_start = {**how, **({"warm_refused": refused} if refused else {})}
     return result
 
 

@@ -21,6 +21,7 @@ from patchlane.runs.index import RunIndex
 from patchlane.runs.manifest import RunDir
 from patchlane.runs.verdicts import Verdict
 from patchlane.sweep.engine import Shard, new_run, run_sweep
+from patchlane.sweep.rank_start import RankStart
 from patchlane.sweep.receipts import validate
 from patchlane.sweep.reports import compare, load_index, write_reports
 
@@ -76,12 +77,16 @@ def env_for(fake: FakeTarget) -> dict[str, str]:
     return env
 
 
+@pytest.mark.parametrize("start", list(RankStart), ids=[s.value for s in RankStart])
 def test_every_fault_is_classified_and_the_sweep_carries_on(fake_target: FakeTarget,
-                                                            tmp_path: Path) -> None:
+                                                            tmp_path: Path,
+                                                            start: RankStart) -> None:
+    """Each fault reads the same whether its rank started fresh or was forked warm from the
+    server that imported torch (the shim passes the rank's exit and its signal on)."""
     registry = load_registries([multi_registry(fake_target, {**FAULTS, "good": GUARDING})])
     run = new_run(registry, tmp_path / "run", lanes=["cpu"], only=None, shard=Shard(1, 1),
                   header={"run_id": "faults"})
-    rows = run_sweep(registry, run, jobs=2, timeout=8, env=env_for(fake_target))
+    rows = run_sweep(registry, run, jobs=2, timeout=8, env=env_for(fake_target), start=start)
     by = {r.entry_id.rsplit("_", 1)[-1]: r for r in rows}
     assert by["good"].verdict is Verdict.GUARDING, by["good"].reason
     assert by["garbage"].verdict is Verdict.GUARDING, by["garbage"].reason
@@ -95,6 +100,7 @@ def test_every_fault_is_classified_and_the_sweep_carries_on(fake_target: FakeTar
         receipt = json.loads((run.path / case["receipt"]).read_text())
         assert validate(receipt) == [], (cid, validate(receipt))
         assert receipt["outcome"] == case["outcome"]
+        assert receipt["provenance"]["rank_start"] == start.value, receipt["provenance"]
         expected_state = {"pass": "ok", "fail": "failed", "error": "error"}[receipt["outcome"]]
         assert case["state"] == expected_state
 

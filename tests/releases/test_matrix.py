@@ -14,7 +14,8 @@ from patchlane.common.exit_codes import sweep_exit_code
 from patchlane.registry import load_registries
 from patchlane.releases.matrix import MatrixSet, interpreter, load_matrix, run_set
 from patchlane.runs.verdicts import Verdict, exit_bits
-from patchlane.sweep.reproduce import RunOutcome
+from patchlane.sweep.rank_start import warm_allowed
+from patchlane.sweep.reproduce import RunOutcome, read_spec
 
 from . import case_checks
 from .conftest import CACHE, ROOT
@@ -48,7 +49,10 @@ def test_release_set_gets_its_expected_verdicts(matrix_set: MatrixSet, tmp_path:
     if "cpu" not in matrix_set.lanes:
         pytest.skip(f"{matrix_set.name} is swept on {list(matrix_set.lanes)}: the prepared GPU "
                     "check runs it (gpu-runs/ holds what it found)")
-    result = run_set(matrix_set, cache=CACHE, runs_root=tmp_path, jobs=2)
+    # Warm ranks (forked from a server that imported torch) where the rank start allows them:
+    # tests/evidence/test_rank_start.py shows that they give each case the outcome a fresh
+    # start gives, and every receipt below says which start it had.
+    result = run_set(matrix_set, cache=CACHE, runs_root=tmp_path, jobs=2, rank_start="warm")
     assert result.ok, result.mismatches
     # 0, or 32 | 4 where a bug outlives its gate (still-affected is loud by its exit bit)
     assert result.exit_code == sweep_exit_code(exit_bits(matrix_set.expect.values()))
@@ -57,7 +61,13 @@ def test_release_set_gets_its_expected_verdicts(matrix_set: MatrixSet, tmp_path:
     registry = load_registries([ROOT / "registry.yaml"])
     for receipt in (result.run_dir / "receipts").glob("*.json"):
         text = receipt.read_text()
-        target = registry.get(json.loads(text)["entry_id"]).target.distribution
+        data = json.loads(text)
+        entry = registry.get(data["entry_id"])
+        refused = warm_allowed(entry, data["lane"], bool(read_spec(entry).bad_side)
+                               and data["mode"] == "without")
+        assert data["provenance"]["rank_start"] == ("fresh" if refused else "warm"), receipt
+        assert data["provenance"].get("warm_refused") == refused, receipt
+        target = entry.target.distribution
         for spec in matrix_set.install:
             dist, version = spec.split("==")
             if dist not in (target, "torch"):

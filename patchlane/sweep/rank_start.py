@@ -1,0 +1,197 @@
+"""How a case's ranks start: ``fresh`` (the default, and what the nightly's proof runs), each a
+new ``python -m patchlane.sweep.runner``; or ``warm``, each forked from a server that imported
+torch once (:mod:`patchlane.sweep.warm_server`), for the CPU lane's ranks that allow it.
+
+A CPU megatron rank spends 6 to 10 of its 7 to 11 CPU seconds importing torch and megatron-core
+(``benchmarks/bench_rank_start.py``); a warm rank skips torch's part. What a warm rank changes,
+and so where it is not used:
+
+* torch is imported before patchlane's hooks. So only an entry its overlay decides (wrapping
+  its target when that is imported) may start warm, and only when its target is not torch; the
+  entries it depends on are held to the same; a ledger reproducer's case on its bad side
+  starts fresh (its releases come first on the path, torch possibly among them).
+* Only the CPU lane: a CUDA rank starts fresh (CUDA must never be initialised in a process
+  that forks, and the GPU lane's ranks are the nightly's proof on the real machine).
+* A warm rank's peak RSS leaves out torch's pages it shares with the server, so it reads lower
+  (about 270 MiB less for a megatron rank), and every warm rank of a server has the same hash
+  seed. The receipt says ``rank_start: warm`` and what was ``preloaded``, so no one reads its
+  figures as a fresh rank's.
+* torch's compiler (``torch._dynamo``), preloaded for megatron-core, imports triton, which
+  reads ``TRITON_INTERPRET`` when it is imported: a reproducer that sets the environment
+  (:func:`sets_environment`) starts fresh, as liger-kernel's CPU reproducers do.
+* A server that cannot import torch (a stack without it) answers so: its ranks start fresh.
+
+One server per environment (the case's environment less patchlane's own settings and the
+rendezvous: what torch could read when it is imported), started on the first warm case and
+stopped when the sweep's process ends (its stdin closes).
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import contextlib
+import enum
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..registry import Entry
+from ..registry.kinds import KINDS, DecidedBy
+
+__all__ = ["RankStart", "rank_command", "shutdown", "warm_allowed"]
+
+_HERE = Path(__file__).resolve().parent
+_PER_CASE = ("MASTER_ADDR", "MASTER_PORT")
+"""Set per case, read by no import: a server serves every case whose environment differs from
+its own only in these and in ``PATCHLANE_*`` (patchlane's settings, read by the rank's
+``import patchlane``, after the fork)."""
+
+
+class RankStart(enum.Enum):
+    FRESH = "fresh"
+    WARM = "warm"
+
+
+def warm_allowed(entry: Entry, lane: str, bad_side: bool) -> str | None:
+    """Why a case's ranks must start fresh even when warm ones are asked for; None when a warm
+    start proves the same (the reasons in the module's text). An entry it depends on is
+    applied in both modes, so it is held to the same rules."""
+    if lane != "cpu":
+        return f"the {lane} lane starts every rank fresh"
+    if bad_side:
+        return "its case without the entry runs on its bad-side releases"
+    if entry.reproducer is not None and sets_environment(entry.reproducer):
+        return ("its reproducer sets the environment, which a module it imports after may "
+                "read when imported, and a warm rank imported torch and triton before")
+    checked = [entry]
+    if entry.depends_on:
+        from ..startup import current
+
+        known = {e.id: e for e in current().registry.entries}
+        missing = [name for name in entry.depends_on if name not in known]
+        if missing:
+            return f"the entries it depends on ({', '.join(missing)}) are not loaded here"
+        checked += [known[name] for name in entry.depends_on]
+    for one in checked:
+        which = "the entry" if one is entry else f"{one.id}, which it depends on,"
+        decided_by = KINDS[one.kind].decided_by
+        if decided_by is not DecidedBy.WRAP:
+            return (f"{which} is a {one.kind.value} entry, decided by {decided_by.value}: it "
+                    "may set or check what torch reads when it is imported")
+        if (one.target.module or "").partition(".")[0] == "torch":
+            return f"{which} targets torch, which a warm rank imported before patchlane"
+    return None
+
+
+_ENV_WRITERS = {"putenv", "unsetenv", "setenv", "delenv"}
+_ENVIRON_WRITERS = {"setdefault", "update", "pop", "popitem", "clear", "__setitem__",
+                    "__delitem__"}
+
+
+def sets_environment(path: Path) -> bool:
+    """Whether the Python file at ``path`` writes the process environment: ``os.environ[...] =``
+    (or ``del``), a mutating method of ``os.environ``, ``os.putenv`` / ``unsetenv``, or
+    pytest's ``monkeypatch.setenv`` / ``delenv``. Read, not run; a file that cannot be read
+    or parsed counts as one that does."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, SyntaxError, ValueError):
+        return True
+
+    def environ(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+            isinstance(node, ast.Name) and node.id == "environ")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and environ(node.value) and not isinstance(
+                node.ctx, ast.Load):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            if name in _ENV_WRITERS or (name in _ENVIRON_WRITERS and environ(node.func.value)):
+                return True
+    return False
+
+
+class _Server:
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.folder = tempfile.mkdtemp(prefix="patchlane-warm-")
+        self.socket = os.path.join(self.folder, "server.sock")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-P", str(_HERE / "warm_server.py"), self.socket], env=dict(env),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=open(os.path.join(self.folder, "server.log"), "wb"),  # noqa: SIM115
+            start_new_session=True, cwd=self.folder)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        try:
+            ready = json.loads(line)
+        except ValueError:
+            ready = {"ready": False, "error": f"said {line[:200]!r}"}
+        self.ready = bool(ready.get("ready"))
+        self.preloaded: list[str] = list(ready.get("preloaded", []))
+        self.error = str(ready.get("error", ""))
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()  # the server kills what still runs and exits
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for name in ("server.sock", "server.log"):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.folder, name))
+        with contextlib.suppress(OSError):
+            os.rmdir(self.folder)
+
+
+_SERVERS: dict[tuple[tuple[str, str], ...], _Server] = {}
+_LOCK = threading.Lock()
+
+
+def _server(env: Mapping[str, str]) -> _Server:
+    own = {k: v for k, v in env.items() if not k.startswith("PATCHLANE_") and k not in _PER_CASE}
+    key = tuple(sorted(own.items()))
+    with _LOCK:
+        server = _SERVERS.get(key)
+        if server is None:
+            server = _SERVERS[key] = _Server(own)
+        return server
+
+
+def rank_command(runner_args: list[str], env: Mapping[str, str],
+                 start: RankStart) -> tuple[list[str], dict[str, object]]:
+    """The command that starts one rank, and how it started (for its receipt: ``rank_start``,
+    and for a warm one what was ``preloaded``, or why it started fresh after all)."""
+    fresh = [sys.executable, "-m", "patchlane.sweep.runner", *runner_args]
+    if start is RankStart.FRESH:
+        return fresh, {"rank_start": RankStart.FRESH.value}
+    server = _server(env)
+    if not server.ready:
+        return fresh, {"rank_start": RankStart.FRESH.value,
+                       "warm_refused": f"the warm-rank server could not preload torch: "
+                                       f"{server.error}"}
+    return ([sys.executable, "-I", "-S", str(_HERE / "warm_shim.py"), server.socket, "--",
+             *runner_args],
+            {"rank_start": RankStart.WARM.value, "preloaded": server.preloaded})
+
+
+def shutdown() -> None:
+    """Stop every warm-rank server of this process (each kills the ranks it still has)."""
+    with _LOCK:
+        servers = list(_SERVERS.values())
+        _SERVERS.clear()
+    for server in servers:
+        server.stop()
+
+
+atexit.register(shutdown)

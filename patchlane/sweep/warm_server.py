@@ -1,0 +1,184 @@
+"""The warm-rank server: one process that imports torch once and forks a sweep's CPU ranks from
+there, so each rank skips torch's import (most of a megatron rank's CPU on this lane:
+``benchmarks/bench_rank_start.py``).
+
+Run as a program by :mod:`patchlane.sweep.rank_start` (``python -P warm_server.py SOCKET``),
+never imported by patchlane, and it never imports patchlane or any target itself: the rank it
+forks imports patchlane first and its target after, so the overlay is decided by the same
+import-time walk as in a fresh rank. Only torch (and the torch modules megatron-core imports
+when it is imported) is there before.
+
+Protocol: one line on stdout when ready (``{"ready": true, "preloaded": [...]}`` or
+``{"ready": false, "error": ...}``); then a request per connection on the Unix socket
+(``SOCK_SEQPACKET``), sent by the shim (:mod:`patchlane.sweep.warm_shim`) with its stdin,
+stdout and stderr attached: ``{"argv", "env", "cwd"}``. The answer is ``{"pid"}`` once the rank
+is forked and ``{"status"}`` (``os.waitstatus_to_exitcode``) once it exited. When the shim's
+connection closes first (the sweep killed it), the rank's session is killed. When stdin closes
+(the sweep is gone), every rank's session is killed and the server exits.
+
+One thread only, and no signal handler: forking from a process with other threads can copy a
+lock some thread held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import runpy
+import selectors
+import signal
+import socket
+import sys
+
+PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "torch.distributed.tensor",
+           "torch.distributed.checkpoint")
+"""torch, then the torch modules megatron-core imports when it is imported (``-X importtime``
+puts them at most of megatron.core's own import; without ``torch._dynamo`` a warm megatron
+rank costs twice the wall time). ``torch._dynamo`` imports triton, which reads its settings
+(``TRITON_INTERPRET``) when it is imported: a reproducer that sets the environment starts
+fresh (:func:`patchlane.sweep.rank_start.warm_allowed`). Each one after torch is optional: a
+torch without it is served with what it has."""
+NEVER = ("patchlane", "megatron", "liger_kernel")
+"""Modules the preload must leave unimported: patchlane and the targets. The rank imports them
+itself, so the overlay is decided as in a fresh rank."""
+
+CASE_DEADLINE = "PATCHLANE_CASE_DEADLINE"
+"""As :data:`patchlane.sweep.reproduce.CASE_DEADLINE` (not imported: this program never imports
+patchlane). A warm rank's parent is this server, so its deadline names this server's pid."""
+
+RUNNER = "patchlane.sweep.runner"
+REQUEST_BYTES = 1 << 20
+POLL_SECONDS = 0.05
+
+
+def preload() -> list[str]:
+    import torch  # noqa: F401 - the point of the server
+
+    loaded = ["torch"]
+    for name in PRELOAD[1:]:
+        try:
+            importlib.import_module(name)
+        except Exception:  # an older torch without it: the rank imports it itself, if at all
+            continue
+        loaded.append(name)
+    leaked = [name for name in NEVER if name in sys.modules]
+    if leaked:
+        raise RuntimeError(f"imported {leaked} while preloading torch")
+    return loaded
+
+
+def _rank(request: dict[str, object], fds: list[int], closing: list[int]) -> None:
+    """In the forked child: become the rank a fresh ``python -m patchlane.sweep.runner`` is.
+    Never returns."""
+    code = 1
+    try:
+        for fd in closing:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        os.setsid()  # its own session, as the sweep's Popen(start_new_session=True)
+        for target, fd in enumerate(fds[:3]):
+            os.dup2(fd, target)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
+        env = dict(request["env"])  # type: ignore[call-overload]
+        deadline = env.get(CASE_DEADLINE, "")
+        if ":" in deadline:
+            env[CASE_DEADLINE] = f"{deadline.partition(':')[0]}:{os.getppid()}"
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(str(request["cwd"]))
+        sys.path.insert(0, os.getcwd())  # as `python -m` puts it (-P left it out)
+        sys.argv = [RUNNER, *request["argv"]]  # type: ignore[misc]
+        runpy.run_module(RUNNER, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
+def _send(conn: socket.socket, message: dict[str, object]) -> None:
+    with contextlib.suppress(OSError):
+        conn.send(json.dumps(message).encode())
+
+
+def _kill_session(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def serve(path: str) -> int:
+    try:
+        loaded = preload()
+    except BaseException as exc:  # told to the sweep, which then starts its ranks fresh
+        print(json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return 1
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(64)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "listen")
+    selector.register(sys.stdin, selectors.EVENT_READ, "stdin")
+    ranks: dict[int, socket.socket] = {}  # pid -> its shim's connection
+    print(json.dumps({"ready": True, "preloaded": loaded, "pid": os.getpid()}), flush=True)
+    while True:
+        for key, _ in selector.select(POLL_SECONDS):
+            if key.data == "stdin":
+                if not os.read(sys.stdin.fileno(), 1 << 12):  # the sweep is gone
+                    for pid in ranks:
+                        _kill_session(pid)
+                    return 0
+            elif key.data == "listen":
+                conn, _ = listener.accept()
+                try:
+                    data, fds, _, _ = socket.recv_fds(conn, REQUEST_BYTES, 3)
+                    request = json.loads(data)
+                except (OSError, ValueError):
+                    conn.close()
+                    continue
+                closing = [listener.fileno(), sys.stdin.fileno(), conn.fileno(),
+                           getattr(selector, "fileno", lambda: -1)(),
+                           *(c.fileno() for c in ranks.values())]
+                sys.stdout.flush()
+                pid = os.fork()
+                if pid == 0:
+                    _rank(request, fds, closing)
+                for fd in fds:
+                    os.close(fd)
+                ranks[pid] = conn
+                selector.register(conn, selectors.EVENT_READ, pid)
+                _send(conn, {"pid": pid})
+            else:  # the shim's connection: closed when the shim was killed
+                with contextlib.suppress(OSError):
+                    if key.fileobj.recv(1):  # type: ignore[union-attr]
+                        continue
+                _kill_session(key.data)
+                selector.unregister(key.fileobj)
+        while ranks:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            _kill_session(pid)  # what the rank left behind in its session ends with it
+            if pid in ranks:
+                conn = ranks.pop(pid)
+                _send(conn, {"status": os.waitstatus_to_exitcode(status)})
+                with contextlib.suppress(KeyError, ValueError):
+                    selector.unregister(conn)
+                conn.close()
+
+
+if __name__ == "__main__":
+    sys.exit(serve(sys.argv[1]))

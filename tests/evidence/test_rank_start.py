@@ -1,0 +1,184 @@
+"""How a case's ranks start (patchlane.sweep.rank_start): a warm rank, forked from a server that
+imported torch, gives each real case the outcome a fresh rank gives; it is refused where it
+would prove something else; it leaves nothing running; and a server that cannot preload torch
+falls back to fresh ranks, saying why."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from patchlane import startup
+from patchlane.common.errors import ControlsError
+from patchlane.deciding.controls import ToolSettings
+from patchlane.registry import load_registries
+from patchlane.releases.matrix import sweep_releases
+from patchlane.sweep.rank_start import RankStart, sets_environment, warm_allowed
+from patchlane.sweep.reproduce import Mode, read_spec, run_case
+
+from ..conftest import OVERLAY_SOURCE, FakeTarget
+from ..releases.conftest import CACHE, megatron_version
+from .test_sweep_faults import GUARDING, HEAD, env_for
+
+pytestmark = pytest.mark.slow
+
+
+def _catalog(entry_id: str):  # type: ignore[no-untyped-def]
+    return startup.current().registry.get(entry_id)
+
+
+def test_a_warm_start_is_refused_where_it_would_prove_something_else() -> None:
+    """torch imported before patchlane changes nothing for an entry on megatron, but it does for
+    one on torch, for a config entry (its settings may be read at torch's import), for a case
+    on a ledger entry's bad side, and on the CUDA lane."""
+    sentinel = _catalog("mcore_rerun_sentinel")
+    assert warm_allowed(sentinel, "cpu", bad_side=False) is None
+    # an entry that depends on another is held to the other's rules too: here megatron's
+    assert _catalog("mcore_strict_load_idle_rerun_shard").depends_on
+    assert warm_allowed(_catalog("mcore_strict_load_idle_rerun_shard"), "cpu", False) is None
+    assert "cuda lane" in str(warm_allowed(sentinel, "cuda", bad_side=False))
+    assert "bad-side" in str(warm_allowed(sentinel, "cpu", bad_side=True))
+    assert "config entry" in str(warm_allowed(_catalog("dynamo_recompile_limit"), "cpu", False))
+    assert "version_floor entry" in str(warm_allowed(_catalog("torch_floor_a2a_overlap"), "cpu",
+                                                     False))
+
+
+def test_a_reproducer_that_sets_the_environment_starts_fresh(tmp_path: Path) -> None:
+    """liger-kernel's CPU reproducers set TRITON_INTERPRET before triton is imported; a warm
+    rank's server imported triton (through torch._dynamo) long before."""
+    flce = _catalog("liger_flce_weighted_none")
+    assert "sets the environment" in str(warm_allowed(flce, "cpu", False))
+    writes = {"item": "import os\nos.environ['A'] = '1'\n",
+              "from": "from os import environ\nenviron['A'] = '1'\n",
+              "del": "import os\ndel os.environ['A']\n",
+              "setdefault": "import os\nos.environ.setdefault('A', '1')\n",
+              "update": "import os\nos.environ.update(A='1')\n",
+              "putenv": "import os\nos.putenv('A', '1')\n",
+              "monkeypatch": "def t(monkeypatch):\n    monkeypatch.setenv('A', '1')\n",
+              "unparsable": "def (:\n"}
+    reads = {"get": "import os\nx = os.environ.get('A')\n",
+             "item": "import os\nx = os.environ['A']\n",
+             "copy": "import os\nenv = dict(os.environ)\nenv['A'] = '1'\n"}
+    for name, text in writes.items():
+        (tmp_path / f"w_{name}.py").write_text(text)
+        assert sets_environment(tmp_path / f"w_{name}.py"), name
+    for name, text in reads.items():
+        (tmp_path / f"r_{name}.py").write_text(text)
+        assert not sets_environment(tmp_path / f"r_{name}.py"), name
+
+
+def test_the_setting_is_fresh_or_warm_and_nothing_else() -> None:
+    assert ToolSettings.from_env({}).rank_start == "fresh"
+    assert ToolSettings.from_env({"PATCHLANE_RANK_START": " Warm "}).rank_start == "warm"
+    with pytest.raises(ControlsError, match=r"PATCHLANE_RANK_START='hot': expected one of "
+                                            r"\('fresh', 'warm'\)"):
+        ToolSettings.from_env({"PATCHLANE_RANK_START": "hot"})
+
+
+def test_an_entry_is_held_to_the_rules_of_the_entries_it_depends_on() -> None:
+    sentinel = _catalog("mcore_rerun_sentinel")
+    on_config = dataclasses.replace(sentinel, depends_on=("dynamo_recompile_limit",))
+    assert warm_allowed(on_config, "cpu", False) == (
+        "dynamo_recompile_limit, which it depends on, is a config entry, decided by config: "
+        "it may set or check what torch reads when it is imported")
+    on_unknown = dataclasses.replace(sentinel, depends_on=("no_such_entry",))
+    assert "(no_such_entry) are not loaded here" in str(warm_allowed(on_unknown, "cpu", False))
+    on_torch = dataclasses.replace(sentinel, target=sentinel.target._replace(module="torch.nn"))
+    assert warm_allowed(on_torch, "cpu", False) == (
+        "the entry targets torch, which a warm rank imported before patchlane")
+
+
+def test_a_warm_rank_leaves_nothing_running_and_says_how_it_started(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    """What a warm rank forks (no exec: its environment in /proc is the server's, so the
+    sweep's token does not find it) ends with the rank's session."""
+    pidfile = tmp_path / "grandchild.pid"
+    source = HEAD + ("def run(ctx):\n    import os, time\n    pid = os.fork()\n"
+                     "    if pid == 0:\n        time.sleep(600)\n        os._exit(0)\n"
+                     f"    open({str(pidfile)!r}, 'w').write(str(pid))\n"
+                     "    import {module} as t\n"
+                     "    assert t.Greeter().greet('a') == 'patched hello a', 'bug shows'\n")
+    (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
+        source.replace("{module}", fake_target.module))
+    (fake_target.root / "patches" / f"{fake_target.entry_id}.py").write_text(OVERLAY_SOURCE)
+    fake_target.registry.write_text(yaml.safe_dump({"schema": 1, "entries": [
+        fake_target.entry()]}, sort_keys=False))
+    entry = load_registries([fake_target.registry]).get(fake_target.entry_id)
+    result = run_case(entry, Mode.WITH, env=env_for(fake_target), start=RankStart.WARM,
+                      workdir=tmp_path / "case")
+    assert result.outcome.value == "pass", result.message
+    assert result.rank_start["rank_start"] == "warm", result.rank_start
+    assert result.rank_start["preloaded"][0] == "torch"
+    grandchild = int(pidfile.read_text())
+    for _ in range(100):  # the server kills the rank's session as soon as it reaped the rank
+        if not Path(f"/proc/{grandchild}").exists():
+            break
+        time.sleep(0.05)
+    assert not Path(f"/proc/{grandchild}").exists(), f"pid {grandchild} outlived its case"
+
+
+def test_a_server_that_cannot_preload_torch_starts_ranks_fresh_and_says_why(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    """A stack without torch (here a torch that fails to import, a stand-in for the harness's
+    own mechanics): the case runs, fresh, and its record says why it was not warm."""
+    broken = tmp_path / "broken" / "torch"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('no torch on this stack')\n")
+    (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
+        GUARDING.replace("{module}", fake_target.module))
+    (fake_target.root / "patches" / f"{fake_target.entry_id}.py").write_text(OVERLAY_SOURCE)
+    fake_target.registry.write_text(yaml.safe_dump({"schema": 1, "entries": [
+        fake_target.entry()]}, sort_keys=False))
+    entry = load_registries([fake_target.registry]).get(fake_target.entry_id)
+    env = env_for(fake_target)
+    env["PYTHONPATH"] = os.pathsep.join([str(broken.parent), env["PYTHONPATH"]])
+    result = run_case(entry, Mode.WITH, env=env, start=RankStart.WARM)
+    assert result.outcome.value == "pass", result.message
+    assert result.rank_start["rank_start"] == "fresh"
+    assert "could not preload torch: ImportError: no torch on this stack" in \
+        result.rank_start["warm_refused"]
+
+
+def _outcomes(run_dir: Path) -> dict[tuple[str, str, int], tuple[str, str]]:
+    """Per case (entry, mode, world size): its outcome and the first line of its message."""
+    found = {}
+    for receipt in (run_dir / "receipts").glob("*.json"):
+        data = json.loads(receipt.read_text())
+        key = (data["entry_id"], data["mode"], data["world_size"])
+        found[key] = (data["outcome"], (data["message"] or "").splitlines()[0][:120]
+                      if data["message"] else "")
+    return found
+
+
+@pytest.mark.upstream
+@pytest.mark.skipif(megatron_version() is None, reason="megatron-core is not installed")
+def test_a_warm_start_gives_real_cases_the_outcome_a_fresh_start_gives(
+        tmp_path: Path) -> None:
+    """On the installed megatron-core (0.16.1 on the 3.11 lane, 0.19.2 on the 3.12 lane), three
+    entries its gates admit (the first with two ranks: a rendezvous, a checkpoint, a spawned
+    process), swept once fresh and once warm: each case ends the same, with the same words,
+    and the receipts say which start they had. What lets the suite's sweeps run warm."""
+    version = megatron_version()
+    registry = startup.current().registry
+    admitted = [e for e in registry.entries if e.target.distribution == "megatron-core"
+                and e.applies_to is not None and e.applies_to.contains(version, prereleases=True)
+                and e.reproducer is not None and warm_allowed(e, "cpu", False) is None]
+    admitted.sort(key=lambda e: (2 not in read_spec(e).world_sizes, e.id))
+    only = [e.id for e in admitted[:3]]
+    assert len(only) == 3 and 2 in read_spec(admitted[0]).world_sizes, only
+    runs, codes = {}, {}
+    for start in ("fresh", "warm"):
+        _, codes[start] = sweep_releases(f"{start} start", [], only, cache=CACHE,
+                                         run_dir=tmp_path / start, jobs=2, rank_start=start)
+        runs[start] = _outcomes(tmp_path / start)
+    assert runs["fresh"] and runs["fresh"] == runs["warm"]
+    assert codes["fresh"] == codes["warm"]
+    for start in ("fresh", "warm"):
+        assert {json.loads(p.read_text())["provenance"]["rank_start"]
+                for p in (tmp_path / start / "receipts").glob("*.json")} == {start}
