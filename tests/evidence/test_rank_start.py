@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from patchlane import startup
 from patchlane.common.errors import ControlsError
@@ -22,9 +21,9 @@ from patchlane.releases.matrix import sweep_releases
 from patchlane.sweep.rank_start import RankStart, sets_environment, warm_allowed
 from patchlane.sweep.reproduce import Mode, read_spec, run_case
 
-from ..conftest import OVERLAY_SOURCE, FakeTarget
+from ..conftest import FakeTarget
 from ..releases.conftest import CACHE, megatron_version
-from .test_sweep_faults import GUARDING, HEAD, env_for
+from .test_sweep_faults import GUARDING, HEAD, env_for, multi_registry
 
 pytestmark = pytest.mark.slow
 
@@ -104,12 +103,8 @@ def test_a_warm_rank_leaves_nothing_running_and_says_how_it_started(
                      f"    open({str(pidfile)!r}, 'w').write(str(pid))\n"
                      "    import {module} as t\n"
                      "    assert t.Greeter().greet('a') == 'patched hello a', 'bug shows'\n")
-    (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
-        source.replace("{module}", fake_target.module))
-    (fake_target.root / "patches" / f"{fake_target.entry_id}.py").write_text(OVERLAY_SOURCE)
-    fake_target.registry.write_text(yaml.safe_dump({"schema": 1, "entries": [
-        fake_target.entry()]}, sort_keys=False))
-    entry = load_registries([fake_target.registry]).get(fake_target.entry_id)
+    entry = load_registries([multi_registry(fake_target, {"forks": source})]).get(
+        f"{fake_target.entry_id}_forks")
     result = run_case(entry, Mode.WITH, env=env_for(fake_target), start=RankStart.WARM,
                       workdir=tmp_path / "case")
     assert result.outcome.value == "pass", result.message
@@ -130,12 +125,8 @@ def test_a_server_that_cannot_preload_torch_starts_ranks_fresh_and_says_why(
     broken = tmp_path / "broken" / "torch"
     broken.mkdir(parents=True)
     (broken / "__init__.py").write_text("raise ImportError('no torch on this stack')\n")
-    (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
-        GUARDING.replace("{module}", fake_target.module))
-    (fake_target.root / "patches" / f"{fake_target.entry_id}.py").write_text(OVERLAY_SOURCE)
-    fake_target.registry.write_text(yaml.safe_dump({"schema": 1, "entries": [
-        fake_target.entry()]}, sort_keys=False))
-    entry = load_registries([fake_target.registry]).get(fake_target.entry_id)
+    entry = load_registries([multi_registry(fake_target, {"good": GUARDING})]).get(
+        f"{fake_target.entry_id}_good")
     env = env_for(fake_target)
     env["PYTHONPATH"] = os.pathsep.join([str(broken.parent), env["PYTHONPATH"]])
     result = run_case(entry, Mode.WITH, env=env, start=RankStart.WARM)
