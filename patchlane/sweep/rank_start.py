@@ -19,6 +19,8 @@ and so where it is not used:
 * torch's compiler (``torch._dynamo``), preloaded for megatron-core, imports triton, which
   reads ``TRITON_INTERPRET`` when it is imported: a reproducer that sets the environment
   (:func:`sets_environment`) starts fresh, as liger-kernel's CPU reproducers do.
+* A rank that never imports torch (neither its reproducer nor its target's distribution
+  does: a team's pure-Python target) starts fresh: a server would only add torch's import.
 * A server that cannot import torch (a stack without it) answers so: its ranks start fresh.
 
 One server per environment (the case's environment less patchlane's own settings and the
@@ -66,6 +68,9 @@ def warm_allowed(entry: Entry, lane: str, bad_side: bool) -> str | None:
         return f"the {lane} lane starts every rank fresh"
     if bad_side:
         return "its case without the entry runs on its bad-side releases"
+    if not uses_torch(entry):
+        return ("neither its reproducer nor its target's distribution imports torch: a warm "
+                "start would only add the server's import of it")
     if entry.reproducer is not None and sets_environment(entry.reproducer):
         return ("its reproducer sets the environment, which a module it imports after may "
                 "read when imported, and a warm rank imported torch and triton before")
@@ -87,6 +92,40 @@ def warm_allowed(entry: Entry, lane: str, bad_side: bool) -> str | None:
         if (one.target.module or "").partition(".")[0] == "torch":
             return f"{which} targets torch, which a warm rank imported before patchlane"
     return None
+
+
+def uses_torch(entry: Entry) -> bool:
+    """Whether a rank of ``entry`` imports torch, which a warm start saves: its target's
+    distribution requires torch (installed metadata, as this sweep sees it), or its reproducer
+    imports it (read, not run). A reproducer that cannot be read counts as one that does."""
+    from importlib import metadata
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        declared = metadata.requires(entry.target.distribution) or []
+    except (metadata.PackageNotFoundError, ValueError):
+        declared = []
+    for line in declared:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if requirement.name == "torch" and (requirement.marker is None
+                                            or requirement.marker.evaluate({"extra": ""})):
+            return True
+    if entry.reproducer is None:
+        return False
+    try:
+        tree = ast.parse(entry.reproducer.read_text(encoding="utf-8"), str(entry.reproducer))
+    except (OSError, SyntaxError, ValueError):
+        return True
+    for node in ast.walk(tree):
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        if any(name.partition(".")[0] == "torch" for name in names):
+            return True
+    return False
 
 
 _ENV_WRITERS = {"putenv", "unsetenv", "setenv", "delenv"}

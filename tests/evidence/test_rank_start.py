@@ -18,7 +18,7 @@ from patchlane.common.errors import ControlsError
 from patchlane.deciding.controls import ToolSettings
 from patchlane.registry import load_registries
 from patchlane.releases.matrix import sweep_releases
-from patchlane.sweep.rank_start import RankStart, sets_environment, warm_allowed
+from patchlane.sweep.rank_start import RankStart, sets_environment, uses_torch, warm_allowed
 from patchlane.sweep.reproduce import Mode, read_spec, run_case
 
 from ..conftest import FakeTarget
@@ -72,6 +72,21 @@ def test_a_reproducer_that_sets_the_environment_starts_fresh(tmp_path: Path) -> 
         assert not sets_environment(tmp_path / f"r_{name}.py"), name
 
 
+def test_a_rank_that_never_imports_torch_starts_fresh(fake_target: FakeTarget) -> None:
+    """A team's pure-Python target: the server would only add torch's import."""
+    plain = load_registries([multi_registry(fake_target, {"plain": GUARDING})]).get(
+        f"{fake_target.entry_id}_plain")
+    assert not uses_torch(plain)
+    assert "imports torch" in str(warm_allowed(plain, "cpu", False))
+    with_torch = load_registries([multi_registry(fake_target, {
+        "torch": "from torch import nn\n" + GUARDING})]).get(f"{fake_target.entry_id}_torch")
+    assert uses_torch(with_torch) and warm_allowed(with_torch, "cpu", False) is None
+    # megatron-core's reproducers that never import torch themselves: its metadata requires it
+    tokenizer = _catalog("mcore_tokenizer_alias_recursion")
+    assert "import torch" not in tokenizer.reproducer.read_text()
+    assert uses_torch(tokenizer)
+
+
 def test_the_setting_is_fresh_or_warm_and_nothing_else() -> None:
     assert ToolSettings.from_env({}).rank_start == "fresh"
     assert ToolSettings.from_env({"PATCHLANE_RANK_START": " Warm "}).rank_start == "warm"
@@ -98,7 +113,7 @@ def test_a_warm_rank_leaves_nothing_running_and_says_how_it_started(
     """What a warm rank forks (no exec: its environment in /proc is the server's, so the
     sweep's token does not find it) ends with the rank's session."""
     pidfile = tmp_path / "grandchild.pid"
-    source = HEAD + ("def run(ctx):\n    import os, time\n    pid = os.fork()\n"
+    source = "import torch\n" + HEAD + ("def run(ctx):\n    import os, time\n    pid = os.fork()\n"
                      "    if pid == 0:\n        time.sleep(600)\n        os._exit(0)\n"
                      f"    open({str(pidfile)!r}, 'w').write(str(pid))\n"
                      "    import {module} as t\n"
@@ -125,7 +140,9 @@ def test_a_server_that_cannot_preload_torch_starts_ranks_fresh_and_says_why(
     broken = tmp_path / "broken" / "torch"
     broken.mkdir(parents=True)
     (broken / "__init__.py").write_text("raise ImportError('no torch on this stack')\n")
-    entry = load_registries([multi_registry(fake_target, {"good": GUARDING})]).get(
+    # it names torch (so a warm start is asked of the server) but never imports it
+    uses = "def unused():\n    import torch\n\n\n"
+    entry = load_registries([multi_registry(fake_target, {"good": uses + GUARDING})]).get(
         f"{fake_target.entry_id}_good")
     env = env_for(fake_target)
     env["PYTHONPATH"] = os.pathsep.join([str(broken.parent), env["PYTHONPATH"]])

@@ -83,7 +83,10 @@ def test_every_fault_is_classified_and_the_sweep_carries_on(fake_target: FakeTar
                                                             start: RankStart) -> None:
     """Each fault reads the same whether its rank started fresh or was forked warm from the
     server that imported torch (the shim passes the rank's exit and its signal on)."""
-    registry = load_registries([multi_registry(fake_target, {**FAULTS, "good": GUARDING})])
+    # A warm rank is for a reproducer that uses torch (a fake target alone would start fresh)
+    uses = "import torch\n" if start is RankStart.WARM else ""
+    registry = load_registries([multi_registry(fake_target, {
+        name: uses + source for name, source in {**FAULTS, "good": GUARDING}.items()})])
     run = new_run(registry, tmp_path / "run", lanes=["cpu"], only=None, shard=Shard(1, 1),
                   header={"run_id": "faults"})
     rows = run_sweep(registry, run, jobs=2, timeout=8, env=env_for(fake_target), start=start)
