@@ -202,6 +202,9 @@ def _server(env: Mapping[str, str]) -> _Server:
     key = tuple(sorted(own.items()))
     with _LOCK:
         server = _SERVERS.get(key)
+        if server is not None and server.proc.poll() is not None:  # it died: the next starts
+            server.stop()
+            server = None
         if server is None:
             server = _SERVERS[key] = _Server(own)
         return server

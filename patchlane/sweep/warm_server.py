@@ -150,7 +150,14 @@ def serve(path: str) -> int:
                            getattr(selector, "fileno", lambda: -1)(),
                            *(c.fileno() for c in ranks.values())]
                 sys.stdout.flush()
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except OSError as exc:  # no memory or pids left: this rank fails, not the server
+                    for fd in fds:
+                        os.close(fd)
+                    _send(conn, {"error": f"fork failed: {exc}"})
+                    conn.close()
+                    continue
                 if pid == 0:
                     _rank(request, fds, closing)
                 for fd in fds:

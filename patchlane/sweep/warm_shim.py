@@ -29,8 +29,11 @@ def main(argv: list[str]) -> int:
         conn.connect(path)
         request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}
         socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
-        pid = int(json.loads(conn.recv(1 << 16))["pid"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        reply = json.loads(conn.recv(1 << 16) or b'{"error": "no answer"}')
+        if "pid" not in reply:
+            raise OSError(reply.get("error", "no answer"))
+        pid = int(reply["pid"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         print(f"patchlane: the warm-rank server at {path} did not start the rank: "
               f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 70  # EX_SOFTWARE: the case is an error of the harness, never a verdict

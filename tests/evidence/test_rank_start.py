@@ -133,6 +133,26 @@ def test_a_warm_rank_leaves_nothing_running_and_says_how_it_started(
     assert not Path(f"/proc/{grandchild}").exists(), f"pid {grandchild} outlived its case"
 
 
+def test_a_server_that_died_is_replaced(fake_target: FakeTarget) -> None:
+    """A server killed between cases (the OOM killer, a stray signal) is started again for the
+    next warm case, which passes warm: a dead server never turns later cases into errors."""
+    from patchlane.sweep import rank_start
+
+    entry = load_registries([multi_registry(fake_target, {"good": "import torch\n" + GUARDING})]
+                            ).get(f"{fake_target.entry_id}_good")
+    env = env_for(fake_target)
+    first = run_case(entry, Mode.WITH, env=env, start=RankStart.WARM)
+    assert first.outcome.value == "pass" and first.rank_start["rank_start"] == "warm"
+    servers = list(rank_start._SERVERS.values())
+    assert servers
+    for server in servers:
+        server.proc.kill()
+        server.proc.wait()
+    second = run_case(entry, Mode.WITH, env=env, start=RankStart.WARM)
+    assert second.outcome.value == "pass", second.message
+    assert second.rank_start["rank_start"] == "warm"
+
+
 def test_a_server_that_cannot_preload_torch_starts_ranks_fresh_and_says_why(
         fake_target: FakeTarget, tmp_path: Path) -> None:
     """A stack without torch (here a torch that fails to import, a stand-in for the harness's
