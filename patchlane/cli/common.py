@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from .. import startup
 from ..common.errors import UnknownEntryError, UsageError
+from ..deciding.controls import RANK_STARTS
 from ..deciding.decider import Decider
 from ..registry import Entry, Registry
 
@@ -120,6 +121,16 @@ def add_comparison_options(p: argparse.ArgumentParser) -> None:
                    "newest earlier run of the same comparison class under the runs root)")
     p.add_argument("--history", type=Path, action="append", metavar="RUN_DIR",
                    help="earlier run directories for the HTML page's history (repeatable)")
+
+
+def add_rank_start_option(p: argparse.ArgumentParser) -> None:
+    """``--rank-start``: how a sweep's CPU ranks start (one declaration for ``sweep`` and
+    ``matrix``; None when not given: ``PATCHLANE_RANK_START`` decides)."""
+    p.add_argument("--rank-start", choices=RANK_STARTS, default=None,
+                   help="how each CPU rank starts: fresh (a new interpreter; the default, "
+                   "unless PATCHLANE_RANK_START says warm) or warm (forked from a server that "
+                   "imported torch once: several times less CPU a rank; only for entries it "
+                   "proves the same for, and each receipt says so; docs/sweep.md)")
 
 
 FULL_WIDTH_ENV = "PATCHLANE_FULL_WIDTH"

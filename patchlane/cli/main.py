@@ -25,6 +25,7 @@ from ..common.exit_codes import ExitCode
 from .common import (
     FULL_WIDTH_ENV,
     add_comparison_options,
+    add_rank_start_option,
     given_path,
     positive_int,
     positive_seconds,
@@ -171,11 +172,7 @@ def _sweep_commands(sub: Any) -> None:
     p.add_argument("--wheelhouse", type=Path, metavar="DIR",
                    help="install every release side by side from DIR alone, with no package "
                    "index (`patchlane wheelhouse` fills it); a release it lacks skips its row")
-    p.add_argument("--rank-start", choices=("fresh", "warm"), default=None,
-                   help="how each CPU rank starts: fresh (a new interpreter; the default, "
-                   "unless PATCHLANE_RANK_START says warm) or warm (forked from a server that "
-                   "imported torch once: several times less CPU a rank; only for entries it "
-                   "proves the same for, and each receipt says so; docs/sweep.md)")
+    add_rank_start_option(p)
     p.add_argument("--json", action="store_true", help="print the JSON index")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     from .merge import add_parser as add_merge
@@ -233,11 +230,7 @@ def _release_commands(sub: Any) -> None:
     p.add_argument("--timeout", type=positive_seconds, default=600.0)
     p.add_argument("--lane", choices=["cpu", "cuda"], default="cpu",
                    help="the lane to sweep; runs the sets whose `lanes` hold it (default cpu)")
-    p.add_argument("--rank-start", choices=("fresh", "warm"), default=None,
-                   help="how each CPU rank starts: fresh (a new interpreter; the default, "
-                   "unless PATCHLANE_RANK_START says warm) or warm (forked from a server that "
-                   "imported torch once: several times less CPU a rank; only for entries it "
-                   "proves the same for, and each receipt says so; docs/sweep.md)")
+    add_rank_start_option(p)
     p.add_argument("--wheelhouse", type=Path, metavar="DIR",
                    help="install every release from DIR alone (no index: an air-gapped box); "
                    "its sets and its matrix.yaml, unless --set / --file say otherwise")

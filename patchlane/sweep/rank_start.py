@@ -2,9 +2,10 @@
 new ``python -m patchlane.sweep.runner``; or ``warm``, each forked from a server that imported
 torch once (:mod:`patchlane.sweep.warm_server`), for the CPU lane's ranks that allow it.
 
-A CPU megatron rank spends 6 to 10 of its 7 to 11 CPU seconds importing torch and megatron-core
-(``benchmarks/bench_rank_start.py``); a warm rank skips torch's part. What a warm rank changes,
-and so where it is not used:
+Most of a CPU megatron rank is the import of torch and megatron-core, not the reproducer: a
+case costs 11.3 CPU seconds fresh and 3.3 warm, the server's preload included
+(``benchmarks/bench_rank_start.py``, megatron-core 0.19.2). What a warm rank changes, and so
+where it is not used:
 
 * torch is imported before patchlane's hooks. So only an entry its overlay decides (wrapping
   its target when that is imported) may start warm, and only when its target is not torch; the
