@@ -26,11 +26,12 @@ from patchlane.deciding.decider import Decider
 from patchlane.installed.fingerprint import compute_from_source
 from patchlane.registry import load_registries
 
-# The suite's sweeps (`patchlane sweep` and `patchlane matrix`, which read it) start their CPU
-# ranks warm where that proves what a fresh start proves (docs/sweep.md, "How a case's ranks
-# start"): a megatron rank's import of torch is most of its CPU. tests/evidence/
-# test_rank_start.py holds the two starts to the same outcome on every real case of the
-# installed release, and the tests about the fresh start ask for it.
+# The suite's cases (every run of a reproducer's ranks that names no start: sweeps, the
+# matrix, bisect steps, drafts' checks) start their CPU ranks warm where that proves what a
+# fresh start proves (docs/sweep.md, "How a case's ranks start"): a megatron rank's import of
+# torch is most of its CPU. tests/evidence/test_rank_start.py holds the two starts to the same
+# outcome on every real case of the installed release, and the tests about the fresh start
+# ask for it.
 os.environ.setdefault("PATCHLANE_RANK_START", "warm")
 
 TARGET_SOURCE = '''

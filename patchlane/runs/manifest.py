@@ -315,7 +315,7 @@ class CaseResult:
     stderr_tail: str | None = None
     """For errors: the last lines of the failing rank's log, secrets redacted."""
     rank_start: dict[str, Any] = field(default_factory=dict)
-    """How its ranks started (``patchlane.sweep.rank_start.rank_command``): ``rank_start``,
+    """How its ranks started (``patchlane.sweep.rank_start.rank_starts``): ``rank_start``,
     and ``preloaded`` or ``warm_refused``. Empty: fresh, as every case before warm ranks."""
 
     def as_dict(self) -> dict[str, Any]:

@@ -350,10 +350,11 @@ def run_sweep(
     timeout: float = 600.0,
     env: Mapping[str, str] | None = None,
     on_event: Callable[[SweepEvent], None] | None = None,
-    start: RankStart = RankStart.FRESH,
+    start: RankStart | None = None,
 ) -> list[VerdictRow]:
     """Run every queued case of ``run`` (a fresh plan or a resumed one) and return verdicts.
-    ``start``: how each case's ranks start (:mod:`~patchlane.sweep.rank_start`).
+    ``start``: how each case's ranks start (:mod:`~patchlane.sweep.rank_start`; None:
+    ``PATCHLANE_RANK_START``, fresh unless set).
 
     Ctrl-C (SIGINT) or SIGTERM, in the main thread: queued cases are cancelled, running ones
     stopped (each rank's session killed) and put back in the queue, the manifest records the

@@ -26,7 +26,8 @@ where it is not used:
 
 One server per environment (the case's environment less patchlane's own settings and the
 rendezvous: what torch could read when it is imported), started on the first warm case and
-stopped when the sweep's process ends (its stdin closes).
+stopped when the sweep's process ends (its stdin closes), or earlier when the process has more
+than :data:`KEPT_SERVERS` and no case of it runs.
 """
 
 from __future__ import annotations
@@ -41,19 +42,26 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from ..registry import Entry
 from ..registry.kinds import KINDS, DecidedBy
 
-__all__ = ["RankStart", "rank_command", "shutdown", "warm_allowed"]
+__all__ = ["KEPT_SERVERS", "RankStart", "rank_starts", "shutdown", "warm_allowed"]
 
 _HERE = Path(__file__).resolve().parent
 _PER_CASE = ("MASTER_ADDR", "MASTER_PORT")
 """Set per case, read by no import: a server serves every case whose environment differs from
 its own only in these and in ``PATCHLANE_*`` (patchlane's settings, read by the rank's
 ``import patchlane``, after the fork)."""
+KEPT_SERVERS = 2
+"""Servers one process keeps. Each holds torch's pages (about 0.5 GB); a process that runs
+cases in many environments (``patchlane draft --verify``: each change on its own copy of the
+release, first on the path) would otherwise keep one per environment until it ends. Past this
+many, an idle server (no case of it running) is stopped, the least recently used first; a
+server with a case running never is."""
 
 
 class RankStart(enum.Enum):
@@ -177,6 +185,9 @@ class _Server:
         self.ready = bool(ready.get("ready"))
         self.preloaded: list[str] = list(ready.get("preloaded", []))
         self.error = str(ready.get("error", ""))
+        self.cases = 0
+        """Cases whose ranks it starts now (:func:`rank_starts`): while any, it is kept."""
+        self.used = time.monotonic()
 
     def stop(self) -> None:
         with contextlib.suppress(OSError, ValueError):
@@ -198,7 +209,9 @@ _SERVERS: dict[tuple[tuple[str, str], ...], _Server] = {}
 _LOCK = threading.Lock()
 
 
-def _server(env: Mapping[str, str]) -> _Server:
+def _hold(env: Mapping[str, str]) -> _Server:
+    """The server for ``env``, started if none runs, held for one case; idle servers past
+    :data:`KEPT_SERVERS` stopped."""
     own = {k: v for k, v in env.items() if not k.startswith("PATCHLANE_") and k not in _PER_CASE}
     key = tuple(sorted(own.items()))
     with _LOCK:
@@ -208,24 +221,44 @@ def _server(env: Mapping[str, str]) -> _Server:
             server = None
         if server is None:
             server = _SERVERS[key] = _Server(own)
-        return server
+        server.cases += 1
+        server.used = time.monotonic()
+        idle = sorted((s.used, k) for k, s in _SERVERS.items() if s.cases == 0)
+        surplus = [_SERVERS.pop(k) for _, k in idle[:max(0, len(_SERVERS) - KEPT_SERVERS)]]
+    for old in surplus:
+        old.stop()
+    return server
 
 
-def rank_command(runner_args: list[str], env: Mapping[str, str],
-                 start: RankStart) -> tuple[list[str], dict[str, object]]:
-    """The command that starts one rank, and how it started (for its receipt: ``rank_start``,
-    and for a warm one what was ``preloaded``, or why it started fresh after all)."""
-    fresh = [sys.executable, "-m", "patchlane.sweep.runner", *runner_args]
+@contextlib.contextmanager
+def rank_starts(env: Mapping[str, str], start: RankStart
+                ) -> Iterator[Callable[[list[str]], tuple[list[str], dict[str, object]]]]:
+    """For one case: a function giving the command that starts one rank (the runner's
+    arguments in) and how it started (for its receipt: ``rank_start``, and for a warm one what
+    was ``preloaded``, or why it started fresh after all). A warm case holds its server until
+    the block ends: end the case's ranks inside it."""
+    def fresh(runner_args: list[str]) -> list[str]:
+        return [sys.executable, "-m", "patchlane.sweep.runner", *runner_args]
+
     if start is RankStart.FRESH:
-        return fresh, {"rank_start": RankStart.FRESH.value}
-    server = _server(env)
-    if not server.ready:
-        return fresh, {"rank_start": RankStart.FRESH.value,
-                       "warm_refused": f"the warm-rank server could not preload torch: "
-                                       f"{server.error}"}
-    return ([sys.executable, "-I", "-S", str(_HERE / "warm_shim.py"), server.socket, "--",
-             *runner_args],
-            {"rank_start": RankStart.WARM.value, "preloaded": server.preloaded})
+        yield lambda args: (fresh(args), {"rank_start": RankStart.FRESH.value})
+        return
+    server = _hold(env)
+    try:
+        if not server.ready:
+            how: dict[str, object] = {
+                "rank_start": RankStart.FRESH.value,
+                "warm_refused": f"the warm-rank server could not preload torch: {server.error}"}
+            yield lambda args: (fresh(args), how)
+        else:
+            shim = [sys.executable, "-I", "-S", str(_HERE / "warm_shim.py"), server.socket, "--"]
+            warm: dict[str, object] = {"rank_start": RankStart.WARM.value,
+                                       "preloaded": server.preloaded}
+            yield lambda args: ([*shim, *args], warm)
+    finally:
+        with _LOCK:
+            server.cases -= 1
+            server.used = time.monotonic()
 
 
 def shutdown() -> None:

@@ -46,7 +46,7 @@ from ..reproducer import LANES, Lane, Mode, ReproContext, RunOutcome, parse_lane
 from ..runs.manifest import CaseResult, worst_rank
 from .installs import RELEASE_SPEC, with_releases
 from .provenance import redact_text
-from .rank_start import RankStart, rank_command, warm_allowed
+from .rank_start import RankStart, rank_starts, warm_allowed
 from .wheelhouse_manifest import NotInWheelhouse
 
 __all__ = [
@@ -235,11 +235,11 @@ def run_case(
     flat: bool = False,
     bad_side: bool = True,
     stop: threading.Event | None = None,
-    start: RankStart = RankStart.FRESH,
+    start: RankStart | None = None,
 ) -> CaseResult:
     """Run one case: ``world_size`` ranks, each a fresh interpreter (or, with ``start`` warm,
     one forked from a server that imported torch, where :func:`~.rank_start.warm_allowed`
-    allows it), sharing a work dir
+    allows it; None: ``PATCHLANE_RANK_START``, fresh unless set), sharing a work dir
     (``workdir/<mode>-<lane>-ws<N>``, or ``workdir`` itself when ``flat``). ``bad_side``: a
     ledger reproducer's case without its entry runs on its ``BAD_SIDE`` releases; a caller
     that puts its own release first (a bisection step) turns that off. ``stop``: once set
@@ -284,6 +284,10 @@ def run_case(
                               f"cannot install the bad side {list(bad)}: {exc}", "setup",
                               time.monotonic() - started)
     token = _mark_case(child_env, timeout)
+    if start is None:
+        from ..deciding.controls import ToolSettings
+
+        start = RankStart(ToolSettings.from_env().rank_start)
     refused = warm_allowed(entry, lane, bool(bad)) if start is RankStart.WARM else None
     if refused is not None:
         start = RankStart.FRESH
@@ -292,18 +296,19 @@ def run_case(
     logs: list[_CappedLog] = []
     timed_out = interrupted = False
     killed: list[bool] = []
-    try:
-        for rank in range(world_size):
-            cmd, how = rank_command(
-                ["--entry", entry.id, "--mode", mode.value, "--lane", lane, "--rank", str(rank),
-                 "--world-size", str(world_size), "--workdir", str(case_dir)], child_env, start)
-            proc = subprocess.Popen(cmd, env=child_env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-            procs.append(proc)
-            logs.append(_CappedLog.start(proc, case_dir / f"rank{rank}.log"))
-        timed_out, interrupted = _wait_for_ranks(procs, started + timeout, stop)
-    finally:
-        killed = _end_ranks(procs, logs, token)
+    with rank_starts(child_env, start) as command:
+        try:
+            for rank in range(world_size):
+                cmd, how = command(
+                    ["--entry", entry.id, "--mode", mode.value, "--lane", lane, "--rank",
+                     str(rank), "--world-size", str(world_size), "--workdir", str(case_dir)])
+                proc = subprocess.Popen(cmd, env=child_env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+                procs.append(proc)
+                logs.append(_CappedLog.start(proc, case_dir / f"rank{rank}.log"))
+            timed_out, interrupted = _wait_for_ranks(procs, started + timeout, stop)
+        finally:
+            killed = _end_ranks(procs, logs, token)
     if interrupted:
         raise CaseInterrupted(f"{entry.id} ({mode.value}, {lane}, world size {world_size}): "
                               "stopped before it finished; no result")

@@ -153,6 +153,78 @@ def test_a_server_that_died_is_replaced(fake_target: FakeTarget) -> None:
     assert second.rank_start["rank_start"] == "warm"
 
 
+# What a rank's provenance reads of torch, and nothing else: it imports at once.
+STAND_IN_TORCH = """__version__ = "0+stand-in"
+class version:
+    cuda = None
+class cuda:
+    @staticmethod
+    def is_available():
+        return False
+"""
+
+
+def test_a_case_that_names_no_start_follows_the_setting(
+        fake_target: FakeTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``PATCHLANE_RANK_START`` is how every run of a reproducer's ranks starts when its caller
+    names no start (``draft --verify``, ``reproduce``, a bisect step), as for ``patchlane
+    sweep``: warm where allowed when set so, fresh when unset."""
+    entry = load_registries([multi_registry(fake_target, {"good": "import torch\n" + GUARDING})]
+                            ).get(f"{fake_target.entry_id}_good")
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(STAND_IN_TORCH)
+    env = env_for(fake_target)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
+    for setting, started in (("warm", "warm"), ("fresh", "fresh"), (None, "fresh")):
+        if setting is None:
+            monkeypatch.delenv("PATCHLANE_RANK_START", raising=False)
+        else:
+            monkeypatch.setenv("PATCHLANE_RANK_START", setting)
+        result = run_case(entry, Mode.WITH, env=env)
+        assert result.outcome.value == "pass", result.message
+        assert result.rank_start["rank_start"] == started, (setting, result.rank_start)
+
+
+def test_a_process_keeps_two_servers_and_never_stops_one_with_a_case_running(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    """Three environments (each its own stand-in torch first on the path: a server per
+    environment, as ``draft --verify`` makes one per patched copy of a release). The first is
+    held by a case that still runs while the other two sweep: the third environment's server
+    stops the second's (idle, least recently used), never the first's, which still serves."""
+    from patchlane.sweep import rank_start
+
+    rank_start.shutdown()
+    entry = load_registries([multi_registry(fake_target, {"good": "import torch\n" + GUARDING})]
+                            ).get(f"{fake_target.entry_id}_good")
+    envs = {}
+    for name in ("a", "b", "c"):
+        (tmp_path / name / "torch").mkdir(parents=True)
+        (tmp_path / name / "torch" / "__init__.py").write_text(STAND_IN_TORCH)
+        env = env_for(fake_target)
+        env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / name), env["PYTHONPATH"]])
+        envs[name] = env
+
+    def server(name: str) -> rank_start._Server | None:
+        own = {k: v for k, v in envs[name].items() if not k.startswith("PATCHLANE_")}
+        return rank_start._SERVERS.get(tuple(sorted(own.items())))
+
+    assert rank_start.KEPT_SERVERS == 2
+    with rank_start.rank_starts(envs["a"], RankStart.WARM) as command:
+        held = server("a")
+        assert held is not None and command(["--x"])[1]["rank_start"] == "warm"
+        for name in ("b", "c"):
+            result = run_case(entry, Mode.WITH, env=envs[name], start=RankStart.WARM)
+            assert result.outcome.value == "pass", result.message
+            assert result.rank_start["rank_start"] == "warm"
+        second = [s for s in rank_start._SERVERS.values() if s is not held]
+        assert len(rank_start._SERVERS) == 2 and server("b") is None and server("c") in second
+        assert held.proc.poll() is None  # the held one runs on, and still serves a case
+        again = run_case(entry, Mode.WITH, env=envs["a"], start=RankStart.WARM)
+        assert again.outcome.value == "pass" and server("a") is held, again.message
+    assert held.cases == 0
+    rank_start.shutdown()
+
+
 def test_a_server_that_cannot_preload_torch_starts_ranks_fresh_and_says_why(
         fake_target: FakeTarget, tmp_path: Path) -> None:
     """A stack without torch (here a torch that fails to import, a stand-in for the harness's

@@ -41,7 +41,8 @@ def test_two_real_shards_merge_into_one_page_chromium_reads(tmp_path: Path) -> N
     pytest.importorskip("liger_kernel", reason="liger-kernel is not installed")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
     env.update(PYTHONWARNINGS="ignore", CI="1",
-               PATCHLANE_GITHUB_API="http://127.0.0.1:9")  # the page sends no request anyway
+               PATCHLANE_GITHUB_API="http://127.0.0.1:9",  # the page sends no request anyway
+               PATCHLANE_RANK_START=os.environ.get("PATCHLANE_RANK_START", "fresh"))
     root = tmp_path / "runs"
     only = [a for entry in ONLY for a in ("--only", entry)]
     shards: dict[str, dict[str, object]] = {}
