@@ -40,7 +40,9 @@ def run_reproduce(entry_id: str, without: bool, lane_name: Lane, sizes: list[int
     for size in sizes or spec.world_sizes:
         result = run_case(entry, mode, lane=lane_name, world_size=size, timeout=timeout,
                           workdir=keep)
-        print(f"{entry_id} [{mode.value} overlay, {lane_name}, world size {size}]: "
+        # A warm rank's figures (its peak memory) are not a fresh one's: say which it was.
+        warm = ", ranks warm" if result.rank_start.get("rank_start") == "warm" else ""
+        print(f"{entry_id} [{mode.value} overlay, {lane_name}, world size {size}{warm}]: "
               f"{result.outcome.value.upper()} in {result.seconds:.1f}s: {result.message}")
         if result.outcome is RunOutcome.ERROR:
             print_tails((f"--- rank {rank['rank']} log ({_where(rank['log'])}), last lines ---",
