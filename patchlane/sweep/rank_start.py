@@ -209,18 +209,24 @@ _SERVERS: dict[tuple[tuple[str, str], ...], _Server] = {}
 _LOCK = threading.Lock()
 
 
+def _server_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """Which server serves a case in ``env``: its environment less :data:`_PER_CASE` and
+    ``PATCHLANE_*``, the environment that server runs in."""
+    return tuple(sorted((k, v) for k, v in env.items()
+                        if not k.startswith("PATCHLANE_") and k not in _PER_CASE))
+
+
 def _hold(env: Mapping[str, str]) -> _Server:
     """The server for ``env``, started if none runs, held for one case; idle servers past
     :data:`KEPT_SERVERS` stopped."""
-    own = {k: v for k, v in env.items() if not k.startswith("PATCHLANE_") and k not in _PER_CASE}
-    key = tuple(sorted(own.items()))
+    key = _server_key(env)
     with _LOCK:
         server = _SERVERS.get(key)
         if server is not None and server.proc.poll() is not None:  # it died: the next starts
             server.stop()
             server = None
         if server is None:
-            server = _SERVERS[key] = _Server(own)
+            server = _SERVERS[key] = _Server(dict(key))
         server.cases += 1
         server.used = time.monotonic()
         idle = sorted((s.used, k) for k, s in _SERVERS.items() if s.cases == 0)

@@ -207,16 +207,13 @@ def test_reproduce_says_when_its_ranks_started_warm(fake_target: FakeTarget,
                                                    tmp_path: Path) -> None:
     """A warm rank's figures are not a fresh one's: `patchlane reproduce` says which it ran
     (a stand-in torch first on the path, the framework's own mechanics: it imports at once)."""
-    from ..evidence.test_rank_start import STAND_IN_TORCH
+    from ..evidence.test_rank_start import torch_first
 
-    (tmp_path / "torch").mkdir()
-    (tmp_path / "torch" / "__init__.py").write_text(STAND_IN_TORCH)
     (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
         "import torch\nLANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n"
         f"    import {fake_target.module} as t\n"
         "    assert t.Greeter().greet('q') == 'patched hello q', 'bug'\n")
-    env = fake_cli_env(fake_target)
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
+    env = torch_first(tmp_path, fake_cli_env(fake_target))
     for start, said in (("warm", True), ("fresh", False)):
         out = cli("reproduce", fake_target.entry_id, env={**env, "PATCHLANE_RANK_START": start})
         assert out.returncode == 0, out.stdout + out.stderr

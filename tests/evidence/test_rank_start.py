@@ -164,6 +164,15 @@ class cuda:
 """
 
 
+def torch_first(folder: Path, env: dict[str, str], source: str = STAND_IN_TORCH
+                ) -> dict[str, str]:
+    """``env`` with a stand-in torch package (``source``) in ``folder``, first on the path: the
+    framework's own mechanics, never evidence."""
+    (folder / "torch").mkdir(parents=True)
+    (folder / "torch" / "__init__.py").write_text(source)
+    return {**env, "PYTHONPATH": os.pathsep.join([str(folder), env["PYTHONPATH"]])}
+
+
 def test_a_case_that_names_no_start_follows_the_setting(
         fake_target: FakeTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``PATCHLANE_RANK_START`` is how every run of a reproducer's ranks starts when its caller
@@ -171,10 +180,7 @@ def test_a_case_that_names_no_start_follows_the_setting(
     sweep``: warm where allowed when set so, fresh when unset."""
     entry = load_registries([multi_registry(fake_target, {"good": "import torch\n" + GUARDING})]
                             ).get(f"{fake_target.entry_id}_good")
-    (tmp_path / "torch").mkdir()
-    (tmp_path / "torch" / "__init__.py").write_text(STAND_IN_TORCH)
-    env = env_for(fake_target)
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
+    env = torch_first(tmp_path, env_for(fake_target))
     for setting, started in (("warm", "warm"), ("fresh", "fresh"), (None, "fresh")):
         if setting is None:
             monkeypatch.delenv("PATCHLANE_RANK_START", raising=False)
@@ -196,17 +202,10 @@ def test_a_process_keeps_two_servers_and_never_stops_one_with_a_case_running(
     rank_start.shutdown()
     entry = load_registries([multi_registry(fake_target, {"good": "import torch\n" + GUARDING})]
                             ).get(f"{fake_target.entry_id}_good")
-    envs = {}
-    for name in ("a", "b", "c"):
-        (tmp_path / name / "torch").mkdir(parents=True)
-        (tmp_path / name / "torch" / "__init__.py").write_text(STAND_IN_TORCH)
-        env = env_for(fake_target)
-        env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / name), env["PYTHONPATH"]])
-        envs[name] = env
+    envs = {name: torch_first(tmp_path / name, env_for(fake_target)) for name in ("a", "b", "c")}
 
     def server(name: str) -> rank_start._Server | None:
-        own = {k: v for k, v in envs[name].items() if not k.startswith("PATCHLANE_")}
-        return rank_start._SERVERS.get(tuple(sorted(own.items())))
+        return rank_start._SERVERS.get(rank_start._server_key(envs[name]))
 
     assert rank_start.KEPT_SERVERS == 2
     with rank_start.rank_starts(envs["a"], RankStart.WARM) as command:
@@ -229,15 +228,12 @@ def test_a_server_that_cannot_preload_torch_starts_ranks_fresh_and_says_why(
         fake_target: FakeTarget, tmp_path: Path) -> None:
     """A stack without torch (here a torch that fails to import, a stand-in for the harness's
     own mechanics): the case runs, fresh, and its record says why it was not warm."""
-    broken = tmp_path / "broken" / "torch"
-    broken.mkdir(parents=True)
-    (broken / "__init__.py").write_text("raise ImportError('no torch on this stack')\n")
     # it names torch (so a warm start is asked of the server) but never imports it
     uses = "def unused():\n    import torch\n\n\n"
     entry = load_registries([multi_registry(fake_target, {"good": uses + GUARDING})]).get(
         f"{fake_target.entry_id}_good")
-    env = env_for(fake_target)
-    env["PYTHONPATH"] = os.pathsep.join([str(broken.parent), env["PYTHONPATH"]])
+    env = torch_first(tmp_path, env_for(fake_target),
+                      "raise ImportError('no torch on this stack')\n")
     result = run_case(entry, Mode.WITH, env=env, start=RankStart.WARM)
     assert result.outcome.value == "pass", result.message
     assert result.rank_start["rank_start"] == "fresh"
