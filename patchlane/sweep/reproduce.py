@@ -272,6 +272,10 @@ def run_case(
     child_env = case_env(entry, mode, env)
     spec = read_spec(entry)
     bad = spec.bad_side if mode is Mode.WITHOUT and bad_side else ()
+    # Marked before the bad side is installed: an install takes the case's time (its deadline
+    # counts from here, as its ranks' wait counts from `started`), and it starts no process
+    # that outlives it.
+    token = _mark_case(child_env, timeout)
     if bad:
         # A ledger entry's case without it runs on the bad side of its bound, installed
         # side by side: one sweep shows both sides (the bound is measured, not read).
@@ -283,7 +287,6 @@ def run_case(
             return CaseResult(entry.id, mode, lane, world_size, RunOutcome.ERROR,
                               f"cannot install the bad side {list(bad)}: {exc}", "setup",
                               time.monotonic() - started)
-    token = _mark_case(child_env, timeout)
     if start is None:
         from ..deciding.controls import ToolSettings
 
