@@ -178,3 +178,23 @@ def test_bad_side_deps_must_name_bad_side_releases(fake_target: FakeTarget,
                                                    sort_keys=False))
     with pytest.raises(ReproducerError, match=r"BAD_SIDE_DEPS: found \['torch==2.5.1'\]"):
         read_spec(load_registries([fake_target.registry]).get("fake_pin"))
+
+
+def test_a_bad_side_that_cannot_be_installed_is_an_error_of_its_case(
+        fake_target: FakeTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The bad side is not in the release cache and pip finds it nowhere (no index, an empty
+    # folder of links: no network asked): the case without the entry is an error that says
+    # why, the case with it still runs, and the sweep carries on to its verdict.
+    (fake_target.root / "reproducers" / "fake_pin.py").write_text(
+        PIN_REPRO.format(dist=fake_target.distribution, package=fake_target.package))
+    _env(fake_target, tmp_path / "cache", monkeypatch)
+    (tmp_path / "links").mkdir()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "links"))
+    entry = _entry(fake_target, "fake_pin", "packaging_pin",
+                   target={"distribution": fake_target.distribution}, pin="<2.0",
+                   when={"imported": fake_target.package})
+    (row,) = _sweep(fake_target, tmp_path, entry)
+    assert row.verdict is Verdict.ERROR, row.reason
+    assert f"cannot install the bad side ['{fake_target.distribution}==2.0.0']" in row.reason
+    assert set(row.receipts) == {"without", "with"}
