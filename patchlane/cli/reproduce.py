@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..common.exit_codes import ExitCode
+from ..sweep.rank_start import RankStart
 from ..sweep.reproduce import Lane, Mode, RunOutcome, read_spec, run_case
 from .common import one_entry
 
@@ -41,7 +42,8 @@ def run_reproduce(entry_id: str, without: bool, lane_name: Lane, sizes: list[int
         result = run_case(entry, mode, lane=lane_name, world_size=size, timeout=timeout,
                           workdir=keep)
         # A warm rank's figures (its peak memory) are not a fresh one's: say which it was.
-        warm = ", ranks warm" if result.rank_start.get("rank_start") == "warm" else ""
+        warm = ", ranks warm" if result.rank_start.get("rank_start") == RankStart.WARM.value \
+            else ""
         print(f"{entry_id} [{mode.value} overlay, {lane_name}, world size {size}{warm}]: "
               f"{result.outcome.value.upper()} in {result.seconds:.1f}s: {result.message}")
         if result.outcome is RunOutcome.ERROR:
