@@ -3,7 +3,8 @@ new ``python -m patchlane.sweep.runner``) and with warm ones (``--rank-start war
 the server that imported torch once, :mod:`patchlane.sweep.rank_start`), side by side in one
 run, in rounds whose order alternates. Prints, per case, the wall seconds and the outcome both
 ways, the ranks' peak RSS, and for each start the CPU seconds of everything it ran (the ranks,
-the shims and, for warm, the server with its one preload), per case. Asserts nothing.
+what they spawned, the shims and, for warm, the server with its one preload), per case: this
+process adopts what a rank leaves behind, so nothing it started goes uncounted. Asserts nothing.
 
     python benchmarks/bench_rank_start.py [--entry ID --mode without ...] [--rounds 2]
 
@@ -14,6 +15,7 @@ installed, and gates that admit it: the 3.12 venv's 0.19.2).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -32,8 +34,31 @@ DEFAULT_CASES = (("mcore_tokenizer_alias_recursion", "without"),
 
 
 def _children_cpu() -> float:
+    _reap_orphans()
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def _adopt_orphans() -> None:
+    """Make this process the subreaper of what it starts (Linux): a process a rank started and
+    left (a warm rank ends with ``os._exit``, and what it spawned outlives it until the case's
+    end kills it) comes back here and is counted once reaped, not lost to init."""
+    import ctypes
+
+    pr_set_child_subreaper = 36
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
+
+
+def _reap_orphans() -> None:
+    """Reap every adopted process that has ended, so RUSAGE_CHILDREN holds its CPU."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", action="append", default=[])
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
+    _adopt_orphans()
     from patchlane import startup
     from patchlane.sweep import rank_start
     from patchlane.sweep.rank_start import RankStart

@@ -23,6 +23,11 @@ where it is not used:
 * A rank that never imports torch (neither its reproducer nor its target's distribution
   does: a team's pure-Python target) starts fresh: a server would only add torch's import.
 * A server that cannot import torch (a stack without it) answers so: its ranks start fresh.
+* What a warm rank spawns with ``multiprocessing`` (megatron-core's checkpoint writer starts a
+  spawn-context Manager, which imports torch to read each write result) is forked from the same
+  server, with the rank's environment, command line and descriptors: torch is there before it
+  runs, as in the rank. Anything else a rank starts (a subprocess, the resource tracker) starts
+  as it would without the server.
 
 One server per environment (the case's environment less patchlane's own settings and the
 rendezvous: what torch could read when it is imported), started on the first warm case and
@@ -198,7 +203,7 @@ class _Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        for name in ("server.sock", "server.log"):
+        for name in ("server.sock", "server.log", "spawn"):
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(self.folder, name))
         with contextlib.suppress(OSError):

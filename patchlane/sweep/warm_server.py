@@ -16,6 +16,17 @@ is forked and ``{"status"}`` (``os.waitstatus_to_exitcode``) once it exited. Whe
 connection closes first (the sweep killed it), the rank's session is killed. When stdin closes
 (the sweep is gone), every rank's session is killed and the server exits.
 
+A rank's ``multiprocessing`` spawns go through the same door: its spawn executable is the
+launcher this server writes beside its socket (:func:`write_launcher`), which starts the shim
+in its spawn mode. That request adds ``"spawn": {"flags", "code", "args"}`` and ``"fds"``, the
+numbers its descriptors had (multiprocessing's pipes and the resource tracker's, after stdin,
+stdout and stderr); the child gets them at the same numbers and runs ``python -c CODE ARGS``
+as a fresh interpreter would, with torch already imported. A spawned process is what imports
+torch afresh in a warm rank otherwise: megatron-core's checkpoint writer starts a spawn-context
+``Manager`` whose server unpickles each write result, torch's classes and so torch with them.
+A request this server cannot honour (flags other than its own) gets ``{"error"}``, and the shim
+starts the interpreter itself.
+
 One thread only, and no signal handler: forking from a process with other threads can copy a
 lock some thread held.
 """
@@ -23,14 +34,18 @@ lock some thread held.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib
 import json
 import os
 import runpy
 import selectors
+import shlex
 import signal
 import socket
+import subprocess
 import sys
+import types
 
 PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "torch.distributed.tensor",
            "torch.distributed.checkpoint")
@@ -50,6 +65,9 @@ patchlane). A warm rank's parent is this server, so its deadline names this serv
 
 RUNNER = "patchlane.sweep.runner"
 REQUEST_BYTES = 1 << 20
+MAX_FDS = 64
+"""Descriptors one request may carry: a rank's three; a spawned process's three and those
+multiprocessing passes it (its pipes, the resource tracker's)."""
 POLL_SECONDS = 0.05
 
 
@@ -69,20 +87,18 @@ def preload() -> list[str]:
     return loaded
 
 
-def _rank(request: dict[str, object], fds: list[int], closing: list[int]) -> None:
-    """In the forked child: become the rank a fresh ``python -m patchlane.sweep.runner`` is.
-    Never returns."""
+def _child(request: dict[str, object], fds: list[int], closing: list[int],
+           launcher: str | None) -> None:
+    """In the forked child: become what the shim stands for: a rank (a fresh ``python -m
+    patchlane.sweep.runner``), or a rank's spawned process (``python -c CODE ARGS``, as
+    ``multiprocessing``'s spawn starts one). Never returns."""
     code = 1
     try:
         for fd in closing:
             with contextlib.suppress(OSError):
                 os.close(fd)
         os.setsid()  # its own session, as the sweep's Popen(start_new_session=True)
-        for target, fd in enumerate(fds[:3]):
-            os.dup2(fd, target)
-        for fd in fds:
-            if fd > 2:
-                os.close(fd)
+        _place(fds, [int(n) for n in request.get("fds", [0, 1, 2])])  # type: ignore[attr-defined]
         env = dict(request["env"])  # type: ignore[call-overload]
         deadline = env.get(CASE_DEADLINE, "")
         if ":" in deadline:
@@ -90,9 +106,19 @@ def _rank(request: dict[str, object], fds: list[int], closing: list[int]) -> Non
         os.environ.clear()
         os.environ.update(env)
         os.chdir(str(request["cwd"]))
-        sys.path.insert(0, os.getcwd())  # as `python -m` puts it (-P left it out)
-        sys.argv = [RUNNER, *request["argv"]]  # type: ignore[misc]
-        runpy.run_module(RUNNER, run_name="__main__", alter_sys=True)
+        # What it spawns in turn (megatron-core's checkpoint writer starts a spawn-context
+        # Manager, which imports torch to unpickle each write result) starts here as well.
+        if launcher is not None:
+            import multiprocessing.spawn
+
+            multiprocessing.spawn.set_executable(launcher)
+        spawned = request.get("spawn")
+        if isinstance(spawned, dict):
+            _run_command(str(spawned["code"]), [str(a) for a in spawned["args"]])
+        else:
+            sys.path.insert(0, os.getcwd())  # as `python -m` puts it (-P left it out)
+            sys.argv = [RUNNER, *request["argv"]]  # type: ignore[misc]
+            runpy.run_module(RUNNER, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -105,6 +131,62 @@ def _rank(request: dict[str, object], fds: list[int], closing: list[int]) -> Non
         sys.stdout.flush()
         sys.stderr.flush()
     os._exit(code)
+
+
+def _place(fds: list[int], targets: list[int]) -> None:
+    """Put the received ``fds`` at the numbers they had in the shim (``targets``): first all
+    above every target, so that placing one never closes another still to be placed."""
+    if len(fds) != len(targets):
+        raise ValueError(f"{len(fds)} descriptors received for {len(targets)} numbers")
+    above = max(targets, default=2) + 1
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, above) for fd in fds]
+    for fd in fds:
+        os.close(fd)
+    for fd, target in zip(moved, targets, strict=True):
+        os.dup2(fd, target)
+    for fd in moved:
+        os.close(fd)
+
+
+def _run_command(code: str, args: list[str]) -> None:
+    """What ``python -c CODE ARGS`` runs: CODE in a new ``__main__`` module, ``sys.argv`` is
+    ``["-c", *ARGS]``."""
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main
+    sys.argv = ["-c", *args]
+    exec(compile(code, "<string>", "exec"), main.__dict__)  # what `-c` does
+
+
+def _refusal(request: dict[str, object]) -> str | None:
+    """Why a spawned process cannot start here, so its shim starts a fresh interpreter:
+    interpreter flags other than this server's (a fork keeps the server's). None for a rank,
+    and for a spawned process whose flags are this server's."""
+    spawned = request.get("spawn")
+    if not isinstance(spawned, dict):
+        return None
+    # What multiprocessing itself puts on a spawned child's command line (the rank's flags,
+    # which are this server's: a fork keeps sys.flags); the same function, so the same list.
+    mine = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
+    if list(spawned.get("flags", [])) != mine:
+        return f"flags {spawned.get('flags')} are not this server's {mine}"
+    return None
+
+
+def write_launcher(folder: str, socket_path: str) -> str | None:
+    """The executable a warm rank's ``multiprocessing`` spawns in place of the interpreter: the
+    shim in its spawn mode, which asks this server to fork the child (or, for anything but
+    multiprocessing's own spawn command, starts the interpreter itself). A shell script, since
+    ``set_executable`` takes one path and no arguments; None on a system without ``/bin/sh``
+    (a distroless image), where what a rank spawns starts as it would without the server."""
+    if not os.path.exists("/bin/sh"):
+        return None
+    shim = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_shim.py")
+    path = os.path.join(folder, "spawn")
+    words = [sys.executable, "-I", "-S", shim, socket_path, "--spawn", sys.executable, "--"]
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("#!/bin/sh\nexec " + " ".join(shlex.quote(w) for w in words) + ' "$@"\n')
+    os.chmod(path, 0o755)
+    return path
 
 
 def _send(conn: socket.socket, message: dict[str, object]) -> None:
@@ -123,6 +205,7 @@ def serve(path: str) -> int:
     except BaseException as exc:  # told to the sweep, which then starts its ranks fresh
         print(json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
         return 1
+    launcher = write_launcher(os.path.dirname(os.path.abspath(path)), path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(64)
@@ -141,9 +224,16 @@ def serve(path: str) -> int:
             elif key.data == "listen":
                 conn, _ = listener.accept()
                 try:
-                    data, fds, _, _ = socket.recv_fds(conn, REQUEST_BYTES, 3)
+                    data, fds, _, _ = socket.recv_fds(conn, REQUEST_BYTES, MAX_FDS)
                     request = json.loads(data)
                 except (OSError, ValueError):
+                    conn.close()
+                    continue
+                refused = _refusal(request)
+                if refused is not None:
+                    for fd in fds:
+                        os.close(fd)
+                    _send(conn, {"error": refused})
                     conn.close()
                     continue
                 closing = [listener.fileno(), sys.stdin.fileno(), conn.fileno(),
@@ -159,7 +249,7 @@ def serve(path: str) -> int:
                     conn.close()
                     continue
                 if pid == 0:
-                    _rank(request, fds, closing)
+                    _child(request, fds, closing, launcher)
                 for fd in fds:
                     os.close(fd)
                 ranks[pid] = conn

@@ -133,6 +133,75 @@ def test_a_warm_rank_leaves_nothing_running_and_says_how_it_started(
     assert not Path(f"/proc/{grandchild}").exists(), f"pid {grandchild} outlived its case"
 
 
+# A reproducer whose rank spawns processes as megatron-core's checkpoint writer does (a
+# spawn-context Manager) and as a job may (a Process): each child reports, from a script
+# written beside the case, what was imported before it ran and what it was given.
+SPAWNS = "import torch\n" + HEAD + """def run(ctx):
+    import json, multiprocessing, os, runpy, signal, sys, time
+    spawn = multiprocessing.get_context("spawn")
+    probe = ctx.workdir / "probe.py"
+    probe.write_text(
+        "import json, os, sys\\n"
+        "json.dump({'torch_before': 'torch' in sys.modules, 'pid': os.getpid(),\\n"
+        "           'token': os.environ.get('PATCHLANE_CASE_TOKEN'), 'argv': sys.argv},\\n"
+        "          open(sys.argv[-1] + '.json', 'w'))\\n"
+        "if sys.argv[-1].endswith('sleeper'):\\n"
+        "    import time; time.sleep(600)\\n")
+    child = spawn.Process(target=runpy.run_path, args=(str(probe),))
+    sys.argv.append(str(ctx.workdir / "child"))
+    child.start(); child.join(60)
+    assert child.exitcode == 0, ("child", child.exitcode)
+    with spawn.Manager() as manager:
+        queue = manager.Queue()
+        queue.put({"weights": [1.0, 2.0]})
+        assert queue.get() == {"weights": [1.0, 2.0]}
+    three = spawn.Process(target=sys.exit, args=(3,))
+    three.start(); three.join(60)
+    assert three.exitcode == 3, ("exit", three.exitcode)
+    slow = spawn.Process(target=time.sleep, args=(60,))
+    slow.start(); time.sleep(0.5); slow.terminate(); slow.join(60)
+    assert slow.exitcode == -signal.SIGTERM, ("terminate", slow.exitcode)
+    sys.argv[-1] = str(ctx.workdir / "sleeper")
+    sleeper = spawn.Process(target=runpy.run_path, args=(str(probe),), daemon=True)
+    sleeper.start()
+    for _ in range(600):
+        if (ctx.workdir / "sleeper.json").exists():
+            break
+        time.sleep(0.05)
+    import {module} as t
+    assert t.Greeter().greet('a') == 'patched hello a', 'bug shows'
+"""
+
+
+@pytest.mark.parametrize("start", list(RankStart), ids=[s.value for s in RankStart])
+def test_what_a_warm_rank_spawns_starts_warm_and_ends_as_a_fresh_ranks_would(
+        fake_target: FakeTarget, tmp_path: Path, start: RankStart) -> None:
+    """A process a warm rank spawns (megatron-core's checkpoint writer starts a Manager, whose
+    server imports torch to read each write result) is forked from the rank's server too: torch
+    is there before it runs. It gets the rank's environment and its command, its exit code and
+    a terminate read as a spawned interpreter's, a Manager works, and what it leaves running
+    ends with the case. A fresh rank's children start fresh: the same case, the same outcome."""
+    entry = load_registries([multi_registry(fake_target, {"spawns": SPAWNS})]).get(
+        f"{fake_target.entry_id}_spawns")
+    assert warm_allowed(entry, "cpu", False) is None
+    result = run_case(entry, Mode.WITH, env=env_for(fake_target), start=start,
+                      workdir=tmp_path)
+    case = tmp_path / "with-cpu-ws1"
+    assert result.outcome.value == "pass", (result.message, result.stderr_tail)
+    assert result.rank_start["rank_start"] == start.value, result.rank_start
+    child = json.loads((case / "child.json").read_text())
+    assert child["torch_before"] is (start is RankStart.WARM), child
+    assert child["argv"][-1] == str(case / "child")  # the rank's argv, as spawn hands it on
+    assert child["token"] and child["token"] == json.loads(
+        (case / "sleeper.json").read_text())["token"]  # the rank's environment
+    sleeper = json.loads((case / "sleeper.json").read_text())["pid"]
+    for _ in range(100):
+        if not Path(f"/proc/{sleeper}").exists():
+            break
+        time.sleep(0.05)
+    assert not Path(f"/proc/{sleeper}").exists(), f"pid {sleeper} outlived its case"
+
+
 def test_a_server_that_died_is_replaced(fake_target: FakeTarget) -> None:
     """A server killed between cases (the OOM killer, a stray signal) is started again for the
     next warm case, which passes warm: a dead server never turns later cases into errors."""
