@@ -202,6 +202,36 @@ def test_what_a_warm_rank_spawns_starts_warm_and_ends_as_a_fresh_ranks_would(
     assert not Path(f"/proc/{sleeper}").exists(), f"pid {sleeper} outlived its case"
 
 
+def test_a_spawned_process_gets_its_descriptors_at_their_numbers_and_foreign_flags_start_fresh(
+        ) -> None:
+    """The server's side of a spawn, in this process: descriptors received at numbers that
+    collide with their targets still land where the shim had them; a spawn command with flags
+    other than the server's is refused (its shim then starts the interpreter itself)."""
+    import subprocess
+
+    from patchlane.sweep import warm_server
+
+    pipes = [os.pipe() for _ in range(3)]
+    reads = [r for r, _ in pipes]
+    # a rotation: each read end goes where the next one is now (placed one by one with
+    # dup2, the first would close the second before it moved)
+    targets = [*reads[1:], reads[0]]
+    warm_server._place(reads, targets)
+    for (_, write), target in zip(pipes, targets, strict=True):
+        os.write(write, f"{target}".encode())
+    for (_, write), target in zip(pipes, targets, strict=True):
+        assert os.read(target, 16) == f"{target}".encode()
+        os.close(target)
+        os.close(write)
+    with pytest.raises(ValueError, match="2 descriptors received for 1 numbers"):
+        warm_server._place([0, 1], [5])
+    mine = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
+    assert warm_server._refusal({"argv": []}) is None
+    assert warm_server._refusal({"spawn": {"flags": mine, "code": "", "args": []}}) is None
+    assert "are not this server's" in str(warm_server._refusal(
+        {"spawn": {"flags": [*mine, "-X", "dev"], "code": "", "args": []}}))
+
+
 def test_a_server_that_died_is_replaced(fake_target: FakeTarget) -> None:
     """A server killed between cases (the OOM killer, a stray signal) is started again for the
     next warm case, which passes warm: a dead server never turns later cases into errors."""
