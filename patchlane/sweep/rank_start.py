@@ -3,7 +3,7 @@ new ``python -m patchlane.sweep.runner``; or ``warm``, each forked from a server
 torch once (:mod:`patchlane.sweep.warm_server`), for the CPU lane's ranks that allow it.
 
 Most of a CPU megatron rank is the import of torch and megatron-core, not the reproducer: a
-case costs 11.3 CPU seconds fresh and 3.3 warm, the server's preload included
+case costs 12.2 CPU seconds fresh and 3.5 warm, the server's preload included
 (``benchmarks/bench_rank_start.py``, megatron-core 0.19.2). What a warm rank changes, and so
 where it is not used:
 
