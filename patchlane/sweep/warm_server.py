@@ -182,7 +182,7 @@ def write_launcher(folder: str, socket_path: str) -> str | None:
         return None
     shim = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_shim.py")
     path = os.path.join(folder, "spawn")
-    words = [sys.executable, "-I", "-S", shim, socket_path, "--spawn", sys.executable, "--"]
+    words = [sys.executable, "-I", "-S", shim, socket_path, "--spawn", "--"]
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("#!/bin/sh\nexec " + " ".join(shlex.quote(w) for w in words) + ' "$@"\n')
     os.chmod(path, 0o755)

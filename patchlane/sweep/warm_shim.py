@@ -11,13 +11,13 @@ on, and closes the connection instead, on which the server kills the rank's sess
 Started as ``python -I -S warm_shim.py SOCKET -- RUNNER ARGS...``: no site, no patchlane, a
 few milliseconds.
 
-In its spawn mode (``warm_shim.py SOCKET --spawn PYTHON -- ARGS...``, started by the launcher
+In its spawn mode (``warm_shim.py SOCKET --spawn -- ARGS...``, started by the launcher
 the server writes, which a warm rank's ``multiprocessing`` takes for the interpreter) it stands
 for a process the rank spawned: ``ARGS`` is what the interpreter would have been given. For
 multiprocessing's own spawn command (``-c "from multiprocessing.spawn import spawn_main; ..."``)
 it asks the server to fork the child with every descriptor it was passed, at the same numbers;
 anything else (the resource tracker, a forkserver), or a server that will not, and it becomes
-``PYTHON ARGS...`` itself, as a spawn without the server would have run.
+the interpreter it runs on with ``ARGS``, as a spawn without the server would have run.
 """
 
 from __future__ import annotations
@@ -36,14 +36,13 @@ SPAWN_MAIN = "from multiprocessing.spawn import spawn_main;"
 
 def main(argv: list[str]) -> int:
     path, spawn_mode = argv[0], argv[1] == "--spawn"
-    python = argv[2] if spawn_mode else ""
     argv = argv[argv.index("--") + 1:]
     request: dict[str, object] = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}
     fds = [0, 1, 2]
     if spawn_mode:
         spawned, passed = _spawn_request(argv), _passed_fds()
-        if spawned is None or passed is None:
-            os.execv(python, [python, *argv])
+        if spawned is None or passed is None:  # the rank's interpreter: the launcher's
+            os.execv(sys.executable, [sys.executable, *argv])
         fds = passed
         request.update(argv=[], spawn=spawned, fds=fds)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -57,7 +56,7 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         if spawn_mode:  # the process the rank spawned starts all the same, as it would have
             conn.close()
-            os.execv(python, [python, *argv])
+            os.execv(sys.executable, [sys.executable, *argv])
         print(f"patchlane: the warm-rank server at {path} did not start the rank: "
               f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 70  # EX_SOFTWARE: the case is an error of the harness, never a verdict
