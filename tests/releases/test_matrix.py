@@ -36,7 +36,18 @@ def home_interpreter(matrix_set: MatrixSet) -> str | None:
     return max(allowed, key=Version) if allowed else None
 
 
-@pytest.mark.parametrize("matrix_set", SETS, ids=[s.name for s in SETS])
+def _shared_install(matrix_set: MatrixSet) -> list[pytest.MarkDecorator]:
+    """Sets that install the same release with its dependencies (a torch of several GB) run on
+    one pytest-xdist worker, one after the other: spread over two, the second waited out the
+    first's install on the cache's lock (55 s of a worker idle on a fresh machine) instead of
+    running other tests meanwhile."""
+    if not matrix_set.deps:
+        return []
+    return [pytest.mark.xdist_group(f"matrix sets installing {' '.join(sorted(matrix_set.deps))}")]
+
+
+@pytest.mark.parametrize("matrix_set", [pytest.param(s, marks=_shared_install(s)) for s in SETS],
+                         ids=[s.name for s in SETS])
 def test_release_set_gets_its_expected_verdicts(matrix_set: MatrixSet, tmp_path: Path) -> None:
     if not matrix_set.runs_here():
         pytest.skip(f"{matrix_set.name} needs Python {matrix_set.python}: it runs in the "
