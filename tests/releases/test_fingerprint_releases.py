@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 from collections import defaultdict
@@ -57,8 +58,12 @@ import torch  # noqa: F401  (what each release's import would begin with)
 from patchlane.installed.fingerprint import compute
 for line in sys.stdin:
     path, jobs = json.loads(line)
+    # the child's answer comes back on a pipe of its own, so one line always goes out per
+    # release: the answer, or how the child ended when it died before answering
+    read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
+        os.close(read)
         try:
             sys.path.insert(1, path)
             out = {}
@@ -68,10 +73,17 @@ for line in sys.stdin:
             answer = {"seen": out}
         except BaseException:
             answer = {"error": traceback.format_exc()}
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
+        with os.fdopen(write, "w") as fh:
+            fh.write(json.dumps(answer))
         os._exit(0)
-    os.waitpid(pid, 0)
+    os.close(write)
+    with os.fdopen(read) as fh:
+        text = fh.read()
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if status != 0 or not text:
+        text = json.dumps({"error": f"the child for {path} ended with {status} unanswered"})
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
 """
 
 
@@ -91,6 +103,9 @@ class _ForkedImports:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps([str(path), jobs]) + "\n")
         self.proc.stdin.flush()
+        # as the interpreter per release had: a release that hangs fails after 600 s
+        ready, _, _ = select.select([self.proc.stdout], [], [], 600)
+        assert ready, f"no answer for {path} in 600 s"
         line = self.proc.stdout.readline()
         assert line, f"the forking interpreter ended (exit code {self.proc.wait()})"
         answer = json.loads(line)
