@@ -8,11 +8,14 @@ that release, while torch and the rest come from the test environment.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from patchlane.releases.matrix import install_dir
+
+from .warm_python import WarmPython
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "releases"
@@ -20,6 +23,17 @@ CACHE = ROOT / ".cache" / "releases"
 
 def release_dir(distribution: str, version: str) -> Path:
     return install_dir(f"{distribution}=={version}", CACHE)
+
+
+@pytest.fixture(scope="session")
+def warm_python() -> Iterator[WarmPython]:
+    """One interpreter per pytest worker that has imported torch, forking a child per run of a
+    release (``warm_python.py``); started by the first run asked of it."""
+    server = WarmPython()
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 def release_env(distribution: str, version: str) -> dict[str, str]:

@@ -2,24 +2,25 @@
 checkpointing (``tensor_parallel.checkpoint``, and the CUDA RNG tracker it saves and restores)
 on the CPU lane, on every release from 0.9 to 0.19: the RNG getter megatron calls moved from
 ``torch.cuda.get_rng_state`` (to 0.11) to ``torch.cuda.random.get_rng_state`` inside its own
-``_get_cuda_rng_state`` (0.12 on). Each release, in its own process: without the stand-ins the
-checkpointed step raises on a machine with no GPU (what a reproducer author meets), and with
-them it computes exactly what the same step without checkpointing computes, dropout included
-(the recompute replays the forward's RNG state). What the stand-ins cannot give: a random op
-on CPU tensors inside ``tracker.fork()`` draws from the CPU generator, which megatron itself
-refuses there ("CPU RNG state changed within GPU RNG context"); a CPU reproducer keeps its
-tensor-parallel dropout at 0."""
+``_get_cuda_rng_state`` (0.12 on). Each release, in its own process (forked from the suite's
+warm python, ``warm_python.py``: megatron-core imported afresh from that release): without the
+stand-ins the checkpointed step raises on a machine with no GPU (what a reproducer author
+meets), and with them it computes exactly what the same step without checkpointing computes,
+dropout included (the recompute replays the forward's RNG state). What the stand-ins cannot
+give: a random op on CPU tensors inside ``tracker.fork()`` draws from the CPU generator, which
+megatron itself refuses there ("CPU RNG state changed within GPU RNG context"); a CPU
+reproducer keeps its tensor-parallel dropout at 0."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from .conftest import ROOT, megatron_version, release_dir
+from .warm_python import WarmPython
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow, pytest.mark.independent]
 
@@ -72,7 +73,8 @@ print("release:", __import__("importlib.metadata").metadata.version("megatron-co
 
 
 @pytest.mark.parametrize("release", RELEASES)
-def test_checkpointing_runs_on_the_cpu_with_the_stand_ins(release: str) -> None:
+def test_checkpointing_runs_on_the_cpu_with_the_stand_ins(release: str,
+                                                         warm_python: WarmPython) -> None:
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is here: the stand-ins stand aside")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
@@ -83,8 +85,7 @@ def test_checkpointing_runs_on_the_cpu_with_the_stand_ins(release: str) -> None:
         paths.insert(0, str(release_dir("megatron-core", release)))
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env["PATCHLANE_DEFAULT_REGISTRY"] = "0"  # megatron as shipped
-    out = subprocess.run([sys.executable, "-c", STEP], env=env, capture_output=True,
-                         text=True, timeout=600, cwd=Path(ROOT) / "tests")
+    out = warm_python.run(["-c", STEP], env=env, cwd=Path(ROOT) / "tests")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert f"release: {release}" in lines, out.stdout

@@ -3,7 +3,9 @@
 A real DSA attention layer, built from megatron-core's own module spec on CPU
 (``tests/releases/dsa_layer_step.py`` says what stands in for CUDA-only pieces, and why), runs
 one training step eagerly and the same step under ``patchlane.testing.capture.capture_check``,
-in a child interpreter that does ``import patchlane`` first:
+in a child interpreter (forked from the suite's warm python, ``warm_python.py``: torch is
+imported before, megatron-core afresh from the release) that does ``import patchlane`` before
+megatron-core:
 
 - with the overlays: no capture violation, and each DSA overlay the release needs was hit;
 - with every DSA entry disabled (``PATCHLANE_DISABLE``): the violations upstream has, named
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import pytest
 
 from ..conftest import free_port
 from .conftest import ROOT, megatron_version, release_dir, release_env
+from .warm_python import WarmPython
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow]
 
@@ -58,7 +60,8 @@ def _releases() -> list[Any]:
     return found
 
 
-def _step(version: str, tmp: Path, disable: str, port: int) -> tuple[dict[str, Any], Any]:
+def _step(python: WarmPython, version: str, tmp: Path, disable: str, port: int
+          ) -> tuple[dict[str, Any], Any]:
     import torch
 
     env = (dict(os.environ) if version == megatron_version()
@@ -67,25 +70,26 @@ def _step(version: str, tmp: Path, disable: str, port: int) -> tuple[dict[str, A
     env["PATCHLANE_TEST_PORT"] = str(port)
     env.pop("PATCHLANE_ONLY", None)
     result, tensors = tmp / f"{disable or 'with'}.json", tmp / f"{disable or 'with'}.pt"
-    done = subprocess.run([sys.executable, str(STEP), str(result), str(tensors)], env=env,
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = python.run([str(STEP), str(result), str(tensors)], env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(result.read_text()), torch.load(tensors)
 
 
 @pytest.mark.parametrize("version", _releases())
-def test_dsa_layer_step_is_capture_legal_with_the_overlays(version: str, tmp_path: Path) -> None:
+def test_dsa_layer_step_is_capture_legal_with_the_overlays(version: str, tmp_path: Path,
+                                                           warm_python: WarmPython) -> None:
     port = free_port()
     needed, upstream_frames = EXPECT[".".join(version.split(".")[:2])
                                      if not version.startswith("0.18") else "0.17"]
-    with_result, with_tensors = _step(version, tmp_path, "", port)
+    with_result, with_tensors = _step(warm_python, version, tmp_path, "", port)
     assert with_result["core_attention"] == "DSAttention"
     assert with_result["violations"] == [], with_result
     for entry_id in needed:
         entry = with_result["entries"][entry_id]
         assert entry["outcome"] == "applied" and entry["hits"] > 0, (entry_id, entry)
 
-    without_result, without_tensors = _step(version, tmp_path, ",".join(DSA_ENTRIES), port)
+    without_result, without_tensors = _step(warm_python, version, tmp_path, ",".join(DSA_ENTRIES),
+                                                     port)
     frames = {"in " + v["frame"].rsplit(" in ", 1)[-1] for v in without_result["violations"]}
     assert {v["op"] for v in without_result["violations"]} == {"aten.lift_fresh.default"}
     assert frames == upstream_frames, without_result["violations"]

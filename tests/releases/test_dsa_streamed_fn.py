@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import subprocess
 import sys
 from typing import Any
 
@@ -24,6 +23,7 @@ from patchlane.loading import module_name
 from patchlane.releases.matrix import load_matrix
 
 from .conftest import ROOT, megatron_version, release_dir, release_env
+from .warm_python import WarmPython
 
 ENTRY = "mcore_dsa_streamed_index_scores_fn"
 DSA = "megatron.core.transformer.experimental_attention_variant.dsa"
@@ -145,13 +145,14 @@ print(json.dumps({"ours": ours, "upstream": theirs, "applied": decision["applied
 
 @pytest.mark.slow
 @pytest.mark.parametrize("version", DONE_MEANS_RELEASES)
-def test_done_means_largest_tensor_32x_smaller_with_equal_output(version: str) -> None:
+def test_done_means_largest_tensor_32x_smaller_with_equal_output(version: str,
+                                                                 warm_python: WarmPython) -> None:
     if not _runs_here(version) or not release_dir("megatron-core", version).is_dir():
         pytest.skip(f"megatron-core {version} runs on Python 3.12 only (cp312 wheels)")
     env = release_env("megatron-core", version)
     env = {k: v for k, v in env.items() if not k.startswith("PATCHLANE_")}
-    out = subprocess.run([sys.executable, "-c", _DONE_MEANS, ENTRY], env=env, capture_output=True,
-                         text=True, timeout=600)
+    # forked from the suite's warm python (warm_python.py): megatron-core afresh from the release
+    out = warm_python.run(["-c", _DONE_MEANS, ENTRY], env=env, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["applied"] and seen["version"] == version, seen

@@ -7,12 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import select
-import subprocess
-import sys
 from collections import defaultdict
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -20,6 +15,7 @@ from patchlane import startup
 from patchlane.releases.matrix import load_matrix
 
 from .conftest import ROOT, release_dir
+from .warm_python import WarmPython
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow, pytest.mark.independent]
 
@@ -45,94 +41,26 @@ def test_every_recorded_release_runs_in_some_matrix_set() -> None:
                          f"run): {orphans}; add a set to matrix.yaml or drop the value")
 
 
-# One interpreter per worker imports torch once (its import is most of a release's run, and the
-# same for every release: each release is installed without dependencies, so torch comes from
-# this environment either way); each release then runs in a child forked from it, which puts
-# the release where PYTHONPATH would have (after the script's own entry), imports the target
-# module afresh and computes the fingerprint from the live objects. Nothing of patchlane's is
-# applied there (PATCHLANE_DEFAULT_REGISTRY=0): the upstream code as shipped.
-_SERVER = r"""
-import importlib, json, os, sys, traceback, warnings
+# Each release in an interpreter of its own, forked from the suite's warm python
+# (warm_python.py: torch is the same for every release, each installed without dependencies),
+# with the release on PYTHONPATH: the target module imported afresh from it, the fingerprint
+# computed from the live objects. Nothing of patchlane's is applied there
+# (PATCHLANE_DEFAULT_REGISTRY=0): the upstream code as shipped.
+_SEEN = r"""
+import importlib, json, sys, warnings
 warnings.simplefilter("ignore")
-import torch  # noqa: F401  (what each release's import would begin with)
 from patchlane.installed.fingerprint import compute
-for line in sys.stdin:
-    path, jobs = json.loads(line)
-    # the child's answer comes back on a pipe of its own, so one line always goes out per
-    # release: the answer, or how the child ended when it died before answering
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        try:
-            sys.path.insert(1, path)
-            out = {}
-            for entry_id, module_name, qualnames in jobs:
-                module = importlib.import_module(module_name)
-                out[entry_id] = [compute(module, qualnames), module.__file__]
-            answer = {"seen": out}
-        except BaseException:
-            answer = {"error": traceback.format_exc()}
-        with os.fdopen(write, "w") as fh:
-            fh.write(json.dumps(answer))
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as fh:
-        text = fh.read()
-    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    if status != 0 or not text:
-        text = json.dumps({"error": f"the child for {path} ended with {status} unanswered"})
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
+out = {}
+for entry_id, module_name, qualnames in json.loads(sys.argv[1]):
+    module = importlib.import_module(module_name)
+    out[entry_id] = [compute(module, qualnames), module.__file__]
+print(json.dumps(out))
 """
-
-
-class _ForkedImports:
-    """The per-worker interpreter above, started by the first release asked of it (a worker
-    whose releases all run on the other interpreter starts none)."""
-
-    def __init__(self) -> None:
-        self.proc: subprocess.Popen[str] | None = None
-
-    def fingerprints(self, path: Path, jobs: list[list[object]]) -> dict[str, list[str]]:
-        if self.proc is None:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
-            env["PATCHLANE_DEFAULT_REGISTRY"] = "0"  # nothing applied: upstream as shipped
-            self.proc = subprocess.Popen([sys.executable, "-c", _SERVER], env=env, text=True,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps([str(path), jobs]) + "\n")
-        self.proc.stdin.flush()
-        # as the interpreter per release had: a release that hangs fails after 600 s
-        ready, _, _ = select.select([self.proc.stdout], [], [], 600)
-        assert ready, f"no answer for {path} in 600 s"
-        line = self.proc.stdout.readline()
-        assert line, f"the forking interpreter ended (exit code {self.proc.wait()})"
-        answer = json.loads(line)
-        assert "error" not in answer, answer.get("error")
-        seen: dict[str, list[str]] = answer["seen"]
-        return seen
-
-    def close(self) -> None:
-        if self.proc is None:
-            return
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-
-
-@pytest.fixture(scope="module")
-def forked() -> Iterator[_ForkedImports]:
-    server = _ForkedImports()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 @pytest.mark.parametrize("key", sorted(RECORDED), ids=[f"{d}-{r}" for d, r in sorted(RECORDED)])
 def test_recorded_fingerprint_is_what_the_release_has_at_run_time(
-        key: tuple[str, str], forked: _ForkedImports) -> None:
+        key: tuple[str, str], warm_python: WarmPython) -> None:
     distribution, release = key
     here = [s for s in SETS if f"{distribution}=={release}" in s.install and s.runs_here()]
     if not here:
@@ -147,7 +75,12 @@ def test_recorded_fingerprint_is_what_the_release_has_at_run_time(
             assert entry.fingerprint is not None and entry.target.qualname is not None
             jobs.append([entry.id, entry.target.module,
                          list(entry.fingerprint.qualnames(entry.target.qualname))])
-    seen = forked.fingerprints(path, jobs)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    env["PATCHLANE_DEFAULT_REGISTRY"] = "0"  # nothing applied: upstream as shipped
+    env["PYTHONPATH"] = os.pathsep.join([str(path), *filter(None, [env.get("PYTHONPATH")])])
+    out = warm_python.run(["-c", _SEEN, json.dumps(jobs)], env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.splitlines()[-1])
     for entry in ENTRIES:
         if entry.id not in seen:
             continue
