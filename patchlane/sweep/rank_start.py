@@ -32,7 +32,11 @@ where it is not used:
 One server per environment (the case's environment less patchlane's own settings and the
 rendezvous: what torch could read when it is imported), started on the first warm case and
 stopped when the sweep's process ends (its stdin closes), or earlier when the process has more
-than :data:`KEPT_SERVERS` and no case of it runs.
+than :data:`KEPT_SERVERS` and no case of it runs. A case whose ``PYTHONPATH`` differs from a
+server's only by folders that hold nothing the server imported (no module of its, no
+distribution that declares entry points, which torch reads at import) is served by that server,
+with its own ``sys.path``: a changed copy of a release (``patchlane draft --verify``) or a
+bisect step's release shares the server instead of importing torch again.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import ast
 import atexit
 import contextlib
 import enum
+import importlib.machinery
 import json
 import os
 import subprocess
@@ -189,10 +194,32 @@ class _Server:
             ready = {"ready": False, "error": f"said {line[:200]!r}"}
         self.ready = bool(ready.get("ready"))
         self.preloaded: list[str] = list(ready.get("preloaded", []))
+        self.modules = frozenset(ready.get("modules", []))
+        """The top-level modules it imported: what a folder it is asked to serve must not hold."""
+        self.env = dict(env)
         self.error = str(ready.get("error", ""))
         self.cases = 0
         """Cases whose ranks it starts now (:func:`rank_starts`): while any, it is kept."""
         self.used = time.monotonic()
+
+    def serves(self, env: Mapping[str, str]) -> bool:
+        """Whether a case in ``env`` may fork from this server: the same environment but for
+        folders of ``PYTHONPATH`` that hold nothing it imported, so what it imported is what a
+        fresh rank in ``env`` would import."""
+        if not self.ready:
+            return False
+        alike = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        if "PYTHONPATH" in self.env:
+            alike["PYTHONPATH"] = self.env["PYTHONPATH"]
+        if dict(_server_key(alike)) != self.env:
+            return False
+        mine, theirs = (_entries(self.env.get("PYTHONPATH", "")),
+                        _entries(env.get("PYTHONPATH", "")))
+        common = set(mine) & set(theirs)
+        if [p for p in mine if p in common] != [p for p in theirs if p in common]:
+            return False  # the same folders in another order could find another module first
+        return not any(_holds_any(folder, self.modules)
+                       for folder in set(mine) ^ set(theirs))
 
     def stop(self) -> None:
         with contextlib.suppress(OSError, ValueError):
@@ -214,6 +241,30 @@ _SERVERS: dict[tuple[tuple[str, str], ...], _Server] = {}
 _LOCK = threading.Lock()
 
 
+def _entries(python_path: str) -> list[str]:
+    return python_path.split(os.pathsep) if python_path else []
+
+
+def _holds_any(folder: str, modules: frozenset[str]) -> bool:
+    """Whether ``folder`` on ``PYTHONPATH`` would change what a server imported: it holds one
+    of ``modules`` (a package, a module, an extension, a namespace portion), or a distribution
+    that declares entry points (torch loads its ``torch.backends`` ones at import). A relative
+    or empty folder counts as holding everything: it depends on the working directory."""
+    if not folder or not os.path.isabs(folder):
+        return True
+    if not os.path.isdir(folder):
+        return False
+    if any(Path(folder).glob("*.*-info/entry_points.txt")):
+        return True
+    for name in modules:
+        try:
+            if importlib.machinery.PathFinder.find_spec(name, [folder]) is not None:
+                return True
+        except (ImportError, ValueError, OSError):
+            return True
+    return False
+
+
 def _server_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """Which server serves a case in ``env``: its environment less :data:`_PER_CASE` and
     ``PATCHLANE_*``, the environment that server runs in."""
@@ -230,6 +281,9 @@ def _hold(env: Mapping[str, str]) -> _Server:
         if server is not None and server.proc.poll() is not None:  # it died: the next starts
             server.stop()
             server = None
+        if server is None:
+            server = next((s for s in _SERVERS.values()
+                           if s.proc.poll() is None and s.serves(env)), None)
         if server is None:
             server = _SERVERS[key] = _Server(dict(key))
         server.cases += 1

@@ -27,6 +27,12 @@ torch afresh in a warm rank otherwise: megatron-core's checkpoint writer starts 
 A request this server cannot honour (flags other than its own) gets ``{"error"}``, and the shim
 starts the interpreter itself.
 
+A request's ``PYTHONPATH`` may differ from this server's by folders that hold nothing it
+imported (:func:`patchlane.sweep.rank_start` checks that before it sends one here: a changed
+copy of a release, a bisect step's release): the child's ``sys.path`` is rebuilt with the
+request's, as Python would have built it at startup. The ready line lists the top-level
+modules this server imported (``"modules"``) for that check.
+
 One thread only, and no signal handler: forking from a process with other threads can copy a
 lock some thread held.
 """
@@ -113,6 +119,7 @@ def _child(request: dict[str, object], fds: list[int], closing: list[int],
 
             multiprocessing.spawn.set_executable(launcher)
         spawned = request.get("spawn")
+        _rebuild_path(env.get("PYTHONPATH", ""))
         if isinstance(spawned, dict):
             _run_command(str(spawned["code"]), [str(a) for a in spawned["args"]])
         else:
@@ -131,6 +138,26 @@ def _child(request: dict[str, object], fds: list[int], closing: list[int],
         sys.stdout.flush()
         sys.stderr.flush()
     os._exit(code)
+
+
+def python_path(value: str) -> list[str]:
+    """The ``sys.path`` entries a ``PYTHONPATH`` of ``value`` gives an interpreter started in
+    the working directory: each made absolute (an empty one is that directory)."""
+    return [os.path.abspath(p) for p in value.split(os.pathsep)] if value else []
+
+
+_STARTED_WITH: list[str] = []
+"""This server's own ``PYTHONPATH`` entries (:func:`serve` reads them at start)."""
+
+
+def _rebuild_path(value: str) -> None:
+    """In a child: ``sys.path`` as an interpreter started with ``PYTHONPATH=value`` would
+    have it: this server's ``PYTHONPATH`` entries replaced by ``value``'s, in front of the
+    rest, without duplicates (what ``site`` removes at startup)."""
+    mine = set(_STARTED_WITH)
+    rest = [p for p in sys.path if p not in mine]
+    head = list(dict.fromkeys(python_path(value)))
+    sys.path[:] = head + [p for p in rest if p not in head]
 
 
 def _place(fds: list[int], targets: list[int]) -> None:
@@ -205,6 +232,7 @@ def serve(path: str) -> int:
     except BaseException as exc:  # told to the sweep, which then starts its ranks fresh
         print(json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
         return 1
+    _STARTED_WITH[:] = python_path(os.environ.get("PYTHONPATH", ""))
     launcher = write_launcher(os.path.dirname(os.path.abspath(path)), path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
@@ -213,7 +241,9 @@ def serve(path: str) -> int:
     selector.register(listener, selectors.EVENT_READ, "listen")
     selector.register(sys.stdin, selectors.EVENT_READ, "stdin")
     ranks: dict[int, socket.socket] = {}  # pid -> its shim's connection
-    print(json.dumps({"ready": True, "preloaded": loaded, "pid": os.getpid()}), flush=True)
+    modules = sorted({name.partition(".")[0] for name in sys.modules})
+    print(json.dumps({"ready": True, "preloaded": loaded, "modules": modules,
+                      "pid": os.getpid()}), flush=True)
     while True:
         for key, _ in selector.select(POLL_SECONDS):
             if key.data == "stdin":

@@ -378,3 +378,58 @@ def test_a_warm_start_gives_real_cases_the_outcome_a_fresh_start_gives(
     for start in ("fresh", "warm"):
         assert {json.loads(p.read_text())["provenance"]["rank_start"]
                 for p in (tmp_path / start / "receipts").glob("*.json")} == {start}
+
+
+def test_a_folder_that_holds_nothing_the_server_imported_shares_its_server(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    """A case whose ``PYTHONPATH`` adds a folder of modules the server never imported (what a
+    changed copy of a release or a bisect step's release is) forks from the same server, and
+    finds the folder on ``sys.path`` where a fresh rank has it; a folder that holds a module the
+    server imported, or a distribution with entry points, gets a server of its own."""
+    import shutil
+
+    import typing_extensions
+
+    from patchlane.sweep import rank_start
+
+    rank_start.shutdown()
+    # the folders of PYTHONPATH come right after the working directory, as in a fresh rank
+    seen = HEAD + ("def run(ctx):\n    import sys, torch, {module} as t\n"
+                   "    assert sys.path[1:1 + len(PATH)] == PATH, sys.path\n"
+                   "    assert t.Greeter().greet('a') == 'patched hello a', 'bug shows'\n")
+    base = env_for(fake_target)
+    folders = {name: tmp_path / name for name in ("extra", "shadow", "points")}
+    for folder in folders.values():
+        folder.mkdir()
+    (folders["extra"] / "extra_here.py").write_text("WHERE = __file__\n")
+    shutil.copy(typing_extensions.__file__, folders["shadow"])  # the server imported it
+    (folders["points"] / "x-1.0.dist-info").mkdir()
+    (folders["points"] / "x-1.0.dist-info" / "entry_points.txt").write_text("[x]\ny = z\n")
+    envs = {"base": base, **{name: {**base, "PYTHONPATH": os.pathsep.join(
+        [str(folder), base["PYTHONPATH"]])} for name, folder in folders.items()}}
+    sources = {}
+    for name, env in envs.items():
+        path = env["PYTHONPATH"].split(os.pathsep)
+        sources[name] = f"PATH = {path!r}\n" + seen
+        if name == "extra":
+            sources[name] = sources[name].replace("    assert t.", "    import extra_here\n"
+                                                  "    assert t.")
+    registry = load_registries([multi_registry(fake_target, sources)])
+    entries = {name: registry.get(f"{fake_target.entry_id}_{name}") for name in envs}
+
+    def run(name: str) -> None:
+        result = run_case(entries[name], Mode.WITH, env=envs[name], start=RankStart.WARM)
+        assert result.outcome.value == "pass", result.message
+        assert result.rank_start["rank_start"] == "warm", result.rank_start
+
+    run("base")
+    (first,) = rank_start._SERVERS.values()
+    run("extra")
+    assert list(rank_start._SERVERS.values()) == [first]  # served by the first
+    for name in ("shadow", "points"):
+        run(name)
+        assert rank_start._server_key(envs[name]) in rank_start._SERVERS, name
+    # a folder relative to the working directory could hold anything, depending on where
+    assert first.serves(envs["extra"])
+    assert not first.serves({**base, "PYTHONPATH": "relative" + os.pathsep + base["PYTHONPATH"]})
+    rank_start.shutdown()
