@@ -33,9 +33,9 @@ One server per environment (the case's environment less patchlane's own settings
 rendezvous: what torch could read when it is imported), started on the first warm case and
 stopped when the sweep's process ends (its stdin closes), or earlier when the process has more
 than :data:`KEPT_SERVERS` and no case of it runs. A case whose ``PYTHONPATH`` differs from a
-server's only by folders that hold nothing the server imported (no module of its, no
-distribution that declares entry points, which torch reads at import) is served by that server,
-with its own ``sys.path``: a changed copy of a release (``patchlane draft --verify``) or a
+server's only by folders that hold nothing the server imported or looked for while it
+preloaded (:func:`holds_any`) is served by that server, with the ``sys.path`` a fresh rank has
+(``warm_server.rebuild_path``): a changed copy of a release (``patchlane draft --verify``) or a
 bisect step's release shares the server instead of importing torch again.
 """
 
@@ -59,7 +59,8 @@ from pathlib import Path
 from ..registry import Entry
 from ..registry.kinds import KINDS, DecidedBy
 
-__all__ = ["KEPT_SERVERS", "RankStart", "rank_starts", "shutdown", "warm_allowed"]
+__all__ = ["KEPT_SERVERS", "RankStart", "holds_any", "rank_starts", "shutdown",
+           "warm_allowed"]
 
 _HERE = Path(__file__).resolve().parent
 _PER_CASE = ("MASTER_ADDR", "MASTER_PORT")
@@ -195,7 +196,8 @@ class _Server:
         self.ready = bool(ready.get("ready"))
         self.preloaded: list[str] = list(ready.get("preloaded", []))
         self.modules = frozenset(ready.get("modules", []))
-        """The top-level modules it imported: what a folder it is asked to serve must not hold."""
+        """The top-level names its preload imported or looked for: what a folder it is asked to
+        serve must not hold."""
         self.env = dict(env)
         self.error = str(ready.get("error", ""))
         self.cases = 0
@@ -218,7 +220,7 @@ class _Server:
         common = set(mine) & set(theirs)
         if [p for p in mine if p in common] != [p for p in theirs if p in common]:
             return False  # the same folders in another order could find another module first
-        return not any(_holds_any(folder, self.modules)
+        return not any(holds_any(folder, self.modules)
                        for folder in set(mine) ^ set(theirs))
 
     def stop(self) -> None:
@@ -245,15 +247,19 @@ def _entries(python_path: str) -> list[str]:
     return python_path.split(os.pathsep) if python_path else []
 
 
-def _holds_any(folder: str, modules: frozenset[str]) -> bool:
+def holds_any(folder: str, modules: frozenset[str]) -> bool:
     """Whether ``folder`` on ``PYTHONPATH`` would change what a server imported: it holds one
     of ``modules`` (a package, a module, an extension, a namespace portion), or a distribution
     that declares entry points (torch loads its ``torch.backends`` ones at import). A relative
-    or empty folder counts as holding everything: it depends on the working directory."""
+    or empty entry counts as holding everything (it depends on the working directory), and so
+    does a path that is no folder (a zip or an egg: read whole, not by name); a path that does
+    not exist holds nothing."""
     if not folder or not os.path.isabs(folder):
         return True
-    if not os.path.isdir(folder):
+    if not os.path.exists(folder):
         return False
+    if not os.path.isdir(folder):
+        return True
     if any(Path(folder).glob("*.*-info/entry_points.txt")):
         return True
     for name in modules:
@@ -279,6 +285,7 @@ def _hold(env: Mapping[str, str]) -> _Server:
     with _LOCK:
         server = _SERVERS.get(key)
         if server is not None and server.proc.poll() is not None:  # it died: the next starts
+            del _SERVERS[key]
             server.stop()
             server = None
         if server is None:

@@ -28,10 +28,10 @@ A request this server cannot honour (flags other than its own) gets ``{"error"}`
 starts the interpreter itself.
 
 A request's ``PYTHONPATH`` may differ from this server's by folders that hold nothing it
-imported (:func:`patchlane.sweep.rank_start` checks that before it sends one here: a changed
+imported (:mod:`patchlane.sweep.rank_start` checks that before it sends one here: a changed
 copy of a release, a bisect step's release): the child's ``sys.path`` is rebuilt with the
-request's, as Python would have built it at startup. The ready line lists the top-level
-modules this server imported (``"modules"``) for that check.
+request's, as Python would have built it at startup (:func:`rebuild_path`). The ready line
+lists the top-level names the preload imported or looked for (``"modules"``) for that check.
 
 One thread only, and no signal handler: forking from a process with other threads can copy a
 lock some thread held.
@@ -77,20 +77,66 @@ multiprocessing passes it (its pipes, the resource tracker's)."""
 POLL_SECONDS = 0.05
 
 
-def preload() -> list[str]:
-    import torch  # noqa: F401 - the point of the server
+class _Asked:
+    """A finder first on ``sys.meta_path`` that finds nothing and notes each top-level name
+    asked for: what the preload looked for and did not find (an optional dependency) is what a
+    folder on a rank's path must not hold either, or a fresh rank would have imported it."""
 
-    loaded = ["torch"]
-    for name in PRELOAD[1:]:
-        try:
-            importlib.import_module(name)
-        except Exception:  # an older torch without it: the rank imports it itself, if at all
-            continue
-        loaded.append(name)
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        self.names.add(name.partition(".")[0])
+
+
+_ASKED = _Asked()
+
+
+def preload() -> list[str]:
+    sys.meta_path.insert(0, _ASKED)
+    try:
+        import torch  # noqa: F401 - the point of the server
+
+        loaded = ["torch"]
+        for name in PRELOAD[1:]:
+            try:
+                importlib.import_module(name)
+            except Exception:  # an older torch without it: the rank imports it itself, if at all
+                continue
+            loaded.append(name)
+    finally:
+        sys.meta_path.remove(_ASKED)
     leaked = [name for name in NEVER if name in sys.modules]
     if leaked:
         raise RuntimeError(f"imported {leaked} while preloading torch")
     return loaded
+
+
+def imported() -> list[str]:
+    """The top-level names the preload imported or looked for (:class:`_Asked`)."""
+    return sorted({name.partition(".")[0] for name in sys.modules} | _ASKED.names)
+
+
+def base_path() -> list[str]:
+    """``sys.path`` as this interpreter builds it with no ``PYTHONPATH`` and no script folder:
+    the standard library, site-packages and what their ``.pth`` files add (an editable
+    install's folder among them). Read from a fresh interpreter, since ``site`` leaves out a
+    ``.pth`` folder already on this one's ``PYTHONPATH`` (one subprocess, about 30 ms)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-P", "-c", "import json, sys; print(json.dumps("
+                          "sys.path))"], env=env, capture_output=True, text=True, timeout=120,
+                         check=True)
+    found: list[str] = json.loads(out.stdout)
+    return found
+
+
+def rebuild_path(base: list[str], python_path: str) -> list[str]:
+    """The ``sys.path`` an interpreter started with ``PYTHONPATH=python_path`` in the working
+    directory has, less its script's folder: each entry made absolute (an empty one is the
+    working directory) in front of ``base`` (:func:`base_path`), each folder once, at its
+    first place (what ``site`` does at startup)."""
+    head = [os.path.abspath(p) for p in python_path.split(os.pathsep)] if python_path else []
+    return list(dict.fromkeys([*head, *base]))
 
 
 def _child(request: dict[str, object], fds: list[int], closing: list[int],
@@ -112,6 +158,7 @@ def _child(request: dict[str, object], fds: list[int], closing: list[int],
         os.environ.clear()
         os.environ.update(env)
         os.chdir(str(request["cwd"]))
+        sys.path[:] = rebuild_path(_BASE, env.get("PYTHONPATH", ""))
         # What it spawns in turn (megatron-core's checkpoint writer starts a spawn-context
         # Manager, which imports torch to unpickle each write result) starts here as well.
         if launcher is not None:
@@ -119,7 +166,6 @@ def _child(request: dict[str, object], fds: list[int], closing: list[int],
 
             multiprocessing.spawn.set_executable(launcher)
         spawned = request.get("spawn")
-        _rebuild_path(env.get("PYTHONPATH", ""))
         if isinstance(spawned, dict):
             _run_command(str(spawned["code"]), [str(a) for a in spawned["args"]])
         else:
@@ -140,24 +186,8 @@ def _child(request: dict[str, object], fds: list[int], closing: list[int],
     os._exit(code)
 
 
-def python_path(value: str) -> list[str]:
-    """The ``sys.path`` entries a ``PYTHONPATH`` of ``value`` gives an interpreter started in
-    the working directory: each made absolute (an empty one is that directory)."""
-    return [os.path.abspath(p) for p in value.split(os.pathsep)] if value else []
-
-
-_STARTED_WITH: list[str] = []
-"""This server's own ``PYTHONPATH`` entries (:func:`serve` reads them at start)."""
-
-
-def _rebuild_path(value: str) -> None:
-    """In a child: ``sys.path`` as an interpreter started with ``PYTHONPATH=value`` would
-    have it: this server's ``PYTHONPATH`` entries replaced by ``value``'s, in front of the
-    rest, without duplicates (what ``site`` removes at startup)."""
-    mine = set(_STARTED_WITH)
-    rest = [p for p in sys.path if p not in mine]
-    head = list(dict.fromkeys(python_path(value)))
-    sys.path[:] = head + [p for p in rest if p not in head]
+_BASE: list[str] = []
+"""This server's :func:`base_path`, read when it starts (:func:`serve`)."""
 
 
 def _place(fds: list[int], targets: list[int]) -> None:
@@ -229,10 +259,13 @@ def _kill_session(pid: int) -> None:
 def serve(path: str) -> int:
     try:
         loaded = preload()
+        base = base_path()
     except BaseException as exc:  # told to the sweep, which then starts its ranks fresh
         print(json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
         return 1
-    _STARTED_WITH[:] = python_path(os.environ.get("PYTHONPATH", ""))
+    # what the preload itself put on the path (nothing, in the torch releases read) stays
+    started = rebuild_path(base, os.environ.get("PYTHONPATH", ""))
+    _BASE[:] = base + [p for p in sys.path if p not in started]
     launcher = write_launcher(os.path.dirname(os.path.abspath(path)), path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
@@ -241,8 +274,7 @@ def serve(path: str) -> int:
     selector.register(listener, selectors.EVENT_READ, "listen")
     selector.register(sys.stdin, selectors.EVENT_READ, "stdin")
     ranks: dict[int, socket.socket] = {}  # pid -> its shim's connection
-    modules = sorted({name.partition(".")[0] for name in sys.modules})
-    print(json.dumps({"ready": True, "preloaded": loaded, "modules": modules,
+    print(json.dumps({"ready": True, "preloaded": loaded, "modules": imported(),
                       "pid": os.getpid()}), flush=True)
     while True:
         for key, _ in selector.select(POLL_SECONDS):

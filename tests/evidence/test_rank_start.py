@@ -22,7 +22,7 @@ from patchlane.sweep.rank_start import RankStart, sets_environment, uses_torch, 
 from patchlane.sweep.reproduce import Mode, read_spec, run_case
 
 from ..conftest import FakeTarget
-from ..releases.conftest import CACHE, megatron_version
+from ..releases.conftest import CACHE, ROOT, megatron_version
 from .test_sweep_faults import GUARDING, HEAD, env_for, multi_registry
 
 pytestmark = pytest.mark.slow
@@ -382,20 +382,22 @@ def test_a_warm_start_gives_real_cases_the_outcome_a_fresh_start_gives(
 
 def test_a_folder_that_holds_nothing_the_server_imported_shares_its_server(
         fake_target: FakeTarget, tmp_path: Path) -> None:
-    """A case whose ``PYTHONPATH`` adds a folder of modules the server never imported (what a
-    changed copy of a release or a bisect step's release is) forks from the same server, and
-    finds the folder on ``sys.path`` where a fresh rank has it; a folder that holds a module the
-    server imported, or a distribution with entry points, gets a server of its own."""
+    """A case whose ``PYTHONPATH`` adds or drops folders of modules the server never imported
+    (a changed copy of a release or a bisect step's release; here also this checkout, which the
+    editable install's ``.pth`` file puts on the path too) forks from the same server, with the
+    ``sys.path`` a fresh rank has, whole; a folder that holds a module the server imported, or
+    a distribution with entry points, gets a server of its own."""
     import shutil
+    import subprocess
+    import sys
 
     import typing_extensions
 
     from patchlane.sweep import rank_start
 
     rank_start.shutdown()
-    # the folders of PYTHONPATH come right after the working directory, as in a fresh rank
     seen = HEAD + ("def run(ctx):\n    import sys, torch, {module} as t\n"
-                   "    assert sys.path[1:1 + len(PATH)] == PATH, sys.path\n"
+                   "    assert sys.path[1:] == PATH, (sys.path[1:], PATH)\n"
                    "    assert t.Greeter().greet('a') == 'patched hello a', 'bug shows'\n")
     base = env_for(fake_target)
     folders = {name: tmp_path / name for name in ("extra", "shadow", "points")}
@@ -405,12 +407,16 @@ def test_a_folder_that_holds_nothing_the_server_imported_shares_its_server(
     shutil.copy(typing_extensions.__file__, folders["shadow"])  # the server imported it
     (folders["points"] / "x-1.0.dist-info").mkdir()
     (folders["points"] / "x-1.0.dist-info" / "entry_points.txt").write_text("[x]\ny = z\n")
-    envs = {"base": base, **{name: {**base, "PYTHONPATH": os.pathsep.join(
-        [str(folder), base["PYTHONPATH"]])} for name, folder in folders.items()}}
+    envs = {"rooted": {**base, "PYTHONPATH": os.pathsep.join([str(ROOT), base["PYTHONPATH"]])},
+            "base": base, **{name: {**base, "PYTHONPATH": os.pathsep.join(
+                [str(folder), base["PYTHONPATH"]])} for name, folder in folders.items()}}
     sources = {}
     for name, env in envs.items():
-        path = env["PYTHONPATH"].split(os.pathsep)
-        sources[name] = f"PATH = {path!r}\n" + seen
+        # what a fresh interpreter in that environment has after its first entry
+        fresh = subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps("
+                                "sys.path[1:]))"], env=env, capture_output=True, text=True,
+                               timeout=120, check=True)
+        sources[name] = f"PATH = {json.loads(fresh.stdout)!r}\n" + seen
         if name == "extra":
             sources[name] = sources[name].replace("    assert t.", "    import extra_here\n"
                                                   "    assert t.")
@@ -422,14 +428,14 @@ def test_a_folder_that_holds_nothing_the_server_imported_shares_its_server(
         assert result.outcome.value == "pass", result.message
         assert result.rank_start["rank_start"] == "warm", result.rank_start
 
-    run("base")
+    run("rooted")
     (first,) = rank_start._SERVERS.values()
-    run("extra")
-    assert list(rank_start._SERVERS.values()) == [first]  # served by the first
-    for name in ("shadow", "points"):
+    for name in ("base", "extra"):  # this checkout dropped, then a folder added as well
         run(name)
-        assert rank_start._server_key(envs[name]) in rank_start._SERVERS, name
-    # a folder relative to the working directory could hold anything, depending on where
-    assert first.serves(envs["extra"])
+        assert list(rank_start._SERVERS.values()) == [first], name  # served by the first
+    run("shadow")
+    assert rank_start._server_key(envs["shadow"]) in rank_start._SERVERS  # a server of its own
+    # entry points, or a folder relative to the working directory: it could hold anything
+    assert first.serves(envs["extra"]) and not first.serves(envs["points"])
     assert not first.serves({**base, "PYTHONPATH": "relative" + os.pathsep + base["PYTHONPATH"]})
     rank_start.shutdown()

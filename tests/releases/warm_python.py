@@ -6,20 +6,20 @@ Why: those tests start an interpreter per release (its import of megatron-core m
 from that release's own files), and most of each one's CPU is torch's import and the torch
 modules megatron-core pulls in, the same every time (each release is installed without its
 dependencies, so torch comes from this environment either way). With them preloaded, as the
-suite's warm ranks have them (``patchlane.sweep.warm_server.PRELOAD``), megatron-core's own
-import takes 0.2-0.3 s instead of 2-3 s.
+suite's warm ranks have them, megatron-core's own import takes 0.2-0.3 s instead of 2-3 s.
 
-What a child has, as the fresh interpreter it stands for would: the request's environment (read
-by everything imported after the fork: patchlane, megatron-core, the releases), ``sys.path``
-with the request's ``PYTHONPATH`` where Python puts it, its working directory, ``sys.argv``,
-a new ``__main__``, stdout and stderr of its own, stdin empty, and its exit status (a signal:
-negative). What it cannot have: torch imported under the request's environment. The server
-starts with this process's environment less ``PATCHLANE_*``, and a request whose environment
-differs from that in anything torch reads at import (anything but ``PYTHONPATH`` and
-``PATCHLANE_*``) is refused, not served wrongly. patchlane, megatron-core and liger-kernel are
-never imported by the server (``warm_server.NEVER``): each child imports them itself.
-``test_warm_python.py`` holds a child to a fresh interpreter's ``sys.path``, argv, working
-directory and environment.
+The server is the warm-rank server's own preload and path rules
+(``patchlane/sweep/warm_server.py``, loaded from its file: it never imports patchlane), so what
+a child has is what a warm rank has, as a fresh interpreter would: the request's environment
+(read by everything imported after the fork: patchlane, megatron-core, the releases),
+``sys.path`` rebuilt from the request's ``PYTHONPATH`` (``rebuild_path``), its working
+directory, ``sys.argv``, a new ``__main__``, stdout and stderr of its own, stdin empty, its
+threads joined and its exit functions run at the end, and its exit status (a signal:
+negative). What it cannot have is torch imported under the request's environment, so a
+request is refused, not served wrongly, when its environment differs from the server's in
+anything but ``PYTHONPATH`` and ``PATCHLANE_*``, or when a folder its ``PYTHONPATH`` adds or
+drops holds something the server imported (``rank_start.holds_any``). ``test_warm_python.py``
+holds a child to a fresh interpreter.
 
 One server per pytest worker, started by the first request and stopped when the session ends
 (or when this process dies: its stdin closes).
@@ -36,25 +36,27 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from patchlane.sweep.warm_server import NEVER, PRELOAD
+from patchlane.sweep import warm_server
+from patchlane.sweep.rank_start import holds_any
 
 __all__ = ["WarmPython"]
 
 _SERVER = r"""
-import importlib, json, os, runpy, signal, sys, time, traceback, types
-preload, never = json.loads(sys.argv[1])
-import torch  # noqa: F401
-for name in preload[1:]:
-    try:
-        importlib.import_module(name)
-    except Exception:
-        pass
-leaked = [n for n in never if n in sys.modules]
-if leaked:
-    raise SystemExit(f"imported {leaked} while preloading torch")
-# sys.path as Python built it here: [''] + this environment's PYTHONPATH + the rest
-mine = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-rest = sys.path[1 + len(mine):]
+import atexit, json, os, runpy, signal, sys, threading, time, traceback, types
+rules = runpy.run_path(sys.argv[1])  # the warm-rank server's functions; its main does not run
+# answers go out on a descriptor of their own: whatever the preload prints goes to the log
+answers = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+try:
+    rules["preload"]()
+    base = rules["base_path"]()
+except BaseException as exc:
+    answers.write(json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}) + "\n")
+    answers.flush()
+    raise SystemExit(1)
+# what the preload itself put on the path stays (after this -c program's own first entry)
+started = rules["rebuild_path"](base, os.environ.get("PYTHONPATH", ""))
+base += [p for p in sys.path[1:] if p not in started]
 
 
 def child(request):
@@ -68,19 +70,18 @@ def child(request):
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
-        theirs = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+        path = rules["rebuild_path"](base, request["env"].get("PYTHONPATH", ""))
         args = request["args"]
         if args[0] == "-c":  # python -c CODE ARGS
-            sys.path[:] = ["", *theirs, *rest]
+            sys.path[:] = ["", *path]
             main = types.ModuleType("__main__")
             sys.modules["__main__"] = main
             sys.argv = ["-c", *args[2:]]
             exec(compile(args[1], "<string>", "exec"), main.__dict__)
-        else:  # python SCRIPT ARGS
-            script = os.path.abspath(args[0])
-            sys.path[:] = [os.path.dirname(script), *theirs, *rest]
-            sys.argv = [args[0], *args[1:]]
-            runpy.run_path(script, run_name="__main__")
+        else:  # python SCRIPT ARGS: its folder first, symbolic links resolved, as Python does
+            sys.path[:] = [os.path.dirname(os.path.realpath(args[0])), *path]
+            sys.argv = list(args)
+            runpy.run_path(args[0], run_name="__main__")
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -88,20 +89,24 @@ def child(request):
             print(exc.code, file=sys.stderr)
     except BaseException:
         traceback.print_exc()
-    try:
+    try:  # what an interpreter does as it ends: join its threads, run its exit functions
+        threading._shutdown()
+        atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
         os._exit(code)
 
 
-print(json.dumps({"ready": True}), flush=True)
+answers.write(json.dumps({"ready": True, "modules": rules["imported"]()}) + "\n")
+answers.flush()
 for line in sys.stdin:
     request = json.loads(line)
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
+        answers.close()
         child(request)
     deadline, timed_out = time.monotonic() + request["timeout"], False
     while True:
@@ -112,13 +117,19 @@ for line in sys.stdin:
             os.killpg(pid, signal.SIGKILL)  # as subprocess.run's timeout kills the child
             timed_out = True
         time.sleep(0.02)
-    print(json.dumps({"status": os.waitstatus_to_exitcode(status), "timed_out": timed_out}),
-          flush=True)
+    answers.write(json.dumps({"status": os.waitstatus_to_exitcode(status),
+                              "timed_out": timed_out}) + "\n")
+    answers.flush()
 """
 
 _SERVED = ("PYTHONPATH", "PYTEST_CURRENT_TEST")
 """What a request's environment may change from the server's (besides ``PATCHLANE_*``): read
-after the fork, never by torch's import (pytest sets the second per test)."""
+after the fork, never by torch's import (pytest sets the second per test); the folders a
+different ``PYTHONPATH`` adds or drops are checked one by one."""
+
+
+def _entries(python_path: str) -> set[str]:
+    return set(python_path.split(os.pathsep)) if python_path else set()
 
 
 def _base_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -127,67 +138,89 @@ def _base_env(env: Mapping[str, str]) -> dict[str, str]:
 
 class WarmPython:
     """The server above, started by the first :meth:`run` (a worker that asks nothing of it
-    starts none)."""
+    starts none), in ``env`` (this process's environment by default) less ``PATCHLANE_*``."""
 
-    def __init__(self) -> None:
-        self.proc: subprocess.Popen[str] | None = None
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.env = {k: v for k, v in (os.environ if env is None else env).items()
+                    if not k.startswith("PATCHLANE_")}
+        self.modules: frozenset[str] = frozenset()
         self._folder = tempfile.TemporaryDirectory(prefix="warm-python-")
+        self._log = Path(self._folder.name, "server.log")
         self._count = 0
+        self._pending = b""
 
-    def _start(self) -> subprocess.Popen[str]:
-        log = open(os.path.join(self._folder.name, "server.log"), "w")  # noqa: SIM115
-        with log:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", _SERVER, json.dumps([list(PRELOAD), list(NEVER)])],
-                env=self.env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=log, cwd=self._folder.name)
-        assert proc.stdout is not None
-        ready = proc.stdout.readline()
-        if not ready:
-            proc.wait()
-            raise RuntimeError("the warm python ended before it was ready: "
-                               + Path(log.name).read_text()[-3000:])
-        return proc
+    def _start(self) -> None:
+        with self._log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _SERVER, warm_server.__file__], env=self.env,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=self._folder.name)
+        self._pending = b""
+        ready = self._answer(300, "ready")
+        if not ready.get("ready"):
+            raise RuntimeError(f"the warm python could not preload torch: {ready.get('error')}; "
+                               f"its log: {self._log.read_text()[-3000:]}")
+        self.modules = frozenset(ready["modules"])
+
+    def _answer(self, timeout: float, what: str) -> dict[str, object]:
+        """One line of the server's, read from its descriptor (no buffer for select to miss)."""
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._pending:
+            ready, _, _ = select.select([fd], [], [], timeout)
+            chunk = os.read(fd, 1 << 16) if ready else b""
+            if not chunk:
+                self.proc.kill()
+                raise RuntimeError(f"the warm python gave no {what} (exit code "
+                                   f"{self.proc.wait()}); its log: "
+                                   + self._log.read_text()[-3000:])
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        answer: dict[str, object] = json.loads(line)
+        return answer
 
     def run(self, args: Sequence[str], env: Mapping[str, str], cwd: str | Path,
             timeout: float = 600) -> subprocess.CompletedProcess[str]:
         """``python ARGS`` (``-c CODE ...`` or ``SCRIPT ...``) in ``env`` and ``cwd``, its output
         captured; :class:`subprocess.TimeoutExpired` after ``timeout`` seconds, the child
         killed, as ``subprocess.run`` does."""
-        differs = sorted(k for k in set(_base_env(env)) ^ set(_base_env(self.env))
-                         | {k for k in _base_env(env) if env[k] != self.env.get(k)})
+        mine, theirs = _base_env(self.env), _base_env(env)
+        differs = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
         assert not differs, (f"{differs}: a forked child cannot have torch imported under "
                              "another environment; run a fresh interpreter for this")
         if self.proc is None or self.proc.poll() is not None:
-            self.proc = self._start()
+            self._start()
+        assert self.proc is not None and self.proc.stdin is not None
+        folders = _entries(self.env.get("PYTHONPATH", "")) ^ _entries(env.get("PYTHONPATH", ""))
+        shadowing = sorted(f for f in folders if holds_any(f, self.modules))
+        assert not shadowing, (f"{shadowing} would change what the warm python imported "
+                               "before the fork; run a fresh interpreter for this")
         self._count += 1
         out = Path(self._folder.name, f"{self._count}.out")
         err = Path(self._folder.name, f"{self._count}.err")
         request = {"args": list(args), "env": dict(env), "cwd": str(cwd), "timeout": timeout,
                    "stdout": str(out), "stderr": str(err)}
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
         # one line answers each request; the server itself kills a child past its timeout
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout + 120)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line:
-            self.proc.kill()
-            raise RuntimeError(f"the warm python gave no answer for {list(args)[:1]} (exit "
-                               f"code {self.proc.wait()}); its log: "
-                               + Path(self._folder.name, "server.log").read_text()[-3000:])
-        answer = json.loads(line)
+        answer = self._answer(timeout + 120, f"answer for {list(args)[:1]}")
         if answer["timed_out"]:
             raise subprocess.TimeoutExpired([sys.executable, *args], timeout,
                                             out.read_text(), err.read_text())
-        return subprocess.CompletedProcess([sys.executable, *args], answer["status"],
-                                           out.read_text(), err.read_text())
+        status = answer["status"]
+        assert isinstance(status, int)
+        return subprocess.CompletedProcess([sys.executable, *args], status, out.read_text(),
+                                           err.read_text())
 
     def close(self) -> None:
-        if self.proc is not None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            self.proc.wait(timeout=60)
-        self._folder.cleanup()
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+                try:
+                    self.proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+        finally:
+            self._folder.cleanup()
