@@ -175,15 +175,32 @@ def _child(request: dict[str, object], fds: list[int], closing: list[int],
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, (int, type(None))):
+            print(exc.code, file=sys.stderr)  # as an interpreter ending on SystemExit("why")
     except BaseException:
         import traceback
 
         traceback.print_exc()
         code = 1
+    _end_as_an_interpreter_does()
+    os._exit(code)
+
+
+def _end_as_an_interpreter_does() -> None:
+    """What a fresh rank's interpreter does as it ends, before the child's ``os._exit``: join
+    the threads it started that are not daemons, run its exit functions (``atexit``: its own,
+    and those torch and multiprocessing registered when imported, as a fresh rank has them),
+    flush its output."""
+    import atexit
+    import threading
+
+    with contextlib.suppress(Exception):
+        threading._shutdown()  # type: ignore[attr-defined]
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
-    os._exit(code)
 
 
 _BASE: list[str] = []

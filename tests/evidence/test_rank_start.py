@@ -439,3 +439,27 @@ def test_a_folder_that_holds_nothing_the_server_imported_shares_its_server(
     assert first.serves(envs["extra"]) and not first.serves(envs["points"])
     assert not first.serves({**base, "PYTHONPATH": "relative" + os.pathsep + base["PYTHONPATH"]})
     rank_start.shutdown()
+
+
+@pytest.mark.parametrize("start", list(RankStart), ids=[s.value for s in RankStart])
+def test_a_rank_ends_as_an_interpreter_does(fake_target: FakeTarget, tmp_path: Path,
+                                            start: RankStart) -> None:
+    """A warm rank's end is a fresh one's: the threads it started that are not daemons are
+    joined and its exit functions run (a reproducer's, torch's, multiprocessing's), before the
+    case reads how it ended."""
+    out = tmp_path / start.value
+    source = HEAD + (
+        "import atexit, threading, time\nimport torch\n\n"
+        "def run(ctx):\n"
+        f"    atexit.register(lambda: open({str(out)!r} + '.atexit', 'w').write('ran'))\n"
+        f"    threading.Thread(target=lambda: (time.sleep(0.3), open({str(out)!r} + '.thread', "
+        "'w').write('ended'))).start()\n"
+        "    import {module} as t\n"
+        "    assert t.Greeter().greet('a') == 'patched hello a', 'bug shows'\n")
+    entry = load_registries([multi_registry(fake_target, {"ends": source})]).get(
+        f"{fake_target.entry_id}_ends")
+    result = run_case(entry, Mode.WITH, env=env_for(fake_target), start=start)
+    assert result.outcome.value == "pass", result.message
+    assert result.rank_start["rank_start"] == start.value, result.rank_start
+    assert Path(f"{out}.atexit").read_text() == "ran"
+    assert Path(f"{out}.thread").read_text() == "ended"
