@@ -34,7 +34,7 @@ rendezvous: what torch could read when it is imported), started on the first war
 stopped when the sweep's process ends (its stdin closes), or earlier when the process has more
 than :data:`KEPT_SERVERS` and no case of it runs. A case whose ``PYTHONPATH`` differs from a
 server's only by folders that hold nothing the server imported or looked for while it
-preloaded (:func:`holds_any`) is served by that server, with the ``sys.path`` a fresh rank has
+preloaded (:func:`shadowing`) is served by that server, with the ``sys.path`` a fresh rank has
 (``warm_server.rebuild_path``): a changed copy of a release (``patchlane draft --verify``) or a
 bisect step's release shares the server instead of importing torch again.
 """
@@ -59,7 +59,7 @@ from pathlib import Path
 from ..registry import Entry
 from ..registry.kinds import KINDS, DecidedBy
 
-__all__ = ["KEPT_SERVERS", "RankStart", "holds_any", "rank_starts", "shutdown",
+__all__ = ["KEPT_SERVERS", "RankStart", "rank_starts", "shadowing", "shutdown",
            "warm_allowed"]
 
 _HERE = Path(__file__).resolve().parent
@@ -208,20 +208,12 @@ class _Server:
         """Whether a case in ``env`` may fork from this server: the same environment but for
         folders of ``PYTHONPATH`` that hold nothing it imported, so what it imported is what a
         fresh rank in ``env`` would import."""
-        if not self.ready:
-            return False
-        alike = {k: v for k, v in env.items() if k != "PYTHONPATH"}
-        if "PYTHONPATH" in self.env:
-            alike["PYTHONPATH"] = self.env["PYTHONPATH"]
-        if dict(_server_key(alike)) != self.env:
-            return False
-        mine, theirs = (_entries(self.env.get("PYTHONPATH", "")),
-                        _entries(env.get("PYTHONPATH", "")))
-        common = set(mine) & set(theirs)
-        if [p for p in mine if p in common] != [p for p in theirs if p in common]:
-            return False  # the same folders in another order could find another module first
-        return not any(holds_any(folder, self.modules)
-                       for folder in set(mine) ^ set(theirs))
+        def rest(of: Mapping[str, str]) -> dict[str, str]:
+            return {k: v for k, v in _server_key(of) if k != "PYTHONPATH"}
+
+        return (self.ready and rest(env) == rest(self.env)
+                and not shadowing(self.env.get("PYTHONPATH", ""), env.get("PYTHONPATH", ""),
+                                  self.modules))
 
     def stop(self) -> None:
         with contextlib.suppress(OSError, ValueError):
@@ -243,11 +235,20 @@ _SERVERS: dict[tuple[tuple[str, str], ...], _Server] = {}
 _LOCK = threading.Lock()
 
 
-def _entries(python_path: str) -> list[str]:
-    return python_path.split(os.pathsep) if python_path else []
+def shadowing(mine: str, theirs: str, modules: frozenset[str]) -> list[str]:
+    """Why an interpreter that imported (or looked for) ``modules`` with ``PYTHONPATH=mine``
+    cannot stand for a fresh one with ``PYTHONPATH=theirs``: each folder only one of them has
+    that would change what it imported (:func:`_holds_any`), and the folders both have when
+    their order differs (another could then find a module first). Empty: it can."""
+    a, b = (path.split(os.pathsep) if path else [] for path in (mine, theirs))
+    found = sorted(folder for folder in set(a) ^ set(b) if _holds_any(folder, modules))
+    common = set(a) & set(b)
+    if [p for p in a if p in common] != [p for p in b if p in common]:
+        found.append("the folders both have, in another order")
+    return found
 
 
-def holds_any(folder: str, modules: frozenset[str]) -> bool:
+def _holds_any(folder: str, modules: frozenset[str]) -> bool:
     """Whether ``folder`` on ``PYTHONPATH`` would change what a server imported: it holds one
     of ``modules`` (a package, a module, an extension, a namespace portion), or a distribution
     that declares entry points (torch loads its ``torch.backends`` ones at import). A relative

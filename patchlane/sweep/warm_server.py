@@ -174,19 +174,28 @@ def _child(request: dict[str, object], fds: list[int], closing: list[int],
             runpy.run_module(RUNNER, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if not isinstance(exc.code, (int, type(None))):
-            print(exc.code, file=sys.stderr)  # as an interpreter ending on SystemExit("why")
+        code = exit_status(exc)
     except BaseException:
         import traceback
 
         traceback.print_exc()
         code = 1
-    _end_as_an_interpreter_does()
+    end_as_an_interpreter_does()
     os._exit(code)
 
 
-def _end_as_an_interpreter_does() -> None:
+def exit_status(exc: SystemExit) -> int:
+    """The status an interpreter ends with on ``exc``; a message (``SystemExit("why")``) is
+    printed to stderr, as an interpreter prints it."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def end_as_an_interpreter_does() -> None:
     """What a fresh rank's interpreter does as it ends, before the child's ``os._exit``: join
     the threads it started that are not daemons, run its exit functions (``atexit``: its own,
     and those torch and multiprocessing registered when imported, as a fresh rank has them),

@@ -463,3 +463,22 @@ def test_a_rank_ends_as_an_interpreter_does(fake_target: FakeTarget, tmp_path: P
     assert result.rank_start["rank_start"] == start.value, result.rank_start
     assert Path(f"{out}.atexit").read_text() == "ran"
     assert Path(f"{out}.thread").read_text() == "ended"
+
+
+def test_what_keeps_a_python_path_from_sharing_a_server(tmp_path: Path) -> None:
+    """``shadowing``, the rule both the warm-rank server and the suite's warm python apply: a
+    folder only one side has that holds a module the server imported, a relative entry, or the
+    folders both have in another order; a folder of other modules, or one not there, is fine."""
+    from patchlane.sweep.rank_start import shadowing
+
+    a, b, held = (str(tmp_path / name) for name in ("a", "b", "held"))
+    for folder in (a, b, held):
+        Path(folder).mkdir()
+    (Path(a) / "other.py").write_text("")
+    (Path(held) / "json.py").write_text("")
+    modules = frozenset({"json"})
+    assert shadowing(b, os.pathsep.join([a, b, str(tmp_path / "absent")]), modules) == []
+    assert shadowing(b, os.pathsep.join([held, b]), modules) == [held]
+    assert shadowing(b, os.pathsep.join(["relative", b]), modules) == ["relative"]
+    assert shadowing(os.pathsep.join([a, b]), os.pathsep.join([b, a]), modules) == [
+        "the folders both have, in another order"]

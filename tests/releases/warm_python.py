@@ -18,7 +18,7 @@ threads joined and its exit functions run at the end, and its exit status (a sig
 negative). What it cannot have is torch imported under the request's environment, so a
 request is refused, not served wrongly, when its environment differs from the server's in
 anything but ``PYTHONPATH`` and ``PATCHLANE_*``, or when a folder its ``PYTHONPATH`` adds or
-drops holds something the server imported (``rank_start.holds_any``). ``test_warm_python.py``
+drops holds something the server imported (``rank_start.shadowing``). ``test_warm_python.py``
 holds a child to a fresh interpreter.
 
 One server per pytest worker, started by the first request and stopped when the session ends
@@ -37,12 +37,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from patchlane.sweep import warm_server
-from patchlane.sweep.rank_start import holds_any
+from patchlane.sweep.rank_start import shadowing
 
 __all__ = ["WarmPython"]
 
 _SERVER = r"""
-import atexit, json, os, runpy, signal, sys, threading, time, traceback, types
+import json, os, runpy, signal, sys, time, traceback, types
 rules = runpy.run_path(sys.argv[1])  # the warm-rank server's functions; its main does not run
 # answers go out on a descriptor of their own: whatever the preload prints goes to the log
 answers = os.fdopen(os.dup(1), "w")
@@ -84,16 +84,11 @@ def child(request):
             runpy.run_path(args[0], run_name="__main__")
         code = 0
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if not isinstance(exc.code, (int, type(None))):
-            print(exc.code, file=sys.stderr)
+        code = rules["exit_status"](exc)
     except BaseException:
         traceback.print_exc()
-    try:  # what an interpreter does as it ends: join its threads, run its exit functions
-        threading._shutdown()
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
+    try:
+        rules["end_as_an_interpreter_does"]()
     finally:
         os._exit(code)
 
@@ -126,10 +121,6 @@ _SERVED = ("PYTHONPATH", "PYTEST_CURRENT_TEST")
 """What a request's environment may change from the server's (besides ``PATCHLANE_*``): read
 after the fork, never by torch's import (pytest sets the second per test); the folders a
 different ``PYTHONPATH`` adds or drops are checked one by one."""
-
-
-def _entries(python_path: str) -> set[str]:
-    return set(python_path.split(os.pathsep)) if python_path else set()
 
 
 def _base_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -191,10 +182,10 @@ class WarmPython:
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         assert self.proc is not None and self.proc.stdin is not None
-        folders = _entries(self.env.get("PYTHONPATH", "")) ^ _entries(env.get("PYTHONPATH", ""))
-        shadowing = sorted(f for f in folders if holds_any(f, self.modules))
-        assert not shadowing, (f"{shadowing} would change what the warm python imported "
-                               "before the fork; run a fresh interpreter for this")
+        shadows = shadowing(self.env.get("PYTHONPATH", ""), env.get("PYTHONPATH", ""),
+                            self.modules)
+        assert not shadows, (f"{shadows} would change what the warm python imported "
+                             "before the fork; run a fresh interpreter for this")
         self._count += 1
         out = Path(self._folder.name, f"{self._count}.out")
         err = Path(self._folder.name, f"{self._count}.err")
