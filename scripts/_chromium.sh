@@ -1,8 +1,9 @@
-# Sourced by scripts/_test_interpreter: tests/evidence/test_report_browser.py loads the sweep's
-# report.html in headless Chromium. Where no Chromium is on PATH and apt-get is usable (as
-# root, or through passwordless sudo), Debian's `chromium` package is installed; where one is
-# present nothing happens, so running it again costs one `command -v`. It never fails the
-# set-up: without Chromium the browser test skips and says why.
+# Sourced by scripts/test (at set-up) and scripts/_test_interpreter:
+# tests/evidence/test_report_browser.py loads the sweep's report.html in headless Chromium.
+# Where no Chromium is on PATH and apt-get is usable (as root, or through passwordless sudo),
+# Debian's `chromium` package is installed; where one is present nothing happens, so running it
+# again costs one `command -v`. It never fails the set-up: without Chromium the browser test
+# skips and says why.
 #   PATCHLANE_CHROMIUM=/path/to/chrome   use that browser (nothing is installed)
 #   PATCHLANE_INSTALL_CHROMIUM=0         never install
 ensure_chromium() {
