@@ -16,7 +16,8 @@ ratios measured side by side in this one run.
 By default patchlane is imported from a byte-compiled staged copy of this checkout (package,
 registry, overlays, reproducers: the source-checkout layout) so the figures are those of an
 installed package. ``--as-is`` imports the checkout exactly as the environment gives it instead;
-with ``PYTHONDONTWRITEBYTECODE=1`` and no ``__pycache__`` that re-compiles patchlane every time.
+with ``PYTHONDONTWRITEBYTECODE=1`` and no ``__pycache__`` (the repo's scripts write one for
+their venvs) that re-compiles patchlane every time.
 
     python benchmarks/bench_import.py [--repeats 15] [--repeats-mcore 5] [--budget-s 50] [--as-is]
 

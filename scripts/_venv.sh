@@ -1,5 +1,6 @@
-# Sourced by scripts/sweep, scripts/test and scripts/example: one virtual environment per Python
-# interpreter, built from the repo's own pins, so a fresh machine needs nothing installed by hand.
+# Sourced by scripts/test, sweep, matrix, merge, nightly, radar, example: one virtual environment
+# per Python interpreter, built from the repo's own pins, so a fresh machine needs nothing installed
+# by hand.
 #
 #   PATCHPY_VERSION=3.11 (default)  .venv     constraints/ci.txt     torch 2.13.0 CPU build, megatron-core 0.16.1
 #   PATCHPY_VERSION=3.12            .venv312  constraints/py312.txt  torch 2.13.0 CUDA build (runs on the CPU),
@@ -35,34 +36,21 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "== creating $VENV with $PY" >&2
   "$PY" -m venv "$VENV"
 fi
-# pip's own find-links folders (its config files and PIP_FIND_LINKS: this workplace's CPU torch
-# is one), for uv, which reads neither; a folder that is not there is skipped, as pip skips it.
-pip_find_links() {
-  local values value seen=" "
-  values="$("$VENV/bin/python" -m pip config list 2>/dev/null \
-            | sed -n "s/^[^=]*find-links='\(.*\)'\$/\1/p")"
-  for value in $values; do
-    value="${value#file://}"
-    if [ -d "$value" ] && [ "${seen#* "$value" }" = "$seen" ]; then
-      seen="$seen$value "
-      printf '%s\n' "--find-links" "$value"
-    fi
-  done
-}
 # uv installs what pip would, from the same pins, in a third of the time on CI's 2 CPUs (the
 # 3.12 venv: 28-32 s against 77; it downloads, unpacks and compiles in parallel where pip does
-# one file at a time). It lives beside the venv, not in it, so the venv holds what it did.
+# one file at a time), with the package sources pip is configured with (scripts/_uv_install.py).
+# It lives beside the venv, not in it, so the venv holds what it did; its pin is
+# constraints/uv.txt, apart from the venv's pins, so adopting or bumping it rebuilds no venv.
 # Where uv cannot be had or fails, pip installs it as before.
 install_with_uv() {
-  local links
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --target "$VENV/.setup-uv" \
-      -c "$CONSTRAINTS" uv 2>&1 | grep -v "is ignored: it is neither a file nor a directory" >&2 || true
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade \
+      --target "$VENV/.setup-uv" -r "$ROOT/constraints/uv.txt" 2>&1 \
+    | grep -v "is ignored: it is neither a file nor a directory" >&2 || true
   [ -x "$VENV/.setup-uv/bin/uv" ] || return 1
-  mapfile -t links < <(pip_find_links)
   # --link-mode copy: the venv's files are its own, as pip's are (a test edits an installed
   # file to see doctor catch it; a hard link would edit uv's cache too).
-  "$VENV/.setup-uv/bin/uv" pip install --quiet --native-tls --link-mode copy --compile-bytecode \
-      --python "$VENV/bin/python" ${links[@]+"${links[@]}"} \
+  "$VENV/bin/python" "$ROOT/scripts/_uv_install.py" "$VENV/.setup-uv/bin/uv" --quiet \
+      --native-tls --link-mode copy --compile-bytecode \
       -c "$CONSTRAINTS" torch -e "$ROOT[megatron,liger,dev]" >&2
 }
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
@@ -77,15 +65,22 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
     || { echo "setup failed: see the install's output above" >&2; exit 1; }
   echo "$WANT" > "$STAMP"
 fi
-# The checkout's own Python, compiled for this interpreter, every time: where
+# patchlane's own modules, compiled for this interpreter when they changed: where
 # PYTHONDONTWRITEBYTECODE is set (CI images and many containers set it) Python writes no
 # bytecode on import, so each of the thousands of interpreters a sweep or the suite starts
-# compiled the patchlane modules it imports afresh (40-100 ms each; the suite's CPU time fell
-# 12% on its CLI and proof tests with these compiled). `checked-hash`, as a release cache's
-# installs are compiled: Python uses a .pyc only while it matches its source's hash, so an
-# edited file is never run stale, whatever its timestamp. About a second, on every CPU.
-"$VENV/bin/python" -m compileall -q -j 0 --invalidation-mode checked-hash \
-  "$ROOT/patchlane" "$ROOT/patches" "$ROOT/reproducers" "$ROOT/tests" "$ROOT/examples" \
-  > /dev/null || true
+# compiled the patchlane modules it imports afresh (40-100 ms each; the CPU time of the suite's
+# CLI and proof tests fell 12% with them compiled). `checked-hash`, as a release cache's installs
+# are compiled: Python uses a .pyc only while it matches its source's hash, so an edited file is
+# never run stale, whatever its timestamp. (Overlays and reproducers are compiled from their
+# bytes by patchlane itself, and pytest rewrites the tests: a .pyc of theirs would go unused.)
+COMPILED="$VENV/.patchlane-compiled"
+if [ ! -e "$COMPILED" ] \
+    || [ -n "$(find "$ROOT/patchlane" "$ROOT/examples" -name '*.py' -newer "$COMPILED" -print -quit)" ]; then
+  touch "$COMPILED.next"
+  if "$VENV/bin/python" -m compileall -q -j 0 --invalidation-mode checked-hash \
+      "$ROOT/patchlane" "$ROOT/examples" > /dev/null; then
+    mv "$COMPILED.next" "$COMPILED"
+  fi
+fi
 export PATH="$VENV/bin:$PATH"
 cd "$ROOT"

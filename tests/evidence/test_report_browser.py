@@ -2,7 +2,7 @@
 page loaded in headless Chromium (Debian's package, driven over its command line: no Python
 dependency), and what a maintainer must see read back from the DOM Chromium built.
 
-Chromium comes from the test set-up (scripts/_venv.sh installs it with apt-get where it is
+Chromium comes from the test set-up (scripts/_chromium.sh installs it with apt-get where it is
 missing); the test skips, saying so, only where no Chromium can be found at all.
 """
 
@@ -91,7 +91,7 @@ def test_the_nightly_page_in_headless_chromium(fake_target: FakeTarget, tmp_path
     binary = chromium()
     if binary is None:
         pytest.skip("no Chromium found (chromium, chromium-browser or google-chrome on PATH, "
-                    "or $PATCHLANE_CHROMIUM): scripts/_venv.sh installs Debian's `chromium` "
+                    "or $PATCHLANE_CHROMIUM): scripts/_chromium.sh installs Debian's `chromium` "
                     "with apt-get; install it by hand where apt-get is not usable")
     nightly = two_nights(fake_target, tmp_path / "runs")
     run_dir = nightly.second

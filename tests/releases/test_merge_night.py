@@ -36,7 +36,7 @@ def test_two_real_shards_merge_into_one_page_chromium_reads(tmp_path: Path) -> N
     binary = chromium()
     if binary is None:
         pytest.skip("no Chromium found (chromium, chromium-browser or google-chrome on PATH, "
-                    "or $PATCHLANE_CHROMIUM): scripts/_venv.sh installs Debian's `chromium` "
+                    "or $PATCHLANE_CHROMIUM): scripts/_chromium.sh installs Debian's `chromium` "
                     "with apt-get; install it by hand where apt-get is not usable")
     pytest.importorskip("liger_kernel", reason="liger-kernel is not installed")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
