@@ -7,8 +7,8 @@ pip's settings come from ``pip config list`` (its config files and ``PIP_*`` var
 ``index-url``, ``extra-index-url``, ``find-links``, ``no-index`` and ``cert``. pip weighs every
 index alike and takes the best match; uv's default takes a package from the first index that
 has it, which refused this workplace's local extra index (an older wrapt there), so uv is told
-to weigh them alike too. A find-links folder or ``file://`` index that is not there is
-skipped, as pip skips it.
+to weigh them alike too. A local index or find-links folder that is not there is skipped, as
+pip skips it.
 Exits with uv's status; scripts/_venv.sh has pip install instead when it is not 0.
 """
 
@@ -41,23 +41,25 @@ def pip_settings() -> dict[str, list[str]]:
     return settings
 
 
-def reachable(url: str) -> bool:
-    """A ``file://`` index that is not there is skipped, as pip skips it (uv would stop)."""
-    return not url.startswith("file://") or os.path.isdir(url.removeprefix("file://"))
+def there(place: str) -> bool:
+    """Whether an index or find-links ``place`` may be given to uv: a remote URL always; a
+    local folder (``file://`` or a bare path) only where it is there: pip skips one that is
+    not, uv would stop."""
+    local = place.removeprefix("file://")
+    return "://" in local or os.path.isdir(local)
 
 
 def uv_options(settings: dict[str, list[str]]) -> list[str]:
     options = ["--index-strategy", "unsafe-best-match"]
-    index = [url for url in settings.get("index-url", []) if reachable(url)]
+    index = [url for url in settings.get("index-url", []) if there(url)]
     if index:
         options += ["--index-url", index[0]]
     for url in settings.get("extra-index-url", []):
-        if reachable(url):
+        if there(url):
             options += ["--extra-index-url", url]
     for place in settings.get("find-links", []):
-        folder = place.removeprefix("file://")
-        if "://" in folder or os.path.isdir(folder):
-            options += ["--find-links", folder]
+        if there(place):
+            options += ["--find-links", place.removeprefix("file://")]
     if settings.get("no-index", ["false"])[0].lower() in ("1", "true", "yes", "on"):
         options.append("--no-index")
     return options

@@ -36,16 +36,20 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "== creating $VENV with $PY" >&2
   "$PY" -m venv "$VENV"
 fi
+# pip, quietly: its warnings about this workplace's configured index folders that are not there
+# are dropped; its exit status is not looked at (the import check below says whether it worked).
+pip_install() {
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@" 2>&1 \
+    | grep -v "is ignored: it is neither a file nor a directory" >&2 || true
+}
 # uv installs what pip would, from the same pins, in about half the time on CI's 2 CPUs (each
 # venv from nothing, checked: 3.11 in 28 s against 51, 3.12 in 45 s against 77; it downloads,
-# unpacks and compiles in parallel where pip does one file at a time), with the package sources pip is configured with (scripts/_uv_install.py).
-# It lives beside the venv, not in it, so the venv holds what it did; its pin is
-# constraints/uv.txt, apart from the venv's pins, so adopting or bumping it rebuilds no venv.
-# Where uv cannot be had or fails, pip installs it as before.
+# unpacks and compiles in parallel where pip does one file at a time), with the package sources
+# pip is configured with (scripts/_uv_install.py). It lives beside the venv, not in it, so the
+# venv holds what it did; its pin is constraints/uv.txt, apart from the venv's pins, so adopting
+# or bumping it rebuilds no venv. Where uv cannot be had or fails, pip installs it as before.
 install_with_uv() {
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade \
-      --target "$VENV/.setup-uv" -r "$ROOT/constraints/uv.txt" 2>&1 \
-    | grep -v "is ignored: it is neither a file nor a directory" >&2 || true
+  pip_install --upgrade --target "$VENV/.setup-uv" -r "$ROOT/constraints/uv.txt"
   [ -x "$VENV/.setup-uv/bin/uv" ] || return 1
   # --link-mode copy: the venv's files are its own, as pip's are (a test edits an installed
   # file to see doctor catch it; a hard link would edit uv's cache too).
@@ -57,9 +61,7 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   echo "== installing patchlane into $VENV from $(basename "$CONSTRAINTS") (Python $PY_VERSION)" >&2
   if ! install_with_uv; then
     echo "== uv could not install it (see above): pip installs it instead" >&2
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-      -c "$CONSTRAINTS" torch -e "$ROOT[megatron,liger,dev]" 2>&1 \
-      | grep -v "is ignored: it is neither a file nor a directory" >&2 || true
+    pip_install -c "$CONSTRAINTS" torch -e "$ROOT[megatron,liger,dev]"
   fi
   "$VENV/bin/python" -c "import patchlane, torch, megatron.core" \
     || { echo "setup failed: see the install's output above" >&2; exit 1; }
@@ -74,11 +76,12 @@ fi
 # never run stale, whatever its timestamp. (Overlays and reproducers are compiled from their
 # bytes by patchlane itself, and pytest rewrites the tests: a .pyc of theirs would go unused.)
 COMPILED="$VENV/.patchlane-compiled"
+SOURCES=("$ROOT/patchlane" "$ROOT/examples")
 if [ ! -e "$COMPILED" ] \
-    || [ -n "$(find "$ROOT/patchlane" "$ROOT/examples" -name '*.py' -newer "$COMPILED" -print -quit)" ]; then
+    || [ -n "$(find "${SOURCES[@]}" -name '*.py' -newer "$COMPILED" -print -quit)" ]; then
   touch "$COMPILED.next"
   if "$VENV/bin/python" -m compileall -q -j 0 --invalidation-mode checked-hash \
-      "$ROOT/patchlane" "$ROOT/examples" > /dev/null; then
+      "${SOURCES[@]}" > /dev/null; then
     mv "$COMPILED.next" "$COMPILED"
   fi
 fi
