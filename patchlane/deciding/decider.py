@@ -29,7 +29,7 @@ from ..common.errors import (
     drift_reason,
     exit_if_uncaught,
 )
-from ..installed.gates import GateResult, check_gate
+from ..installed.gates import GateResult
 from ..lazy.untouched import at_start
 from ..loading import load_file
 from ..registry import Entry, FingerprintPolicy, Registry, StartupRow
@@ -237,21 +237,22 @@ class Decider:
             # and for `patchlane doctor`: ledger.evaluate. A `when` that does not hold is part
             # of the entry (a pin for Triton's CPU interpreter says nothing about a GPU run
             # that imports triton): recorded with why, not checked.
-            result = evaluate(entry, self.controls)
+            result = evaluate(entry, self.left_out(entry.id))
             assert result is not None
             if result.skipped == "disabled":
-                return self._finish(entry, Decision(entry.id, Outcome.SKIPPED_DISABLED,
-                                                    result.skip_reason or "",
-                                                    distribution=entry.target.distribution))
-            if result.skipped == "not applicable":
-                return self._finish(entry, Decision(entry.id, Outcome.SKIPPED_NOT_APPLICABLE,
-                                                    result.message + note,
-                                                    distribution=entry.target.distribution))
-            outcome = Outcome.LEDGER_OK if result.ok else Outcome.LEDGER_VIOLATION
-            decision = self._finish(entry, Decision(entry.id, outcome, result.message + note,
-                                                    distribution=entry.target.distribution,
-                                                    installed=result.found,
-                                                    applies_to=result.expected))
+                decision = Decision(entry.id, Outcome.SKIPPED_DISABLED, result.skip_reason or "",
+                                    distribution=entry.target.distribution)
+            elif result.skipped == "not applicable":
+                decision = Decision(entry.id, Outcome.SKIPPED_NOT_APPLICABLE,
+                                    result.message + note,
+                                    distribution=entry.target.distribution)
+            else:
+                decision = Decision(entry.id,
+                                    Outcome.LEDGER_OK if result.ok else Outcome.LEDGER_VIOLATION,
+                                    result.message + note,
+                                    distribution=entry.target.distribution,
+                                    installed=result.found, applies_to=result.expected)
+            decision = self._finish(entry, decision)
         if result.blocking and not eager and entry.names_its_import:
             # policy: error -> the import the floor protects fails, loudly, with the fix.
             raise LedgerError(result)
@@ -267,60 +268,52 @@ class Decider:
                 owner, _, attr = name.rpartition(".")
                 if owner == module_name:
                     settings[attr] = value
-            self._assign(entry, module, settings)
+            with self._locks[entry.id]:
+                self._finish(entry, self._assigned(entry, module, settings))
 
         return assign
 
-    def _assign(self, entry: Entry, module: ModuleType, settings: dict[str, Any]) -> None:
-        with self._locks[entry.id]:
-            reason = self.left_out(entry.id)
-            if reason is not None:
-                self._finish(entry, Decision(entry.id, Outcome.SKIPPED_DISABLED, reason))
-                return
-            # The release the settings are for, recorded with the decision as an overlay's is:
-            # the proof of a config entry is of that release (its receipt's class).
-            installed = None
-            if entry.target.distribution:
-                gate = check_gate(entry.target.distribution, entry.applies_to, None,
-                                  entry.target.version_from)
-                installed = gate.found
-                if entry.applies_to is not None and not gate.open:
-                    self._finish(entry, Decision(entry.id, Outcome.SKIPPED_GATE, gate.reason,
-                                                 installed=gate.found))
-                    return
-            try:
-                current = {attr: getattr(module, attr) for attr in settings}
-            except AttributeError as exc:
-                self._finish(entry, Decision(entry.id, Outcome.FAILED_ERROR,
-                                             f"{module.__name__} has no setting: {exc}"))
-                return
-            if current == settings:  # the probe of a config entry: upstream's default caught up
-                self._finish(entry, Decision(entry.id, Outcome.UPSTREAM_FIXED,
-                                             f"{module.__name__} already defaults to {settings}"))
-                return
-            if self.controls.require_evidence:
-                # A setting changes what the job computes as an overlay does: proven first.
-                unproven = self._unproven(entry, installed)
-                if unproven is not None:
-                    self._finish(entry, Decision(entry.id, Outcome.REFUSED_EVIDENCE, unproven,
-                                                 distribution=entry.target.distribution,
-                                                 installed=installed))
-                    return
-            changes = []
-            try:
-                for attr, value in settings.items():
-                    old = getattr(module, attr)
-                    # Config modules (torch._dynamo.config) are assigned by attribute: that is
-                    # their public interface, so this is not monkeypatching code.
-                    setattr(module, attr, value)
-                    changes.append(f"{module.__name__}.{attr}: {old!r} -> {value!r}")
-            except AttributeError as exc:
-                self._finish(entry, Decision(entry.id, Outcome.FAILED_ERROR,
-                                             f"{module.__name__} has no setting: {exc}"))
-                return
-            self._finish(entry, Decision(entry.id, Outcome.CONFIG_APPLIED, "; ".join(changes),
-                                         distribution=entry.target.distribution,
-                                         installed=installed))
+    def _assigned(self, entry: Entry, module: ModuleType, settings: dict[str, Any]) -> Decision:
+        """The decision for a config entry's ``settings`` on its imported ``module``, made (the
+        settings assigned) but not yet recorded: its hook records it, under the entry's lock."""
+        reason = self.left_out(entry.id)
+        if reason is not None:
+            return Decision(entry.id, Outcome.SKIPPED_DISABLED, reason)
+        # The release the settings are for, recorded with the decision as an overlay's is:
+        # the proof of a config entry is of that release (its receipt's class).
+        installed = None
+        if entry.target.distribution:
+            gate = entry.read_gate()
+            installed = gate.found
+            if entry.applies_to is not None and not gate.open:
+                return Decision(entry.id, Outcome.SKIPPED_GATE, gate.reason, installed=gate.found)
+        try:
+            current = {attr: getattr(module, attr) for attr in settings}
+        except AttributeError as exc:
+            return Decision(entry.id, Outcome.FAILED_ERROR,
+                            f"{module.__name__} has no setting: {exc}")
+        if current == settings:  # the probe of a config entry: upstream's default caught up
+            return Decision(entry.id, Outcome.UPSTREAM_FIXED,
+                            f"{module.__name__} already defaults to {settings}")
+        if self.controls.require_evidence:
+            # A setting changes what the job computes as an overlay does: proven first.
+            unproven = self._unproven(entry, installed)
+            if unproven is not None:
+                return Decision(entry.id, Outcome.REFUSED_EVIDENCE, unproven,
+                                distribution=entry.target.distribution, installed=installed)
+        changes = []
+        try:
+            for attr, value in settings.items():
+                old = getattr(module, attr)
+                # Config modules (torch._dynamo.config) are assigned by attribute: that is
+                # their public interface, so this is not monkeypatching code.
+                setattr(module, attr, value)
+                changes.append(f"{module.__name__}.{attr}: {old!r} -> {value!r}")
+        except AttributeError as exc:
+            return Decision(entry.id, Outcome.FAILED_ERROR,
+                            f"{module.__name__} has no setting: {exc}")
+        return Decision(entry.id, Outcome.CONFIG_APPLIED, "; ".join(changes),
+                        distribution=entry.target.distribution, installed=installed)
 
     def apply(self) -> None:
         """Idempotent re-walk: hook what is not hooked, decide what is imported and unapplied."""
@@ -445,8 +438,7 @@ class Decider:
                     # worth it (and only safe: the release may not ship that module) when the
                     # gate admits what sys.path would import. The walk reads it again, with
                     # the module, and that is the gate judged below.
-                    if not check_gate(dep.target.distribution, dep.applies_to, None,
-                                      dep.target.version_from).open:
+                    if not dep.read_gate().open:
                         continue
                     importlib.import_module(dep.target.module)  # its hook decides it
                 else:
@@ -482,8 +474,7 @@ class Decider:
         # The gate is read first even for disabled entries: the audit always says which
         # release was installed, whatever was decided. Kept for the entries that depend on
         # this one: they read it rather than evaluate this gate again.
-        gate = check_gate(entry.target.distribution, entry.applies_to, module,
-                          entry.target.version_from)
+        gate = entry.read_gate(module)
         self._gates[entry.id] = gate
 
         def decision(outcome: Outcome, reason: str, found: str | None = None) -> Decision:

@@ -75,18 +75,18 @@ def installed_outside(when: When) -> Iterator[tuple[str, SpecifierSet, GateResul
             yield name, spec, gate
 
 
-def evaluate(entry: Entry, controls: Controls | None = None,
+def evaluate(entry: Entry, left_out: str | None = None,
              environ: Mapping[str, str] | None = None) -> LedgerResult | None:
     """A floor or pin decided as a run decides it once its module is imported (the decider's hook,
     :meth:`patchlane.deciding.decider.Decider.decide_ledger`, calls this), or eagerly by ``patchlane
-    doctor``: skipped when ``controls`` disable it or ``when.env`` does not hold in
+    doctor``: skipped when the controls leave it out (``left_out``: why, as the decider's
+    :meth:`~patchlane.deciding.decider.Decider.left_out` says) or ``when.env`` does not hold in
     ``environ`` (``os.environ`` by default), else checked. None for other kinds."""
     when = entry.when
     if when is None:
         return None
-    reason = controls.disabled_reason(entry.id) if controls is not None else None
-    if reason is not None:
-        return _skipped(entry, "disabled", f"skipped: disabled ({reason})", reason)
+    if left_out is not None:
+        return _skipped(entry, "disabled", f"skipped: disabled ({left_out})", left_out)
     unmet = when.unmet(os.environ if environ is None else environ)
     if unmet is None:
         name, spec, gate = next(installed_outside(when), (None, None, None))

@@ -17,12 +17,13 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Literal, NamedTuple, Protocol
 
 from packaging.specifiers import SpecifierSet
 
 from ..common.errors import RegistryError, UnknownEntryError
-from ..installed.gates import import_name
+from ..installed.gates import GateResult, check_gate, import_name
 from .kinds import KINDS, DecidedBy, Kind
 
 
@@ -293,6 +294,13 @@ class Entry:
             or self.target.module or import_name(self.target.distribution)
         return When(module, given.env if given is not None else {},
                     given.installed if given is not None else {})
+
+    def read_gate(self, module: ModuleType | None = None) -> GateResult:
+        """This entry's gate (``applies_to``) read against the release of its distribution:
+        the copy ``module`` was imported from when given, else the one ``sys.path`` would
+        import (:func:`~patchlane.installed.gates.check_gate`)."""
+        return check_gate(self.target.distribution, self.applies_to, module,
+                          self.target.version_from)
 
     @property
     def names_its_import(self) -> bool:

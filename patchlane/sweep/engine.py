@@ -39,7 +39,6 @@ from ..deciding.ledger import installed_outside
 from ..installed.gates import (
     KNOWN_TREE_VERSIONS,
     GateResult,
-    check_gate,
     distribution_roots,
     gate_side,
     locate_source,
@@ -239,9 +238,7 @@ def covering_entry(registry: Registry, entry: Entry) -> str | None:
     while step.continued_by and step.continued_by not in seen:
         seen.add(step.continued_by)
         step = registry.get(step.continued_by)
-        if step.active and step.applies_to is not None and check_gate(
-                step.target.distribution, step.applies_to, None,
-                step.target.version_from).open:
+        if step.active and step.applies_to is not None and step.read_gate().open:
             return step.id
     return None
 
@@ -292,8 +289,7 @@ def plan(registry: Registry, lanes: Sequence[Lane], gpus: int, only: set[str] | 
         if not shard.owns(position):
             continue
         if entry.id not in seen:
-            gate = check_gate(entry.target.distribution, entry.applies_to, None,
-                              entry.target.version_from)
+            gate = entry.read_gate()
             beyond = beyond_gate(entry, gate) or ledger_beyond(entry)
             seen[entry.id] = (gate, beyond,
                               covering_entry(registry, entry) if beyond else None,

@@ -28,7 +28,6 @@ from ..common.errors import PatchlaneError
 from ..common.exit_codes import ExitCode
 from ..deciding.audit import Outcome
 from ..deciding.controls import Controls
-from ..installed.gates import check_gate
 
 __all__ = ["RankMismatchError", "compare_patch_sets", "local_patch_set", "patch_set_hash",
            "run_stamp", "verify_ranks"]
@@ -57,9 +56,7 @@ def local_patch_set() -> dict[str, Any]:
     entries: dict[str, dict[str, Any]] = {}
     for entry in decider.registry.entries:
         decision = latest.get(entry.id)
-        gate = check_gate(entry.target.distribution, entry.applies_to, None,
-                          entry.target.version_from) \
-            if entry.target.distribution else None
+        gate = entry.read_gate() if entry.target.distribution else None
         pending = decision is None or decision.outcome is Outcome.PENDING
         entries[entry.id] = {
             "status": entry.status.value,

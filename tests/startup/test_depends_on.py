@@ -82,16 +82,16 @@ def test_the_dependency_is_judged_by_what_its_walk_recorded(
         fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch, dep_gate: str) -> None:
     # Its gate (open, or excluding the release) is evaluated once, by its own walk; the
     # follow-up reads that record instead of evaluating the dependency's gate again.
-    import patchlane.deciding.decider as decider_module
+    import patchlane.registry.records as records  # Entry.read_gate: every gate an entry reads
 
     asked: list[str] = []
-    real = decider_module.check_gate
+    real = records.check_gate
 
     def spy(distribution: str, spec: Any, *args: Any) -> Any:
         asked.append(str(spec))
         return real(distribution, spec, *args)
 
-    monkeypatch.setattr(decider_module, "check_gate", spy)
+    monkeypatch.setattr(records, "check_gate", spy)
     latest = decide(fake_target, {}, fake_target.entry(applies_to=dep_gate),
                     follow_up(fake_target))
     assert asked.count(str(SpecifierSet(dep_gate))) == 1, asked

@@ -445,6 +445,6 @@ def test_the_startup_decides_floors_through_the_one_ledger_sequence(
     assert decided.outcome is Outcome.LEDGER_OK and decided.installed == "1.2.0"
     # disabled: the audit records the bare reason, doctor's sentence says it in words
     decider = fake_target.decider({"PATCHLANE_DISABLE": "floor_fake"})
-    result = real(decider.registry.get("floor_fake"), decider.controls)
+    result = real(decider.registry.get("floor_fake"), decider.left_out("floor_fake"))
     assert result is not None and result.skip_reason == "listed in PATCHLANE_DISABLE"
     assert result.message == "skipped: disabled (listed in PATCHLANE_DISABLE)"

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...common.errors import OverlayError
-from ...installed.gates import check_gate
 from ...loading import load_file
 from ..fields import MODULE_RE, expect_type, policy, relative_file
 from ..records import LedgerResult, Policy
@@ -75,8 +74,7 @@ def judge(entry: Entry, config: Any) -> LedgerResult:
     assert isinstance(spec, CompatGate), f"{entry.id} is not a compat gate"
     kind = entry.kind.value
     if entry.target.distribution and entry.applies_to is not None:
-        gate = check_gate(entry.target.distribution, entry.applies_to, None,
-                          entry.target.version_from)
+        gate = entry.read_gate()
         if not gate.open:
             return LedgerResult(entry.id, kind, True, spec.policy,
                                 f"not applicable: {gate.reason}")
