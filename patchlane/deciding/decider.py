@@ -36,7 +36,7 @@ from ..registry import Entry, FingerprintPolicy, Registry, StartupRow
 from ..registry.kinds import KINDS, DecidedBy
 from ..targets import Found, Refused, Resolved, find
 from ..targets import resolve as resolve_target
-from ..targets.place import current, ours_at, place, reaches, unplace
+from ..targets.place import current, ours_at, place, reaches, still_placed, unplace
 from ..targets.protocol import Placement, forget_value, layers_at
 from . import logs  # noqa: F401 - the logger's handler and rank filter (patchlane.deciding.logs)
 from .audit import AuditLog, Decision, Outcome
@@ -94,13 +94,6 @@ class _Locks(dict[str, threading.RLock]):
     def __missing__(self, entry_id: str) -> threading.RLock:
         with self._guard:
             return self.setdefault(entry_id, threading.RLock())
-
-
-def _still_placed(found: Found, applied: list[Placement]) -> bool:
-    """Whether what an entry placed is still where its target is now (``found``): each
-    placement reaches, on the target's owner (or, for a class, on the class). A reload builds
-    fresh classes and functions: then the entry is decided (and placed) again."""
-    return all((p.owner is found.owner or p.owner is found.raw) and reaches(p) for p in applied)
 
 
 class Decider:
@@ -365,7 +358,7 @@ class Decider:
                 found: Found | None = find(module, entry.target.qualname or "")
             except (AttributeError, LookupError):
                 found = None  # absent or refused: the walk says which, with the fix
-            if applied is not None and found is not None and _still_placed(found, applied):
+            if applied is not None and found is not None and still_placed(found, applied):
                 # idempotent: nothing new happened (another entry's layer may sit on top)
                 return self.audit.latest()[entry.id]
             if found is not None and ours_at(found.owner, found.attribute, entry.id):

@@ -14,10 +14,10 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from .find import Refused, holder_of
+from .find import Found, Refused, holder_of
 from .protocol import Placement, forget_value, layers_at
 
-__all__ = ["current", "ours_at", "place", "reaches", "unplace"]
+__all__ = ["current", "ours_at", "place", "reaches", "still_placed", "unplace"]
 
 _MISSING = object()
 
@@ -44,6 +44,14 @@ def reaches(placement: Placement) -> bool:
     return any(view.obj is placement.placed
                for view in layers_at(placement.owner, placement.attribute, found)) or \
         found is placement.placed
+
+
+def still_placed(found: Found, placements: Sequence[Placement]) -> bool:
+    """Whether what an entry placed is still where its target is now (``found``): each
+    placement reaches, on the target's owner (or, for a class, on the class). A reload builds
+    fresh classes and functions: then the entry is decided (and placed) again."""
+    return all((p.owner is found.owner or p.owner is found.raw) and reaches(p)
+               for p in placements)
 
 
 def ours_at(owner: Any, attribute: str, entry_id: str) -> bool:
