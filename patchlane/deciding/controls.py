@@ -79,11 +79,12 @@ import os
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import switch_values
 from ..common.errors import ControlsError
 
-__all__ = ["Controls", "ToolSettings", "describe_unknown"]
+__all__ = ["Controls", "EntryControls", "ToolSettings", "describe_unknown"]
 
 _TRUE = switch_values.TRUE
 _FALSE = switch_values.FALSE
@@ -190,6 +191,22 @@ class Controls:
         return {entry_id: reason for entry_id in ids
                 if (reason := self.disabled_reason(entry_id)) is not None}
 
+    def for_entries(self, ids: Iterable[str]) -> EntryControls:
+        """What these controls say of the entries ``ids`` (a process's registries), read in
+        one go: which they leave out, the ids they list that name none of them, and the
+        warnings the startup logs about those."""
+        known = list(ids)
+        unknown = self.unknown_ids(known)
+        warnings = []
+        if unknown:
+            # A warning, not an error: the id may belong to a registry this process does not
+            # load (one PATCHLANE_DISABLE exported for several jobs).
+            warnings.append(describe_unknown(unknown, known, self.only))
+        if self.only_ignored:
+            warnings.append("PATCHLANE_ONLY is set but names no id: ignored (no entry is left "
+                            "out by it); unset it, or list the ids to keep")
+        return EntryControls(self.left_out(known), unknown, tuple(warnings))
+
     def unknown_ids(self, known: Collection[str]) -> dict[str, list[str]]:
         """Ids in PATCHLANE_DISABLE / PATCHLANE_ONLY that name no entry in ``known``, each with
         the variable(s) that list it. A typo there would otherwise disable nothing, silently
@@ -200,6 +217,18 @@ class Controls:
             for entry_id in sorted(ids - set(known)):
                 unknown.setdefault(entry_id, []).append(name)
         return unknown
+
+
+class EntryControls(NamedTuple):
+    """What a process's controls say of the entries its registries declare
+    (:meth:`Controls.for_entries`)."""
+
+    left_out: dict[str, str]
+    """Entry id -> why ``PATCHLANE_DISABLE`` / ``PATCHLANE_ONLY`` leave it out."""
+    unknown_ids: dict[str, list[str]]
+    """Ids those variables list that name no entry -> the variables that list each."""
+    warnings: tuple[str, ...]
+    """What the startup logs at WARNING about them (an unknown id, an empty ONLY)."""
 
 
 def readable_with_evidence(env: Mapping[str, str], root: str) -> bool:

@@ -32,7 +32,7 @@ from ..common.errors import (
 from ..installed.gates import GateResult
 from ..lazy.untouched import at_start
 from ..loading import load_file
-from ..registry import Entry, FingerprintPolicy, Registry, StartupRow
+from ..registry import Entry, FingerprintPolicy, Registry
 from ..registry.kinds import KINDS, DecidedBy
 from ..targets import Found, Refused, Resolved, find
 from ..targets import resolve as resolve_target
@@ -40,7 +40,7 @@ from ..targets.place import current, ours_at, place, reaches, still_placed, unpl
 from ..targets.protocol import Placement, forget_value, layers_at
 from . import logs  # noqa: F401 - the logger's handler and rank filter (patchlane.deciding.logs)
 from .audit import AuditLog, Decision, Outcome
-from .controls import Controls, describe_unknown
+from .controls import Controls
 
 if TYPE_CHECKING:
     from .proof import Evidence
@@ -107,9 +107,15 @@ class Decider:
     def __init__(self, registry: Registry, controls: Controls, audit: AuditLog | None = None):
         self.registry = registry
         self.controls = controls
-        # Which entries PATCHLANE_DISABLE / PATCHLANE_ONLY leave out, and why, read once: every
-        # later step (each kind's walk, the rank check) asks left_out(), one answer.
-        self._left_out = controls.left_out(row.id for row in registry.startup_rows)
+        # What PATCHLANE_DISABLE / PATCHLANE_ONLY say of this registry's entries, read once:
+        # which they leave out and why (every later step, each kind's walk and the rank check,
+        # asks left_out(): one answer), the ids they list that name no entry here, and the
+        # warnings start() logs about those.
+        said = controls.for_entries(row.id for row in registry.startup_rows)
+        self._left_out = said.left_out
+        self.unknown_control_ids = said.unknown_ids
+        """PATCHLANE_DISABLE / PATCHLANE_ONLY ids naming no entry here -> the variables."""
+        self._control_warnings = said.warnings
         self.audit = audit if audit is not None else AuditLog()
         self._applied: dict[str, list[Placement]] = {}
         """entry id -> every attribute its overlay set (one, or a class's members)."""
@@ -132,8 +138,6 @@ class Decider:
         self._hook_lock = threading.Lock()
         self._started = False
         self._settled = False
-        self.unknown_control_ids: dict[str, list[str]] = {}
-        """PATCHLANE_DISABLE / PATCHLANE_ONLY ids naming no entry here -> the variables."""
         self._evidence: dict[tuple[Path, ...], Evidence] = {}
         self._evidence_lock = threading.Lock()
 
@@ -149,7 +153,8 @@ class Decider:
         in one batch under one timestamp, then one hook per module: `import patchlane` stays
         flat from a handful of entries to hundreds."""
         rows = self.registry.startup_rows
-        self._read_controls(rows)
+        for warning in self._control_warnings:
+            log.warning("%s", warning)
         at = self.audit.stamp()
         records: list[Decision] = []
         hooks: list[tuple[str, Callable[[ModuleType], None]]] = []
@@ -188,18 +193,6 @@ class Decider:
             import_hook.when_imported(module_name, hook)
         self.apply()
         self._started = True
-
-    def _read_controls(self, rows: tuple[StartupRow, ...]) -> None:
-        known = {row.id for row in rows}
-        self.unknown_control_ids = self.controls.unknown_ids(known)
-        if self.unknown_control_ids:
-            # A warning, not an error: the id may belong to a registry this process does not
-            # load (one PATCHLANE_DISABLE exported for several jobs).
-            log.warning("%s", describe_unknown(self.unknown_control_ids, known,
-                                               self.controls.only))
-        if self.controls.only_ignored:
-            log.warning("PATCHLANE_ONLY is set but names no id: ignored (no entry "
-                        "is left out by it); unset it, or list the ids to keep")
 
     def left_out(self, entry_id: str) -> str | None:
         """Why ``PATCHLANE_DISABLE`` / ``PATCHLANE_ONLY`` leave ``entry_id`` out, if they do."""
