@@ -175,7 +175,7 @@ def check_config(config: "Any") -> "list[Any]":
     from .deciding.ledger import check_config as _check
 
     decider = startup.current()
-    return _check(config, list(decider.registry.entries), decider.controls)
+    return _check(config, list(decider.registry.entries), decider.left_out)
 
 
 def report() -> "Report":

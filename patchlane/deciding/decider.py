@@ -219,7 +219,7 @@ class Decider:
         assert when is not None
         note = (f" (checked eagerly; a run checks on {when.describe()})" if eager else "")
         with self._locks[entry.id]:
-            # One sequence (controls, then the `when` condition, then the check) for this hook
+            # One sequence (left out?, then the `when` condition, then the check) for this hook
             # and for `patchlane doctor`: ledger.evaluate. A `when` that does not hold is part
             # of the entry (a pin for Triton's CPU interpreter says nothing about a GPU run
             # that imports triton): recorded with why, not checked.

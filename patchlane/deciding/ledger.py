@@ -1,6 +1,7 @@
 """The typed ledger: workarounds that are not source patches, kept visible and checked. Each
 kind's own check is in its module (:mod:`patchlane.registry.per_kind`); this module runs them
-in order (controls, ``when``, the check) and raises for a violated ``policy: error``.
+in order (whether the controls leave the entry out, ``when``, the check) and raises for a
+violated ``policy: error``.
 
 ``version_floor``  the installed release must satisfy ``requires`` (checked when its module is
                    imported; with ``policy: error`` that import raises).
@@ -15,14 +16,15 @@ Floors and pins are decided in a post-import hook (:meth:`patchlane.deciding.dec
 .decide_ledger`) on the module ``when.imported`` names (default: ``target.object``'s module,
 else the distribution's import name), and only if ``when.env`` holds then; no distribution
 metadata is read at ``import patchlane``. :func:`evaluate` is the one sequence both that hook
-and the CLI (``patchlane doctor``) run: controls, then ``when``, then the check.
+and the CLI (``patchlane doctor``) run: whether the controls leave the entry out (the decider's
+answer), then ``when``, then the check.
 ``PATCHLANE_DISABLE`` / ``PATCHLANE_ONLY`` skip every kind.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..common.errors import PatchlaneError
@@ -30,7 +32,6 @@ from ..common.exit_codes import ExitCode
 from ..installed.gates import GateResult, check_gate
 from ..registry import KINDS, DecidedBy, Entry, LedgerResult, Policy, When
 from ..registry.per_kind import PARTS
-from .controls import Controls
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -107,14 +108,15 @@ def run_compat_gate(entry: Entry, config: Any) -> LedgerResult:
 
 
 def check_config(config: Any, entries: list[Entry],
-                 controls: Controls | None = None) -> list[LedgerResult]:
-    """Every active compat gate on ``config``; a gate ``controls`` disable is skipped (its
-    result says so) and never raises."""
+                 left_out: Callable[[str], str | None] | None = None) -> list[LedgerResult]:
+    """Every active compat gate on ``config``; a gate the controls leave out (``left_out``:
+    the decider's :meth:`~patchlane.deciding.decider.Decider.left_out`, which says why) is
+    skipped (its result says so) and never raises."""
     results = []
     for entry in entries:
         if KINDS[entry.kind].decided_by is not DecidedBy.ON_DEMAND or not entry.active:
             continue
-        reason = controls.disabled_reason(entry.id) if controls is not None else None
+        reason = left_out(entry.id) if left_out is not None else None
         if reason is not None:
             results.append(_skipped(entry, "disabled", f"skipped: disabled ({reason})",
                                     reason))

@@ -78,7 +78,7 @@ def test_every_kind_disabled_is_skipped_and_never_raises_in_strict_mode(
     assert cfg.limit == 8  # the setting was left alone
     # the compat gate is skipped by check_config, with the reason, and does not raise
     (result,) = check_config(argparse.Namespace(bad=True), list(decider.registry.entries),
-                             decider.controls)
+                             decider.left_out)
     assert result.ok and result.skipped == "disabled" and "PATCHLANE_" in result.message
     assert decider.audit.latest()[FLOOR].outcome is Outcome.SKIPPED_DISABLED  # still, after import
 
@@ -89,7 +89,7 @@ def test_the_same_entries_enabled_do_raise_in_strict_mode(fake_target: FakeTarge
     with pytest.raises(StrictModeError, match=FLOOR):
         fake_target.import_target()
     with pytest.raises(CompatGateError, match="always unsafe"):
-        check_config(argparse.Namespace(bad=True), list(decider.registry.entries), decider.controls)
+        check_config(argparse.Namespace(bad=True), list(decider.registry.entries), decider.left_out)
 
 
 def test_unknown_control_ids_warn_with_the_closest_known_id(
