@@ -57,7 +57,8 @@ class CompatGateError(LedgerError):
 def check(entry: Entry) -> LedgerResult | None:
     """The installed-environment check of the entry's kind (a floor's, a pin's: its module's
     ``decide``), unconditionally; None for a kind not decided that way. :func:`evaluate`
-    applies the controls and the ``when`` condition first."""
+    first skips an entry the controls leave out (the decider's answer), then applies the
+    ``when`` condition."""
     return PARTS[entry.kind].decide(entry)
 
 
@@ -76,18 +77,19 @@ def installed_outside(when: When) -> Iterator[tuple[str, SpecifierSet, GateResul
             yield name, spec, gate
 
 
-def evaluate(entry: Entry, left_out: str | None = None,
+def evaluate(entry: Entry, left_out_reason: str | None = None,
              environ: Mapping[str, str] | None = None) -> LedgerResult | None:
     """A floor or pin decided as a run decides it once its module is imported (the decider's hook,
     :meth:`patchlane.deciding.decider.Decider.decide_ledger`, calls this), or eagerly by ``patchlane
-    doctor``: skipped when the controls leave it out (``left_out``: why, as the decider's
+    doctor``: skipped when the controls leave it out (``left_out_reason``: why, as the decider's
     :meth:`~patchlane.deciding.decider.Decider.left_out` says) or ``when.env`` does not hold in
     ``environ`` (``os.environ`` by default), else checked. None for other kinds."""
     when = entry.when
     if when is None:
         return None
-    if left_out is not None:
-        return _skipped(entry, "disabled", f"skipped: disabled ({left_out})", left_out)
+    if left_out_reason is not None:
+        return _skipped(entry, "disabled", f"skipped: disabled ({left_out_reason})",
+                        left_out_reason)
     unmet = when.unmet(os.environ if environ is None else environ)
     if unmet is None:
         name, spec, gate = next(installed_outside(when), (None, None, None))
