@@ -20,7 +20,7 @@ from patchlane.common.errors import StrictModeError
 from patchlane.deciding.audit import AuditLog, Outcome
 from patchlane.deciding.controls import Controls
 from patchlane.deciding.decider import Decider
-from patchlane.deciding.ledger import CompatGateError, check_config
+from patchlane.deciding.ledger import CompatGateError, LedgerError, check_config
 from patchlane.registry import load_registries
 
 from ..conftest import FakeTarget
@@ -139,6 +139,29 @@ def test_known_ids_do_not_warn(fake_target: FakeTarget,
         decider = decider_for(fake_target, {"PATCHLANE_DISABLE": FLOOR})
     assert decider.unknown_control_ids == {}
     assert not [r for r in caplog.records if "unknown entry id" in r.getMessage()]
+
+
+def test_the_controls_warnings_follow_the_headline(fake_target: FakeTarget,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """What the controls say of the entries is read when the decider is built, and said by
+    start(): after the startup's headline and before any decision, in a training log as in the
+    order the startup (patchlane.startup.start) logs them. Building the decider logs nothing."""
+    fake_target.registry.write_text(yaml.safe_dump(
+        {"schema": 1, "entries": violated_entries(fake_target)}, sort_keys=False))
+    with caplog.at_level(logging.INFO, logger="patchlane"):
+        decider = Decider(load_registries([fake_target.registry]),
+                          Controls.from_env({"PATCHLANE_DISABLE": "ctl_flor",
+                                             "PATCHLANE_ONLY": ""}), AuditLog())
+        assert not caplog.records
+        logging.getLogger("patchlane").info("%s", decider.headline())
+        decider.start()
+        with pytest.raises(LedgerError):  # the floor (policy: error) is decided: its line follows
+            fake_target.import_target()
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[0] == decider.headline()
+    assert "unknown entry id(s) 'ctl_flor' in PATCHLANE_DISABLE" in messages[1]
+    assert messages[2].startswith("PATCHLANE_ONLY is set but names no id: ignored")
+    assert any(m.startswith(f"{FLOOR} ") for m in messages[3:]), messages
 
 
 # -- through `import patchlane` (the process-wide decider, in a fresh interpreter) ---------------
