@@ -215,5 +215,30 @@ def _load_lane() -> None:
         raise missing from None
 
 
+def _is_the_command() -> bool:
+    """Whether this process is the ``patchlane`` command: its script (``bin/patchlane``), or
+    ``python -m patchlane`` / ``-m patchlane.cli.main``. While ``-m`` imports the package,
+    ``sys.argv[0]`` is ``"-m"``: the interpreter's own arguments say which module runs."""
+    import sys
+
+    first = sys.argv[0] if sys.argv else ""
+    if first != "-m":
+        return _os.path.basename(first) == "patchlane"
+    args = getattr(sys, "orig_argv", [])
+    for at, arg in enumerate(args[1:], 1):
+        if arg.startswith("-m"):  # `-m patchlane` or `-mpatchlane`
+            module = arg[2:] or (args[at + 1] if at + 1 < len(args) else "")
+            return module in ("patchlane", "patchlane.cli.main")
+    return False
+
+
+if "logging" in __import__("sys").modules and _is_the_command():
+    # The command's stdout is its output (`status --json` must parse). Logging this process set
+    # up on stdout before now (a sitecustomize's `basicConfig(stream=sys.stdout)`) would carry
+    # the startup's first line, logged below, and a target's lines there: stderr, from the start.
+    from .deciding.logs import off_stdout as _off_stdout
+
+    _off_stdout()
+
 if not _lazy.arm(_load_lane):
     _load_lane()

@@ -102,15 +102,9 @@ def stdout_for_output() -> None:
     """After the targets are imported, before a command prints: a logging handler an imported
     module put on stdout is moved to stderr, so what it logs later cannot land in the command's
     output (``status --json`` must parse)."""
-    import logging
+    from ..deciding.logs import off_stdout
 
-    loggers = [logging.getLogger(), *(logger for logger in logging.root.manager.loggerDict
-                                      .values() if isinstance(logger, logging.Logger))]
-    for logger in loggers:
-        for handler in logger.handlers:
-            if isinstance(handler, logging.StreamHandler) and \
-                    getattr(handler, "stream", None) in (sys.stdout, sys.__stdout__):
-                handler.setStream(sys.stderr)
+    off_stdout()
 
 
 def add_comparison_options(p: argparse.ArgumentParser) -> None:

@@ -488,16 +488,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _logs_to_stderr() -> None:
-    """A command's stdout carries its output only, whatever logging the process sets up: an
-    imported target may put an INFO handler on stdout (Megatron-LM's training code does), and
-    patchlane's decisions would land there, in front of `status --json`. patchlane's records do
-    not propagate to the process's handlers here: its own
-    (patchlane.deciding.logs.Unconfigured) prints the warnings and errors on stderr, named, as
-    Python's last resort showed them."""
+    """A command's stdout carries its output only, whatever logging the process sets up. A
+    handler already on stdout (the process configured logging before this command ran) writes to
+    stderr from here on; an imported target may put another there (Megatron-LM's training code
+    does), which the commands that import targets move once they are imported
+    (:func:`patchlane.cli.common.stdout_for_output`). patchlane's own records do not propagate to
+    the process's handlers here: its own (patchlane.deciding.logs.Unconfigured) prints the
+    warnings and errors on stderr, named, as Python's last resort showed them."""
     import logging
 
-    from ..deciding import logs  # noqa: F401 - its handler, on the patchlane logger
+    from ..deciding import logs
 
+    logs.off_stdout()
     logging.getLogger("patchlane").propagate = False
 
 

@@ -22,7 +22,7 @@ import logging
 import os
 import sys
 
-__all__ = ["Unconfigured", "log"]
+__all__ = ["Unconfigured", "log", "off_stdout"]
 
 log = logging.getLogger("patchlane")
 
@@ -60,6 +60,23 @@ class _Rank(logging.Filter):
             record.msg = f"rank {rank}: {record.msg}"
             record.patchlane_rank = True
         return True
+
+
+def off_stdout() -> None:
+    """Every logging handler of the process that writes to stdout writes to stderr from now on.
+
+    For the ``patchlane`` command, whose stdout is its output (``status --json`` must parse):
+    called before the startup logs its first line, when the command's process already set up
+    logging on stdout (a ``sitecustomize`` calling ``basicConfig(stream=sys.stdout)``), and again
+    after the command imported the targets (Megatron-LM's training code puts an INFO handler on
+    stdout at import). A job's own logging is never touched: ``patchlane run`` execs the job."""
+    loggers = [logging.getLogger(), *(logger for logger in logging.root.manager.loggerDict
+                                      .values() if isinstance(logger, logging.Logger))]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and \
+                    getattr(handler, "stream", None) in (sys.stdout, sys.__stdout__):
+                handler.setStream(sys.stderr)
 
 
 if not any(isinstance(h, Unconfigured) for h in log.handlers):

@@ -410,6 +410,45 @@ def test_status_json_parses_under_a_target_that_logs_to_stdout(fake_target: Fake
     assert "upstream says hello" in out.stderr and "upstream prints" in out.stderr
 
 
+@pytest.mark.parametrize("command", ["script", "-m patchlane", "-m patchlane.cli.main",
+                                     "main() in a process"])
+def test_status_json_parses_when_the_process_logged_to_stdout_before_patchlane(
+        fake_target: FakeTarget, tmp_path: Path, command: str) -> None:
+    """Logging on stdout set up before the command runs: before `import patchlane` (a
+    sitecustomize, as some cluster images ship), or, for a program that calls the command's
+    `main()`, before that call. The startup's first line and an imported target's lines go to
+    stderr, and stdout is the report alone, however the command is started."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import logging, sys\nlogging.basicConfig(stream=sys.stdout, level=logging.INFO)\n")
+    fake_target.target_file.write_text(
+        "import logging\nlogging.getLogger('upstream').info('upstream says hello at import')\n"
+        + fake_target.target_file.read_text())
+    env = dict(os.environ)
+    env.pop("PATCHLANE_STRICT", None)
+    env.update(fake_cli_env(fake_target))
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env["PYTHONPATH"]])
+    start = {"script": [str(Path(sys.executable).parent / "patchlane")],
+             "-m patchlane": [sys.executable, "-m", "patchlane"],
+             "-m patchlane.cli.main": [sys.executable, "-m", "patchlane.cli.main"],
+             "main() in a process": [sys.executable, "-c",
+                                     "import sys; from patchlane.cli.main import main\n"
+                                     "import logging; logging.basicConfig(stream=sys.stdout, "
+                                     "level=logging.INFO)\nsys.exit(main(sys.argv[1:]))"],
+             }[command]
+    if command == "main() in a process":
+        (site / "sitecustomize.py").unlink()  # logging set up after the import, before main()
+    out = subprocess.run([*start, "status", "--json"], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)  # nothing but the report
+    assert any(e["id"] == fake_target.entry_id for e in report["entries"])
+    if command != "main() in a process":  # there it is lazy: the command drops its INFO
+        assert "INFO:patchlane:patchlane " in out.stderr  # the startup's first line, on stderr
+    assert "upstream says hello" in out.stderr
+
+
 def test_upstream_fixed_is_not_retire_while_the_gate_serves_releases_still_run() -> None:
     """Fixed upstream on 0.19.0 is not "retire" for an entry whose gate admits 0.15-0.18 and
     that the matrix still sees guarding there: the advice names those sets and says keep it."""
