@@ -14,6 +14,8 @@ start writes a fresh watch list for the next process):
   the full start's to warn about, at ``import patchlane``, as it always did);
 - logging does not already say INFO for the ``patchlane`` logger (the start-up summary line
   is logged at ``import patchlane``, as before, for a process that asked to hear it);
+- no watched module is one the startup may import itself (:data:`STARTUP_IMPORTS`): its import
+  would load the startup in the middle of the startup's own import;
 - no watched module is imported yet (then its entries are decided now, as before).
 
 Why it did not is kept for ``patchlane status`` and ``patchlane doctor``.
@@ -34,6 +36,10 @@ __all__ = ["LAZY_ENV", "arm", "untouched_report", "why_not"]
 LAZY_ENV = "PATCHLANE_LAZY"
 RANK_CHECK_MODULE = "torch"
 """The rank check waits for ``torch.distributed`` (patchlane.training.ranks)."""
+STARTUP_IMPORTS = frozenset({"packaging", "wrapt", "yaml"})
+"""Top-level modules beyond the standard library that the startup imports itself: patchlane's
+dependencies (PyYAML's module is ``yaml``). A team's pin or floor on one of them watched lazily
+would have the startup's own ``import packaging`` load the startup again, half-imported."""
 
 _State = tuple[watchlist.WatchList, frozenset[str], "frozenset[str] | None", set[str]]
 """A lazy start's watch list, PATCHLANE_DISABLE and PATCHLANE_ONLY ids, and the names to watch."""
@@ -129,11 +135,18 @@ def _why(imported: bool) -> str | _State:
             return f"PATCHLANE_DISABLE / PATCHLANE_ONLY name ids no entry has: " \
                 f"{', '.join(sorted(unknown))}"
     logging = sys.modules.get("logging")  # never imported here: only read if already there
-    if logging is not None and logging.getLogger("patchlane").isEnabledFor(logging.INFO):
+    if imported and logging is not None \
+            and logging.getLogger("patchlane").isEnabledFor(logging.INFO):
         # This process asked to hear what the startup decided (its summary line, at
-        # INFO, at `import patchlane`): it gets it, from the startup run now.
+        # INFO, at `import patchlane`): it gets it, from the startup run now. (Not held against
+        # a process started now: the logging a command's own imports set up, megatron-core's
+        # at INFO, is no more that process's than the targets it imported.)
         return "the patchlane logger is enabled at INFO (the start-up summary is logged)"
     names = set(found.watch)
+    own = sorted(name for name in names
+                 if name in STARTUP_IMPORTS or name in sys.stdlib_module_names)
+    if own:
+        return f"an entry's module is one the startup imports itself ({', '.join(own)})"
     if flags["PATCHLANE_VERIFY_RANKS"]:
         names.add(RANK_CHECK_MODULE)
     already = sorted(name for name in names if name in sys.modules)

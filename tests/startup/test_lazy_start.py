@@ -312,6 +312,48 @@ def test_a_watched_module_imported_first_and_info_logging_load_at_once(
     assert [x for x in out.stderr.splitlines() if x.startswith("patchlane 0")]
 
 
+def test_status_does_not_hold_its_own_imports_logging_against_a_new_process(
+        fake: FakeTarget, tmp_path: Path) -> None:
+    """`patchlane status` says how a process started now would start. A target the command
+    imported that set up INFO logging (megatron-core 0.19 does) is this process's, as the
+    import itself is: a new process still takes the lazy path, and status says so."""
+    env = fake_env(fake, private_cache(tmp_path))
+    warm(env)
+    code = ("import patchlane\nfrom patchlane.lazy import arm\n"
+            "import logging; logging.basicConfig(level=logging.INFO)\n"
+            f"import {fake.package}\nprint('CHECK', arm.check()[0])\n")
+    out = child(code, env)
+    assert "CHECK None" in out.stdout, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("distribution", ["packaging", "wrapt"])
+def test_a_pin_on_a_module_the_startup_imports_itself_loads_at_once(
+        tmp_path: Path, distribution: str) -> None:
+    """A team's pin on one of patchlane's own dependencies: watched lazily, the startup's own
+    `import packaging` would load the startup again, half-imported (every command and
+    `patchlane.report()` failed from the second process on). It loads at `import patchlane`,
+    says why, and the pin is checked; the command works in every process after the first."""
+    registry = tmp_path / "team.yaml"
+    registry.write_text(
+        "schema: 1\nentries:\n"
+        f"  - id: team_pin\n    kind: packaging_pin\n    summary: a pin on {distribution}\n"
+        f"    target: {{distribution: {distribution}}}\n    pin: '>=1'\n"
+        "    upstream: {issue: 'https://github.com/pypa/packaging/issues/1', "
+        "forwarded: not-needed}\n"
+        "    retire_when: {upstream_released: true}\n    owner: me\n    added: 2026-11-30\n"
+        "    status: active\n")
+    env = {"PATCHLANE_REGISTRY": str(registry), "PATCHLANE_DEFAULT_REGISTRY": "0",
+           "PATCHLANE_ENTRY_POINTS": "0", "PATCHLANE_REGISTRY_CACHE": str(private_cache(tmp_path))}
+    code = ("import patchlane\n" + WHY + "from patchlane.cli.main import main\n"
+            "r = patchlane.report()\n"
+            "print('OUTCOME', [e['decision']['outcome'] for e in r['entries']])\n")
+    for _ in range(3):  # the first writes the watch list; the next ones read it
+        out = child(code, env)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "OUTCOME ['ledger: ok']" in out.stdout, out.stdout + out.stderr
+    assert why(out) == f"an entry's module is one the startup imports itself ({distribution})"
+
+
 def test_an_index_others_could_write_or_a_corrupt_one_is_not_read(
         fake: FakeTarget, tmp_path: Path) -> None:
     cache = private_cache(tmp_path)
