@@ -222,8 +222,10 @@ class Answer:
                    f"ws{self.proof.world_size})"
         if self.proof is not None and self.revoked_by is not None:
             newer = self.revoked_by
+            than = "newer than" if newer.created > self.proof.created else \
+                "in the same second as"
             return (f"{REVOKED}: run {newer.run_id} ({newer.created}, {newer.lane} "
-                    f"ws{newer.world_size}) says broken on this stack and content, newer than "
+                    f"ws{newer.world_size}) says broken on this stack and content, {than} "
                     f"the pass of run {self.proof.run_id} ({self.proof.created}): the newest "
                     "run decides; fix the overlay and sweep again")
         if self.proof is not None and self.answer == STALE:
@@ -495,8 +497,10 @@ class Evidence:
         if current:  # newest first: the latest proof of this class and content
             newer = [b for b in self.broken(entry_id)
                      if not b.stack.differences(here) and b.content is not None
-                     and not changed(b) and b.created > current[0].created]
-            if newer:  # the newest run of this class and content decides
+                     and not changed(b) and b.created >= current[0].created]
+            # The newest run of this class and content decides; a tie (`created` is to the
+            # second: two lanes or nodes of one night) is not a pass, it fails closed.
+            if newer:
                 return Answer(entry_id, REVOKED, here, current[0], (), *common,
                               revoked_by=newer[0])
             return Answer(entry_id, PROVEN_HERE, here, current[0], (), *common)

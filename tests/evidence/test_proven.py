@@ -670,6 +670,13 @@ def test_mechanics_a_newer_broken_run_revokes_an_older_pass(swept: Swept,
     # an older broken run does not revoke a newer pass; one of other content does not either
     copy_run(swept.here_run, root, "tomorrow", "2026-01-09T00:00:00Z")
     assert Evidence([root]).answer_for(ENTRY, here, content).answer == PROVEN_HERE
+    # a broken run in the same second as the newest pass (two nodes of one night): no pass
+    tie = _broken_copy(swept.here_run, tmp_path / "other-node", "node-2",
+                       "2026-01-09T00:00:00Z")
+    answer = Evidence([root, tie.parent]).answer_for(ENTRY, here, content)
+    assert answer.answer == REVOKED, answer.text()
+    assert "says broken on this stack and content, in the same second as the pass of run " \
+        "tomorrow" in answer.text(), answer.text()
     other = _broken_copy(swept.here_run, root, "edited", "2026-01-10T00:00:00Z")
     edit_json(other / WITH, content__overlay="sha256:" + "0" * 64)
     reseal(other)
