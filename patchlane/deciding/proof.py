@@ -108,6 +108,8 @@ _FIELDS = (("python", "python"), ("torch", "torch"), ("cuda", "cuda"), ("arch", 
            ("release", "release"))
 """The class's fields, in the order they matter least to an overlay's behaviour first: among
 proofs elsewhere that differ in as many fields, the one differing in earlier ones is nearer."""
+_TORCH_FIELDS = frozenset({"torch", "cuda", "arch"})
+"""What a run whose rank never imported torch is not compared on (:meth:`Stack._fields`)."""
 
 
 @dataclass(frozen=True)
@@ -140,11 +142,20 @@ class Stack:
         return ", ".join(f"{label} {self.value(f)}" if f not in ("arch", "release")
                          else self.value(f) for f, label in _FIELDS)
 
+    def _fields(self) -> tuple[tuple[str, str], ...]:
+        """The fields this class is compared on. A run whose rank never imported torch (a
+        team's reproducer of pure-Python code) could not have depended on torch, its CUDA or
+        the device: it is compared on Python and the target's release only, so it proves the
+        entry for a job with any torch or none (it could never be proven anywhere else)."""
+        if self.torch is None:
+            return tuple(f for f in _FIELDS if f[0] not in _TORCH_FIELDS)
+        return _FIELDS
+
     def differences(self, here: Stack) -> list[str]:
-        """How this class differs from ``here``'s, one phrase per field:
+        """How this class (a run's) differs from ``here``'s (the job's), one phrase per field:
         ``python 3.12 (here 3.11)``; empty when they are the same class."""
         out = []
-        for field, label in _FIELDS:
+        for field, label in self._fields():
             if getattr(self, field) != getattr(here, field) or (
                     field == "release" and self.distribution != here.distribution):
                 theirs, ours = self.value(field), here.value(field)
@@ -157,7 +168,9 @@ class Stack:
     def distance(self, here: Stack) -> tuple[int, tuple[bool, ...]]:
         """Sort key of nearness to ``here``: fewest differing fields, then differing in the
         fields that matter least (:data:`_FIELDS`, reversed so a later field weighs more)."""
-        diff = tuple(getattr(self, f) != getattr(here, f) for f, _ in reversed(_FIELDS))
+        fields = self._fields()
+        diff = tuple(getattr(self, f) != getattr(here, f) if (f, label) in fields else False
+                     for f, label in reversed(_FIELDS))
         return sum(diff), diff
 
     def as_dict(self) -> dict[str, str | None]:

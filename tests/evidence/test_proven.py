@@ -30,6 +30,7 @@ from patchlane.deciding.proof import (
     NEVER_RUN,
     PROVEN_ELSEWHERE,
     PROVEN_HERE,
+    REVOKED,
     STALE,
     Evidence,
     receipt_stack,
@@ -401,6 +402,36 @@ def test_mechanics_the_nearest_class_is_named_with_how_it_differs(swept: Swept,
     copy_run(swept.here_run, root, "same", "2025-12-31T00:00:00Z")
     answer = Evidence([root]).answer_for(ENTRY, here)
     assert answer.answer == PROVEN_HERE and answer.proof and answer.proof.run_id == "same"
+
+
+@pytest.mark.upstream
+def test_mechanics_a_run_that_never_imported_torch_proves_it_for_any_torch(
+        swept: Swept, tmp_path: Path) -> None:
+    """Mechanics (an edited copy of a real run): a reproducer of pure-Python code (a team's
+    entry, as `patchlane new` writes one) never imports torch, so its outcome cannot depend on
+    torch, its CUDA or the device. Such a run is compared on Python and the target's release
+    only: it proves the entry for a job with any torch or none. (It was "proven elsewhere:
+    nearest torch not imported (here 2.13.0)", with "sweep it on this stack" as the fix: it
+    could never be proven.)"""
+    here = receipt_stack(json.loads((swept.here_run / WITH).read_text()))
+    root = tmp_path / "runs"
+    copy_run(swept.here_run, root, "pure", "2026-01-01T00:00:00Z",
+             provenance__runtime__torch=None)
+    content = json.loads((swept.here_run / WITH).read_text())["content"]
+    no_torch = replace(here, torch=None, cuda=None, arch=None)
+    on_gpu = replace(here, torch="9.9.9", cuda="13.0", arch="sm_90")
+    for job in (here, no_torch, on_gpu):
+        answer = Evidence([root]).answer_for(ENTRY, job, content)
+        assert answer.answer == PROVEN_HERE, (job, answer.text())
+    # still compared on Python and the target's release
+    answer = Evidence([root]).answer_for(ENTRY, replace(on_gpu, python="3.98"), content)
+    assert answer.answer == PROVEN_ELSEWHERE
+    assert answer.differs == (f"python {MINOR} (here 3.98)",), answer.differs
+    # and a newer broken run of that kind revokes it for any torch too
+    broken = _broken_copy(swept.here_run, root, "pure-broken", "2026-01-02T00:00:00Z")
+    edit_json(broken / WITH, provenance__runtime__torch=None)
+    reseal(broken)
+    assert Evidence([root]).answer_for(ENTRY, on_gpu, content).answer == REVOKED
 
 
 @pytest.mark.upstream
