@@ -99,8 +99,9 @@ def main() -> int:
         upstream, patched = _module("bench_upstream"), _module("bench_patched")
         target = resolve(patched, qualname)
 
-        def hit() -> None:
+        def hit() -> bool:
             hits["bench"] += 1
+            return True  # the decider's answer while the entry is applied
 
         placements = place(target.shape.build(target.found, _overlay(source), "bench", hit),
                            target.target)

@@ -37,7 +37,7 @@ from ..registry.kinds import KINDS, DecidedBy
 from ..targets import Found, Refused, Resolved, find
 from ..targets import resolve as resolve_target
 from ..targets.place import current, ours_at, place, reaches, still_placed, unplace
-from ..targets.protocol import Placement, forget_value, layers_at
+from ..targets.protocol import Placement, disown, forget_value, layers_at
 from . import logs  # noqa: F401 - the logger's handler and rank filter (patchlane.deciding.logs)
 from .audit import AuditLog, Decision, Outcome
 from .controls import Controls
@@ -48,6 +48,26 @@ if TYPE_CHECKING:
 __all__ = ["Decider", "load_overlay", "strict_error"]
 
 log = logging.getLogger("patchlane")
+
+
+_RESTORED, _UNLINKED, _REPLACED = "restored", "unlinked", "replaced"
+"""What revert did at one attribute (Decider._revert_plan)."""
+
+
+def _reverted_note(applied: list[Placement], plans: list[tuple[Callable[[], None], str]],
+                   passes_through: bool) -> str:
+    """The reason of a revert's decision: what it did, said as it is."""
+    done = [how for _, how in plans]
+    if _REPLACED not in done:
+        return ("patchlane.revert() removed its layer; the layers above it stay"
+                if _UNLINKED in done else "patchlane.revert() restored the original")
+    replaced = ", ".join(f"{getattr(p.owner, '__name__', type(p.owner).__name__)}.{p.attribute}"
+                         for p, how in zip(applied, done, strict=True) if how == _REPLACED)
+    off = ("the overlay is off: a call that still reaches it (through that object, or a "
+           "reference taken before) goes straight to upstream's code" if passes_through else
+           "what the overlay placed runs wherever that object still calls it")
+    return (f"patchlane.revert(): {replaced} was replaced since by another library, and is "
+            f"left as it is; {off}")
 
 
 def strict_error(decision: Decision, overlay_failed: bool = False) -> StrictModeError:
@@ -119,6 +139,11 @@ class Decider:
         self.audit = audit if audit is not None else AuditLog()
         self._applied: dict[str, list[Placement]] = {}
         """entry id -> every attribute its overlay set (one, or a class's members)."""
+        self._live: dict[str, tuple[list[bool], bool]] = {}
+        """entry id -> its wrappers' switch (patchlane.targets.protocol.Hit): revert turns it
+        off, so a reference to them taken meanwhile (another library's wrapper, a table) passes
+        straight through to upstream's code (where its shape's wrappers do: off_when_reverted).
+        Applied again, an entry's new wrappers get a new one; the old stay off."""
         # One lock per entry, not one global lock: a probe may import another target module
         # while a second thread holds that module's import lock and waits to decide its own
         # entry. A single lock would deadlock those two threads; per-entry locks cannot.
@@ -571,12 +596,16 @@ class Decider:
     def _place(self, entry: Entry, target: Resolved, overlay: ModuleType) -> None:
         hits = self.audit.hits
         entry_id = entry.id
+        live = [True]  # until revert(): this placing's wrappers run the overlay
 
-        def hit() -> None:
-            hits[entry_id] += 1
+        def hit() -> bool:
+            if live[0]:
+                hits[entry_id] += 1
+            return live[0]
 
         parts = target.shape.build(target.found, overlay, entry_id, hit)
         self._applied[entry.id] = place(parts, target.target)
+        self._live[entry.id] = (live, target.shape.off_when_reverted)
 
     def _finish(self, entry: Entry, decision: Decision, overlay_failed: bool = False) -> Decision:
         decision = self.audit.record(decision)
@@ -607,26 +636,29 @@ class Decider:
             for plan, _ in plans:
                 plan()
             del self._applied[entry_id]
-            stacked = any(unlinks for _, unlinks in plans)
-            note = ("patchlane.revert() removed its layer; the layers above it stay" if stacked
-                    else "patchlane.revert() restored the original")
-            return self.audit.record(Decision(entry_id, Outcome.REVERTED, note,
-                                              distribution=entry.target.distribution))
+            live, passes_through = self._live.pop(entry_id)
+            live[0] = False  # its wrappers, wherever still reached, pass through from now on
+            for placement in applied:
+                disown(placement.placed)
+            return self.audit.record(Decision(
+                entry_id, Outcome.REVERTED, _reverted_note(applied, plans, passes_through),
+                distribution=entry.target.distribution))
 
     def _revert_plan(self, entry_id: str,
-                     placement: Placement) -> tuple[Callable[[], None], bool]:
-        """How to take ``placement`` back, and whether that unlinks it: put the original back
-        when it is what the owner holds; unlink it when another entry's layer sits on top
-        (which then rests on what was below it)."""
+                     placement: Placement) -> tuple[Callable[[], None], str]:
+        """How to take ``placement`` back, and what that does (:data:`_RESTORED`,
+        :data:`_UNLINKED`, :data:`_REPLACED`): put the original back when it is what the owner
+        holds; unlink it when another entry's layer sits on top (which then rests on what was
+        below it); leave what another library put there since."""
         now = current(placement.owner, placement.attribute)
         if now is placement.placed:
-            return (lambda: unplace(placement)), False
+            return (lambda: unplace(placement)), _RESTORED
         layers = list(layers_at(placement.owner, placement.attribute, now))
         position = next((i for i, v in enumerate(layers) if v.obj is placement.placed), None)
         if position is None:
-            # replaced by someone else since: nothing of ours to take back
+            # replaced by someone else since: nothing of ours there to take back
             return (lambda: forget_value(placement.owner, placement.attribute,
-                                         placement.placed)), False
+                                         placement.placed)), _REPLACED
         above = layers[position - 1].obj if position else None
         if not isinstance(above, wrapt.FunctionWrapper):
             raise OverlayError(entry_id, f"another entry's {type(above).__name__} sits on top of "
@@ -642,7 +674,7 @@ class Decider:
                             had_own=placement.had_own, original=placement.original,
                             below=placement.below)
 
-        return unlink, True
+        return unlink, _UNLINKED
 
     def headline(self) -> str:
         """The one INFO line at startup, before any decision: how many entries from which

@@ -27,6 +27,7 @@ class _Attribute:
     name = "attribute"
     described = "a value (a module or class attribute)"
     counts_hits = False
+    off_when_reverted = False
     overlay_names: tuple[str, ...] = ("overlay",)
 
     def matches(self, found: Found, inner: Any) -> bool:

@@ -53,7 +53,8 @@ def _overlays(overlay: types.ModuleType, target: str, what: str) -> dict[str, An
 def _accessor(original: Any, fn: Any, hit: Hit) -> Any:
     @functools.wraps(original)
     def accessor(instance: Any, *args: Any) -> Any:
-        hit()
+        if not hit():  # reverted: upstream's accessor
+            return original(instance, *args)
         return fn(types.MethodType(original, instance), instance, args, {})
 
     return accessor
@@ -63,6 +64,7 @@ class _Property:
     name = "property"
     described = "a property"
     counts_hits = True
+    off_when_reverted = True
     overlay_names: tuple[str, ...] = tuple(name for name, _, _ in _ACCESSORS)
 
     def matches(self, found: Found, inner: Any) -> bool:
@@ -103,9 +105,8 @@ class _Descriptor(Layer):
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         fn = self._given.get("overlay")
-        if fn is None:
+        if fn is None or not self._hit():
             return self._below.__get__(instance, owner)
-        self._hit()
         return fn(functools.partial(self._below.__get__, instance, owner), instance, (), {})
 
     def __getattr__(self, name: str) -> Any:
@@ -118,18 +119,16 @@ class _Descriptor(Layer):
 class _DataDescriptor(_Descriptor):
     def __set__(self, instance: Any, value: Any) -> None:
         fn = self._given.get("overlay_setter")
-        if fn is None:
+        if fn is None or not self._hit():
             self._below.__set__(instance, value)
             return
-        self._hit()
         fn(functools.partial(self._below.__set__, instance), instance, (value,), {})
 
     def __delete__(self, instance: Any) -> None:
         fn = self._given.get("overlay_deleter")
-        if fn is None:
+        if fn is None or not self._hit():
             self._below.__delete__(instance)
             return
-        self._hit()
         fn(functools.partial(self._below.__delete__, instance), instance, (), {})
 
 
@@ -137,6 +136,7 @@ class _OtherDescriptor:
     name = "descriptor"
     described = "a descriptor"
     counts_hits = True
+    off_when_reverted = True
     overlay_names: tuple[str, ...] = _Property.overlay_names
 
     def matches(self, found: Found, inner: Any) -> bool:

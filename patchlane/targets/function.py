@@ -31,7 +31,8 @@ def wrap_callable(stored: Any, fn: Any, entry_id: str, hit: Hit) -> PatchWrapper
 
     def counted(wrapped: Any, instance: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> Any:
-        hit()
+        if not hit():  # reverted: upstream's code, as if the wrapper were not there
+            return wrapped(*args, **kwargs)
         return fn(wrapped, instance, args, kwargs)
 
     counted.__patchlane_id__ = entry_id  # type: ignore[attr-defined]
@@ -52,6 +53,7 @@ def _callable(inner: Any) -> bool:
 
 class _Callable:
     counts_hits = True
+    off_when_reverted = True
     overlay_names: tuple[str, ...] = ("overlay",)
 
     def __init__(self, name: str, described: str, test: Any):

@@ -33,6 +33,7 @@ __all__ = [
     "Shape",
     "below_of",
     "comment",
+    "disown",
     "forget_value",
     "innermost",
     "layers_at",
@@ -40,8 +41,11 @@ __all__ = [
     "remember_value",
 ]
 
-Hit = Callable[[], None]
-"""Counts one call of the overlay (``patchlane.hits``)."""
+Hit = Callable[[], bool]
+"""Counts one use of the overlay (``patchlane.hits``) and says whether it runs: False once its
+entry was reverted, and the use goes straight to upstream's code, uncounted. A reference to
+the overlaid target taken before the revert (another library's wrapper around it, a table, a
+saved attribute put back later) reaches the overlay's wrapper still; it passes through."""
 
 
 class Shape(Protocol):
@@ -53,6 +57,10 @@ class Shape(Protocol):
     """``a property``: for messages."""
     counts_hits: bool
     """Whether a use of the target runs code patchlane can count (a value is read, not called)."""
+    off_when_reverted: bool
+    """Whether what it placed passes straight through to upstream's code once the entry is
+    reverted, wherever it is still reached (:data:`Hit`): a function's wrapper and a property's
+    or descriptor's do; a class's grafted members and a value do not."""
     overlay_names: tuple[str, ...]
     """What the overlay file may define for this shape (at least one of them)."""
 
@@ -71,9 +79,10 @@ class Shape(Protocol):
 
 class Layer:
     """Mixin of the objects a shape places that are not wrapt wrappers (a property, another
-    descriptor): which entry placed it and what it was built on."""
+    descriptor): which entry placed it (None once reverted: :func:`disown`) and what it was
+    built on."""
 
-    _patchlane_id: str
+    _patchlane_id: str | None
     _patchlane_below: Any
 
 
@@ -93,10 +102,23 @@ def mark(obj: Any, entry_id: str, below: Any) -> Any:
     return obj
 
 
+def disown(obj: Any) -> None:
+    """``obj``, placed for an entry since reverted, is no layer of that entry any more. A lookup
+    that still reaches it (another library put it back, or wraps it) passes through it to
+    upstream's code (:data:`Hit`), and applying the entry again places a new layer rather than
+    taking this one for it: it would read "applied" where the overlay no longer runs."""
+    if isinstance(obj, wrapt.FunctionWrapper):
+        inner: Any = getattr(obj, "_self_wrapper", None)
+        if hasattr(inner, "__patchlane_id__"):
+            inner.__patchlane_id__ = None
+    elif isinstance(obj, Layer):
+        obj._patchlane_id = None
+
+
 class LayerView(NamedTuple):
     obj: Any
     entry_id: str | None
-    """The entry that placed it (None: someone else's wrapt wrapper)."""
+    """The entry that placed it (None: someone else's wrapt wrapper, or one reverted)."""
     below: Any
 
 

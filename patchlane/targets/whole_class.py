@@ -73,6 +73,9 @@ class _WholeClass:
     name = "class"
     described = "a class"
     counts_hits = True
+    # A grafted member runs the override itself (its wrapper wraps the override, not
+    # upstream's member): a reference to it taken before a revert keeps running the override.
+    off_when_reverted = False
     overlay_names: tuple[str, ...] = ("Overlay",)
 
     def matches(self, found: Found, inner: Any) -> bool:

@@ -192,6 +192,67 @@ def test_each_shape_applies_hits_reverts_and_reapplies(fake_target: FakeTarget,
     assert name in vars(holder)
 
 
+PASSING_THROUGH = [c for c in CASES if shape_named(c.shape).off_when_reverted]
+
+
+@pytest.mark.parametrize("case", PASSING_THROUGH,
+                         ids=[f"{c.shape}-{c.qualname}" for c in PASSING_THROUGH])
+def test_a_layer_put_back_after_its_revert_passes_straight_through(fake_target: FakeTarget,
+                                                                   case: Case) -> None:
+    """Another library kept what it found while the overlay was applied and puts it back after
+    `patchlane.revert()` (`unittest.mock.patch.object` entered before the revert and left
+    after it does): a use through it is upstream's, uncounted, and applying the entry again
+    places a new layer (it read "already wrapped" from the old one: "applied", the overlay
+    off)."""
+    assert {c.shape for c in PASSING_THROUGH} == {
+        "function", "method", "classmethod", "staticmethod", "property", "descriptor"}
+    _setup(fake_target, case)
+    decider = fake_target.decider()
+    module = fake_target.import_target()
+    *owner, name = case.qualname.split(".")
+    holder = getattr(module, owner[0]) if owner else module
+    assert _use(fake_target, case) == case.patched
+    kept = vars(holder)[name]
+    assert decider.revert(fake_target.entry_id).outcome is Outcome.REVERTED
+    setattr(holder, name, kept)
+    hits = decider.audit.hits[fake_target.entry_id]
+    assert _use(fake_target, case) == case.upstream
+    assert decider.audit.hits[fake_target.entry_id] == hits
+    decider.apply()
+    decision = decider.audit.latest()[fake_target.entry_id]
+    assert decision.outcome is Outcome.APPLIED and "already wrapped" not in decision.reason
+    assert decider.is_applied(fake_target.entry_id)
+    assert _use(fake_target, case) == case.patched  # once: the old layer passes through
+    assert decider.audit.hits[fake_target.entry_id] > hits
+
+
+def test_a_revert_under_another_librarys_wrapper_says_so_and_turns_the_overlay_off(
+        fake_target: FakeTarget) -> None:
+    """Another library wrapped the overlaid function since (a profiler, a decorator applied at
+    run time): revert cannot take it back, and said "restored the original" while the overlay
+    still ran inside it. The overlay is off now, and the decision says what was left."""
+    case = next(c for c in CASES if c.shape == "function")
+    _setup(fake_target, case)
+    decider = fake_target.decider()
+    module = fake_target.import_target()
+    ours = module.shout
+    module.shout = lambda text: ("traced", ours(text))
+    assert module.shout("hi") == ("traced", "HI!")
+    decision = decider.revert(fake_target.entry_id)
+    assert decision.outcome is Outcome.REVERTED
+    assert decision.reason == (
+        "patchlane.revert(): " + fake_target.module + ".shout was replaced since by another "
+        "library, and is left as it is; the overlay is off: a call that still reaches it "
+        "(through that object, or a reference taken before) goes straight to upstream's code")
+    hits = decider.audit.hits[fake_target.entry_id]
+    assert module.shout("hi") == ("traced", "HI")
+    assert decider.audit.hits[fake_target.entry_id] == hits
+    # Applied again, it reads the library's function where upstream's was: drift, refused
+    # (it read "already wrapped": applied, with the overlay off).
+    decider.apply()
+    assert decider.audit.latest()[fake_target.entry_id].outcome is Outcome.REFUSED_DRIFT
+
+
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.shape}-{c.qualname}" for c in CASES])
 def test_each_shape_disabled_leaves_the_target_alone(fake_target: FakeTarget,
                                                      case: Case) -> None:
@@ -413,8 +474,12 @@ def test_a_c_classmethod_inherited_by_a_python_class_is_a_classmethod() -> None:
     overlay.__file__ = "overlay.py"
     overlay.overlay = lambda wrapped, instance, args, kwargs: {"via": wrapped(*args, **kwargs)}
     hits: list[int] = []
-    placements = place(target.shape.build(target.found, overlay, "e", lambda: hits.append(1)),
-                       target.target)
+
+    def hit() -> bool:
+        hits.append(1)
+        return True  # on: the overlay runs
+
+    placements = place(target.shape.build(target.found, overlay, "e", hit), target.target)
     assert module.Table.fromkeys("ab") == {"via": {"a": None, "b": None}} and hits == [1]
     for placement in placements:
         unplace(placement)
