@@ -36,7 +36,15 @@ from ..registry import Entry, FingerprintPolicy, Registry
 from ..registry.kinds import KINDS, DecidedBy
 from ..targets import Found, Refused, Resolved, find
 from ..targets import resolve as resolve_target
-from ..targets.place import current, ours_at, place, reaches, still_placed, unplace
+from ..targets.place import (
+    copies_left,
+    current,
+    ours_at,
+    place,
+    reaches,
+    still_placed,
+    unplace,
+)
 from ..targets.protocol import Placement, disown, forget_value, layers_at
 from . import logs  # noqa: F401 - the logger's handler and rank filter (patchlane.deciding.logs)
 from .audit import AuditLog, Decision, Outcome
@@ -552,6 +560,13 @@ class Decider:
                             "it"), True
         note = " (fingerprint drift tolerated: policy warn)" if drift else ""
         counted = "" if target.shape.counts_hits else "; its reads are not counted"
+        left = copies_left(self._applied[entry.id])
+        if left:
+            # Applied where a lookup goes, but not on every call path: said, on every rank.
+            log.warning("%s: %s still holds upstream's function, taken before the overlay was "
+                        "placed: calls through it skip the overlay", entry.id, ", ".join(left))
+            note += (f"; but {', '.join(left)} still holds upstream's function (taken when "
+                     "its module ran): calls through it skip the overlay")
         return decision(Outcome.APPLIED, f"{gate.reason}; the target is "
                         f"{target.shape.described}{counted}; fingerprint {found}{note}",
                         found), False

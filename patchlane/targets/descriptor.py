@@ -1,4 +1,4 @@
-"""Properties and other descriptors (``functools.cached_property``, a slot, a library's own):
+"""Properties and other descriptors (``functools.cached_property``, a library's own):
 whatever a class stores that Python calls ``__get__`` on when it is read.
 
 The overlay file defines any of ``overlay`` (the read), ``overlay_setter`` (an assignment) and

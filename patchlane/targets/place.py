@@ -17,7 +17,7 @@ from typing import Any
 from .find import Found, Refused, holder_of
 from .protocol import Placement, forget_value, layers_at
 
-__all__ = ["current", "ours_at", "place", "reaches", "still_placed", "unplace"]
+__all__ = ["copies_left", "current", "ours_at", "place", "reaches", "still_placed", "unplace"]
 
 _MISSING = object()
 
@@ -44,6 +44,49 @@ def reaches(placement: Placement) -> bool:
     return any(view.obj is placement.placed
                for view in layers_at(placement.owner, placement.attribute, found)) or \
         found is placement.placed
+
+
+def copies_left(placements: Sequence[Placement], most: int = 3) -> list[str]:
+    """Where the module that defines a target still holds upstream's function itself, as a
+    global or in a table (a dict's value, a list's or tuple's item), one level deep:
+    ``ops.DISPATCH['f']``. Taken while the module ran, before the overlay was placed, those
+    calls skip the overlay, whatever a lookup through the owner finds. Only functions are
+    looked for: a value (a small int, a string) may be the same object by chance."""
+    import sys
+    import types
+
+    places: list[str] = []
+    for placement in placements:
+        owner = placement.owner
+        module = owner if isinstance(owner, types.ModuleType) else \
+            sys.modules.get(getattr(owner, "__module__", ""))
+        originals = {id(fn): fn for fn in (_function(placement.original),
+                                           _function(placement.below)) if fn is not None}
+        if module is None or not originals:
+            continue
+        for name, value in list(vars(module).items()):
+            if module is owner and name == placement.attribute:
+                continue
+            if id(value) in originals:
+                places.append(f"{module.__name__}.{name}")
+            elif isinstance(value, dict):
+                places.extend(f"{module.__name__}.{name}[{key!r}]"
+                              for key, item in list(value.items()) if id(item) in originals)
+            elif isinstance(value, (list, tuple)):
+                places.extend(f"{module.__name__}.{name}[{at}]"
+                              for at, item in enumerate(value) if id(item) in originals)
+            if len(places) >= most:
+                return places[:most]
+    return places
+
+
+def _function(obj: Any) -> Any:
+    """The plain function ``obj`` is or holds (a classmethod's, a staticmethod's); None for
+    anything else."""
+    import types
+
+    obj = getattr(obj, "__func__", obj)
+    return obj if isinstance(obj, types.FunctionType) else None
 
 
 def still_placed(found: Found, placements: Sequence[Placement]) -> bool:

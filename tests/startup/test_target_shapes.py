@@ -192,6 +192,38 @@ def test_each_shape_applies_hits_reverts_and_reapplies(fake_target: FakeTarget,
     assert name in vars(holder)
 
 
+def test_a_table_the_module_built_from_the_function_is_named_in_the_decision(
+        fake_target: FakeTarget, caplog: pytest.LogCaptureFixture) -> None:
+    """Upstream's module kept its own function in a table and an alias while it ran, before the
+    overlay was placed: calls through those skip the overlay. Applied (a lookup reaches it),
+    and the decision and a warning say where it does not reach."""
+    case = next(c for c in CASES if c.shape == "function")
+    _setup(fake_target, case)
+    fake_target.target_file.write_text(
+        SHAPES_SOURCE + "\nDISPATCH = {'loud': shout, 'n': 1}\nROUTES = [len, shout]\n")
+    fake_target.write_registry(fake_target.entry(
+        target={"distribution": fake_target.distribution,
+                "object": f"{fake_target.module}:shout", "shape": "function"},
+        fingerprint={"policy": "refuse", "sha256": [fake_target.fingerprint(("shout",))]}))
+    decider = fake_target.decider()
+    module = fake_target.import_target()
+    decision = decider.audit.latest()[fake_target.entry_id]
+    assert decision.outcome is Outcome.APPLIED, decision.reason
+    assert module.shout("hi") == "HI!" and module.DISPATCH["loud"]("hi") == "HI"
+    where = f"{fake_target.module}.DISPATCH['loud'], {fake_target.module}.ROUTES[1]"
+    assert decision.reason.endswith(f"; but {where} still holds upstream's function (taken "
+                                    "when its module ran): calls through it skip the overlay")
+    assert any(r.levelname == "WARNING" and where in r.getMessage() for r in caplog.records)
+
+
+def test_a_module_without_copies_says_nothing_of_them(fake_target: FakeTarget) -> None:
+    case = next(c for c in CASES if c.shape == "function")
+    _setup(fake_target, case)
+    decider = fake_target.decider()
+    fake_target.import_target()
+    assert "still holds" not in decider.audit.latest()[fake_target.entry_id].reason
+
+
 PASSING_THROUGH = [c for c in CASES if shape_named(c.shape).off_when_reverted]
 
 
