@@ -201,7 +201,7 @@ def _load_lane() -> None:
     try:
         from . import startup
 
-        startup.start(env=_SETTINGS)
+        startup.start(env=_SETTINGS, command=_COMMAND)
     except PatchlaneError as error:  # strict mode: uncaught, one line and the error's exit code
         exit_if_uncaught(error)
         raise
@@ -232,7 +232,10 @@ def _is_the_command() -> bool:
     return False
 
 
-if "logging" in __import__("sys").modules and _is_the_command():
+_COMMAND = _is_the_command()
+"""This process is the ``patchlane`` command (which says a setting it cannot read itself)."""
+
+if _COMMAND and "logging" in __import__("sys").modules:
     # The command's stdout is its output (`status --json` must parse). Logging this process set
     # up on stdout before now (a sitecustomize's `basicConfig(stream=sys.stdout)`) would carry
     # the startup's first line, logged below, and a target's lines there: stderr, from the start.

@@ -94,12 +94,15 @@ def registry_paths(controls: Controls) -> list[Path]:
     return paths
 
 
-def start(controls: Controls | None = None, env: Mapping[str, str] | None = None) -> Decider:
+def start(controls: Controls | None = None, env: Mapping[str, str] | None = None,
+          command: bool = False) -> Decider:
     """Build the process-wide decider (once). A registry error, or a setting that cannot be
     read, applies nothing: in strict mode it raises, otherwise it is logged at ERROR and kept
     for :func:`patchlane.report`. ``env``: the settings to read (default ``os.environ``); the
     lazy start passes those of ``import patchlane``, so a script that changes a setting after
-    that line changes nothing, as with the eager start."""
+    that line changes nothing, as with the eager start. ``command``: this is the ``patchlane``
+    command's process, which refuses a setting it cannot read in one line of its own (exit 2):
+    not logged here too."""
     global _decider, _startup_error, _strict_failure
     with _lock:
         if _strict_failure is not None:
@@ -119,7 +122,8 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
                 if controls.strict:  # raised, not logged too: uncaught, it is one line
                     _strict_failure = exc
                     raise
-                log.error("a setting cannot be read, nothing applied: %s", exc)
+                if not command:
+                    log.error("a setting cannot be read, nothing applied: %s", exc)
         try:
             if unreadable:
                 registry = Registry(entries=(), sources=())

@@ -23,8 +23,10 @@ FALSE = ("0", "false", "no", "off")
 
 FLAGS = {"PATCHLANE_STRICT": False, "PATCHLANE_DEFAULT_REGISTRY": True,
          "PATCHLANE_ENTRY_POINTS": True, "PATCHLANE_VERIFY_RANKS": True,
-         "PATCHLANE_REQUIRE_EVIDENCE": False}
-"""Every yes/no setting the startup reads at start-up, with its default (unset or empty)."""
+         "PATCHLANE_REQUIRE_EVIDENCE": False, "PATCHLANE_LAZY": True}
+"""Every yes/no setting the startup reads at start-up, with its default (unset or empty).
+``PATCHLANE_LAZY`` is read first, at ``import patchlane`` (patchlane.lazy.arm); the startup
+checks it with the others, so that a value neither yes nor no is refused as theirs are."""
 
 
 def flag(raw: str | None, default: bool) -> bool | None:

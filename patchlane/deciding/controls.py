@@ -149,6 +149,7 @@ class Controls:
         only = env.get("PATCHLANE_ONLY")
         extra = env.get("PATCHLANE_REGISTRY", "")
         evidence = _evidence_roots(env)
+        _flag(env, "PATCHLANE_LAZY")  # read at `import patchlane`; refused here if unreadable
         require = _flag(env, "PATCHLANE_REQUIRE_EVIDENCE")
         if require and not evidence:
             # Nothing to prove it with: every entry would be refused. Said as a setting that
@@ -250,9 +251,10 @@ def describe_unknown(unknown: Mapping[str, list[str]], known: Collection[str],
     import difflib  # only when an id is unknown: not on the common path of `import patchlane`
 
     parts = []
+    folded = {k.lower(): k for k in known}  # a shell's TEAM_SCALE_ZERO is team_scale_zero
     for entry_id, where in sorted(unknown.items()):
-        close = difflib.get_close_matches(entry_id, list(known), n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        close = difflib.get_close_matches(entry_id.lower(), list(folded), n=1, cutoff=0.6)
+        hint = f" (did you mean {folded[close[0]]!r}?)" if close else ""
         parts.append(f"{entry_id!r} in {' and '.join(where)}{hint}")
     listing = ", ".join(sorted(known)) or "(none)"
     if only and not (only & set(known)):
@@ -263,7 +265,8 @@ def describe_unknown(unknown: Mapping[str, list[str]], known: Collection[str],
                   "is left out")
     else:
         effect = "PATCHLANE_DISABLE's unknown ids change nothing here"
-    return (f"patchlane: unknown entry id(s) {'; '.join(parts)}: no loaded registry declares "
+    # No "patchlane:" of its own: the logger's name says whose it is (patchlane.deciding.logs)
+    return (f"unknown entry id(s) {'; '.join(parts)}: no loaded registry declares "
             f"them; {effect}. Known ids: {listing}")
 
 

@@ -86,7 +86,7 @@ def load_registries(paths: Sequence[Path], *, drafts_required: bool = True,
     while True:
         kept = [entry for path in resolved for entry in entries[path]]
         try:
-            check_dependencies(kept)
+            check_dependencies(kept, [Path(e.path) for e in rejected])
             check_continuations(kept)
             break
         except RegistryError as exc:

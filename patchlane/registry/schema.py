@@ -471,8 +471,9 @@ def check_continuations(entries: Sequence[Entry]) -> None:
             step = by_id.get(step.continued_by) if step.continued_by else None
 
 
-def check_dependencies(entries: Sequence[Entry]) -> None:
-    """Every ``depends_on`` names a source patch of the loaded registries, with no cycle."""
+def check_dependencies(entries: Sequence[Entry], refused: Sequence[Path] = ()) -> None:
+    """Every ``depends_on`` names a source patch of the loaded registries, with no cycle.
+    ``refused``: the registry files refused on their own, which may declare a missing id."""
     by_id = {e.id: e for e in entries}
     for entry in entries:
         for dep in entry.depends_on:
@@ -480,15 +481,19 @@ def check_dependencies(entries: Sequence[Entry]) -> None:
             if target is None or not KINDS[target.kind].with_overlay:
                 import difflib
 
-                close = difflib.get_close_matches(dep, list(by_id), n=1)
+                others = [i for i in by_id if i != entry.id]  # never itself
+                close = difflib.get_close_matches(dep, others, n=1)
+                fix = "correct the id, or load the registry that declares it (PATCHLANE_REGISTRY)"
+                if target is None and refused:
+                    fix = (f"if {dep!r} is in {', '.join(str(p) for p in refused)}, which was "
+                           "refused (its error is said with it), fix that file; else " + fix)
                 raise RegistryError(
                     entry.source, "unknown dependency" if target is None
                     else "a dependency must be a source patch", entry_id=entry.id,
                     key="depends_on", found=dep,
                     expected="the id of a source_patch entry in a loaded registry"
                     + (f" (did you mean {close[0]!r}?)" if close and target is None else ""),
-                    fix="correct the id, or load the registry that declares it "
-                        "(PATCHLANE_REGISTRY)")
+                    fix=fix)
     state: dict[str, int] = {}  # 1: on the path, 2: done
 
     def visit(entry_id: str, path: list[str]) -> None:

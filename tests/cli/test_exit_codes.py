@@ -250,6 +250,24 @@ def test_a_registry_rejected_in_strict_mode_is_one_line(fake_target: FakeTarget,
     assert out.stdout == ""  # `run` stopped before the command
 
 
+def unreadable_lazy_setting(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    return ["status"], _env(fake, PATCHLANE_LAZY="maybe")
+
+
+@pytest.mark.parametrize("setup", [unreadable_setting, run_with_an_unreadable_setting,
+                                   unreadable_lazy_setting])
+def test_an_unreadable_setting_is_one_line_from_a_command(fake_target: FakeTarget,
+                                                          tmp_path: Path, setup: Setup) -> None:
+    """The command refuses a setting it cannot read in one line, exit 2: its startup's own
+    ERROR line (what a training job logs) was a second copy of it. PATCHLANE_LAZY, read at
+    `import patchlane`, is refused like the others (it was accepted, silently)."""
+    args, env = setup(fake_target, tmp_path)
+    out = cli(*args, env=env)
+    assert out.returncode == ExitCode.USAGE, out.stderr
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("patchlane: error: PATCHLANE_") and "='maybe': expected" in line
+
+
 SWEEP_FLAGS = {
     ExitCode.SWEEP_BROKEN: {"broken"},
     ExitCode.SWEEP_ERROR: {"error"},

@@ -92,6 +92,14 @@ def test_the_same_entries_enabled_do_raise_in_strict_mode(fake_target: FakeTarge
         check_config(argparse.Namespace(bad=True), list(decider.registry.entries), decider.left_out)
 
 
+def test_an_id_in_the_wrong_case_gets_the_known_one_suggested(
+        fake_target: FakeTarget, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="patchlane"):
+        decider_for(fake_target, {"PATCHLANE_DISABLE": PIN.upper()})
+    (record,) = [r for r in caplog.records if "unknown entry id" in r.getMessage()]
+    assert f"{PIN.upper()!r} in PATCHLANE_DISABLE (did you mean {PIN!r}?)" in record.getMessage()
+
+
 def test_unknown_control_ids_warn_with_the_closest_known_id(
         fake_target: FakeTarget, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="patchlane"):
@@ -107,6 +115,8 @@ def test_unknown_control_ids_warn_with_the_closest_known_id(
     assert f"Known ids: {CONFIG}, {FLOOR}, {GATE}, {PIN}" in message
     assert "unknown control ids: ctl_flor, nothing_like_it" in decider.summary()
     assert "PATCHLANE_ONLY's other ids still apply" in message
+    # the logger's name says whose it is: no "patchlane: patchlane:" where a handler names it
+    assert message.startswith("unknown entry id(s) ")
     # known ids still work as asked; the unknown ones change nothing and raise nothing
     assert decider.audit.latest()[PIN].outcome is Outcome.SKIPPED_DISABLED
     assert decider.audit.latest()[FLOOR].outcome is Outcome.SKIPPED_DISABLED  # not in ONLY

@@ -989,7 +989,11 @@ def test_a_bad_team_file_refuses_only_its_own_entries(tmp_path: Path, case: str)
         assert [e["id"] for e in report["entries"]] == ["good_fix"]
         assert [r["path"] for r in report["rejected_registries"]] == [
             str(broken.resolve()), str(dependent.resolve())]
-        assert "unknown dependency" in report["rejected_registries"][1]["error"]
+        error = report["rejected_registries"][1]["error"]
+        assert "unknown dependency" in error
+        # the file that may hold it is named, and the entry is never its own suggestion
+        assert f"if 'team_base' is in {broken.resolve()}, which was refused" in error, error
+        assert "did you mean 'team_more'" not in error
         return
     proc = _run_import_with([catalog, named], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
