@@ -68,6 +68,8 @@ class Fields:
         expected: str | None = None,
         fix: str | None = None,
     ) -> RegistryError:
+        if fix is None and key is not None and expected is not None:
+            fix = f"set `{key}` to {expected}"  # every refusal says what to do
         return RegistryError(
             self.path,
             message,
@@ -83,11 +85,14 @@ def expect_type(ctx: Fields, value: object, typ: type | tuple[type, ...], key: s
                  what: str) -> Any:
     # bool is an int subclass; YAML `yes`/`no` surprises are exactly what this catches.
     types = typ if isinstance(typ, tuple) else (typ,)
+    fix = f"write `{key}` as {what}"
     if isinstance(value, bool) and bool not in types:
-        raise ctx.fail("wrong type", key=key, found=value, expected=what)
+        raise ctx.fail("wrong type", key=key, found=value, expected=what,
+                       fix=fix + " (YAML reads a bare yes/no/on/off as true/false: quote it)")
     if not isinstance(value, typ):
         raise ctx.fail(
-            "wrong type", key=key, found=value, expected=f"{what} (got {type(value).__name__})"
+            "wrong type", key=key, found=value, expected=f"{what} (got {type(value).__name__})",
+            fix=fix,
         )
     return value
 
@@ -131,10 +136,12 @@ def specifier(ctx: Fields, value: object, key: str) -> SpecifierSet:
             key=key,
             found=text,
             expected="a PEP 440 specifier such as '>=0.14,<0.18'",
-            fix=str(exc),
+            fix=f"write each clause as an operator and a version, comma-separated "
+                f"('>=0.14,<0.18'); packaging says: {exc}",
         ) from None
     if not len(spec):
-        raise ctx.fail("empty specifier", key=key, found=text, expected="at least one clause")
+        raise ctx.fail("empty specifier", key=key, found=text, expected="at least one clause",
+                       fix=f"write the releases `{key}` admits, such as '>=0.14,<0.18'")
     problem = range_problem(spec)  # before anything prints it: str() parses its versions
     if problem:
         raise ctx.fail("unusable version range", key=key, found=text,

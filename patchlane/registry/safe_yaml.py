@@ -58,8 +58,13 @@ def load_document(path: Path, text: str) -> dict[str, Any]:
         raise RegistryError(path, f"invalid YAML{where}: {getattr(exc, 'problem', exc)}",
                             fix="fix the YAML syntax") from None
     if not isinstance(data, dict):
+        empty = data is None
         raise RegistryError(path, "registry must be a mapping", found=type(data).__name__,
-                            expected="a mapping with `schema: 1` and `entries: [...]`")
+                            expected="a mapping with `schema: 1` and `entries: [...]`",
+                            fix=("the file is empty: write `schema: 1` and `entries: []` in "
+                                 "it, or drop it from PATCHLANE_REGISTRY" if empty else
+                                 "start the file with `schema: 1`, then `entries:` with the "
+                                 "entries under it (docs/adding-an-entry.md)"))
     _refuse_shared(path, data)
     return data
 

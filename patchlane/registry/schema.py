@@ -340,20 +340,31 @@ def _identity(ctx: Fields, data: Mapping[str, Any], index: int) -> tuple[str, Ki
     """The entry's id, kind and status, and its keys checked against its kind's."""
     entry_id = data.get("id")
     if not isinstance(entry_id, str) or not _ID_RE.match(entry_id):
+        like = re.sub(r"[^a-z0-9_]+", "_", str(entry_id).lower()).strip("_") \
+            if isinstance(entry_id, str) else ""
         raise ctx.fail(
             f"entries[{index}] has no valid id",
             key="id",
             found=entry_id,
             expected="a lowercase identifier ([a-z][a-z0-9_]{2,63}) used as the overlay and "
             "reproducer file name",
+            fix=(f"write `id: {like}`" if _ID_RE.match(like) else
+                 "give the entry an `id:` of 3 to 64 lowercase letters, digits and "
+                 "underscores, starting with a letter"),
         )
     ctx.entry_id = entry_id
     kind_raw = data.get("kind")
     try:
         kind = Kind(kind_raw)
     except ValueError:
+        import difflib
+
+        kinds = [k.value for k in Kind]
+        close = difflib.get_close_matches(str(kind_raw).replace("-", "_").lower(), kinds, n=1)
         raise ctx.fail("unknown kind", key="kind", found=kind_raw,
-                       expected=f"one of {[k.value for k in Kind]}") from None
+                       expected=f"one of {kinds}",
+                       fix=f"write `kind: {close[0]}`" if close and kind_raw is not None
+                       else f"add `kind:`, one of {', '.join(kinds)}") from None
     required, optional = KINDS[kind].required, KINDS[kind].optional
     check_keys(ctx, data, _COMMON_REQUIRED + required, _COMMON_OPTIONAL + optional + required,
                 f"a {kind.value} entry")
@@ -530,13 +541,16 @@ def validate_document(path: Path, data: Mapping[str, Any], *, drafts_required: b
     raw_entries = data["entries"]
     if not isinstance(raw_entries, list):
         raise ctx.fail("wrong type", key="entries", found=raw_entries,
-                       expected="a list of entries")
+                       expected="a list of entries",
+                       fix="write each entry under `entries:` as a list item, `- id: ...` "
+                           "(or `entries: []` for none)")
     entries = [_entry(ctx, raw, i) for i, raw in enumerate(raw_entries)]
     seen: dict[str, int] = {}
     for i, entry in enumerate(entries):
         if entry.id in seen:
             ctx.entry_id = entry.id
             raise ctx.fail("duplicate id", key="id", found=entry.id,
-                           expected=f"a unique id (entries[{seen[entry.id]}] already uses it)")
+                           expected=f"a unique id (entries[{seen[entry.id]}] already uses it)",
+                           fix=f"rename entries[{i}], or delete it if it is a copy")
         seen[entry.id] = i
     return tuple(entries)

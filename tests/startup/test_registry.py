@@ -600,6 +600,8 @@ def test_malformed_registry_is_refused(tmp_path: Path, case: Bad) -> None:
     if case.expected is not None:
         assert err.expected is not None and case.expected in err.expected
         assert f"expected {err.expected}" in message
+    # ... and the fix: every refusal says what to do
+    assert err.fix and message.endswith(f"; fix: {err.fix}"), message
 
     if len(paths) == 1:  # the single-file parser refuses it with the very same error
         with pytest.raises(RegistryError) as again:
