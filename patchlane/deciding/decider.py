@@ -217,7 +217,9 @@ class Decider:
                                         applies_to=row.applies_to, at=at))
                 hooks.append((row.module, self._ledger_hook(row.id)))
             elif row.decided_by == DecidedBy.CONFIG.value:
-                records.append(Decision(row.id, Outcome.PENDING, row.waiting, at=at))
+                records.append(Decision(row.id, Outcome.PENDING, row.waiting,
+                                        distribution=row.distribution or None,
+                                        applies_to=row.applies_to, at=at))
                 hooks.extend((name, self._config_hook(row.id, name)) for name in row.modules)
         # Every pending record is in before any hook is registered: a hook fires at once for
         # a module that is already imported, and its decision must come after the record.
@@ -295,9 +297,16 @@ class Decider:
     def _assigned(self, entry: Entry, module: ModuleType, settings: dict[str, Any]) -> Decision:
         """The decision for a config entry's ``settings`` on its imported ``module``, made (the
         settings assigned) but not yet recorded: its hook records it, under the entry's lock."""
+        def made(outcome: Outcome, reason: str, installed: str | None = None) -> Decision:
+            # what the entry is for, on every one of its decisions, as a source patch's say
+            return Decision(entry.id, outcome, reason, distribution=entry.target.distribution,
+                            installed=installed, applies_to=applies_to)
+
+        applies_to = entry.applies_to_text if entry.applies_to is not None else None
+
         reason = self.left_out(entry.id)
         if reason is not None:
-            return Decision(entry.id, Outcome.SKIPPED_DISABLED, reason)
+            return made(Outcome.SKIPPED_DISABLED, reason)
         # The release the settings are for, recorded with the decision as an overlay's is:
         # the proof of a config entry is of that release (its receipt's class).
         installed = None
@@ -305,21 +314,20 @@ class Decider:
             gate = entry.read_gate()
             installed = gate.found
             if entry.applies_to is not None and not gate.open:
-                return Decision(entry.id, Outcome.SKIPPED_GATE, gate.reason, installed=gate.found)
+                return made(Outcome.SKIPPED_GATE, gate.reason, gate.found)
         try:
             current = {attr: getattr(module, attr) for attr in settings}
         except AttributeError as exc:
-            return Decision(entry.id, Outcome.FAILED_ERROR,
-                            f"{module.__name__} has no setting: {exc}")
+            return made(Outcome.FAILED_ERROR, f"{module.__name__} has no setting: {exc}",
+                        installed)
         if current == settings:  # the probe of a config entry: upstream's default caught up
-            return Decision(entry.id, Outcome.UPSTREAM_FIXED,
-                            f"{module.__name__} already defaults to {settings}")
+            return made(Outcome.UPSTREAM_FIXED,
+                        f"{module.__name__} already defaults to {settings}", installed)
         if self.controls.require_evidence:
             # A setting changes what the job computes as an overlay does: proven first.
             unproven = self._unproven(entry, installed)
             if unproven is not None:
-                return Decision(entry.id, Outcome.REFUSED_EVIDENCE, unproven,
-                                distribution=entry.target.distribution, installed=installed)
+                return made(Outcome.REFUSED_EVIDENCE, unproven, installed)
         changes = []
         try:
             for attr, value in settings.items():
@@ -329,10 +337,9 @@ class Decider:
                 setattr(module, attr, value)
                 changes.append(f"{module.__name__}.{attr}: {old!r} -> {value!r}")
         except AttributeError as exc:
-            return Decision(entry.id, Outcome.FAILED_ERROR,
-                            f"{module.__name__} has no setting: {exc}")
-        return Decision(entry.id, Outcome.CONFIG_APPLIED, "; ".join(changes),
-                        distribution=entry.target.distribution, installed=installed)
+            return made(Outcome.FAILED_ERROR, f"{module.__name__} has no setting: {exc}",
+                        installed)
+        return made(Outcome.CONFIG_APPLIED, "; ".join(changes), installed)
 
     def apply(self) -> None:
         """Idempotent re-walk: hook what is not hooked, decide what is imported and unapplied."""

@@ -349,6 +349,7 @@ class StartupRow(NamedTuple):
             modules = tuple(sorted({str(name).rpartition(".")[0]
                                     for name in getattr(entry.spec, "settings", {})}))
             waiting = f"waiting for `import {', '.join(modules)}`"
+            applies_to = entry.applies_to_text if entry.applies_to is not None else None
         return cls(entry.id, entry.kind.value, entry.active, entry.target.distribution, module,
                    modules, waiting, applies_to, decided_by.value)
 

@@ -176,6 +176,13 @@ def test_config_settings_are_applied_early_and_audited(tmp_path: Path) -> None:
     assert value == 32
     assert decision["outcome"] == "config: applied"
     assert "recompile_limit: 8 -> 32" in decision["reason"]
+    # what it is for, as a source patch's decision says (they were null)
+    assert (decision["distribution"], decision["applies_to"]) == ("torch", ">=2.6")
+    pending = json.loads(run_python("import json, patchlane\n"
+                                    "print(json.dumps(patchlane.report()['entries'][0]"
+                                    "['decision']))", write(tmp_path, entry)).stdout)
+    assert pending["outcome"] == "pending"
+    assert (pending["distribution"], pending["applies_to"]) == ("torch", ">=2.6")
     # disabled: left alone and says so
     value, decision = json.loads(run_python(code, write(tmp_path, entry),
                                             PATCHLANE_DISABLE="dyn").stdout)
