@@ -221,15 +221,16 @@ def _is_the_command() -> bool:
     ``sys.argv[0]`` is ``"-m"``: the interpreter's own arguments say which module runs."""
     import sys
 
-    first = sys.argv[0] if sys.argv else ""
-    if first != "-m":
-        return _os.path.basename(first) == "patchlane"
-    args = getattr(sys, "orig_argv", [])
-    for at, arg in enumerate(args[1:], 1):
-        if arg.startswith("-m"):  # `-m patchlane` or `-mpatchlane`
-            module = arg[2:] or (args[at + 1] if at + 1 < len(args) else "")
-            return module in ("patchlane", "patchlane.cli.main")
-    return False
+    argv: list[str] = getattr(sys, "argv", None) or [""]  # an embedded one may have none
+    if argv[0] != "-m":
+        return _os.path.basename(argv[0]) == "patchlane"
+    # The module's name is the interpreter's argument just before the script's own ones:
+    # `-m patchlane`, `-Im patchlane`, or joined to its flags, `-mpatchlane`, `-Bmpatchlane`.
+    original: list[str] = getattr(sys, "orig_argv", [])
+    module = original[-len(argv)] if len(original) > len(argv) else ""
+    if module.startswith("-"):
+        module = module[1:].partition("m")[2]
+    return module in ("patchlane", "patchlane.cli.main")
 
 
 _COMMAND = _is_the_command()

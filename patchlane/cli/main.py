@@ -479,28 +479,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.full_width:
         os.environ[FULL_WIDTH_ENV] = "1"
-    _logs_to_stderr()
+    restore_logs = _logs_to_stderr()
     restore_sigterm = _stop_on_sigterm(args.command)
     try:
         return _main(args)
     finally:
         restore_sigterm()
+        restore_logs()
 
 
-def _logs_to_stderr() -> None:
+def _logs_to_stderr() -> Callable[[], None]:
     """A command's stdout carries its output only, whatever logging the process sets up. A
     handler already on stdout (the process configured logging before this command ran) writes to
     stderr from here on; an imported target may put another there (Megatron-LM's training code
     does), which the commands that import targets move once they are imported
     (:func:`patchlane.cli.common.stdout_for_output`). patchlane's own records do not propagate to
     the process's handlers here: its own (patchlane.deciding.logs.Unconfigured) prints the
-    warnings and errors on stderr, named, as Python's last resort showed them."""
+    warnings and errors on stderr, named, as Python's last resort showed them. Returns what
+    puts the process's logging back as it was: a program that runs a command in its own
+    process (a notebook, a test) keeps its own."""
     import logging
 
     from ..deciding import logs
 
+    logger = logging.getLogger("patchlane")
+    propagated = logger.propagate
     logs.off_stdout()
-    logging.getLogger("patchlane").propagate = False
+    logger.propagate = False
+
+    def restore() -> None:
+        logger.propagate = propagated
+        logs.back_on_stdout()
+
+    return restore
 
 
 def _main(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import wrapt
 
@@ -56,6 +56,15 @@ if TYPE_CHECKING:
 __all__ = ["Decider", "load_overlay", "strict_error"]
 
 log = logging.getLogger("patchlane")
+
+
+class _Placing(NamedTuple):
+    """One placing of an entry's overlay: its switch (:data:`patchlane.targets.protocol.Hit`),
+    whether its shape's wrappers obey it (``off_when_reverted``), and what it placed."""
+
+    live: list[bool]
+    switched: bool
+    placements: list[Placement]
 
 
 _RESTORED, _UNLINKED, _REPLACED = "restored", "unlinked", "replaced"
@@ -147,11 +156,11 @@ class Decider:
         self.audit = audit if audit is not None else AuditLog()
         self._applied: dict[str, list[Placement]] = {}
         """entry id -> every attribute its overlay set (one, or a class's members)."""
-        self._live: dict[str, tuple[list[bool], bool]] = {}
-        """entry id -> its wrappers' switch (patchlane.targets.protocol.Hit): revert turns it
-        off, so a reference to them taken meanwhile (another library's wrapper, a table) passes
-        straight through to upstream's code (where its shape's wrappers do: off_when_reverted).
-        Applied again, an entry's new wrappers get a new one; the old stay off."""
+        self._placings: dict[str, list[_Placing]] = {}
+        """entry id -> every placing of its overlay since it was last reverted: the one in
+        _applied, and those a reload replaced (a reference taken before the reload still runs
+        them, as it should while the entry is applied). Revert turns each one's switch off and
+        disowns what it placed (patchlane.targets.protocol.Hit, disown)."""
         # One lock per entry, not one global lock: a probe may import another target module
         # while a second thread holds that module's import lock and waits to decide its own
         # entry. A single lock would deadlock those two threads; per-entry locks cannot.
@@ -619,15 +628,20 @@ class Decider:
         hits = self.audit.hits
         entry_id = entry.id
         live = [True]  # until revert(): this placing's wrappers run the overlay
+        # A shape whose placed code runs the override itself (a class's grafted members) runs
+        # it after a revert too, wherever it is still reached: counted, as it ran.
+        switched = target.shape.off_when_reverted
 
         def hit() -> bool:
-            if live[0]:
+            if live[0] or not switched:
                 hits[entry_id] += 1
-            return live[0]
+                return True
+            return False
 
         parts = target.shape.build(target.found, overlay, entry_id, hit)
-        self._applied[entry.id] = place(parts, target.target)
-        self._live[entry.id] = (live, target.shape.off_when_reverted)
+        placements = place(parts, target.target)
+        self._applied[entry.id] = placements
+        self._placings.setdefault(entry.id, []).append(_Placing(live, switched, placements))
 
     def _finish(self, entry: Entry, decision: Decision, overlay_failed: bool = False) -> Decision:
         decision = self.audit.record(decision)
@@ -658,10 +672,12 @@ class Decider:
             for plan, _ in plans:
                 plan()
             del self._applied[entry_id]
-            live, passes_through = self._live.pop(entry_id)
-            live[0] = False  # its wrappers, wherever still reached, pass through from now on
-            for placement in applied:
-                disown(placement.placed)
+            placings = self._placings.pop(entry_id, [])
+            for placing in placings:  # wherever still reached, they pass through from now on
+                placing.live[0] = False
+                for placement in placing.placements:
+                    disown(placement.placed)
+            passes_through = all(placing.switched for placing in placings)
             return self.audit.record(Decision(
                 entry_id, Outcome.REVERTED, _reverted_note(applied, plans, passes_through),
                 distribution=entry.target.distribution))

@@ -22,7 +22,7 @@ import logging
 import os
 import sys
 
-__all__ = ["Unconfigured", "log", "off_stdout"]
+__all__ = ["Unconfigured", "back_on_stdout", "log", "off_stdout"]
 
 log = logging.getLogger("patchlane")
 
@@ -74,9 +74,25 @@ def off_stdout() -> None:
                                       .values() if isinstance(logger, logging.Logger))]
     for logger in loggers:
         for handler in logger.handlers:
+            stream = getattr(handler, "stream", None)
             if isinstance(handler, logging.StreamHandler) and \
-                    getattr(handler, "stream", None) in (sys.stdout, sys.__stdout__):
+                    stream in (sys.stdout, sys.__stdout__):
                 handler.setStream(sys.stderr)
+                _moved.append((handler, stream))
+
+
+_moved: list[tuple[logging.StreamHandler, object]] = []  # type: ignore[type-arg]
+"""What :func:`off_stdout` moved, and from where: a program that runs a command in its own
+process (``patchlane.cli.main.main``) gets its logging back as it was."""
+
+
+def back_on_stdout() -> None:
+    """Every handler :func:`off_stdout` moved writes where it did before, unless it was set
+    elsewhere since."""
+    while _moved:
+        handler, stream = _moved.pop()
+        if handler.stream is sys.stderr:
+            handler.setStream(stream)
 
 
 if not any(isinstance(h, Unconfigured) for h in log.handlers):

@@ -64,7 +64,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -508,9 +508,19 @@ class Evidence:
         common = (dict(seen), self.roots)
         current = [p for p in same if not changed(p)]
         if current:  # newest first: the latest proof of this class and content
+            newest_pass = current[0]
+
+            def against(broken: Proof) -> bool:
+                if not broken.stack.differences(here):
+                    return True
+                # A pass that holds for any torch (its rank never imported one) is
+                # contradicted by a break on any torch, on its Python and release.
+                return newest_pass.stack.torch is None and \
+                    not replace(broken.stack, torch=None).differences(here)
+
             newer = [b for b in self.broken(entry_id)
-                     if not b.stack.differences(here) and b.content is not None
-                     and not changed(b) and b.created >= current[0].created]
+                     if against(b) and b.content is not None
+                     and not changed(b) and b.created >= newest_pass.created]
             # The newest run of this class and content decides; a tie (`created` is to the
             # second: two lanes or nodes of one night) is not a pass, it fails closed.
             if newer:

@@ -45,14 +45,22 @@ _State = tuple[watchlist.WatchList, frozenset[str], "frozenset[str] | None", set
 """A lazy start's watch list, PATCHLANE_DISABLE and PATCHLANE_ONLY ids, and the names to watch."""
 
 _why_not: list[str] = []
+_info_at_import: list[bool] = []
+"""Whether the ``patchlane`` logger said INFO at ``import patchlane`` (:func:`arm`)."""
 _start_paths: dict[bool, tuple[tuple[str, int], ...]] = {}
 _index: list[watchlist.WatchList] = []
 _disabled: list[tuple[frozenset[str], frozenset[str] | None]] = []
 
 
+def _info_enabled() -> bool:
+    logging = sys.modules.get("logging")  # never imported here: only read if already there
+    return logging is not None and logging.getLogger("patchlane").isEnabledFor(logging.INFO)
+
+
 def arm(load: "Callable[[], object]") -> bool:
     """Install the import hook and return True when the startup may wait (module docstring);
     False, with the reason kept, when the caller must ``load()`` it now."""
+    _info_at_import[:] = [_info_enabled()]
     try:
         reason, state = _reason(imported=True)
     except Exception as exc:  # never a reason to fail `import patchlane`: the eager start decides
@@ -134,13 +142,12 @@ def _why(imported: bool) -> str | _State:
         if unknown:
             return f"PATCHLANE_DISABLE / PATCHLANE_ONLY name ids no entry has: " \
                 f"{', '.join(sorted(unknown))}"
-    logging = sys.modules.get("logging")  # never imported here: only read if already there
-    if imported and logging is not None \
-            and logging.getLogger("patchlane").isEnabledFor(logging.INFO):
+    # As logging stood at `import patchlane`: what a command's own imports set up since
+    # (megatron-core's INFO) is no more a new process's than the targets it imported.
+    info = _info_enabled() if imported or not _info_at_import else _info_at_import[0]
+    if info:
         # This process asked to hear what the startup decided (its summary line, at
-        # INFO, at `import patchlane`): it gets it, from the startup run now. (Not held against
-        # a process started now: the logging a command's own imports set up, megatron-core's
-        # at INFO, is no more that process's than the targets it imported.)
+        # INFO, at `import patchlane`): it gets it, from the startup run now.
         return "the patchlane logger is enabled at INFO (the start-up summary is logged)"
     names = set(found.watch)
     own = sorted(name for name in names

@@ -50,43 +50,57 @@ def copies_left(placements: Sequence[Placement], most: int = 3) -> list[str]:
     """Where the module that defines a target still holds upstream's function itself, as a
     global or in a table (a dict's value, a list's or tuple's item), one level deep:
     ``ops.DISPATCH['f']``. Taken while the module ran, before the overlay was placed, those
-    calls skip the overlay, whatever a lookup through the owner finds. Only functions are
-    looked for: a value (a small int, a string) may be the same object by chance."""
+    calls skip the overlay, whatever a lookup through the owner finds. Only plain functions are
+    looked for (a value, a small int or a string, may be the same object by chance).
+
+    It only reads: exact types, and a dict subclass's own storage (``dict.items``), never its
+    ``items()`` (transformers' lazy mappings import a module per key there) nor a proxy's
+    ``__class__``. Whatever a module's globals do, the answer is what was found before it went
+    wrong, never an exception at the target's import."""
     import sys
     import types
 
     places: list[str] = []
-    for placement in placements:
-        owner = placement.owner
-        module = owner if isinstance(owner, types.ModuleType) else \
-            sys.modules.get(getattr(owner, "__module__", ""))
-        originals = {id(fn): fn for fn in (_function(placement.original),
-                                           _function(placement.below)) if fn is not None}
-        if module is None or not originals:
-            continue
-        for name, value in list(vars(module).items()):
-            if module is owner and name == placement.attribute:
+    try:
+        for placement in placements:
+            owner = placement.owner
+            module = owner if type(owner) is types.ModuleType else \
+                sys.modules.get(vars(owner).get("__module__", "")) if isinstance(owner, type) \
+                else None
+            originals = {id(fn): fn for fn in (_function(placement.original),
+                                               _function(placement.below)) if fn is not None}
+            if module is None or not originals:
                 continue
-            if id(value) in originals:
-                places.append(f"{module.__name__}.{name}")
-            elif isinstance(value, dict):
-                places.extend(f"{module.__name__}.{name}[{key!r}]"
-                              for key, item in list(value.items()) if id(item) in originals)
-            elif isinstance(value, (list, tuple)):
-                places.extend(f"{module.__name__}.{name}[{at}]"
-                              for at, item in enumerate(value) if id(item) in originals)
-            if len(places) >= most:
-                return places[:most]
+            name_of = getattr(module, "__name__", "?")
+            for name, value in list(vars(module).items()):
+                if module is owner and name == placement.attribute:
+                    continue
+                kind = type(value)
+                if id(value) in originals:
+                    places.append(f"{name_of}.{name}")
+                elif issubclass(kind, dict):
+                    places.extend(f"{name_of}.{name}[{key!r}]"
+                                  for key, item in list(dict.items(value))
+                                  if id(item) in originals)
+                elif kind is list or kind is tuple:
+                    places.extend(f"{name_of}.{name}[{at}]"
+                                  for at, item in enumerate(value) if id(item) in originals)
+                if len(places) >= most:
+                    return places[:most]
+    except Exception:  # a module's odd global is no reason to fail its import
+        return places[:most]
     return places
 
 
 def _function(obj: Any) -> Any:
     """The plain function ``obj`` is or holds (a classmethod's, a staticmethod's); None for
-    anything else."""
+    anything else, another entry's wrapper included (a proxy passes ``isinstance`` checks for
+    the function it wraps: the exact type is read)."""
     import types
 
-    obj = getattr(obj, "__func__", obj)
-    return obj if isinstance(obj, types.FunctionType) else None
+    if type(obj) in (classmethod, staticmethod):
+        obj = obj.__func__
+    return obj if type(obj) is types.FunctionType else None
 
 
 def still_placed(found: Found, placements: Sequence[Placement]) -> bool:

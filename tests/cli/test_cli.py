@@ -410,6 +410,35 @@ def test_status_json_parses_under_a_target_that_logs_to_stdout(fake_target: Fake
     assert "upstream says hello" in out.stderr and "upstream prints" in out.stderr
 
 
+@pytest.mark.parametrize(("argv", "orig_argv", "command"), [
+    (["/venv/bin/patchlane", "status"], ["/venv/bin/python", "/venv/bin/patchlane", "status"],
+     True),
+    (["-m", "status"], ["python", "-m", "patchlane", "status"], True),
+    (["-m", "status"], ["python", "-Im", "patchlane", "status"], True),
+    (["-m", "status"], ["python", "-X", "utf8", "-Bm", "patchlane", "status"], True),
+    (["-m", "status"], ["python", "-mpatchlane", "status"], True),
+    (["-m", "status"], ["python", "-Bmpatchlane", "status"], True),
+    (["-m", "--json"], ["python", "-m", "patchlane.cli.main", "--json"], True),
+    (["-m", "-m", "patchlane"], ["python", "-m", "othertool", "-m", "patchlane"], False),
+    (["-m", "-q"], ["python", "-m", "pytest", "-q"], False),
+    (["-m"], ["python", "-m", "patchlane.sweep.warm_server"], False),
+    (["-c"], ["python", "-c", "import patchlane"], False),
+    (["train.py"], ["python", "train.py"], False),
+    ([], [], False),
+])
+def test_the_command_process_is_told_from_a_job(monkeypatch: pytest.MonkeyPatch,
+                                                argv: list[str], orig_argv: list[str],
+                                                command: bool) -> None:
+    """What `import patchlane` reads to know it is the `patchlane` command (whose stdout is its
+    output, and which refuses a bad setting in one line of its own): the script, or `-m`
+    with the interpreter's flags joined to it or not."""
+    import patchlane
+
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(sys, "orig_argv", orig_argv)
+    assert patchlane._is_the_command() is command
+
+
 @pytest.mark.parametrize("command", ["script", "-m patchlane", "-m patchlane.cli.main",
                                      "main() in a process"])
 def test_status_json_parses_when_the_process_logged_to_stdout_before_patchlane(
@@ -447,6 +476,28 @@ def test_status_json_parses_when_the_process_logged_to_stdout_before_patchlane(
     if command != "main() in a process":  # there it is lazy: the command drops its INFO
         assert "INFO:patchlane:patchlane " in out.stderr  # the startup's first line, on stderr
     assert "upstream says hello" in out.stderr
+
+
+def test_a_program_running_a_command_keeps_its_own_logging(capsys: pytest.CaptureFixture[str],
+                                                           fake_target: FakeTarget) -> None:
+    """`main()` in a program's own process (a notebook, a test) moves the program's stdout
+    handlers to stderr for the command, then puts them, and the patchlane logger's
+    propagation, back: after it, the program logs where it did before."""
+    code = ("import logging, sys\n"
+            "logging.basicConfig(stream=sys.stdout, level=logging.INFO, format='%(message)s')\n"
+            "from patchlane.cli.main import main\n"
+            "rc = main(['status', '--json'])\n"
+            "logging.getLogger('program').info('the program logs on stdout again')\n"
+            "print('PROPAGATE', logging.getLogger('patchlane').propagate)\n"
+            "sys.exit(rc)\n")
+    env = dict(os.environ)
+    env.pop("PATCHLANE_STRICT", None)
+    env.update(fake_cli_env(fake_target))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.rstrip().endswith("the program logs on stdout again\nPROPAGATE True"), \
+        out.stdout[-300:]
 
 
 def test_upstream_fixed_is_not_retire_while_the_gate_serves_releases_still_run() -> None:

@@ -432,6 +432,14 @@ def test_mechanics_a_run_that_never_imported_torch_proves_it_for_any_torch(
     edit_json(broken / WITH, provenance__runtime__torch=None)
     reseal(broken)
     assert Evidence([root]).answer_for(ENTRY, on_gpu, content).answer == REVOKED
+    # so does a newer broken run of the same content that did import a torch, another one
+    # than the job's: a pass that claims to hold for any torch cannot stand beside it
+    other = tmp_path / "other"
+    copy_run(swept.here_run, other, "pure", "2026-01-01T00:00:00Z",
+             provenance__runtime__torch=None)
+    _broken_copy(swept.here_run, other, "torch-broken", "2026-01-02T00:00:00Z")
+    assert Evidence([other]).answer_for(ENTRY, here, content).answer == REVOKED
+    assert Evidence([other]).answer_for(ENTRY, on_gpu, content).answer == REVOKED
 
 
 @pytest.mark.upstream

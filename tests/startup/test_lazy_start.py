@@ -324,6 +324,12 @@ def test_status_does_not_hold_its_own_imports_logging_against_a_new_process(
             f"import {fake.package}\nprint('CHECK', arm.check()[0])\n")
     out = child(code, env)
     assert "CHECK None" in out.stdout, out.stdout + out.stderr
+    # logging at INFO before `import patchlane` (a sitecustomize's): a new process has it too
+    before = ("import logging; logging.basicConfig(level=logging.INFO)\nimport patchlane\n"
+              f"from patchlane.lazy import arm\nimport {fake.package}\n"
+              "print('CHECK', arm.check()[0])\n")
+    out = child(before, env)
+    assert "CHECK the patchlane logger is enabled at INFO" in out.stdout, out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("distribution", ["packaging", "wrapt"])

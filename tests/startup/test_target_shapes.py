@@ -216,6 +216,41 @@ def test_a_table_the_module_built_from_the_function_is_named_in_the_decision(
     assert any(r.levelname == "WARNING" and where in r.getMessage() for r in caplog.records)
 
 
+def test_looking_for_copies_only_reads_a_modules_globals(fake_target: FakeTarget) -> None:
+    """A global whose methods run code (transformers' lazy mappings import a module per key
+    in items(); a proxy computes its __class__) is read, never run: the target imports, the
+    entry is applied, and a copy in such a table is still found."""
+    case = next(c for c in CASES if c.shape == "function")
+    _setup(fake_target, case)
+    fake_target.target_file.write_text(SHAPES_SOURCE + textwrap.dedent("""
+        RAN = []
+        class LazyMapping(dict):
+            def items(self):
+                RAN.append("items")
+                raise ImportError("a model's optional dependency is missing")
+            def values(self):
+                RAN.append("values")
+                raise ImportError("a model's optional dependency is missing")
+        class Proxy:
+            @property
+            def __class__(self):
+                RAN.append("__class__")
+                raise RuntimeError("evaluated")
+        MAPPING = LazyMapping(loud=shout)
+        LAZY = Proxy()
+        """))
+    fake_target.write_registry(fake_target.entry(
+        target={"distribution": fake_target.distribution,
+                "object": f"{fake_target.module}:shout", "shape": "function"},
+        fingerprint={"policy": "refuse", "sha256": [fake_target.fingerprint(("shout",))]}))
+    decider = fake_target.decider()
+    module = fake_target.import_target()
+    decision = decider.audit.latest()[fake_target.entry_id]
+    assert decision.outcome is Outcome.APPLIED, decision.reason
+    assert module.RAN == []
+    assert f"{fake_target.module}.MAPPING['loud']" in decision.reason
+
+
 def test_a_module_without_copies_says_nothing_of_them(fake_target: FakeTarget) -> None:
     case = next(c for c in CASES if c.shape == "function")
     _setup(fake_target, case)
@@ -256,6 +291,44 @@ def test_a_layer_put_back_after_its_revert_passes_straight_through(fake_target: 
     assert decider.is_applied(fake_target.entry_id)
     assert _use(fake_target, case) == case.patched  # once: the old layer passes through
     assert decider.audit.hits[fake_target.entry_id] > hits
+
+
+def test_a_revert_after_a_reload_turns_off_the_layer_placed_before_it(
+        fake_target: FakeTarget) -> None:
+    """`from target import f` taken before an `importlib.reload` holds the first layer; the
+    reload placed a second on the fresh function. While applied, both run the overlay; once
+    reverted, neither does (the first one ran on, counted, after the revert)."""
+    import importlib
+
+    case = next(c for c in CASES if c.shape == "function")
+    _setup(fake_target, case)
+    decider = fake_target.decider()
+    module = fake_target.import_target()
+    kept = module.shout
+    importlib.reload(module)
+    assert module.shout is not kept
+    assert kept("hi") == "HI!" and module.shout("hi") == "HI!"  # applied: both run it
+    decider.revert(fake_target.entry_id)
+    hits = decider.audit.hits[fake_target.entry_id]
+    assert kept("hi") == "HI" and module.shout("hi") == "HI"
+    assert decider.audit.hits[fake_target.entry_id] == hits
+
+
+def test_a_class_overlays_member_kept_after_a_revert_is_counted_as_it_runs(
+        fake_target: FakeTarget) -> None:
+    """A class's grafted member runs the override itself: one a caller kept still runs it
+    after the revert (the class's own members are upstream's again), and is counted."""
+    case = next(c for c in CASES if c.shape == "class")
+    _setup(fake_target, case)
+    decider = fake_target.decider()
+    module = fake_target.import_target()
+    kept = module.Loud().greet
+    decision = decider.revert(fake_target.entry_id)
+    assert decision.outcome is Outcome.REVERTED
+    assert module.Loud().greet("c") == "hello c"
+    hits = decider.audit.hits[fake_target.entry_id]
+    assert kept("c") == "hello, c!"  # the override's own format, upstream's GREETING again
+    assert decider.audit.hits[fake_target.entry_id] == hits + 1
 
 
 def test_a_revert_under_another_librarys_wrapper_says_so_and_turns_the_overlay_off(
