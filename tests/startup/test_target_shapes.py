@@ -192,23 +192,29 @@ def test_each_shape_applies_hits_reverts_and_reapplies(fake_target: FakeTarget,
     assert name in vars(holder)
 
 
+def _shout_applied_beside(fake: FakeTarget, more_source: str) -> tuple[Any, Any]:
+    """The function case's target, with ``more_source`` after it in its module: the imported
+    module and the entry's decision, which must be applied."""
+    _setup(fake, next(c for c in CASES if c.shape == "function"))
+    fake.target_file.write_text(SHAPES_SOURCE + more_source)
+    fake.write_registry(fake.entry(
+        target={"distribution": fake.distribution, "object": f"{fake.module}:shout",
+                "shape": "function"},
+        fingerprint={"policy": "refuse", "sha256": [fake.fingerprint(("shout",))]}))
+    decider = fake.decider()
+    module = fake.import_target()
+    decision = decider.audit.latest()[fake.entry_id]
+    assert decision.outcome is Outcome.APPLIED, decision.reason
+    return module, decision
+
+
 def test_a_table_the_module_built_from_the_function_is_named_in_the_decision(
         fake_target: FakeTarget, caplog: pytest.LogCaptureFixture) -> None:
     """Upstream's module kept its own function in a table and an alias while it ran, before the
     overlay was placed: calls through those skip the overlay. Applied (a lookup reaches it),
     and the decision and a warning say where it does not reach."""
-    case = next(c for c in CASES if c.shape == "function")
-    _setup(fake_target, case)
-    fake_target.target_file.write_text(
-        SHAPES_SOURCE + "\nDISPATCH = {'loud': shout, 'n': 1}\nROUTES = [len, shout]\n")
-    fake_target.write_registry(fake_target.entry(
-        target={"distribution": fake_target.distribution,
-                "object": f"{fake_target.module}:shout", "shape": "function"},
-        fingerprint={"policy": "refuse", "sha256": [fake_target.fingerprint(("shout",))]}))
-    decider = fake_target.decider()
-    module = fake_target.import_target()
-    decision = decider.audit.latest()[fake_target.entry_id]
-    assert decision.outcome is Outcome.APPLIED, decision.reason
+    module, decision = _shout_applied_beside(
+        fake_target, "\nDISPATCH = {'loud': shout, 'n': 1}\nROUTES = [len, shout]\n")
     assert module.shout("hi") == "HI!" and module.DISPATCH["loud"]("hi") == "HI"
     where = f"{fake_target.module}.DISPATCH['loud'], {fake_target.module}.ROUTES[1]"
     assert decision.reason.endswith(f"; but {where} still holds upstream's function (taken "
@@ -220,9 +226,7 @@ def test_looking_for_copies_only_reads_a_modules_globals(fake_target: FakeTarget
     """A global whose methods run code (transformers' lazy mappings import a module per key
     in items(); a proxy computes its __class__) is read, never run: the target imports, the
     entry is applied, and a copy in such a table is still found."""
-    case = next(c for c in CASES if c.shape == "function")
-    _setup(fake_target, case)
-    fake_target.target_file.write_text(SHAPES_SOURCE + textwrap.dedent("""
+    module, decision = _shout_applied_beside(fake_target, textwrap.dedent("""
         RAN = []
         class LazyMapping(dict):
             def items(self):
@@ -239,14 +243,6 @@ def test_looking_for_copies_only_reads_a_modules_globals(fake_target: FakeTarget
         MAPPING = LazyMapping(loud=shout)
         LAZY = Proxy()
         """))
-    fake_target.write_registry(fake_target.entry(
-        target={"distribution": fake_target.distribution,
-                "object": f"{fake_target.module}:shout", "shape": "function"},
-        fingerprint={"policy": "refuse", "sha256": [fake_target.fingerprint(("shout",))]}))
-    decider = fake_target.decider()
-    module = fake_target.import_target()
-    decision = decider.audit.latest()[fake_target.entry_id]
-    assert decision.outcome is Outcome.APPLIED, decision.reason
     assert module.RAN == []
     assert f"{fake_target.module}.MAPPING['loud']" in decision.reason
 
