@@ -8,6 +8,7 @@ they load at once. It never imports torch or megatron itself.
 """
 
 import os as _os  # loaded by the interpreter before any script: free here
+import sys as _sys  # built in: free here
 
 from .lazy import arm as _lazy
 
@@ -219,14 +220,12 @@ def _is_the_command() -> bool:
     """Whether this process is the ``patchlane`` command: its script (``bin/patchlane``), or
     ``python -m patchlane`` / ``-m patchlane.cli.main``. While ``-m`` imports the package,
     ``sys.argv[0]`` is ``"-m"``: the interpreter's own arguments say which module runs."""
-    import sys
-
-    argv: list[str] = getattr(sys, "argv", None) or [""]  # an embedded one may have none
+    argv: list[str] = getattr(_sys, "argv", None) or [""]  # an embedded one may have none
     if argv[0] != "-m":
         return _os.path.basename(argv[0]) == "patchlane"
     # The module's name is the interpreter's argument just before the script's own ones:
     # `-m patchlane`, `-Im patchlane`, or joined to its flags, `-mpatchlane`, `-Bmpatchlane`.
-    original: list[str] = getattr(sys, "orig_argv", [])
+    original: list[str] = getattr(_sys, "orig_argv", [])
     module = original[-len(argv)] if len(original) > len(argv) else ""
     if module.startswith("-"):
         module = module[1:].partition("m")[2]
@@ -236,7 +235,7 @@ def _is_the_command() -> bool:
 _COMMAND = _is_the_command()
 """This process is the ``patchlane`` command (which says a setting it cannot read itself)."""
 
-if _COMMAND and "logging" in __import__("sys").modules:
+if _COMMAND and "logging" in _sys.modules:
     # The command's stdout is its output (`status --json` must parse). Logging this process set
     # up on stdout before now (a sitecustomize's `basicConfig(stream=sys.stdout)`) would carry
     # the startup's first line, logged below, and a target's lines there: stderr, from the start.

@@ -63,7 +63,7 @@ class _Placing(NamedTuple):
     whether its shape's wrappers obey it (``off_when_reverted``), and what it placed."""
 
     live: list[bool]
-    switched: bool
+    off_when_reverted: bool
     placements: list[Placement]
 
 
@@ -306,12 +306,12 @@ class Decider:
     def _assigned(self, entry: Entry, module: ModuleType, settings: dict[str, Any]) -> Decision:
         """The decision for a config entry's ``settings`` on its imported ``module``, made (the
         settings assigned) but not yet recorded: its hook records it, under the entry's lock."""
+        applies_to = entry.applies_to_text if entry.applies_to is not None else None
+
         def made(outcome: Outcome, reason: str, installed: str | None = None) -> Decision:
             # what the entry is for, on every one of its decisions, as a source patch's say
             return Decision(entry.id, outcome, reason, distribution=entry.target.distribution,
                             installed=installed, applies_to=applies_to)
-
-        applies_to = entry.applies_to_text if entry.applies_to is not None else None
 
         reason = self.left_out(entry.id)
         if reason is not None:
@@ -579,10 +579,10 @@ class Decider:
         left = copies_left(self._applied[entry.id])
         if left:
             # Applied where a lookup goes, but not on every call path: said, on every rank.
-            log.warning("%s: %s still holds upstream's function, taken before the overlay was "
-                        "placed: calls through it skip the overlay", entry.id, ", ".join(left))
-            note += (f"; but {', '.join(left)} still holds upstream's function (taken when "
-                     "its module ran): calls through it skip the overlay")
+            skipped = (f"{', '.join(left)} still holds upstream's function (taken when its "
+                       "module ran): calls through it skip the overlay")
+            log.warning("%s: %s", entry.id, skipped)
+            note += f"; but {skipped}"
         return decision(Outcome.APPLIED, f"{gate.reason}; the target is "
                         f"{target.shape.described}{counted}; fingerprint {found}{note}",
                         found), False
@@ -630,10 +630,10 @@ class Decider:
         live = [True]  # until revert(): this placing's wrappers run the overlay
         # A shape whose placed code runs the override itself (a class's grafted members) runs
         # it after a revert too, wherever it is still reached: counted, as it ran.
-        switched = target.shape.off_when_reverted
+        off_when_reverted = target.shape.off_when_reverted
 
         def hit() -> bool:
-            if live[0] or not switched:
+            if live[0] or not off_when_reverted:
                 hits[entry_id] += 1
                 return True
             return False
@@ -641,7 +641,8 @@ class Decider:
         parts = target.shape.build(target.found, overlay, entry_id, hit)
         placements = place(parts, target.target)
         self._applied[entry.id] = placements
-        self._placings.setdefault(entry.id, []).append(_Placing(live, switched, placements))
+        self._placings.setdefault(entry.id, []).append(
+            _Placing(live, off_when_reverted, placements))
 
     def _finish(self, entry: Entry, decision: Decision, overlay_failed: bool = False) -> Decision:
         decision = self.audit.record(decision)
@@ -677,7 +678,7 @@ class Decider:
                 placing.live[0] = False
                 for placement in placing.placements:
                     disown(placement.placed)
-            passes_through = all(placing.switched for placing in placings)
+            passes_through = all(placing.off_when_reverted for placing in placings)
             return self.audit.record(Decision(
                 entry_id, Outcome.REVERTED, _reverted_note(applied, plans, passes_through),
                 distribution=entry.target.distribution))

@@ -144,7 +144,7 @@ def _why(imported: bool) -> str | _State:
                 f"{', '.join(sorted(unknown))}"
     # As logging stood at `import patchlane`: what a command's own imports set up since
     # (megatron-core's INFO) is no more a new process's than the targets it imported.
-    info = _info_enabled() if imported or not _info_at_import else _info_at_import[0]
+    info = _info_at_import[0] if _info_at_import else _info_enabled()
     if info:
         # This process asked to hear what the startup decided (its summary line, at
         # INFO, at `import patchlane`): it gets it, from the startup run now.
