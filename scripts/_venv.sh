@@ -51,11 +51,19 @@ pip_install() {
 install_with_uv() {
   pip_install --upgrade --target "$VENV/.setup-uv" -r "$ROOT/constraints/uv.txt"
   [ -x "$VENV/.setup-uv/bin/uv" ] || return 1
-  # --link-mode copy: the venv's files are its own, as pip's are (a test edits an installed
-  # file to see doctor catch it; a hard link would edit uv's cache too).
+  # uv's cache is this install's own, beside the venv, and removed when the install ends. The
+  # venv's files are hard links into it, so once it is gone each file is the venv's alone, as
+  # pip's are (a test edits an installed file to see doctor catch it), and the 3.12 venv's CUDA
+  # build of torch lies on disk once: a copy beside the user's shared uv cache kept 6.2 GB of
+  # downloads next to the venv's 4.9 GB for good, and the suite's own release installs (torch
+  # 2.15.0's CUDA build, 5.3 GB) then ran out of room on a CI machine.
+  local cache="$VENV/.setup-uv-cache" rc=0
+  rm -rf "$cache"
   "$VENV/bin/python" "$ROOT/scripts/_uv_install.py" "$VENV/.setup-uv/bin/uv" --quiet \
-      --native-tls --link-mode copy --compile-bytecode \
-      -c "$CONSTRAINTS" torch -e "$ROOT[megatron,liger,dev]" >&2
+      --native-tls --cache-dir "$cache" --link-mode hardlink --compile-bytecode \
+      -c "$CONSTRAINTS" torch -e "$ROOT[megatron,liger,dev]" >&2 || rc=$?
+  rm -rf "$cache"
+  return "$rc"
 }
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   echo "== installing patchlane into $VENV from $(basename "$CONSTRAINTS") (Python $PY_VERSION)" >&2
