@@ -232,10 +232,11 @@ def _is_the_command() -> bool:
     return module in ("patchlane", "patchlane.cli.main")
 
 
-_COMMAND = _is_the_command()
-"""This process is the ``patchlane`` command (which says a setting it cannot read itself)."""
+_COMMAND = (_sys.argv[1:2] or [""])[0] if _is_the_command() else None
+"""This process is the ``patchlane`` command: its first word (``""`` for none), else None. The
+command says a setting it cannot read itself; ``run``'s job says a refused registry file."""
 
-if _COMMAND and "logging" in _sys.modules:
+if _COMMAND is not None and "logging" in _sys.modules:
     # The command's stdout is its output (`status --json` must parse). Logging this process set
     # up on stdout before now (a sitecustomize's `basicConfig(stream=sys.stdout)`) would carry
     # the startup's first line, logged below, and a target's lines there: stderr, from the start.

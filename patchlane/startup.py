@@ -95,14 +95,15 @@ def registry_paths(controls: Controls) -> list[Path]:
 
 
 def start(controls: Controls | None = None, env: Mapping[str, str] | None = None,
-          command: bool = False) -> Decider:
+          command: str | None = None) -> Decider:
     """Build the process-wide decider (once). A registry error, or a setting that cannot be
     read, applies nothing: in strict mode it raises, otherwise it is logged at ERROR and kept
     for :func:`patchlane.report`. ``env``: the settings to read (default ``os.environ``); the
     lazy start passes those of ``import patchlane``, so a script that changes a setting after
     that line changes nothing, as with the eager start. ``command``: this is the ``patchlane``
-    command's process, which refuses a setting it cannot read in one line of its own (exit 2):
-    not logged here too."""
+    command's process, and its first word (``""`` for none): it refuses a setting it cannot read
+    in one line of its own (exit 2), not logged here too; and ``run``'s job says a refused
+    registry file in each of its processes, so ``run`` itself does not say it first."""
     global _decider, _startup_error, _strict_failure
     with _lock:
         if _strict_failure is not None:
@@ -122,7 +123,7 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
                 if controls.strict:  # raised, not logged too: uncaught, it is one line
                     _strict_failure = exc
                     raise
-                if not command:
+                if command is None:
                     log.error("a setting cannot be read, nothing applied: %s", exc)
         try:
             if unreadable:
@@ -151,6 +152,8 @@ def start(controls: Controls | None = None, env: Mapping[str, str] | None = None
             if controls.strict:
                 _strict_failure = refused
                 raise refused
+            if command == "run":
+                continue
             log.error("registry %s refused, its entries not applied (the other "
                       "registries' apply): %s", refused.path, refused)
         decider = Decider(registry, controls, AuditLog())

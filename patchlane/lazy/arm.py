@@ -129,8 +129,9 @@ def _why(imported: bool) -> str | _State:
         _start_paths[entry_points] = watchlist.path_key(entry_points)
     found = watchlist.read(real, settings, _start_paths[entry_points])
     if found is None:
-        return ("no fresh watch list for this registry set and sys.path (a registry file, an "
-                "overlay's folder, an installed distribution or patchlane changed, or none was "
+        return ("no fresh watch list for this registry set and sys.path (a registry file is "
+                "refused, and every start reads it again to say so; or a registry file, an "
+                "overlay's folder, an installed distribution or patchlane changed; or none was "
                 "written yet)")
     disable = switch_values.ids(env.get("PATCHLANE_DISABLE"))
     only = switch_values.only_ids(env.get("PATCHLANE_ONLY"))

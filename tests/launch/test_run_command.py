@@ -86,6 +86,23 @@ def test_strict_stops_before_the_command_on_a_rejected_registry(tmp_path: Path) 
     assert f"registry {bad.resolve()} refused, its entries not applied" in out.stderr
 
 
+@pytest.mark.parametrize("module", ["patchlane", "patchlane.cli.main"])
+def test_a_refused_file_in_the_environment_is_said_once_by_the_job(tmp_path: Path,
+                                                                    module: str) -> None:
+    # PATCHLANE_REGISTRY names it for `run` itself too: run's own start must not say it before
+    # the job's process does (the fast path, `-m patchlane`, and the full parser alike)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("entries: []\n")
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    full["PATCHLANE_REGISTRY"] = str(bad)
+    out = subprocess.run([sys.executable, "-m", module, "run", "--", sys.executable, "-c",
+                          "print('job ran')"], capture_output=True, text=True, env=full,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0 and out.stdout == "job ran\n", out
+    assert out.stderr.count(f"registry {bad.resolve()} refused, its entries not applied") == 1, \
+        out.stderr
+
+
 def test_reports_are_written_per_process(tmp_path: Path) -> None:
     out = run(["--reports", str(tmp_path / "rep"), "--", sys.executable, "-c", "pass"],
               env={"RANK": "3"})
