@@ -187,7 +187,12 @@ def _make_function() -> Any:
             valid = target != ignore_index
             _check_targets(target, valid, vocab)
             safe = torch.where(valid, target, torch.zeros_like(target))
-            saved = min(vocab, save_limit // max(1, tokens * wt.element_size()))
+            # fp16 keeps no column: backward scales kept columns through x (s * x), which
+            # overflows fp16 at |x| * s > 65504 (GradScaler's 65536 on a summed loss) where
+            # torch's own backward, scaling softmax - onehot (at most 1), does not. Recomputed
+            # columns are scaled that way too. bf16 has fp32's range.
+            saved = 0 if dtype == torch.float16 else \
+                min(vocab, save_limit // max(1, tokens * wt.element_size()))
             kept = torch.empty(tokens, saved, dtype=dtype, device=x.device)
             kernel = _rows_kernel(x)
             for start in range(0, tokens, rows):

@@ -36,8 +36,8 @@ BLOCK = 2048
 
 
 @triton.jit
-def _rows(logits_ptr, l_row, vocab, target_ptr, ignore_index, shift_ptr, logsum_ptr, loss_ptr,
-          g_ptr, g_row, saved,
+def _rows(logits_ptr, l_row, vocab, target_ptr, t_row, ignore_index, shift_ptr, logsum_ptr,
+          loss_ptr, g_ptr, g_row, saved,
           SAVE: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     base = logits_ptr + row * l_row
@@ -55,7 +55,7 @@ def _rows(logits_ptr, l_row, vocab, target_ptr, ignore_index, shift_ptr, logsum_
     row_max = tl.max(run_max, axis=0)
     total = tl.sum(run_sum * tl.exp(run_max - row_max), axis=0)
     logsum = tl.log(total)
-    target = tl.load(target_ptr + row)
+    target = tl.load(target_ptr + row * t_row)  # any stride: a label column, a broadcast
     valid = target != ignore_index
     in_range = (target >= 0) & (target < vocab)
     tl.device_assert(in_range | ~valid, "cross-entropy target out of bounds [0, vocab)")
@@ -92,6 +92,6 @@ def rows(logits: Any, target: Any, ignore_index: int, shift: Any, logsum: Any, l
     # sanitize_overflow=False keeps it from adding integer-overflow asserts to every index.
     # Triton's CPU interpreter takes neither (its callers check targets on the host).
     options = {"debug": True, "sanitize_overflow": False} if logits.is_cuda else {}
-    _rows[(n,)](logits, logits.stride(0), vocab, target, ignore_index, shift, logsum, loss,
-                g, g.stride(0) if saved else 0, saved,
+    _rows[(n,)](logits, logits.stride(0), vocab, target, target.stride(0), ignore_index, shift,
+                logsum, loss, g, g.stride(0) if saved else 0, saved,
                 SAVE=saved > 0, BLOCK=BLOCK, num_warps=4, **options)

@@ -201,14 +201,16 @@ def forward_scores(q: Any, weights: Any, k: Any, use_relu: bool, block_elements:
 
     sq, b, _, _ = q.shape
     sk = k.shape[0]
-    # upstream multiplies fp32 scores by `weights` as given: fp32 unless weights are wider
+    # upstream scores in fp32 (`q.float() @ k.float()`, inf where that overflows) and
+    # multiplies them by `weights` as given: the product fp32 unless weights are wider
     dtype = torch.promote_types(torch.float32, weights.dtype)
-    k32 = k.to(dtype)
+    k32 = k.float()
     out = torch.zeros(sq, b, sk, dtype=dtype, device=q.device)
     for rows, heads in tiles(q, k, block_elements):
-        scores = torch.einsum("sbhd,tbd->sbht", q[rows, :, heads].to(dtype), k32)
+        scores = torch.einsum("sbhd,tbd->sbht", q[rows, :, heads].float(), k32)
         if use_relu:
             scores.relu_()
+        scores = scores.to(dtype)  # fp64 weights: the fp32 scores widened, as upstream's
         n = scores.shape[0] * b
         # the weighted head sum as one batched product added into `out`: no weighted copy
         # of the tile and no [sq, b, sk] temporary (reshape copies the tile only where einsum

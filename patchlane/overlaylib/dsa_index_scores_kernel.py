@@ -26,6 +26,13 @@ Shapes: q ``[sq, b, h, d]``, weights ``[sq, b, h]``, k ``[sk, b, d]`` (any strid
 ``[b, sq, sk]`` (any strides); the scores are written to a ``[sq, b, sk]`` fp32 buffer, whose
 ``[b, sq, sk]`` transpose view is what upstream returns.
 
+Offsets are 64-bit: ``row * row_stride`` of a ``[b, sq, sk]`` gradient passes 2**31 elements
+at ``b * sq * sk > 2**31`` (sq = sk = 64k at b = 1, the long contexts this kernel is for), and
+a 32-bit offset would wrap there and read elsewhere. Key columns past ``sk`` (a last block
+that ``sk`` does not fill) load as 0 and score ``inf * 0 = NaN`` beside an infinite q; their
+gradient is 0, but ``0 * NaN`` is NaN, so backward zeroes them before any sum (upstream has no
+such columns: its gradient stays inf, never NaN).
+
 Grids: forward, one program per (query block, key block, batch), looping over heads. Backward,
 ``dq``/``dw`` one program per (query block, head, batch) looping over key blocks, heads fastest
 so the programs of one query block read the same gradient rows from L2; ``dk`` one program per
@@ -77,9 +84,9 @@ def _scores_fwd(q_ptr, w_ptr, k_ptr, out_ptr,
                 o_s, o_b, o_t,
                 RELU: tl.constexpr, F32: tl.constexpr,
                 BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    bb = tl.program_id(2)
+    pid_m = tl.program_id(0).to(tl.int64)
+    pid_n = tl.program_id(1).to(tl.int64)
+    bb = tl.program_id(2).to(tl.int64)
     rows = pid_m * BM + tl.arange(0, BM)
     cols = pid_n * BN + tl.arange(0, BN)
     dims = tl.arange(0, BD)
@@ -118,8 +125,8 @@ def _scores_bwd_q(q_ptr, w_ptr, k_ptr, g_ptr, dq_ptr, dw_ptr,
                   NEED_Q: tl.constexpr,
                   NEED_W: tl.constexpr,
                   BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
-    pid = tl.program_id(0)
-    bb = tl.program_id(1)
+    pid = tl.program_id(0).to(tl.int64)
+    bb = tl.program_id(1).to(tl.int64)
     h = pid % heads  # heads fastest: one query block's programs share its gradient rows in L2
     pid_m = pid // heads
     rows = pid_m * BM + tl.arange(0, BM)
@@ -132,7 +139,7 @@ def _scores_bwd_q(q_ptr, w_ptr, k_ptr, g_ptr, dq_ptr, dw_ptr,
     dq = tl.zeros((BM, BD), dtype=tl.float32)
     dw = tl.zeros((BM,), dtype=tl.float32)
     for start in range(0, sk, BN):
-        cols = start + tl.arange(0, BN)
+        cols = start + tl.arange(0, BN).to(tl.int64)
         col_ok = cols < sk
         k_tile = tl.load(k_ptr + cols[:, None] * k_s + bb * k_b + dims[None, :] * k_d,
                          mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
@@ -145,6 +152,10 @@ def _scores_bwd_q(q_ptr, w_ptr, k_ptr, g_ptr, dq_ptr, dw_ptr,
             ds = tl.where(off, 0.0, g * w[:, None])
         else:
             ds = g * w[:, None]
+        # columns past sk: a score of inf * 0 (NaN) and a gradient of 0 * inf (NaN), where
+        # upstream has no column at all
+        s = tl.where(col_ok[None, :], s, 0.0)
+        ds = tl.where(col_ok[None, :], ds, 0.0)
         if NEED_W:
             dw += tl.sum(g * s, axis=1)
         if NEED_Q:
@@ -166,8 +177,8 @@ def _scores_bwd_k(q_ptr, w_ptr, k_ptr, g_ptr, part_ptr,
                   p_g, p_t, p_b,
                   RELU: tl.constexpr, F32: tl.constexpr, SPLIT: tl.constexpr,
                   BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
-    pid = tl.program_id(0)
-    bb = tl.program_id(1)
+    pid = tl.program_id(0).to(tl.int64)
+    bb = tl.program_id(1).to(tl.int64)
     groups = tl.cdiv(heads, heads_per_group)
     group = pid % groups  # groups fastest: one key block's programs share its gradient columns
     pid_n = pid // groups
@@ -183,7 +194,7 @@ def _scores_bwd_k(q_ptr, w_ptr, k_ptr, g_ptr, part_ptr,
     last = tl.minimum(heads, first + heads_per_group)
     for h in range(first, last):
         for start in range(0, sq, BM):
-            rows = start + tl.arange(0, BM)
+            rows = start + tl.arange(0, BM).to(tl.int64)
             row_ok = rows < sq
             q_tile = tl.load(q_ptr + rows[:, None] * q_s + bb * q_b + h * q_h
                              + dims[None, :] * q_d,

@@ -225,6 +225,51 @@ def _near_fp32_max(q: Any, w: Any, k: Any, grad: Any) -> tuple[Any, ...]:
             (k.float() * 1e-3).to(k.dtype), torch.full_like(grad, 3.0))
 
 
+def _inf_beside_padding(where: str) -> Callable[..., Any]:
+    """Every value positive, so each sum holding an infinity is inf, never NaN; an infinite q
+    (or, without ReLU, weight) meets a last key block that sk does not fill."""
+    def edit(q: Any, w: Any, k: Any, grad: Any) -> tuple[Any, ...]:
+        q, w, k, grad = (t.abs() + 0.1 for t in (q, w, k, grad))
+        if where == "q":
+            q[1, 0, 0, 2] = float("inf")
+        else:
+            w[1, 0, 0] = float("inf")
+        return q, w, k, grad
+    return edit
+
+
+def _past_fp32(q: Any, w: Any, k: Any, grad: Any) -> tuple[Any, ...]:
+    """fp32 q and k whose scores (about 1e39) overflow fp32, and small fp64 weights: upstream
+    scores in fp32 (inf) before it multiplies by the weights, and so must every path."""
+    return q.abs() * 1e19 + 1e19, w.abs() * 1e-10, k.abs() * 1e19 + 1e19, grad
+
+
+def dsa_kernel_offsets_past_int32() -> None:
+    """A gradient whose rows lie 2**28 elements apart, in an 8 GiB buffer of which only the
+    16 rows read are touched: row 8 starts past 2**31, where a 32-bit offset wraps (on a GPU:
+    sq * b * sk > 2**31, such as sq = sk = 64k at b = 1)."""
+    if dsa_scores._triton_missing() is not None:
+        raise Skip("Triton is not importable")
+    from . import dsa_index_scores_kernel as kernel
+
+    sq, sk, row = 16, 4, 1 << 28
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(sq, 1, 1, 8, generator=gen), torch.randn(sk, 1, 8, generator=gen)
+    w = torch.randn(sq, 1, 1, generator=gen)
+    grad = torch.empty(sq * row, dtype=torch.bfloat16, device=DEVICE).as_strided(
+        (1, sq, sk), (sq * row, row, 1))
+    rows = torch.randn(sq, sk, generator=gen).bfloat16()
+    for r in range(sq):
+        grad[0, r] = rows[r].to(DEVICE)
+    q, w, k = (t.to(DEVICE) for t in (q, w, k))
+    scores = torch.einsum("sbhd,tbd->sbht", q, k).relu()
+    want = torch.einsum("bst,sbht->sbh", grad.float(), scores)
+    config = dsa_scores.kernel_config(q.device) if DEVICE.type == "cuda" \
+        else dsa_scores.INTERPRETER_CONFIG
+    _, dw, _ = kernel.backward(q, w, k, grad, True, (False, True, False), config)
+    torch.testing.assert_close(dw, want, rtol=1e-5, atol=1e-5)
+
+
 def dsa_kernel_refuses_fp16_under_autograd() -> None:
     class OnCuda:  # only the device is read before the dtype checks
         def __init__(self, t: Any) -> None:
@@ -301,6 +346,16 @@ def flce_case(tokens: int = 23, hidden: int = 12, vocab: int = 37, *, logit_scal
         for name, g_, u, e, lay in zip(("loss", "grad x", "grad w", "grad b"), got, want,
                                        exact, (None, x, w, b), strict=True):
             check(f"{'kernel' if kernel else 'torch'} rows {name}", g_, u, e, lay)
+
+
+def _flce_target_column(x: Any, w: Any, b: Any, t: Any) -> tuple[Any, ...]:
+    """The targets as the second column of a ``[tokens, 2]`` table: stride 2."""
+    return x, w, b, torch.stack([torch.zeros_like(t), t], dim=1)[:, 1]
+
+
+def _flce_target_broadcast(x: Any, w: Any, b: Any, t: Any) -> tuple[Any, ...]:
+    """One label for every token, broadcast: stride 0 over a one-element storage."""
+    return x, w, b, torch.tensor([3]).expand(t.shape[0])
 
 
 def _flce_nonfinite(x: Any, w: Any, b: Any, t: Any) -> tuple[Any, ...]:
@@ -392,6 +447,14 @@ def cases() -> dict[str, Callable[[], None]]:
     table["dsa-fp64-weights"] = partial(dsa_case, (20, 18, 2, 3, 8), torch.float32,
                                         w_dtype=torch.float64,
                                         paths=("streamed", "streamed-tiles"))
+    for where in ("q", "w"):  # sk = 18: its last key block of 16 holds 2 columns
+        table[f"dsa-inf-beside-padding-{where}"] = partial(
+            dsa_case, (20, 18, 1, 2, 8), torch.float32, where == "q",
+            edit=_inf_beside_padding(where))
+    table["dsa-fp64-weights-past-fp32"] = partial(dsa_case, (12, 10, 1, 2, 8), torch.float32,
+                                                  w_dtype=torch.float64, edit=_past_fp32,
+                                                  paths=("streamed", "streamed-tiles"))
+    table["dsa-offsets-past-int32"] = dsa_kernel_offsets_past_int32
     table["dsa-fp16-refused-under-autograd"] = dsa_kernel_refuses_fp16_under_autograd
     table["dsa-paths-say-why"] = dsa_every_path_says_why
     table["flce-fp32"] = flce_case
@@ -399,6 +462,8 @@ def cases() -> dict[str, Callable[[], None]]:
         table[f"flce-fp32-logits-{scale:g}"] = partial(flce_case, logit_scale=scale)
     table["flce-odd-vocab"] = partial(flce_case, tokens=9, hidden=5, vocab=2053)
     table["flce-nan-logit"] = partial(flce_case, edit=_flce_nonfinite)
+    table["flce-target-column"] = partial(flce_case, edit=_flce_target_column)
+    table["flce-target-broadcast"] = partial(flce_case, edit=_flce_target_broadcast)
     for bad in (11, 40, -5):
         table[f"flce-target-out-of-range-{bad}"] = partial(flce_out_of_range, bad)
     return table

@@ -31,9 +31,12 @@ NAMES = [  # kept in step with cases() by test_every_case_is_listed
     "dsa-overflow-fp16", "dsa-overflow-bf16", "dsa-small-fp16-1e-05", "dsa-small-fp16-1e-06",
     *[f"dsa-zero-{dim}" for dim in ("sq", "sk", "b", "h", "d")],
     "dsa-double-backward-bfloat16", "dsa-double-backward-float32", "dsa-fp64-weights",
+    "dsa-inf-beside-padding-q", "dsa-inf-beside-padding-w", "dsa-fp64-weights-past-fp32",
+    "dsa-offsets-past-int32",
     "dsa-fp16-refused-under-autograd", "dsa-paths-say-why",
     "flce-fp32", "flce-fp32-logits-30", "flce-fp32-logits-100", "flce-odd-vocab",
-    "flce-nan-logit", "flce-target-out-of-range-11", "flce-target-out-of-range-40",
+    "flce-nan-logit", "flce-target-column", "flce-target-broadcast",
+    "flce-target-out-of-range-11", "flce-target-out-of-range-40",
     "flce-target-out-of-range--5",
 ]
 

@@ -122,6 +122,42 @@ print("ok")
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
+@pytest.mark.parametrize("keep", [1 << 40, 0], ids=["keep-all", "recompute"])
+def test_fp16_under_a_loss_scale_overflows_only_where_torch_does(overlay: Any,
+                                                                 keep: int) -> None:
+    # A GPU's fp16 products, taken here on the CPU (the arithmetic of the CUDA path), under
+    # GradScaler's loss scale on a summed loss: each token's upstream gradient is 8192. The
+    # true gradients (below 65504) fit fp16, and torch's own fp16 backward has no inf.
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(16, 32, generator=g) * 2).half()
+    w = (torch.randn(64, 32, generator=g) * 0.5).half()
+    b = (torch.randn(64, generator=g) * 0.1).half()
+    t = F.linear(x.float(), w.float(), b.float()).argmax(1)
+    t[3] = -100
+    scale = torch.full((16,), 8192.0)
+
+    def run(fn: Any, *leaves: Any) -> list[Any]:
+        leaves = tuple(v.clone().requires_grad_(True) for v in leaves)
+        (scale.to(leaves[0].dtype) * fn(*leaves).to(leaves[0].dtype)).sum().backward()
+        return [v.grad for v in leaves]
+
+    exact = run(lambda *v: reference(v[0], v[1], t, v[2]), x.double(), w.double(), b.double())
+    theirs = run(lambda *v: reference(v[0], v[1], t, v[2]), x, w, b)
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(overlay, "_operand_dtype", lambda v: v.dtype)
+    try:
+        mine = run(lambda *v: overlay.linear_cross_entropy(v[0], v[1], t, v[2], -100, 1 << 23,
+                                                           keep), x, w, b)
+    finally:
+        monkey.undo()
+    for name, m, r, e in zip(("grad x", "grad w", "grad b"), mine, theirs, exact, strict=True):
+        assert m.dtype == torch.float16, name
+        assert not bool(r.isinf().any()), name  # the case: torch's fp16 has no inf here
+        assert int(m.isinf().sum()) == 0, (name, int(m.isinf().sum()))
+        rel = float((m.double() - e).abs().max() / e.abs().max())
+        assert rel < 1e-2, (name, rel)
+
+
 class FakeFunction:
     """Only the signature matters to the routing: liger 0.8.1's forward, verbatim names."""
 
