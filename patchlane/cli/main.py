@@ -529,6 +529,16 @@ def _main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("patchlane: interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
+    except ImportError as exc:
+        # a requirement imported lazily by the command (filelock, requests): one line naming
+        # it and the fix (exit 69), as at `import patchlane`; any other import error is a bug
+        from ..common.dependencies import missing_dependency
+
+        missing = missing_dependency(exc)
+        if missing is None:
+            return _bug(args.command)
+        print(f"patchlane: error: {missing}", file=sys.stderr)
+        return int(missing.exit_code)
     except Exception:
         return _bug(args.command)
 

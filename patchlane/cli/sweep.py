@@ -190,6 +190,14 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
                                   f"longer has: {', '.join(gone)}; expected every case's entry "
                                   "in the registry it started with; fix: start a new run (the "
                                   "run directory was left as it was)")
+            recorded = run.manifest.get("wheelhouse")
+            if o.wheelhouse is None and isinstance(recorded, str) and recorded:
+                # The run installs from where it started: resumed without --wheelhouse, an
+                # air-gapped night's run would ask the package index for its releases.
+                use_wheelhouse(Path(recorded))
+                if not quiet:
+                    print(f"resuming from the wheelhouse the run started with: {recorded}",
+                          file=sys.stderr)
             requeued = run.requeue_unfinished()
             if not quiet:
                 print(f"resuming {resume}: {len(requeued)} case(s) to run", file=sys.stderr)

@@ -27,9 +27,11 @@ every release from it with ``pip --no-index --find-links`` and nothing else.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -100,6 +102,22 @@ def _pip(args: list[str], what: str, log: Callable[[str], None]) -> None:
 
 def _new_files(root: Path, before: set[str]) -> list[str]:
     return sorted(p.name for p in root.glob("*.whl") if p.name not in before)
+
+
+def _download(out: Path, args: list[str], what: str, log: Callable[[str], None]) -> list[str]:
+    """``pip download ARGS`` for ``out``: the names of every wheel the step needs, whether or
+    not ``out`` held it already. pip downloads into a folder of its own, then each wheel
+    replaces its namesake in ``out``: a refresh into last night's folder (what the radar's cron
+    does) would otherwise find nothing new and record no wheel at all."""
+    scratch = Path(tempfile.mkdtemp(prefix=".download-", dir=out))
+    try:
+        _pip(["download", "--quiet", "--dest", str(scratch), *args], what, log)
+        names = sorted(p.name for p in scratch.glob("*.whl"))
+        for name in names:
+            os.replace(scratch / name, out / name)
+        return names
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _own_wheel(out: Path, project_root: Path | None,
@@ -197,10 +215,7 @@ def prepare(out: Path, sets: Sequence[MatrixSet], *, python: str,
     constraints = constraints_for(python)
     pins = ["-c", str(constraints)] if constraints is not None else []
     project = _own_wheel(out, project_root, log)
-    before = {p.name for p in out.glob("*.whl")}
-    _pip(["download", "--quiet", "--dest", str(out), *target, *pins, *SUPPORT],
-         "support wheels", log)
-    support = [n for n in _new_files(out, before)
+    support = [n for n in _download(out, [*target, *pins, *SUPPORT], "support wheels", log)
                if n.split("-")[0].lower().replace("_", "-") not in BOX_OWN]
     chosen: dict[str, tuple[str, ...]] = {}
     skipped: dict[str, str] = {}
@@ -247,7 +262,8 @@ def prepare(out: Path, sets: Sequence[MatrixSet], *, python: str,
                        {p.name: sha256(p) for p in sorted(out.glob("*.whl"))},
                        tuple(sorted(set(releases))), tuple(environment))
     shutil.copy2(matrix_file, out / "matrix.yaml")
-    for name in ("night", "gpu-check", *(f"benchmarks/{b['script']}" for b in benchmarks)):
+    for name in ("night", "gpu-check", "kit_trust.py",
+                 *(f"benchmarks/{b['script']}" for b in benchmarks)):
         source = _kit_file(name, project_root)
         if source is not None:
             (out / name).parent.mkdir(parents=True, exist_ok=True)
@@ -263,7 +279,8 @@ def prepare_each(out: Path, pythons: Sequence[str], **kwargs: Any) -> dict[str, 
         return {pythons[0]: prepare(out, python=pythons[0], **kwargs)}
     houses = {python: prepare(out / interpreter_folder(python), python=python, **kwargs)
               for python in pythons}
-    night = out / interpreter_folder(pythons[0]) / "night"
-    if night.is_file():  # `pythonX.Y DIR/night DIR RUNS` finds its interpreter's folder
-        shutil.copy2(night, out / "night")
+    first = out / interpreter_folder(pythons[0])
+    if (first / "night").is_file():  # `pythonX.Y DIR/night DIR RUNS` finds its interpreter's
+        for name in ("night", "kit_trust.py"):  # folder, and imports the check beside it
+            shutil.copy2(first / name, out / name)
     return houses

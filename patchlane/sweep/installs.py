@@ -172,7 +172,11 @@ def _install_locked(spec: str, target: Path, deps: bool, log: Path | None,
         # with a marker of its own), is no release: pip --target would keep those files
         # rather than replace them.
         shutil.rmtree(target, ignore_errors=True)
-        offline = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
+        from .wheelhouse_manifest import find_links, pip_env
+
+        offline = find_links(wheelhouse) if wheelhouse else []
+        # from the wheelhouse alone: none of pip's own settings (a machine's find-links)
+        env: dict[str, Any] = {"env": pip_env(os.environ)} if wheelhouse else {}
         # --no-compile: pip's own compile writes bytecode Python re-validates by timestamp;
         # _compile writes the hash-checked kind after it. --no-cache-dir: this folder is the
         # cache of this release; pip's would keep its wheels a second time, for good (3.5 GB for
@@ -181,11 +185,11 @@ def _install_locked(spec: str, target: Path, deps: bool, log: Path | None,
                *([] if deps else ["--no-deps"]), "--disable-pip-version-check", *offline,
                "--target", str(target), spec]
         if log is None:
-            _step(cmd)
+            _step(cmd, **env)
         else:
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("wb") as out:
-                _step(cmd, stdout=out, stderr=subprocess.STDOUT)
+                _step(cmd, stdout=out, stderr=subprocess.STDOUT, **env)
         _compile(target, log)
         record_install(target, spec)
     return target

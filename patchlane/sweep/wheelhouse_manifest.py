@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from ..common.errors import UsageError
 from ..common.files import read_regular
 
 __all__ = [
+    "ARCHIVES",
     "MANIFEST",
     "SCHEMA",
     "NotInWheelhouse",
@@ -33,6 +35,7 @@ __all__ = [
     "interpreter_folder",
     "load",
     "normalized",
+    "pip_env",
     "resolve",
     "sha256",
 ]
@@ -150,10 +153,18 @@ def _trusted(root: Path, path: Path, data: dict[str, Any], fix: str) -> dict[str
             isinstance(k, str) and isinstance(v, str) for k, v in hashes.items()):
         raise WheelhouseError(f"{path}: hashes: found {hashes!r}, expected the sha256 of "
                               f"each wheel (`patchlane wheelhouse` records them); {fix}")
-    unknown = sorted(p.name for p in root.glob("*.whl") if p.name not in hashes)
+    # Every file pip's --find-links would take as a release, not the wheels alone: a source
+    # archive beside them (liger_kernel-0.8.1+evil.tar.gz satisfies ==0.8.1, ranks first and
+    # runs its build backend at install).
+    unknown = sorted(p.name for p in root.iterdir()
+                     if p.name.lower().endswith(ARCHIVES) and p.name not in hashes)
     if unknown:
         raise WheelhouseError(f"wheelhouse {root}: {unknown[0]} is no wheel it recorded "
                               f"({len(unknown)} such); {fix}")
+    missing = sorted(name for name in hashes if not (root / name).is_file())
+    if missing:
+        raise WheelhouseError(f"wheelhouse {root}: {missing[0]} is recorded but not there "
+                              f"({len(missing)} such); {fix}")
     changed = [name for name, value in sorted(hashes.items())
                if (root / name).is_file() and sha256(root / name) != value]
     if changed:
@@ -162,9 +173,23 @@ def _trusted(root: Path, path: Path, data: dict[str, Any], fix: str) -> dict[str
     return dict(hashes)
 
 
+ARCHIVES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz",
+            ".tar.lz", ".tar.lzma", ".tlz")
+"""What pip's ``--find-links`` takes from a folder as a release (its archive extensions)."""
+
+
 def find_links(root: Path) -> list[str]:
-    """pip arguments that install from ``root`` and nothing else."""
-    return ["--no-index", "--find-links", str(root)]
+    """pip arguments that install from ``root`` and nothing else: ``--isolated`` drops pip's
+    ``PIP_*`` variables and user configuration (a machine's ``PIP_FIND_LINKS`` would add a
+    second source); :func:`pip_env` drops its configuration files."""
+    return ["--isolated", "--no-index", "--find-links", str(root)]
+
+
+def pip_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for a pip that installs from a wheelhouse alone: no configuration file read
+    (``PIP_CONFIG_FILE=/dev/null``, which pip honours even under ``--isolated``; a site-wide
+    pip.conf may name find-links of its own)."""
+    return {**env, "PIP_CONFIG_FILE": os.devnull}
 
 
 def load(root: Path) -> Wheelhouse:

@@ -197,6 +197,17 @@ def missing_dependency(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str
     return ["status"], env
 
 
+def missing_lazy_dependency(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    # one the command imports only when it runs (filelock: a sweep's run directory)
+    shadow = tmp / "shadow"
+    shadow.mkdir()
+    (shadow / "filelock.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'filelock'\", name='filelock')\n")
+    env = _env(fake)
+    env["PYTHONPATH"] = os.pathsep.join([str(shadow), env.get("PYTHONPATH", "")])
+    return ["sweep", "--run-dir", str(tmp / "run")], env
+
+
 CASES: list[tuple[ExitCode, Setup, str]] = [
     (ExitCode.OK, ok, ""),
     (ExitCode.REPRODUCER_FAILED, reproducer_failed, "FAIL"),
@@ -220,6 +231,7 @@ CASES: list[tuple[ExitCode, Setup, str]] = [
     (ExitCode.ENTRIES_NEVER_HIT, entries_never_hit, "DEAD OR MISAPPLIED (exit 17)"),
     (ExitCode.IO_ERROR, filesystem_refused, "a-file"),
     (ExitCode.MISSING_DEPENDENCY, missing_dependency, "patchlane needs packaging"),
+    (ExitCode.MISSING_DEPENDENCY, missing_lazy_dependency, "patchlane needs filelock"),
     (ExitCode.COMMAND_NOT_EXECUTABLE, command_not_executable, "train.sh has no execute permission"),
     (ExitCode.COMMAND_NOT_FOUND, command_not_found,
      "'pyhton3-no-such-command': no such command on PATH"),

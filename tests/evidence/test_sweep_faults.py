@@ -369,3 +369,24 @@ def test_resume_of_a_run_naming_an_entry_no_longer_there_is_refused(
     assert "names entries the registry no longer has: gone_entry" in out.stderr
     assert "Traceback" not in out.stderr
     assert (run_dir / "manifest.json").read_bytes() == before
+
+
+def test_resume_installs_from_the_wheelhouse_the_run_started_with(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    # An air-gapped night's run, resumed as its stop line says (no --wheelhouse): its releases
+    # come from the wheelhouse its manifest records, never the package index. Shown with one
+    # that is gone since: resume names it and stops, where it went to the index before.
+    multi_registry(fake_target, {"a": GUARDING})
+    run_dir = tmp_path / "run"
+    env = env_for(fake_target)
+    cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep"]
+    assert subprocess.run([*cmd, "--run-dir", str(run_dir)], env=env, capture_output=True,
+                          timeout=120).returncode == 0
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    next(iter(manifest["cases"].values()))["state"] = "queued"
+    manifest["wheelhouse"] = str(tmp_path / "kit")
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    out = subprocess.run([*cmd, "--resume", str(run_dir)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert f"{tmp_path / 'kit'}" in out.stderr and "is no wheelhouse" in out.stderr, out.stderr

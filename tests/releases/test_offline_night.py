@@ -77,6 +77,30 @@ def test_the_packed_wheel_is_the_wheel_installed_and_an_edit_refuses_it(
     assert not list((tmp_path / "out2").glob("*.whl")) if (tmp_path / "out2").exists() else True
 
 
+def _planted_sdist(folder: Path, name: str, version: str, marker: Path) -> Path:
+    """A source archive of ``name`` at ``version``+evil whose in-tree build backend writes
+    ``marker`` when pip so much as asks it for anything: it ran if the marker is there."""
+    import io
+    import tarfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    base = f"{name.replace('-', '_')}-{version}+evil"
+    files = {
+        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\n'
+                          'backend-path = ["."]\n',
+        "backend.py": f"open({str(marker)!r}, 'w').write('ran')\n",
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}+evil\n",
+    }
+    path = folder / f"{base}.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for file, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{base}/{file}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
 def test_a_night_from_a_wheelhouse_built_from_the_installed_package_uses_no_network(
         wheel: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
@@ -95,24 +119,38 @@ def test_a_night_from_a_wheelhouse_built_from_the_installed_package_uses_no_netw
     assert "torch==2.5.1" in house["skipped"] and "--torch-builds" in house["skipped"][
         "torch==2.5.1"]
     assert any(spec.startswith("liger-kernel==") for spec in house["environment"])
-    for name in ("night", "gpu-check", "matrix.yaml", "benchmarks/bench_flce.py"):
+    for name in ("night", "gpu-check", "kit_trust.py", "matrix.yaml",
+                 "benchmarks/bench_flce.py"):
         assert (kit / name).is_file(), name  # shipped in the wheel, copied beside the wheels
     packed = kit / house["project"]
     assert house["hashes"][packed.name].startswith("sha256:")
 
-    # on the box: no index, and every connection off this machine refused and recorded
+    # on the box: no index, and every connection off this machine refused and recorded; the
+    # machine's pip settings name a second source (a planted source archive of the target at
+    # its version, +evil, which pip would rank first): the night must not read them
+    (liger,) = [s for s in house["environment"] if s.startswith("liger-kernel==")]
+    marker = tmp_path / "planted-build-ran"
+    _planted_sdist(tmp_path / "elsewhere", "liger-kernel", liger.partition("==")[2], marker)
     log = tmp_path / "connections.log"
     offline = {**_clean_env(), "PYTHONPATH": str(GUARD), "NETGUARD_LOG": str(log),
                "PIP_INDEX_URL": "http://10.255.255.1/simple", "PIP_RETRIES": "0",
                "PIP_TIMEOUT": "2", "PATCHLANE_RELEASE_CACHE": str(tmp_path / "releases"),
+               "PIP_FIND_LINKS": str(tmp_path / "elsewhere"),
                "PYTHONWARNINGS": "ignore", "CI": "1"}
     runs = tmp_path / "runs"
-    night = subprocess.run(
-        [sys.executable, str(kit / "night"), str(kit), str(runs), "--lane", "cpu", "-j", "2",
-         *(arg for entry in ENTRIES for arg in ("--only", entry))],
-        capture_output=True, text=True, env=offline, cwd=tmp_path, timeout=900)
+
+    def night_run(*only: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(kit / "night"), str(kit), str(runs), "--lane", "cpu", "-j",
+             "2", *(arg for entry in only for arg in ("--only", entry))],
+            capture_output=True, text=True, env=offline, cwd=tmp_path, timeout=900)
+
+    night = night_run(*ENTRIES)
     assert night.returncode == 0, (night.stdout[-3000:], night.stderr[-3000:])
     assert not log.exists(), log.read_text()  # not one connection was attempted
+    assert not marker.exists(), "pip took a release from outside the wheelhouse"
+    installed = list((runs / f".night-site-py{PY}").glob("liger_kernel-*.dist-info"))
+    assert [p.name for p in installed] == [f"liger_kernel-{liger.partition('==')[2]}.dist-info"]
     (run,) = [p for p in runs.iterdir() if (p / "index.json").is_file()]
     rows = {row["entry_id"]: row for row in json.loads((run / "index.json").read_text())["rows"]}
     assert rows["torch_floor_a2a_overlap"]["verdict"] == "skipped"
@@ -128,6 +166,20 @@ def test_a_night_from_a_wheelhouse_built_from_the_installed_package_uses_no_netw
     assert receipt["provenance"]["build"]["from"] == "wheel"  # the kit's wheel ran
     assert str(runs / f".night-site-py{PY}") in night.stderr + night.stdout or (
         runs / f".night-site-py{PY}" / "patchlane").is_dir()
+
+    # the same archive planted in the wheelhouse itself, then a recorded wheel gone: the night
+    # names the file and stops before installing anything (exit 2)
+    planted = _planted_sdist(kit, "liger-kernel", liger.partition("==")[2], marker)
+    refused = night_run("liger_flce_weighted_none")
+    assert refused.returncode == 2, (refused.stdout[-2000:], refused.stderr[-2000:])
+    assert f"{planted.name} is no wheel it recorded" in refused.stderr, refused.stderr
+    assert "nothing was installed from it" in refused.stderr and not marker.exists()
+    planted.unlink()
+    gone = next(kit.glob("numpy-*.whl"))
+    gone.rename(tmp_path / gone.name)
+    refused = night_run("liger_flce_weighted_none")
+    assert refused.returncode == 2, (refused.stdout[-2000:], refused.stderr[-2000:])
+    assert f"{gone.name} is recorded but not there" in refused.stderr, refused.stderr
 
 
 def test_the_network_guard_records_and_refuses_a_connection(tmp_path: Path) -> None:

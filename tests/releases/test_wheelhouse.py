@@ -130,6 +130,20 @@ def test_a_wheelhouse_is_trusted_as_the_release_cache_is(tmp_path: Path) -> None
                                                          "no wheel it recorded")):
         load(kit)
     (kit / "torch-9.9.9-py3-none-any.whl").unlink()
+    # any file pip's --find-links takes as a release, not wheels alone
+    (kit / "liger_kernel-0.8.1+evil.tar.gz").write_bytes(b"planted")
+    with pytest.raises(WheelhouseError, match=re.escape("liger_kernel-0.8.1+evil.tar.gz is "
+                                                         "no wheel it recorded")):
+        load(kit)
+    (kit / "liger_kernel-0.8.1+evil.tar.gz").unlink()
+    # a release's wheel recorded, then gone (a folder copied in part)
+    data = json.loads((kit / "wheelhouse.json").read_text())
+    (kit / "wheelhouse.json").write_text(json.dumps(
+        {**data, "hashes": {**data["hashes"], "numpy-2.4.1-cp312-none-any.whl": "sha256:0"}}))
+    with pytest.raises(WheelhouseError, match=re.escape("numpy-2.4.1-cp312-none-any.whl is "
+                                                         "recorded but not there")):
+        load(kit)
+    (kit / "wheelhouse.json").write_text(json.dumps(data))
     (kit / "p.whl").write_bytes(b"patchlane, edited")
     with pytest.raises(WheelhouseError, match=re.escape("p.whl is not the wheel it recorded")):
         load(kit)
@@ -138,3 +152,25 @@ def test_a_wheelhouse_is_trusted_as_the_release_cache_is(tmp_path: Path) -> None
     (kit / "wheelhouse.json").write_text(json.dumps(data))
     with pytest.raises(WheelhouseError, match="hashes: found None"):
         load(kit)
+
+
+def test_a_refresh_into_last_nights_folder_records_every_wheel(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """What the radar's cron does each night: prepare into the same folder. The wheels a step
+    needs are recorded whether or not the folder held them (it recorded none, and the next
+    night could not install patchlane's support)."""
+    from patchlane.releases import wheelhouse
+
+    def pip(args: list[str], what: str, log: object) -> None:  # what pip download writes
+        dest = Path(args[args.index("--dest") + 1])
+        for name in ("filelock-3.0-py3-none-any.whl", "wrapt-1.0-py3-none-any.whl"):
+            (dest / name).write_bytes(name.encode())
+
+    monkeypatch.setattr(wheelhouse, "_pip", pip)
+    out = tmp_path / "wh"
+    out.mkdir()
+    first = wheelhouse._download(out, ["filelock", "wrapt"], "support wheels", print)
+    again = wheelhouse._download(out, ["filelock", "wrapt"], "support wheels", print)
+    assert first == again == ["filelock-3.0-py3-none-any.whl", "wrapt-1.0-py3-none-any.whl"]
+    assert sorted(p.name for p in out.iterdir()) == first  # no scratch folder left behind
