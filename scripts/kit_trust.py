@@ -2,7 +2,8 @@
 before patchlane is installed: standard library only, imported from the folder they lie in.
 
 The same rule as ``patchlane.sweep.wheelhouse_manifest`` applies once patchlane runs, checked
-here first because the scripts install from the folder before it can: the folder and every
+here first because the scripts install from the folder before it can (with patchlane's own
+``private_files.py``, copied beside this file): the folder and every
 folder above it belong to this user or root and are writable by no one else (a sticky ancestor
 such as ``/tmp`` aside); every file pip's ``--find-links`` would take as a release is a wheel
 the wheelhouse recorded, with the SHA-256 it recorded; every wheel it recorded is there. And
@@ -13,9 +14,10 @@ pip installs from the folder alone: ``--isolated`` and no configuration file, so
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
-import stat
 from pathlib import Path
+from typing import Any
 
 ARCHIVES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz",
             ".tar.lz", ".tar.lzma", ".tlz")
@@ -30,41 +32,29 @@ def pip_env(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PIP_CONFIG_FILE": os.devnull}
 
 
-def _private_group(gid: int, uid: int) -> bool:
-    try:
-        import grp
-        import pwd
-
-        user, group = pwd.getpwuid(uid), grp.getgrgid(gid)
-    except (ImportError, KeyError, OSError):
-        return False
-    return (user.pw_gid == gid and group.gr_name == user.pw_name
-            and set(group.gr_mem) <= {user.pw_name})
-
-
-def shared(folder: Path) -> str | None:
-    """Why users other than this one (and root) could change what ``folder`` holds, or None."""
-    getuid = getattr(os, "getuid", None)
-    if getuid is None:  # pragma: no cover - Windows: ACLs, not mode bits
-        return None
-    uid, path, leaf = getuid(), os.path.realpath(folder), True
-    while True:
-        info = os.stat(path)
-        if info.st_uid not in (uid, 0):
-            return f"{path} belongs to another user (uid {info.st_uid})"
-        mode = info.st_mode
-        if mode & 0o022 and (leaf or not mode & stat.S_ISVTX) \
-                and (mode & 0o002 or not _private_group(info.st_gid, uid)):
-            return f"{path} can be written by other users (mode {stat.filemode(mode)})"
-        parent = os.path.dirname(path)
-        if parent == path:
-            return None
-        path, leaf = parent, False
+def _private_files() -> Any:
+    """patchlane's own trust rule (``patchlane/common/private_files.py``: ``os`` and ``stat``
+    only), loaded from its file: the copy beside this one in a kit, or the package's in a
+    checkout (``scripts/`` beside ``patchlane/``)."""
+    here = Path(__file__).resolve().parent
+    for path in (here / "private_files.py", here.parent / "patchlane" / "common" /
+                 "private_files.py"):
+        if path.is_file():
+            spec = importlib.util.spec_from_file_location("_kit_private_files", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    return None
 
 
 def problem(root: Path, house: dict) -> str | None:
     """What makes the wheelhouse ``root`` (manifest ``house``) unfit to install from, or None."""
-    why = shared(root)
+    rule = _private_files()
+    if rule is None:
+        return f"{Path(__file__).resolve().parent}: private_files.py is missing beside " \
+            "kit_trust.py"
+    why = rule.shared(os.path.realpath(root))
     if why is not None:
         return f"{why}: a wheel planted there would be installed and run; fix: make it " \
             "writable by you alone (chmod go-w), or copy it to a folder of yours"

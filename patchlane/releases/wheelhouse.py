@@ -268,6 +268,11 @@ def prepare(out: Path, sets: Sequence[MatrixSet], *, python: str,
         if source is not None:
             (out / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, out / name)
+    # the trust rule kit_trust.py checks the folder with, before patchlane is installed: the
+    # package's own (os and stat only), not a second copy of it
+    from ..common import private_files
+
+    shutil.copy2(private_files.__file__, out / "private_files.py")
     (out / MANIFEST).write_text(json.dumps(house.as_dict(), indent=1) + "\n", encoding="utf-8")
     return house
 
@@ -281,6 +286,6 @@ def prepare_each(out: Path, pythons: Sequence[str], **kwargs: Any) -> dict[str, 
               for python in pythons}
     first = out / interpreter_folder(pythons[0])
     if (first / "night").is_file():  # `pythonX.Y DIR/night DIR RUNS` finds its interpreter's
-        for name in ("night", "kit_trust.py"):  # folder, and imports the check beside it
+        for name in ("night", "kit_trust.py", "private_files.py"):  # folder, and the check
             shutil.copy2(first / name, out / name)
     return houses

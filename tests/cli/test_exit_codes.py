@@ -185,27 +185,26 @@ def run_with_an_unreadable_setting(fake: FakeTarget,
     return ["run", "--", "true"], _env(fake, PATCHLANE_VERIFY_RANKS="maybe")
 
 
-def missing_dependency(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
-    # an interpreter that cannot import packaging, as a venv built without patchlane's
-    # dependencies: a module of that name first on the path that fails as a missing one does
+def _without(module: str, fake: FakeTarget, tmp: Path) -> dict[str, str]:
+    """An environment whose interpreter cannot import ``module``, as a venv built without
+    patchlane's dependencies: a module of that name first on the path that fails as a missing
+    one does."""
     shadow = tmp / "shadow"
     shadow.mkdir()
-    (shadow / "packaging.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'packaging'\", name='packaging')\n")
+    (shadow / f"{module}.py").write_text(
+        f"raise ModuleNotFoundError(\"No module named '{module}'\", name='{module}')\n")
     env = _env(fake)
     env["PYTHONPATH"] = os.pathsep.join([str(shadow), env.get("PYTHONPATH", "")])
-    return ["status"], env
+    return env
+
+
+def missing_dependency(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    return ["status"], _without("packaging", fake, tmp)
 
 
 def missing_lazy_dependency(fake: FakeTarget, tmp: Path) -> tuple[list[str], dict[str, str]]:
     # one the command imports only when it runs (filelock: a sweep's run directory)
-    shadow = tmp / "shadow"
-    shadow.mkdir()
-    (shadow / "filelock.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'filelock'\", name='filelock')\n")
-    env = _env(fake)
-    env["PYTHONPATH"] = os.pathsep.join([str(shadow), env.get("PYTHONPATH", "")])
-    return ["sweep", "--run-dir", str(tmp / "run")], env
+    return ["sweep", "--run-dir", str(tmp / "run")], _without("filelock", fake, tmp)
 
 
 CASES: list[tuple[ExitCode, Setup, str]] = [

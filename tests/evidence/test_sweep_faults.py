@@ -350,15 +350,21 @@ def test_a_rank_that_dies_before_reporting_says_why_without_secrets(
         assert secret not in cli.stdout + cli.stderr
 
 
-def test_resume_of_a_run_naming_an_entry_no_longer_there_is_refused(
-        fake_target: FakeTarget, tmp_path: Path) -> None:
+def _finished_run(fake_target: FakeTarget, tmp_path: Path) -> tuple[Path, dict[str, str],
+                                                                     list[str], dict]:
+    """A sweep run to its end: its directory, environment, command and manifest."""
     multi_registry(fake_target, {"a": GUARDING})
     run_dir = tmp_path / "run"
     env = env_for(fake_target)
     cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep"]
     assert subprocess.run([*cmd, "--run-dir", str(run_dir)], env=env, capture_output=True,
                           timeout=120).returncode == 0
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    return run_dir, env, cmd, json.loads((run_dir / "manifest.json").read_text())
+
+
+def test_resume_of_a_run_naming_an_entry_no_longer_there_is_refused(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    run_dir, env, cmd, manifest = _finished_run(fake_target, tmp_path)
     case = next(iter(manifest["cases"].values()))
     case["entry_id"], case["state"] = "gone_entry", "queued"
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
@@ -376,13 +382,7 @@ def test_resume_installs_from_the_wheelhouse_the_run_started_with(
     # An air-gapped night's run, resumed as its stop line says (no --wheelhouse): its releases
     # come from the wheelhouse its manifest records, never the package index. Shown with one
     # that is gone since: resume names it and stops, where it went to the index before.
-    multi_registry(fake_target, {"a": GUARDING})
-    run_dir = tmp_path / "run"
-    env = env_for(fake_target)
-    cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep"]
-    assert subprocess.run([*cmd, "--run-dir", str(run_dir)], env=env, capture_output=True,
-                          timeout=120).returncode == 0
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    run_dir, env, cmd, manifest = _finished_run(fake_target, tmp_path)
     next(iter(manifest["cases"].values()))["state"] = "queued"
     manifest["wheelhouse"] = str(tmp_path / "kit")
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
