@@ -187,12 +187,7 @@ def _make_function() -> Any:
             valid = target != ignore_index
             _check_targets(target, valid, vocab)
             safe = torch.where(valid, target, torch.zeros_like(target))
-            # fp16 keeps no column: backward scales kept columns through x (s * x), which
-            # overflows fp16 at |x| * s > 65504 (GradScaler's 65536 on a summed loss) where
-            # torch's own backward, scaling softmax - onehot (at most 1), does not. Recomputed
-            # columns are scaled that way too. bf16 has fp32's range.
-            saved = 0 if dtype == torch.float16 else \
-                min(vocab, save_limit // max(1, tokens * wt.element_size()))
+            saved = min(vocab, save_limit // max(1, tokens * wt.element_size()))
             kept = torch.empty(tokens, saved, dtype=dtype, device=x.device)
             kernel = _rows_kernel(x)
             for start in range(0, tokens, rows):
@@ -228,8 +223,14 @@ def _make_function() -> Any:
             # The kept columns are shared with autograd (a second backward reads them again):
             # scaled through the cheap side of each product, d loss_t / d W = G_t^T (s_t x_t)
             # and grad_x = s * (G @ W). Recomputed columns are this call's own: scaled in place.
-            x_scaled = (x.float() * scale[:, None]).to(dtype) if need_w and saved else None
-            s_row = scale[None, :].to(dtype) if need_b and saved else None
+            # fp16 but for grad_x: s * x overflows fp16 at |x| * s > 65504 (GradScaler's 65536
+            # on a summed loss) where torch's own s * G, bounded by s, does not: a chunk of the
+            # kept columns is scaled at a time instead, as recomputed ones are (bf16 has fp32's
+            # range, and keeps the cheap side).
+            half = dtype == torch.float16
+            x_scaled = (x.float() * scale[:, None]).to(dtype) \
+                if need_w and saved and not half else None
+            s_row = scale[None, :].to(dtype) if need_b and saved and not half else None
             grad_x = torch.zeros(x.shape, dtype=torch.float32, device=x.device) \
                 if need_x and not (saved == vocab and dtype != torch.float32) else None
             grad_w = torch.empty_like(weight) if need_w else None
@@ -244,11 +245,21 @@ def _make_function() -> Any:
                 elif grad_x is not None:
                     grad_x += _mm32(kept, w_op[:saved])
                     grad_x.mul_(scale[:, None])
-                if grad_w is not None:
-                    _mm_into(grad_w[:saved], kept.T, x_scaled)
-                if grad_b is not None:
-                    grad_b[:saved] = _mm32(s_row, kept)[0]
+                if not half:
+                    if grad_w is not None:
+                        _mm_into(grad_w[:saved], kept.T, x_scaled)
+                    if grad_b is not None:
+                        grad_b[:saved] = _mm32(s_row, kept)[0]
             cols = max(1, ctx.chunk_elements // max(1, tokens))
+            for start in range(0, saved if half and (grad_w is not None or grad_b is not None)
+                               else 0, cols):
+                stop = min(saved, start + cols)
+                scaled = kept[:, start:stop].float().mul_(scale[:, None])
+                if grad_b is not None:
+                    grad_b[start:stop] = scaled.sum(dim=0)
+                if grad_w is not None:
+                    _mm_into(grad_w[start:stop], scaled.to(dtype).T, x_op)
+                del scaled
             token_index = torch.arange(tokens, device=x.device)
             for start in range(saved, vocab, cols):
                 # recompute this vocabulary chunk's softmax - onehot for every token, scaled

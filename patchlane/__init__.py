@@ -232,8 +232,10 @@ def _is_the_command() -> bool:
     return module in ("patchlane", "patchlane.cli.main")
 
 
-_COMMAND = (_sys.argv[1:2] or [""])[0] if _is_the_command() else None
-"""This process is the ``patchlane`` command: its first word (``""`` for none), else None. The
+_COMMAND = next((word for word in _sys.argv[1:] if not word.startswith("-")), "") \
+    if _is_the_command() else None
+"""This process is the ``patchlane`` command: its first word not an option (``--full-width``
+takes no value; ``""`` for none), else None. The
 command says a setting it cannot read itself; ``run``'s job says a refused registry file."""
 
 if _COMMAND is not None and "logging" in _sys.modules:

@@ -56,7 +56,9 @@ install_with_uv() {
   # pip's are (a test edits an installed file to see doctor catch it), and the 3.12 venv's CUDA
   # build of torch lies on disk once: a copy beside the user's shared uv cache kept 6.2 GB of
   # downloads next to the venv's 4.9 GB for good, and the suite's own release installs (torch
-  # 2.15.0's CUDA build, 5.3 GB) then ran out of room on a CI machine.
+  # 2.15.0's CUDA build, 5.3 GB) then ran out of room on a CI machine. The price: a venv rebuilt
+  # (its pins or pyproject.toml changed) downloads its wheels again; one stopped half-way leaves
+  # the cache until the next install removes it, first thing.
   local cache="$VENV/.setup-uv-cache" rc=0
   rm -rf "$cache"
   "$VENV/bin/python" "$ROOT/scripts/_uv_install.py" "$VENV/.setup-uv/bin/uv" --quiet \
@@ -69,7 +71,8 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   echo "== installing patchlane into $VENV from $(basename "$CONSTRAINTS") (Python $PY_VERSION)" >&2
   if ! install_with_uv; then
     echo "== uv could not install it (see above): pip installs it instead" >&2
-    pip_install -c "$CONSTRAINTS" torch -e "$ROOT[megatron,liger,dev]"
+    # --no-cache-dir, as uv's cache is removed: pip's would keep the CUDA build's wheels for good
+    pip_install --no-cache-dir -c "$CONSTRAINTS" torch -e "$ROOT[megatron,liger,dev]"
   fi
   "$VENV/bin/python" -c "import patchlane, torch, megatron.core" \
     || { echo "setup failed: see the install's output above" >&2; exit 1; }

@@ -214,7 +214,7 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
                       "registry_digest": registry.digest,
                       "patch_set": patch_set_digest(registry), "git": git_revision(_ROOT),
                       "argv": sys.argv[1:], "sources": [str(p) for p in registry.sources],
-                      **({"wheelhouse": str(settings.wheelhouse)}
+                      **({"wheelhouse": str(Path(settings.wheelhouse).absolute())}
                          if settings.wheelhouse is not None else {})}
             # Durations for the longest-first order come from the runs beside this one: the
             # runs root, or the folder --run-dir puts it in (unless --runs-root names another).

@@ -38,6 +38,7 @@ __all__ = [
     "pip_env",
     "resolve",
     "sha256",
+    "takes",
 ]
 
 MANIFEST = "wheelhouse.json"
@@ -156,11 +157,11 @@ def _trusted(root: Path, path: Path, data: dict[str, Any], fix: str) -> dict[str
     # Every file pip's --find-links would take as a release, not the wheels alone: a source
     # archive beside them (liger_kernel-0.8.1+evil.tar.gz satisfies ==0.8.1, ranks first and
     # runs its build backend at install).
-    unknown = sorted(p.name for p in root.iterdir()
-                     if p.name.lower().endswith(ARCHIVES) and p.name not in hashes)
+    unknown = sorted(p.name for p in root.iterdir() if takes(p.name) and p.name not in hashes)
     if unknown:
         raise WheelhouseError(f"wheelhouse {root}: {unknown[0]} is no wheel it recorded "
-                              f"({len(unknown)} such); {fix}")
+                              f"({len(unknown)} such); fix: remove it from the folder (pip "
+                              "would take it as a release, or follow its links)")
     missing = sorted(name for name in hashes if not (root / name).is_file())
     if missing:
         raise WheelhouseError(f"wheelhouse {root}: {missing[0]} is recorded but not there "
@@ -176,6 +177,15 @@ def _trusted(root: Path, path: Path, data: dict[str, Any], fix: str) -> dict[str
 ARCHIVES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz",
             ".tar.lz", ".tar.lzma", ".tlz")
 """What pip's ``--find-links`` takes from a folder as a release (its archive extensions)."""
+
+
+def takes(name: str) -> bool:
+    """Whether pip's ``--find-links`` reads the file ``name`` of a folder: a release archive,
+    or an HTML page whose links it follows wherever they lead."""
+    import mimetypes
+
+    return name.lower().endswith(ARCHIVES) or \
+        mimetypes.guess_type(name, strict=False)[0] == "text/html"
 
 
 def find_links(root: Path) -> list[str]:

@@ -86,7 +86,7 @@ def test_strict_stops_before_the_command_on_a_rejected_registry(tmp_path: Path) 
     assert f"registry {bad.resolve()} refused, its entries not applied" in out.stderr
 
 
-@pytest.mark.parametrize("module", ["patchlane", "patchlane.cli.main"])
+@pytest.mark.parametrize("module", ["patchlane", "patchlane.cli.main", "--full-width"])
 def test_a_refused_file_in_the_environment_is_said_once_by_the_job(tmp_path: Path,
                                                                     module: str) -> None:
     # PATCHLANE_REGISTRY names it for `run` itself too: run's own start must not say it before
@@ -95,7 +95,9 @@ def test_a_refused_file_in_the_environment_is_said_once_by_the_job(tmp_path: Pat
     bad.write_text("entries: []\n")
     full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
     full["PATCHLANE_REGISTRY"] = str(bad)
-    out = subprocess.run([sys.executable, "-m", module, "run", "--", sys.executable, "-c",
+    # a top-level option before `run` (the full parser's) changes nothing
+    words = ["patchlane", "--full-width"] if module == "--full-width" else [module]
+    out = subprocess.run([sys.executable, "-m", *words, "run", "--", sys.executable, "-c",
                           "print('job ran')"], capture_output=True, text=True, env=full,
                          cwd=ROOT, timeout=120)
     assert out.returncode == 0 and out.stdout == "job ran\n", out

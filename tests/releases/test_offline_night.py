@@ -174,6 +174,7 @@ def test_a_night_from_a_wheelhouse_built_from_the_installed_package_uses_no_netw
     assert refused.returncode == 2, (refused.stdout[-2000:], refused.stderr[-2000:])
     assert f"{planted.name} is no wheel it recorded" in refused.stderr, refused.stderr
     assert "nothing was installed from it" in refused.stderr and not marker.exists()
+    assert "fix: remove it from the folder" in refused.stderr
     planted.unlink()
     gone = next(kit.glob("numpy-*.whl"))
     gone.rename(tmp_path / gone.name)

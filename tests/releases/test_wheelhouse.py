@@ -136,6 +136,13 @@ def test_a_wheelhouse_is_trusted_as_the_release_cache_is(tmp_path: Path) -> None
                                                          "no wheel it recorded")):
         load(kit)
     (kit / "liger_kernel-0.8.1+evil.tar.gz").unlink()
+    # a page pip's --find-links reads and whose links it follows, wherever they lead
+    (kit / "notes.html").write_text('<a href="/elsewhere/demo-1.0+evil.tar.gz">x</a>')
+    with pytest.raises(WheelhouseError, match=re.escape("notes.html is no wheel it recorded")):
+        load(kit)
+    (kit / "notes.html").unlink()
+    (kit / "README.txt").write_text("what pip never reads is the operator's own")
+    load(kit)
     # a release's wheel recorded, then gone (a folder copied in part)
     data = json.loads((kit / "wheelhouse.json").read_text())
     (kit / "wheelhouse.json").write_text(json.dumps(
