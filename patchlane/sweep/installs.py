@@ -179,7 +179,7 @@ def _install_locked(spec: str, target: Path, deps: bool, log: Path | None,
         env: dict[str, Any] = {"env": pip_env(os.environ)} if wheelhouse else {}
         # --no-compile: pip's own compile writes bytecode Python re-validates by timestamp;
         # _compile writes the hash-checked kind after it. --no-cache-dir: this folder is the
-        # cache of this release; pip's would keep its wheels a second time, for good (3.5 GB for
+        # cache of this release; pip's would keep its wheels a second time, for good (2.8 GB for
         # torch 2.15.0's CUDA build with its dependencies, on top of the 5.3 GB installed here).
         cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--no-cache-dir",
                *([] if deps else ["--no-deps"]), "--disable-pip-version-check", *offline,
