@@ -390,3 +390,26 @@ def test_resume_installs_from_the_wheelhouse_the_run_started_with(
                          text=True, timeout=120)
     assert out.returncode == 2, (out.returncode, out.stderr)
     assert f"{tmp_path / 'kit'}" in out.stderr and "is no wheelhouse" in out.stderr, out.stderr
+
+
+def test_a_run_records_its_wheelhouse_as_an_absolute_path(fake_target: FakeTarget,
+                                                          tmp_path: Path) -> None:
+    # PATCHLANE_WHEELHOUSE given relative to where the night started: a resume from another
+    # folder must find the same one
+    import hashlib
+
+    multi_registry(fake_target, {"a": GUARDING})
+    kit = tmp_path / "kit"
+    kit.mkdir(mode=0o700)
+    (kit / "p.whl").write_bytes(b"patchlane")
+    (kit / "wheelhouse.json").write_text(json.dumps({
+        "schema": 1, "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "platforms": [], "sets": {}, "project": "p.whl", "support": [],
+        "hashes": {"p.whl": "sha256:" + hashlib.sha256(b"patchlane").hexdigest()}}))
+    run_dir = tmp_path / "run"
+    env = {**env_for(fake_target), "PATCHLANE_WHEELHOUSE": "kit"}
+    out = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir",
+                          str(run_dir)], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads((run_dir / "manifest.json").read_text())["wheelhouse"] == str(kit)
