@@ -1,50 +1,36 @@
 """The wheelhouse's trust check for the kit's own scripts (``night``, ``gpu-check``), which run
 before patchlane is installed: standard library only, imported from the folder they lie in.
 
-The same rule as ``patchlane.sweep.wheelhouse_manifest`` applies once patchlane runs, checked
-here first because the scripts install from the folder before it can (with patchlane's own
-``private_files.py``, copied beside this file): the folder and every
-folder above it belong to this user or root and are writable by no one else (a sticky ancestor
-such as ``/tmp`` aside); every file pip's ``--find-links`` would take as a release is a wheel
-the wheelhouse recorded, with the SHA-256 it recorded (and no HTML page, whose links pip would
-follow); every wheel it recorded is there. And
-pip installs from the folder alone: ``--isolated`` and no configuration file, so a machine's
-``PIP_FIND_LINKS`` or pip.conf adds no second source.
+The rule is patchlane's own, loaded from its files (``patchlane wheelhouse`` copies both beside
+this one; in a checkout, the package's): ``common/private_files.py``, who may write the folder
+(this user or root alone, every folder above it too, a sticky one such as ``/tmp`` aside), and
+``sweep/wheelhouse_files.py``, what it may hold (exactly the wheels it recorded, unchanged; no
+other file pip's ``--find-links`` reads) and how pip installs from it alone (``--isolated``, no
+configuration file: a machine's ``PIP_FIND_LINKS`` or pip.conf adds no second source).
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import importlib.util
-import mimetypes
 import os
 from pathlib import Path
 from typing import Any
 
-ARCHIVES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz",
-            ".tar.lz", ".tar.lzma", ".tlz")
-"""What pip's ``--find-links`` takes from a folder as a release (its archive extensions)."""
-
 PREPARE = "prepare it again with `patchlane wheelhouse DIR` on a machine with the package index"
-
-PIP_ALONE = ["--isolated", "--no-index"]
-"""pip options that read no index and none of pip's variables or user configuration."""
-
-
-def pip_env(env: dict[str, str]) -> dict[str, str]:
-    """``env`` with no pip configuration file read (pip honours it under ``--isolated``)."""
-    return {**env, "PIP_CONFIG_FILE": os.devnull}
+RULES = {"private_files": "common", "wheelhouse_files": "sweep"}
+"""patchlane's modules the check applies -> their package folder in a checkout."""
 
 
-def _private_files() -> Any:
-    """patchlane's own trust rule (``patchlane/common/private_files.py``: ``os`` and ``stat``
-    only), loaded from its file: the copy beside this one in a kit, or the package's in a
-    checkout (``scripts/`` beside ``patchlane/``)."""
+@functools.cache
+def _rule(name: str) -> Any:
+    """patchlane's module ``name`` (standard library only), loaded from its file: the copy beside
+    this one in a kit, or the package's in a checkout (``scripts/`` beside ``patchlane/``); None
+    when neither is there."""
     here = Path(__file__).resolve().parent
-    for path in (here / "private_files.py", here.parent / "patchlane" / "common" /
-                 "private_files.py"):
+    for path in (here / f"{name}.py", here.parent / "patchlane" / RULES[name] / f"{name}.py"):
         if path.is_file():
-            spec = importlib.util.spec_from_file_location("_kit_private_files", path)
+            spec = importlib.util.spec_from_file_location(f"_kit_{name}", path)
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
@@ -52,13 +38,20 @@ def _private_files() -> Any:
     return None
 
 
+def pip_alone(env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """pip's options and environment to install from a wheelhouse alone (after :func:`problem`
+    found the rule's files)."""
+    files = _rule("wheelhouse_files")
+    return list(files.PIP_ALONE), files.pip_env(env)
+
+
 def problem(root: Path, house: dict) -> str | None:
     """What makes the wheelhouse ``root`` (manifest ``house``) unfit to install from, or None."""
-    rule = _private_files()
-    if rule is None:
-        return f"{Path(__file__).resolve().parent}: private_files.py is missing beside " \
-            "kit_trust.py"
-    why = rule.shared(os.path.realpath(root))
+    missing = [f"{name}.py" for name in RULES if _rule(name) is None]
+    if missing:
+        return f"{Path(__file__).resolve().parent}: {', '.join(missing)} missing beside " \
+            f"kit_trust.py; fix: {PREPARE}"
+    why = _rule("private_files").shared(os.path.realpath(root))
     if why is not None:
         return f"{why}: a wheel planted there would be installed and run; fix: make it " \
             "writable by you alone (chmod go-w), or copy it to a folder of yours"
@@ -68,29 +61,5 @@ def problem(root: Path, house: dict) -> str | None:
             for k, v in hashes.items()):
         return f"{root / 'wheelhouse.json'}: hashes: expected the sha256 of each wheel; " \
             f"fix: {PREPARE}"
-    unknown = sorted(p.name for p in root.iterdir() if takes(p.name) and p.name not in hashes)
-    if unknown:
-        return f"{root / unknown[0]} is no wheel it recorded ({len(unknown)} such); fix: " \
-            "remove it from the folder (pip would take it as a release, or follow its links)"
-    for name, value in sorted(hashes.items()):
-        path = root / name
-        if not path.is_file():
-            return f"{path} is recorded but not there; fix: {PREPARE}"
-        if _sha256(path) != value:
-            return f"{path} is not the wheel it recorded (sha256 differs); fix: {PREPARE}"
-    return None
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return "sha256:" + digest.hexdigest()
-
-
-def takes(name: str) -> bool:
-    """Whether pip's ``--find-links`` reads the file ``name`` of a folder: a release archive,
-    or an HTML page whose links it follows wherever they lead."""
-    return name.lower().endswith(ARCHIVES) or \
-        mimetypes.guess_type(name, strict=False)[0] == "text/html"
+    result: str | None = _rule("wheelhouse_files").unfit(root, hashes, f"fix: {PREPARE}")
+    return result

@@ -42,12 +42,8 @@ from ..common.errors import PatchlaneError
 from ..common.exit_codes import ExitCode
 from ..common.versions import parse_version
 from ..registry.records import Registry
-from ..sweep.wheelhouse_manifest import (
-    MANIFEST,
-    Wheelhouse,
-    interpreter_folder,
-    sha256,
-)
+from ..sweep.wheelhouse_files import sha256
+from ..sweep.wheelhouse_manifest import MANIFEST, Wheelhouse, interpreter_folder
 from .matrix import MatrixSet
 
 __all__ = ["BOX_OWN", "PLATFORMS", "SUPPORT", "WheelhouseDownloadError", "prepare",
@@ -268,11 +264,13 @@ def prepare(out: Path, sets: Sequence[MatrixSet], *, python: str,
         if source is not None:
             (out / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, out / name)
-    # the trust rule kit_trust.py checks the folder with, before patchlane is installed: the
-    # package's own (os and stat only), not a second copy of it
+    # the rule kit_trust.py checks the folder with, before patchlane is installed: the
+    # package's own modules (standard library only), not a second copy of them
     from ..common import private_files
+    from ..sweep import wheelhouse_files
 
-    shutil.copy2(private_files.__file__, out / "private_files.py")
+    for rule in (private_files, wheelhouse_files):
+        shutil.copy2(str(rule.__file__), out / Path(str(rule.__file__)).name)
     (out / MANIFEST).write_text(json.dumps(house.as_dict(), indent=1) + "\n", encoding="utf-8")
     return house
 
@@ -286,6 +284,7 @@ def prepare_each(out: Path, pythons: Sequence[str], **kwargs: Any) -> dict[str, 
               for python in pythons}
     first = out / interpreter_folder(pythons[0])
     if (first / "night").is_file():  # `pythonX.Y DIR/night DIR RUNS` finds its interpreter's
-        for name in ("night", "kit_trust.py", "private_files.py"):  # folder, and the check
+        for name in ("night", "kit_trust.py", "private_files.py",  # folder, and the check
+                     "wheelhouse_files.py"):
             shutil.copy2(first / name, out / name)
     return houses

@@ -172,7 +172,8 @@ def _install_locked(spec: str, target: Path, deps: bool, log: Path | None,
         # with a marker of its own), is no release: pip --target would keep those files
         # rather than replace them.
         shutil.rmtree(target, ignore_errors=True)
-        from .wheelhouse_manifest import find_links, pip_env
+        from .wheelhouse_files import pip_env
+        from .wheelhouse_manifest import find_links
 
         offline = find_links(wheelhouse) if wheelhouse else []
         # from the wheelhouse alone: none of pip's own settings (a machine's find-links)

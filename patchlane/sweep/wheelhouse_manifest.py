@@ -15,16 +15,15 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..common.errors import UsageError
 from ..common.files import read_regular
+from .wheelhouse_files import PIP_ALONE, unfit
 
 __all__ = [
-    "ARCHIVES",
     "MANIFEST",
     "SCHEMA",
     "NotInWheelhouse",
@@ -35,10 +34,7 @@ __all__ = [
     "interpreter_folder",
     "load",
     "normalized",
-    "pip_env",
     "resolve",
-    "sha256",
-    "takes",
 ]
 
 MANIFEST = "wheelhouse.json"
@@ -127,16 +123,6 @@ def resolve(root: Path) -> Path:
     return root
 
 
-def sha256(path: Path) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return "sha256:" + digest.hexdigest()
-
-
 def _trusted(root: Path, path: Path, data: dict[str, Any], fix: str) -> dict[str, str]:
     """The wheelhouse's recorded hashes, once the folder is trusted as the release cache is
     (only this user or root can write it) and every wheel in it is one it recorded, unchanged:
@@ -154,52 +140,16 @@ def _trusted(root: Path, path: Path, data: dict[str, Any], fix: str) -> dict[str
             isinstance(k, str) and isinstance(v, str) for k, v in hashes.items()):
         raise WheelhouseError(f"{path}: hashes: found {hashes!r}, expected the sha256 of "
                               f"each wheel (`patchlane wheelhouse` records them); {fix}")
-    # Every file pip's --find-links would take as a release, not the wheels alone: a source
-    # archive beside them (liger_kernel-0.8.1+evil.tar.gz satisfies ==0.8.1, ranks first and
-    # runs its build backend at install).
-    unknown = sorted(p.name for p in root.iterdir() if takes(p.name) and p.name not in hashes)
-    if unknown:
-        raise WheelhouseError(f"wheelhouse {root}: {unknown[0]} is no wheel it recorded "
-                              f"({len(unknown)} such); fix: remove it from the folder (pip "
-                              "would take it as a release, or follow its links)")
-    missing = sorted(name for name in hashes if not (root / name).is_file())
-    if missing:
-        raise WheelhouseError(f"wheelhouse {root}: {missing[0]} is recorded but not there "
-                              f"({len(missing)} such); {fix}")
-    changed = [name for name, value in sorted(hashes.items())
-               if (root / name).is_file() and sha256(root / name) != value]
-    if changed:
-        raise WheelhouseError(f"wheelhouse {root}: {changed[0]} is not the wheel it recorded "
-                              f"(sha256 differs; {len(changed)} such); {fix}")
+    why = unfit(root, hashes, fix)
+    if why is not None:
+        raise WheelhouseError(f"wheelhouse {root}: {why}")
     return dict(hashes)
 
 
-ARCHIVES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz",
-            ".tar.lz", ".tar.lzma", ".tlz")
-"""What pip's ``--find-links`` takes from a folder as a release (its archive extensions)."""
-
-
-def takes(name: str) -> bool:
-    """Whether pip's ``--find-links`` reads the file ``name`` of a folder: a release archive,
-    or an HTML page whose links it follows wherever they lead."""
-    import mimetypes
-
-    return name.lower().endswith(ARCHIVES) or \
-        mimetypes.guess_type(name, strict=False)[0] == "text/html"
-
-
 def find_links(root: Path) -> list[str]:
-    """pip arguments that install from ``root`` and nothing else: ``--isolated`` drops pip's
-    ``PIP_*`` variables and user configuration (a machine's ``PIP_FIND_LINKS`` would add a
-    second source); :func:`pip_env` drops its configuration files."""
-    return ["--isolated", "--no-index", "--find-links", str(root)]
-
-
-def pip_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` for a pip that installs from a wheelhouse alone: no configuration file read
-    (``PIP_CONFIG_FILE=/dev/null``, which pip honours even under ``--isolated``; a site-wide
-    pip.conf may name find-links of its own)."""
-    return {**env, "PIP_CONFIG_FILE": os.devnull}
+    """pip arguments that install from ``root`` and nothing else (run with
+    :func:`patchlane.sweep.wheelhouse_files.pip_env`)."""
+    return [*PIP_ALONE, "--find-links", str(root)]
 
 
 def load(root: Path) -> Wheelhouse:

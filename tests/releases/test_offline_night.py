@@ -119,8 +119,8 @@ def test_a_night_from_a_wheelhouse_built_from_the_installed_package_uses_no_netw
     assert "torch==2.5.1" in house["skipped"] and "--torch-builds" in house["skipped"][
         "torch==2.5.1"]
     assert any(spec.startswith("liger-kernel==") for spec in house["environment"])
-    for name in ("night", "gpu-check", "kit_trust.py", "private_files.py", "matrix.yaml",
-                 "benchmarks/bench_flce.py"):
+    for name in ("night", "gpu-check", "kit_trust.py", "private_files.py",
+                 "wheelhouse_files.py", "matrix.yaml", "benchmarks/bench_flce.py"):
         assert (kit / name).is_file(), name  # shipped in the wheel, copied beside the wheels
     packed = kit / house["project"]
     assert house["hashes"][packed.name].startswith("sha256:")
