@@ -83,13 +83,12 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     try:
         return _main(argv)
     except ImportError as error:  # wrapt, PyYAML, packaging... missing: one line, not a traceback
-        from ..common.dependencies import missing_dependency
+        from ..common.dependencies import say_missing
 
-        missing = missing_dependency(error)
-        if missing is None:
+        code = say_missing(error)
+        if code is None:
             raise
-        sys.stderr.write(f"patchlane: error: {missing}\n")
-        return int(missing.exit_code)
+        return code
 
 
 def _main(argv: "Sequence[str] | None" = None) -> int:

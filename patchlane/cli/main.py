@@ -532,13 +532,10 @@ def _main(args: argparse.Namespace) -> int:
     except ImportError as exc:
         # a requirement imported lazily by the command (filelock, requests): one line naming
         # it and the fix (exit 69), as at `import patchlane`; any other import error is a bug
-        from ..common.dependencies import missing_dependency
+        from ..common.dependencies import say_missing
 
-        missing = missing_dependency(exc)
-        if missing is None:
-            return _bug(args.command)
-        print(f"patchlane: error: {missing}", file=sys.stderr)
-        return int(missing.exit_code)
+        code = say_missing(exc)
+        return _bug(args.command) if code is None else code
     except Exception:
         return _bug(args.command)
 

@@ -12,7 +12,7 @@ import sys
 
 from .errors import MissingDependencyError
 
-__all__ = ["REQUIRED", "missing_dependency"]
+__all__ = ["REQUIRED", "missing_dependency", "say_missing"]
 
 REQUIRED = {"wrapt": "wrapt", "yaml": "PyYAML", "packaging": "packaging",
             "requests": "requests", "filelock": "filelock"}
@@ -32,6 +32,17 @@ def missing_dependency(error: ImportError) -> MissingDependencyError | None:
         f"patchlane needs {requirement}, which {sys.executable} cannot import ({error}); "
         f"fix: {sys.executable} -m pip install '{requirement}' (or reinstall patchlane with "
         "its dependencies)")
+
+
+def say_missing(error: ImportError) -> int | None:
+    """For a command that ``error`` stopped: one line on stderr naming the requirement it
+    failed to import and the fix, and the command's exit code (69); None when it is no
+    requirement of patchlane's."""
+    missing = missing_dependency(error)
+    if missing is None:
+        return None
+    sys.stderr.write(f"patchlane: error: {missing}\n")
+    return int(missing.exit_code)
 
 
 def _requirement(distribution: str) -> str:
