@@ -7,7 +7,9 @@
                                by ``patchlane.check_config``). An id that names no loaded entry
                                is logged at WARNING with the closest known id and listed under
                                ``unknown_control_ids`` in ``patchlane.report()``; it does not
-                               raise, since it may target another registry set.
+                               raise, since it may target another registry set. Strict mode
+                               raises for an unknown id in ``PATCHLANE_ONLY`` (a
+                               :class:`ControlsError`, exit 2): the entry meant is left out.
 ``PATCHLANE_STRICT=1``         every refusal (drift), failure, ledger violation, and gate that
                                cannot be evaluated raises a :class:`StrictModeError` (drift:
                                ``DriftError``, exit 4; a failed overlay:
@@ -206,7 +208,15 @@ class Controls:
         if self.only_ignored:
             warnings.append("PATCHLANE_ONLY is set but names no id: ignored (no entry is left "
                             "out by it); unset it, or list the ids to keep")
-        return EntryControls(self.left_out(known), unknown, tuple(warnings))
+        refusal = None
+        if self.strict and any("PATCHLANE_ONLY" in where for where in unknown.values()):
+            # A test run asked for strict mode: an id it keeps that names no entry leaves the
+            # entry it meant out (every entry, when it names none), and the tests would pass
+            # without the fix. An unknown PATCHLANE_DISABLE id changes nothing: only logged.
+            refusal = ControlsError(
+                f"{describe_unknown(unknown, known, self.only)}; strict mode refuses an unknown "
+                "id in PATCHLANE_ONLY: fix: correct it to a known id, or drop it")
+        return EntryControls(self.left_out(known), unknown, tuple(warnings), refusal)
 
     def unknown_ids(self, known: Collection[str]) -> dict[str, list[str]]:
         """Ids in PATCHLANE_DISABLE / PATCHLANE_ONLY that name no entry in ``known``, each with
@@ -230,6 +240,8 @@ class EntryControls(NamedTuple):
     """Ids those variables list that name no entry -> the variables that list each."""
     warnings: tuple[str, ...]
     """What the startup logs at WARNING about them (an unknown id, an empty ONLY)."""
+    refusal: ControlsError | None = None
+    """In strict mode, the error an unknown ``PATCHLANE_ONLY`` id raises at the start."""
 
 
 def readable_with_evidence(env: Mapping[str, str], root: str) -> bool:

@@ -153,6 +153,7 @@ class Decider:
         self.unknown_control_ids = said.unknown_ids
         """PATCHLANE_DISABLE / PATCHLANE_ONLY ids naming no entry here -> the variables."""
         self._control_warnings = said.warnings
+        self._control_refusal = said.refusal
         self.audit = audit if audit is not None else AuditLog()
         self._applied: dict[str, list[Placement]] = {}
         """entry id -> every attribute its overlay set (one, or a class's members)."""
@@ -194,6 +195,8 @@ class Decider:
         entries only when a hook first needs one. Per entry that leaves one record, recorded
         in one batch under one timestamp, then one hook per module: `import patchlane` stays
         flat from a handful of entries to hundreds."""
+        if self._control_refusal is not None:  # strict mode: before any record or hook
+            raise self._control_refusal
         rows = self.registry.startup_rows
         for warning in self._control_warnings:
             log.warning("%s", warning)

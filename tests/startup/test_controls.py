@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from patchlane.common.errors import StrictModeError
+from patchlane.common.errors import ControlsError, StrictModeError
 from patchlane.deciding.audit import AuditLog, Outcome
 from patchlane.deciding.controls import Controls
 from patchlane.deciding.decider import Decider
@@ -52,9 +52,15 @@ def violated_entries(fake: FakeTarget) -> list[dict[str, Any]]:
     ]
 
 
+OTHER = "ctl_other"
+
+
 def decider_for(fake: FakeTarget, env: dict[str, str]) -> Decider:
-    fake.registry.write_text(yaml.safe_dump({"schema": 1, "entries": violated_entries(fake)},
-                                            sort_keys=False))
+    # OTHER: an entry PATCHLANE_ONLY can keep while it leaves the four above out (its module
+    # is never imported, so it stays pending and never raises)
+    other = {**common(OTHER, "config"), "settings": {f"{fake.package}_never.limit": 1}}
+    fake.registry.write_text(yaml.safe_dump(
+        {"schema": 1, "entries": [*violated_entries(fake), other]}, sort_keys=False))
     decider = Decider(load_registries([fake.registry]), Controls.from_env(env), AuditLog())
     decider.start()
     return decider
@@ -62,7 +68,7 @@ def decider_for(fake: FakeTarget, env: dict[str, str]) -> Decider:
 
 @pytest.mark.parametrize("env", [
     {"PATCHLANE_DISABLE": f"{FLOOR},{PIN},{GATE},{CONFIG}"},
-    {"PATCHLANE_ONLY": "some_other_entry"},
+    {"PATCHLANE_ONLY": OTHER},
 ], ids=["disable", "only"])
 def test_every_kind_disabled_is_skipped_and_never_raises_in_strict_mode(
         fake_target: FakeTarget, env: dict[str, str]) -> None:
@@ -81,6 +87,27 @@ def test_every_kind_disabled_is_skipped_and_never_raises_in_strict_mode(
                              decider.left_out)
     assert result.ok and result.skipped == "disabled" and "PATCHLANE_" in result.message
     assert decider.audit.latest()[FLOOR].outcome is Outcome.SKIPPED_DISABLED  # still, after import
+
+
+@pytest.mark.parametrize("only", ["ctl_flor", f"{OTHER},ctl_flor"], ids=["none-known", "one-known"])
+def test_strict_mode_refuses_an_unknown_id_in_only_before_deciding_anything(
+        fake_target: FakeTarget, only: str) -> None:
+    # A typo in PATCHLANE_ONLY leaves out the entry it meant (every entry, when it names none
+    # that is known): a strict test run would pass without the fix. Refused at the start, with
+    # the closest id, before any record or hook.
+    with pytest.raises(ControlsError, match=r"'ctl_flor' in PATCHLANE_ONLY \(did you mean "
+                                            r"'ctl_floor'\?\).*strict mode refuses.*fix: "):
+        decider_for(fake_target, {"PATCHLANE_STRICT": "1", "PATCHLANE_ONLY": only})
+    decider = decider_for(fake_target, {"PATCHLANE_ONLY": only})  # not strict: logged only
+    assert decider.unknown_control_ids == {"ctl_flor": ["PATCHLANE_ONLY"]}
+    assert decider.audit.latest()[FLOOR].outcome is Outcome.SKIPPED_DISABLED
+
+
+def test_strict_mode_lets_an_unknown_id_in_disable_pass(fake_target: FakeTarget) -> None:
+    # it changes nothing: every entry is decided as without it (logged, not raised)
+    decider = decider_for(fake_target, {"PATCHLANE_STRICT": "1", "PATCHLANE_DISABLE": "ctl_flor"})
+    assert decider.unknown_control_ids == {"ctl_flor": ["PATCHLANE_DISABLE"]}
+    assert decider.audit.latest()[FLOOR].outcome is Outcome.PENDING
 
 
 def test_the_same_entries_enabled_do_raise_in_strict_mode(fake_target: FakeTarget) -> None:
@@ -112,7 +139,7 @@ def test_unknown_control_ids_warn_with_the_closest_known_id(
     assert record.levelno == logging.WARNING
     assert "'ctl_flor' in PATCHLANE_DISABLE (did you mean 'ctl_floor'?)" in message
     assert "'nothing_like_it' in PATCHLANE_ONLY" in message
-    assert f"Known ids: {CONFIG}, {FLOOR}, {GATE}, {PIN}" in message
+    assert f"Known ids: {CONFIG}, {FLOOR}, {GATE}, {OTHER}, {PIN}" in message
     assert "unknown control ids: ctl_flor, nothing_like_it" in decider.summary()
     assert "PATCHLANE_ONLY's other ids still apply" in message
     # the logger's name says whose it is: no "patchlane: patchlane:" where a handler names it
