@@ -212,24 +212,36 @@ def _load_lane() -> None:
         missing = missing_dependency(error)
         if missing is None:
             raise
+        if _command_module() == "patchlane":
+            # The command, through its first step: `--version` needs none of them, and a
+            # command that does meets the same ImportError and says it in the same line, exit
+            # 69 (patchlane.cli.entry). A bug report's first question is the version.
+            return
         exit_if_uncaught(missing)
         raise missing from None
 
 
-def _is_the_command() -> bool:
-    """Whether this process is the ``patchlane`` command: its script (``bin/patchlane``), or
-    ``python -m patchlane`` / ``-m patchlane.cli.main``. While ``-m`` imports the package,
-    ``sys.argv[0]`` is ``"-m"``: the interpreter's own arguments say which module runs."""
+def _command_module() -> str:
+    """Which way this process runs the ``patchlane`` command: ``"patchlane"`` for its script
+    (``bin/patchlane``) or ``python -m patchlane``, both through its first step
+    (patchlane.cli.entry); ``"patchlane.cli.main"`` for ``-m`` of the full parser; ``""``
+    when it is not the command. While ``-m`` imports the package, ``sys.argv[0]`` is ``"-m"``:
+    the interpreter's own arguments say which module runs."""
     argv: list[str] = getattr(_sys, "argv", None) or [""]  # an embedded one may have none
     if argv[0] != "-m":
-        return _os.path.basename(argv[0]) == "patchlane"
+        return "patchlane" if _os.path.basename(argv[0]) == "patchlane" else ""
     # The module's name is the interpreter's argument just before the script's own ones:
     # `-m patchlane`, `-Im patchlane`, or joined to its flags, `-mpatchlane`, `-Bmpatchlane`.
     original: list[str] = getattr(_sys, "orig_argv", [])
     module = original[-len(argv)] if len(original) > len(argv) else ""
     if module.startswith("-"):
         module = module[1:].partition("m")[2]
-    return module in ("patchlane", "patchlane.cli.main")
+    return module if module in ("patchlane", "patchlane.cli.main") else ""
+
+
+def _is_the_command() -> bool:
+    """Whether this process is the ``patchlane`` command (:func:`_command_module`)."""
+    return bool(_command_module())
 
 
 _COMMAND = next((word for word in _sys.argv[1:] if not word.startswith("-")), "") \

@@ -91,8 +91,25 @@ def main(argv: "Sequence[str] | None" = None) -> int:
         return code
 
 
+def _version_asked(args: "Sequence[str]") -> bool:
+    """``patchlane --version`` (among the global options, before any command): answered here,
+    as argparse would, since it needs nothing but the package: it still works when a
+    dependency is missing, which is when a bug report asks for it."""
+    for arg in args:
+        if arg == "--version":
+            return True
+        if arg != "--full-width":
+            return False
+    return False
+
+
 def _main(argv: "Sequence[str] | None" = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if _version_asked(args):
+        from .._version import __version__
+
+        sys.stdout.write(f"patchlane {__version__}\n")
+        return 0
     if args[:1] == ["run"]:
         fast = _fast_run(args[1:])
         if fast is not None:

@@ -8,6 +8,7 @@ import ast
 import importlib
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -248,6 +249,28 @@ def test_the_command_exits_with(fake_target: FakeTarget, tmp_path: Path, code: E
     assert out.returncode == code, out.stdout + out.stderr
     assert says in out.stdout + out.stderr
     assert "Traceback" not in out.stderr  # an expected failure is one line, never a bug report
+
+
+@pytest.mark.parametrize("module", ["wrapt", "yaml", "packaging"])
+def test_the_version_is_said_with_a_dependency_missing(fake_target: FakeTarget, tmp_path: Path,
+                                                       module: str) -> None:
+    # The first thing a bug report about a broken install asks; every other command still
+    # answers with the missing requirement, exit 69.
+    from patchlane import __version__
+
+    env = {**os.environ, **_without(module, fake_target, tmp_path)}
+    env.pop("PATCHLANE_STRICT", None)
+
+    def command(*args: str) -> subprocess.CompletedProcess[str]:  # the command's first step
+        return subprocess.run([sys.executable, "-m", "patchlane", *args], capture_output=True,
+                              text=True, env=env, timeout=120)
+
+    for args in (["--version"], ["--full-width", "--version"]):
+        out = command(*args)
+        assert (out.returncode, out.stdout, out.stderr) == (0, f"patchlane {__version__}\n", "")
+    out = command("status")
+    assert out.returncode == ExitCode.MISSING_DEPENDENCY, out.stderr
+    assert out.stderr.count("patchlane needs") == 1 and "Traceback" not in out.stderr
 
 
 @pytest.mark.parametrize("setup", [registry_rejected_strict, run_registry_rejected_strict])
