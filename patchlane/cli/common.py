@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import startup
-from ..common.errors import UnknownEntryError, UsageError
+from ..common.errors import RegistryError, UnknownEntryError, UsageError
 from ..deciding.controls import RANK_STARTS
 from ..deciding.decider import Decider
 from ..registry import Entry, Registry
@@ -46,10 +46,16 @@ def entry_of(registry: Registry, entry_id: str) -> Entry:
     refused may be in that file, so the refusal is the error then."""
     try:
         return registry.get(entry_id)
-    except UnknownEntryError:
-        if registry.rejected:
-            raise registry.rejected[0] from None
-        raise
+    except UnknownEntryError as unknown:
+        if not registry.rejected:
+            raise
+        refused = registry.rejected[0]
+        close = unknown.closest
+        hint = f" (the closest that loaded: {close!r})" if close else ""
+        # Exit 3, not 2: the id is unknown only to the registries that loaded
+        raise RegistryError(
+            refused.path, f"no registry that loaded has entry {entry_id!r}{hint}; this file, "
+            f"refused, may hold it: {refused}") from None
 
 
 def one_entry(entry_id: str) -> tuple[Decider, Entry]:

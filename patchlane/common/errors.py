@@ -71,6 +71,8 @@ class UnknownEntryError(UsageError, KeyError):
         self.entry_id = entry_id
         self.known = tuple(known)
         close = difflib.get_close_matches(entry_id, self.known, n=1)
+        self.closest = close[0] if close else None
+        """The known id closest to ``entry_id``, if one is close."""
         hint = f"; did you mean {close[0]!r}?" if close else ""
         super().__init__(f"no registry entry {entry_id!r}{hint} Known ids: "
                          f"{', '.join(self.known) or '(none)'}")
