@@ -309,7 +309,7 @@ class Decider:
     def _assigned(self, entry: Entry, module: ModuleType, settings: dict[str, Any]) -> Decision:
         """The decision for a config entry's ``settings`` on its imported ``module``, made (the
         settings assigned) but not yet recorded: its hook records it, under the entry's lock."""
-        applies_to = entry.applies_to_text if entry.applies_to is not None else None
+        applies_to = entry.applies_to_recorded
 
         def made(outcome: Outcome, reason: str, installed: str | None = None) -> Decision:
             # what the entry is for, on every one of its decisions, as a source patch's say

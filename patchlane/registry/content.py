@@ -112,8 +112,7 @@ def _behaviour(entry: Entry) -> dict[str, Any]:
     return {
         "id": entry.id, "kind": entry.kind.value,
         "target": list(entry.target),
-        "applies_to": entry.applies_to_written or (str(entry.applies_to)
-                                                   if entry.applies_to is not None else None),
+        "applies_to": entry.applies_to_shown,
         "fingerprint": None if fingerprint is None else {
             "sha256": list(fingerprint.sha256), "policy": str(fingerprint.policy),
             "covers": list(fingerprint.covers), "objects": list(fingerprint.objects)},

@@ -253,6 +253,12 @@ class Entry:
         return str(self.applies_to)
 
     @property
+    def applies_to_recorded(self) -> str | None:
+        """A setting's ``applies_to`` as its decisions record it: :attr:`applies_to_text`, or
+        None when it has none (a config entry's gate is optional)."""
+        return self.applies_to_text if self.applies_to is not None else None
+
+    @property
     def applies_to_shown(self) -> str | None:
         """``applies_to`` for a reader: as written in the registry; None when unset."""
         if self.applies_to is None:
@@ -349,7 +355,7 @@ class StartupRow(NamedTuple):
             modules = tuple(sorted({str(name).rpartition(".")[0]
                                     for name in getattr(entry.spec, "settings", {})}))
             waiting = f"waiting for `import {', '.join(modules)}`"
-            applies_to = entry.applies_to_text if entry.applies_to is not None else None
+            applies_to = entry.applies_to_recorded
         return cls(entry.id, entry.kind.value, entry.active, entry.target.distribution, module,
                    modules, waiting, applies_to, decided_by.value)
 
