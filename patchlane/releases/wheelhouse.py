@@ -200,12 +200,40 @@ def _kit_file(name: str, project_root: Path | None) -> Path | None:
     return path if path.is_file() else None
 
 
+def _held_from_before(out: Path) -> None:
+    """Refuse to prepare into ``out`` while it holds a release file the last prepare did not
+    record, or one it recorded that has changed since. A prepare records the hash of every
+    wheel the folder holds at its end, and ``pip download`` keeps a file already there under
+    the name it would download: a wheel planted between nights would be installed and recorded
+    as trusted. What the last prepare recorded, unchanged, may stay; so may a wheel it recorded
+    that is gone (downloaded again if a step needs it)."""
+    from ..sweep.wheelhouse_files import takes, unfit
+    from ..sweep.wheelhouse_manifest import WheelhouseError
+
+    if not out.is_dir() or not any(takes(p.name) for p in out.iterdir()):
+        return
+    recorded: dict[str, object] = {}
+    try:
+        data = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+        if isinstance(data, dict) and isinstance(data.get("hashes"), dict):
+            recorded = data["hashes"]
+    except (OSError, ValueError):
+        pass  # no readable manifest: nothing in the folder was recorded
+    there = {name: str(value) for name, value in recorded.items()
+             if isinstance(name, str) and (out / name).is_file()}
+    why = unfit(out, there, "fix: remove it from the folder; the prepare downloads it again")
+    if why is not None:
+        raise WheelhouseError(f"wheelhouse {out}: {why}. A prepare records every wheel the "
+                              "folder holds as trusted, so it refuses one it did not put there")
+
+
 def prepare(out: Path, sets: Sequence[MatrixSet], *, python: str,
             platforms: Sequence[str], project_root: Path | None,
             constraints_for: Callable[[str], Path | None], matrix_file: Path,
             registry: Registry | None = None,
             torch_builds: bool = False, log: Callable[[str], None] = print) -> Wheelhouse:
     """Download into ``out`` what a night needs (see the module docstring)."""
+    _held_from_before(out)
     out.mkdir(parents=True, exist_ok=True)
     target = _target_args(python, platforms)
     constraints = constraints_for(python)

@@ -181,3 +181,54 @@ def test_a_refresh_into_last_nights_folder_records_every_wheel(tmp_path: Path,
     again = wheelhouse._download(out, ["filelock", "wrapt"], "support wheels", print)
     assert first == again == ["filelock-3.0-py3-none-any.whl", "wrapt-1.0-py3-none-any.whl"]
     assert sorted(p.name for p in out.iterdir()) == first  # no scratch folder left behind
+
+
+def test_a_prepare_refuses_a_release_file_it_did_not_record(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """A prepare records the hash of every wheel the folder holds, and pip download keeps a
+    file already there under the name it would fetch: a wheel planted between nights would be
+    recorded as trusted and installed by the next night. Refused before anything is
+    downloaded, naming it; what the last prepare recorded, unchanged or gone, is fine."""
+    from patchlane.releases import wheelhouse
+    from patchlane.sweep.wheelhouse_manifest import WheelhouseError
+
+    fetched: list[str] = []
+
+    def pip(args: list[str], what: str, log: object) -> None:  # what pip download writes
+        dest = Path(args[args.index("--dest") + 1])
+        for name in ("filelock-3.0-py3-none-any.whl", "wrapt-1.0-py3-none-any.whl"):
+            fetched.append(name)
+            if not (dest / name).exists():  # pip keeps a file already there
+                (dest / name).write_bytes(name.encode())
+
+    def own(out: Path, project_root: object, log: object) -> str:
+        (out / "patchlane-0.1.0-py3-none-any.whl").write_bytes(b"ours")
+        return "patchlane-0.1.0-py3-none-any.whl"
+
+    monkeypatch.setattr(wheelhouse, "_pip", pip)
+    monkeypatch.setattr(wheelhouse, "_own_wheel", own)
+    out = tmp_path / "wh"
+
+    def prepare() -> None:
+        wheelhouse.prepare(out, [], python=PY, platforms=wheelhouse.PLATFORMS,
+                           project_root=None, constraints_for=lambda python: None,
+                           matrix_file=ROOT / "matrix.yaml", log=lambda line: None)
+
+    prepare()
+    manifest = (out / "wheelhouse.json").read_bytes()
+    prepare()  # last night's folder, as it left it
+    for planted, says in (("liger_kernel-0.8.1-py3-none-any.whl", "is no wheel it recorded"),
+                          ("liger_kernel-0.8.1+evil.tar.gz", "is no wheel it recorded"),
+                          ("wrapt-1.0-py3-none-any.whl", "is not the wheel it recorded")):
+        (out / planted).write_bytes(b"planted")
+        fetched.clear()
+        with pytest.raises(WheelhouseError, match=re.escape(planted) + ".*" + says):
+            prepare()
+        assert fetched == [] and (out / "wheelhouse.json").read_bytes() == manifest
+        (out / planted).unlink()
+    prepare()  # a recorded wheel that is gone is fetched again
+    assert (out / "wrapt-1.0-py3-none-any.whl").read_bytes() == b"wrapt-1.0-py3-none-any.whl"
+    (out / "wheelhouse.json").unlink()  # wheels no prepare recorded
+    with pytest.raises(WheelhouseError, match="is no wheel it recorded"):
+        prepare()
