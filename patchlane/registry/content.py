@@ -9,6 +9,12 @@ changed. The parts:
                 (followed transitively: the DSA overlays' behaviour lives there);
 ``reproducer``  the reproducer file;
 ``check``       a compat gate's check file;
+
+                each of the three with the team's own modules it imports: a module or package
+                that lies in the registry file's folder or the file's own folder (a team's
+                ``helpers.py`` beside its ``registry.yaml``), followed transitively. Code from
+                installed packages is not in it (upstream's is what the gate and fingerprints
+                answer for);
 ``entry``       the registry block's behaviour: kind, target, gate (as written), fingerprints
                 and their policy, the kind's own settings, ``depends_on`` and ``continued_by``.
                 Not its text (summary, notes, evidence, upstream links, owner): editing those
@@ -102,6 +108,102 @@ def _overlay_hash(overlay: Path, source: bytes | None = None) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+def _imported(source: bytes, package: str) -> set[str]:
+    """Module names ``source`` imports, at any depth of the file, relative imports resolved
+    against ``package`` (the importing module's package; ``""`` for a top-level one). For
+    ``from a import b`` both ``a`` and ``a.b`` (``b`` may be a submodule)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".") if package else []
+                if node.level - 1 > len(parts):
+                    continue  # beyond the top: fails at import, nothing of ours to hash
+                parts = parts[:len(parts) - (node.level - 1)]
+                base = ".".join([*parts, *([base] if base else [])])
+            if base:
+                names.add(base)
+            names.update(f"{base}.{alias.name}" if base else alias.name
+                         for alias in node.names if alias.name != "*")
+    return names
+
+
+def _module_files(root: Path, name: str) -> list[tuple[Path, str]]:
+    """The files of ``root`` that importing ``name`` from it runs, each with its package: each
+    package's ``__init__.py`` on the way and the module itself; none when ``root`` lacks it."""
+    found: list[tuple[Path, str]] = []
+    folder = root
+    parts = name.split(".")
+    for depth, part in enumerate(parts):
+        package = ".".join(parts[:depth])
+        module, inner = folder / f"{part}.py", folder / part
+        if inner.is_dir():
+            init = inner / "__init__.py"
+            if init.is_file():
+                found.append((init, ".".join(parts[:depth + 1])))
+            folder = inner
+        elif module.is_file():
+            found.append((module, package))
+            break  # a module, not a package: what follows its name is an attribute
+        else:
+            break
+    return found
+
+
+def _own_modules(path: Path, source: bytes, roots: tuple[Path, ...],
+                 upstream: frozenset[str]) -> list[tuple[str, bytes]]:
+    """The team's own modules a file imports (see the module docstring), followed
+    transitively: ``(label, bytes)`` each, in a fixed order. ``upstream``: top-level names
+    never followed: patchlane's (``overlaylib`` is hashed on its own rule) and the target's
+    (a source tree of it beside the registry is upstream's code, which the gate and the
+    fingerprints answer for, and following it would read the whole tree)."""
+    seen: dict[Path, tuple[str, bytes]] = {}
+    done: set[str] = set()
+
+    def ours(names: set[str]) -> list[str]:
+        return sorted(n for n in names - done if n.split(".")[0] not in upstream)
+
+    todo = ours(_imported(source, ""))
+    while todo:
+        name = todo.pop()
+        if name in done:
+            continue
+        done.add(name)
+        for root in roots:
+            for file, package in _module_files(root, name):
+                resolved = file.resolve()
+                if resolved in seen or resolved == path.resolve():
+                    continue
+                data = file.read_bytes()
+                seen[resolved] = (file.relative_to(root).as_posix(), data)
+                todo.extend(ours(_imported(data, package)))
+    return [seen[key] for key in sorted(seen, key=lambda p: seen[p][0])]
+
+
+def _file_hash(path: Path, roots: tuple[Path, ...], upstream: frozenset[str],
+               source: bytes | None = None, overlay: bool = False) -> str:
+    """A part's hash: its file (an overlay with its ``patchlane.overlaylib`` code), then the
+    team's own modules it imports, each under its name. A file that imports none of those
+    hashes as before they counted."""
+    source = path.read_bytes() if source is None else source
+    base = _overlay_hash(path, source) if overlay else _sha(source)
+    own = _own_modules(path, source, roots, upstream)
+    if not own:
+        return base
+    digest = hashlib.sha256(base.encode())
+    for label, data in own:
+        digest.update(f"\0own:{label}\0".encode())
+        digest.update(data)
+    return "sha256:" + digest.hexdigest()
+
+
 def _behaviour(entry: Entry) -> dict[str, Any]:
     fingerprint = entry.fingerprint
     spec: Any = entry.spec
@@ -128,12 +230,15 @@ def entry_content(entry: Entry, overlay_source: bytes | None = None) -> dict[str
     out: dict[str, str] = {}
     files: dict[str, Path | None] = {"overlay": entry.overlay, "reproducer": entry.reproducer,
                                      "check": getattr(entry.spec, "check_file", None)}
+    upstream = frozenset({"patchlane", (entry.target.module or "").split(".")[0]} - {""})
     for part, path in files.items():
         if path is None:
             continue
+        roots = tuple(dict.fromkeys((entry.source.parent, path.parent)))
         try:
-            out[part] = _overlay_hash(path, overlay_source) if part == "overlay" \
-                else _sha(path.read_bytes())
+            out[part] = _file_hash(path, roots, upstream,
+                                   overlay_source if part == "overlay" else None,
+                                   overlay=part == "overlay")
         except OSError:
             out[part] = "missing"
     out["entry"] = _sha(json.dumps(_behaviour(entry), sort_keys=True, default=str).encode())

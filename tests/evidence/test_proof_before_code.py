@@ -184,3 +184,51 @@ def test_the_patch_set_digest_covers_the_library_code_an_overlay_runs(
     (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
         "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n    assert True\n")
     assert patch_set_digest(registry) != edited  # the reproducer is content too
+
+
+def test_the_content_hash_covers_the_teams_own_modules_the_files_import(
+        fake_target: FakeTarget) -> None:
+    """A team's overlay that imports a helper of its own (beside its registry, on the job's
+    path): an edit to the helper, or to a module the helper imports, makes the overlay part
+    differ, so a proof of the old helper is stale. The target's own tree beside the registry,
+    installed packages and unrelated files are not in it; a file that imports none of the
+    team's modules hashes as before."""
+    from patchlane.registry import load_registries
+
+    fake = fake_target
+    root = fake.root
+    overlay = root / "patches" / f"{fake.entry_id}.py"
+    plain = overlay.read_bytes()
+
+    def parts() -> dict[str, str]:
+        (entry,) = load_registries([fake.write_registry()]).entries
+        return content.entry_content(entry)
+
+    before = parts()
+    assert before["overlay"] == "sha256:" + __import__("hashlib").sha256(plain).hexdigest()
+    (root / "team_helpers.py").write_text("import json\nimport team_pkg.inner\nSCALE = 2\n")
+    (root / "team_pkg").mkdir()
+    (root / "team_pkg" / "__init__.py").write_text("")
+    (root / "team_pkg" / "inner.py").write_text("from . import deep\n")
+    (root / "team_pkg" / "deep.py").write_text("VALUE = 1\n")
+    (root / "unrelated.py").write_text("X = 1\n")
+    overlay.write_bytes(plain + (
+        f"\n\ndef _scale():\n    import team_helpers\n    from {fake.package} import target\n"
+        "    return team_helpers.SCALE, target\n").encode())
+    with_helper = parts()
+    assert with_helper["entry"] == before["entry"]
+    for edit, counts in ((root / "team_helpers.py", True), (root / "team_pkg" / "deep.py", True),
+                         (root / "team_pkg" / "__init__.py", True),
+                         (root / "unrelated.py", False), (fake.target_file, False)):
+        was = parts()
+        edit.write_text(edit.read_text() + "\n# edited\n")
+        now = parts()
+        assert (now["overlay"] != was["overlay"]) is counts, edit
+        assert now["reproducer"] == was["reproducer"] and now["entry"] == was["entry"], edit
+    # a reproducer's helper beside it (its folder is on the path when it runs) counts the same
+    reproducer = root / "reproducers" / f"{fake.entry_id}.py"
+    reproducer.write_text(reproducer.read_text() + "\nimport _repro_common\n")
+    (root / "reproducers" / "_repro_common.py").write_text("N = 1\n")
+    was = parts()["reproducer"]
+    (root / "reproducers" / "_repro_common.py").write_text("N = 2\n")
+    assert parts()["reproducer"] != was
