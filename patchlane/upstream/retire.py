@@ -25,7 +25,7 @@ guarding in the sweep. ``delete`` (only of a retired entry) is its own command.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,15 +80,28 @@ class SweepRow:
     overlay out); for a row that ran without the overlay only (past the gate), ``upstream-fixed``
     when the probe, asked there, said so; None otherwise."""
     stale: tuple[str, ...] = ()
-    """``("reproducer",)`` when the reproducer changed since this run
-    (:mod:`patchlane.registry.content`): a run of another version of it is not evidence about
-    today's."""
+    """The parts a retirement rests on that changed since this run
+    (:mod:`patchlane.registry.content`): ``reproducer`` (a run of another version of it is not
+    evidence about today's) and ``overlay`` (the file whose probe the run asked: its answer is
+    not today's probe's)."""
+    created: str = ""
+    """When the run was made (its index's ``created``): the newest run of a release decides."""
+
+    @property
+    def release_class(self) -> tuple[str, int, str | None]:
+        """What a newer run of the same entry revokes an older one on: lane, world size and
+        the release it ran against."""
+        return self.lane, self.world_size, self.installed
+
+    def describe(self) -> str:
+        return (f"{self.verdict.value} on {self.installed} [{self.lane} ws={self.world_size}] "
+                f"in run {self.run}")
 
     def as_dict(self) -> dict[str, Any]:
         return {"run": self.run, "lane": self.lane, "world_size": self.world_size,
                 "verdict": self.verdict.value, "installed": self.installed,
                 "probe": None if self.probe is None else self.probe.value,
-                "stale": list(self.stale)}
+                "stale": list(self.stale), "created": self.created}
 
 
 @dataclass
@@ -135,11 +148,13 @@ def read_sweep_rows(entry: Entry, run_dir: Path) -> list[SweepRow]:
                  else _probe_asked(receipts["without"]) if "without" in receipts else None)
         ran = receipts.get("without") or receipts.get("with") or {}
         # The reproducer is what a retirement rests on (it passes without the overlay on the
-        # fixed release): a run of another version of it says nothing about today's.
-        stale = tuple(p for p in changed_parts(ran.get("content"), now) if p == "reproducer")
+        # fixed release): a run of another version of it says nothing about today's. The
+        # overlay file holds the probe: a probe rewritten since answers for itself, not the run.
+        stale = tuple(p for p in changed_parts(ran.get("content"), now)
+                      if p in ("reproducer", "overlay"))
         rows.append(SweepRow(run=index.run_id, lane=row.lane, world_size=row.world_size,
                              verdict=row.verdict, installed=row.installed, probe=probe,
-                             stale=stale))
+                             stale=stale, created=index.created))
     return rows
 
 
@@ -187,23 +202,50 @@ def evaluate(entry: Entry, upstream: TrackReport | None,
         claimed = [r for r in evidence.sweep if r.verdict is Verdict.UPSTREAM_FIXED
                    and (when.release is None or (r.installed and
                                                  in_range(when.release, r.installed)))]
-        fixed = [r for r in claimed if not r.stale]
-        if claimed and not fixed:
+        current = [r for r in claimed if "reproducer" not in r.stale]
+        # The newest run of today's reproducer on a release decides, as for "proven here": an
+        # older upstream-fixed is revoked by a newer run on that release where the bug shows.
+        newest = _newest_by_release(r for r in evidence.sweep if "reproducer" not in r.stale)
+        fixed = [r for r in current if newest[r.release_class] is r]
+        if claimed and not current:
             runs = ", ".join(sorted({f"{r.run} ({', '.join(r.stale)})" for r in claimed}))
             evidence.missing.append(
                 f"sweep: the runs showing upstream-fixed are stale: the entry changed since "
                 f"them ({runs}); sweep again for evidence of today's reproducer")
+        elif current and not fixed:
+            revoked = "; ".join(sorted(f"{r.describe()}, revoked by "
+                                       f"{newest[r.release_class].describe()}"
+                                       for r in current))
+            evidence.missing.append(
+                f"sweep: a newer run of the same release no longer shows upstream-fixed "
+                f"({revoked}); the newest run of each release decides")
         elif not fixed:
             seen = sorted({f"{r.verdict.value}@{r.installed}" for r in evidence.sweep})
             evidence.missing.append(
                 "sweep: no run shows the reproducer passing without the overlay on a fixed "
                 f"release (seen: {seen or 'no run directory given: --evidence RUN_DIR'})")
-        elif when.probe and not any(r.probe is Outcome.UPSTREAM_FIXED for r in fixed):
-            evidence.missing.append("probe: no run where the probe reported upstream-fixed")
+        elif when.probe and not any(r.probe is Outcome.UPSTREAM_FIXED and "overlay" not in r.stale
+                                    for r in fixed):
+            asked = [r for r in fixed if r.probe is Outcome.UPSTREAM_FIXED]
+            evidence.missing.append(
+                "probe: no run where the probe reported upstream-fixed" if not asked else
+                "probe: the runs where the probe reported upstream-fixed asked another overlay "
+                f"file ({', '.join(sorted({r.run for r in asked}))}: the overlay, whose probe "
+                "it is, changed since); sweep again to ask today's probe")
         broken = [r for r in evidence.sweep if r.verdict in (Verdict.BROKEN, Verdict.ERROR)]
         if broken:
             evidence.missing.append(f"sweep: {len(broken)} case(s) broken or in error")
     return evidence
+
+
+def _newest_by_release(rows: Iterable[SweepRow]) -> dict[tuple[str, int, str | None], SweepRow]:
+    """Each release class's newest row (by the run's ``created``, then its id)."""
+    newest: dict[tuple[str, int, str | None], SweepRow] = {}
+    for row in rows:
+        held = newest.get(row.release_class)
+        if held is None or (row.created, row.run) > (held.created, held.run):
+            newest[row.release_class] = row
+    return newest
 
 
 def _current_status(path: Path, raw: str, entry_id: str) -> Status:

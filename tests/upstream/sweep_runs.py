@@ -26,12 +26,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _content(entry_id: str) -> dict[str, str]:
-    """What a sweep records of the reproducer it ran (this checkout's, where there is one)."""
-    import hashlib
+    """What a sweep records of the reproducer and the overlay (whose probe it asked) it ran:
+    this checkout's, where the catalog has the entry."""
+    from patchlane.common.errors import UnknownEntryError
+    from patchlane.registry import load_registries
+    from patchlane.registry.content import entry_content
 
-    path = REPO / "reproducers" / f"{entry_id}.py"
-    return {"reproducer": "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()} \
-        if path.is_file() else {}
+    try:
+        entry = load_registries([REPO / "registry.yaml"]).get(entry_id)
+    except UnknownEntryError:
+        return {}
+    return {part: value for part, value in entry_content(entry).items()
+            if part in ("reproducer", "overlay")}
 
 
 def receipt(run_id: str, entry_id: str, world_size: int, mode: Mode, outcome: str,

@@ -58,14 +58,16 @@ def test_sweep_rows_are_read_as_enums(sourced: Entry, tmp_path: Path) -> None:
     run = run_dir(tmp_path, ("upstream-fixed", "0.18.0", "upstream-fixed"),
                   ("guarding", "0.16.1", None))
     rows = read_sweep_rows(sourced, run)
-    assert rows == [
-        SweepRow("run-1", "cpu", 1, Verdict.UPSTREAM_FIXED, "0.18.0", Outcome.UPSTREAM_FIXED),
-        SweepRow("run-1", "cpu", 2, Verdict.GUARDING, "0.16.1", None),
+    created = json.loads((run / "index.json").read_text())["created"]
+    assert created and rows == [
+        SweepRow("run-1", "cpu", 1, Verdict.UPSTREAM_FIXED, "0.18.0", Outcome.UPSTREAM_FIXED,
+                 created=created),
+        SweepRow("run-1", "cpu", 2, Verdict.GUARDING, "0.16.1", None, created=created),
     ]
     # JSON (`patchlane upstream --json`) carries the values, as before the enums.
     assert json.loads(json.dumps(rows[0].as_dict())) == {
         "run": "run-1", "lane": "cpu", "world_size": 1, "verdict": "upstream-fixed",
-        "installed": "0.18.0", "probe": "upstream-fixed", "stale": []}
+        "installed": "0.18.0", "probe": "upstream-fixed", "stale": [], "created": created}
 
 
 def test_a_run_of_another_version_of_the_reproducer_does_not_retire(sourced: Entry,
@@ -77,6 +79,49 @@ def test_a_run_of_another_version_of_the_reproducer_does_not_retire(sourced: Ent
     assert not evidence.ready
     assert any(m.startswith("sweep: the runs showing upstream-fixed are stale: the entry "
                             "changed since them (run-1 (reproducer))") for m in evidence.missing)
+
+
+def test_a_newer_run_of_the_same_release_revokes_an_older_upstream_fixed(
+        sourced: Entry, tmp_path: Path) -> None:
+    """The newest run of today's reproducer on a release decides, as for "proven here": the
+    bug back on 0.18.0 in a later run (the same lane and world size) leaves the older pass
+    nothing to retire on, whatever order the runs are given in. A newer pass wins back."""
+    older = run_dir(tmp_path, ("upstream-fixed", "0.18.0", "upstream-fixed"), name="run-1")
+    newer = run_dir(tmp_path, ("guarding", "0.18.0", None), name="run-2")
+    edit_json(older / "index.json", lambda d: d.update(created="2026-11-20T00:00:00+00:00"))
+    edit_json(newer / "index.json", lambda d: d.update(created="2026-11-21T00:00:00+00:00"))
+    for given in ([older, newer], [newer, older]):
+        evidence = evaluate(sourced, report(), given)
+        assert not evidence.ready
+        assert ("sweep: a newer run of the same release no longer shows upstream-fixed "
+                "(upstream-fixed on 0.18.0 [cpu ws=1] in run run-1, revoked by guarding on "
+                "0.18.0 [cpu ws=1] in run run-2); the newest run of each release decides"
+                ) in evidence.missing, evidence.missing
+    newest = run_dir(tmp_path, ("upstream-fixed", "0.18.0", "upstream-fixed"), name="run-3")
+    edit_json(newest / "index.json", lambda d: d.update(created="2026-11-22T00:00:00+00:00"))
+    assert evaluate(sourced, report(), [older, newer, newest]).ready
+    # another world size or release is its own class: run-2's row does not revoke it
+    other = run_dir(tmp_path, ("guarding", "0.18.1", None), name="run-4")
+    edit_json(other / "index.json", lambda d: d.update(created="2026-11-23T00:00:00+00:00"))
+    assert evaluate(sourced, report(), [older, other]).ready
+
+
+def test_a_probe_rewritten_since_the_run_does_not_retire(sourced: Entry, tmp_path: Path) -> None:
+    """retire_when.probe: the run's probe said upstream-fixed, then the overlay (which holds
+    the probe) changed: today's probe never said so."""
+    overlay = tmp_path / "patches" / f"{ENTRY}.py"  # the overlay the run's receipts record
+    overlay.parent.mkdir()
+    shutil.copy(REPO / "patches" / f"{ENTRY}.py", overlay)
+    with_overlay = dataclasses.replace(sourced, overlay=overlay)
+    run = run_dir(tmp_path, ("upstream-fixed", "0.18.0", "upstream-fixed"))
+    assert evaluate(with_overlay, report(), [run]).ready
+    overlay.write_text(overlay.read_text().replace("def probe(", "def _old_probe(") +
+                       "\n\ndef probe(module):\n    return False\n")
+    evidence = evaluate(with_overlay, report(), [run])
+    assert evidence.missing == [
+        "probe: the runs where the probe reported upstream-fixed asked another overlay file "
+        "(run-1: the overlay, whose probe it is, changed since); sweep again to ask today's "
+        "probe"], evidence.missing
 
 
 def test_ready_with_released_upstream_fixed_sweep_and_probe(sourced: Entry,
