@@ -31,12 +31,13 @@ import json
 import math
 import re
 import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any
 
 import yaml
@@ -272,7 +273,23 @@ def _resolve_target(request: Request, module: ModuleType | None, module_name: st
     if module is None:
         return None  # strict mode refused the import; the source read below finds it or not
     try:
-        return resolve(module, qualname).shape.name
+        shape = resolve(module, qualname).shape.name
+        found = getattr(module, qualname) if "." not in qualname else None
+        fn: FunctionType | None = found if isinstance(found, FunctionType) else None
+        home = fn.__module__ if fn is not None else None
+        where = f"{home}:{fn.__qualname__}" if fn is not None else ""
+        # `__module__` is only a claim (torch sets "torch" on functions defined elsewhere):
+        # a re-export is a module that holds the very function under its name
+        if fn is not None and home and home != module_name and \
+                getattr(sys.modules.get(home), fn.__name__, None) is fn:
+            # Patched on the module that re-exports it, the function would stay upstream's in
+            # the module that defines it and in every module that imported it from there.
+            raise NewEntryError(request.entry_id, f"{module_name}:{qualname} is a re-export",
+                                found=f"{qualname} is defined in {home}",
+                                expected="the module that defines it, patched when it is "
+                                "imported, before other modules take their copy",
+                                fix=f"--target {where}")
+        return shape
     except Refused as exc:
         raise NewEntryError(request.entry_id, f"{module_name}:{qualname} cannot be overlaid "
                             "as named", found=exc.problem,
@@ -851,7 +868,7 @@ def _overlay_stub(request: Request, installed: Installed, shape: str | None) -> 
 
 from __future__ import annotations
 
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any
 
 from patchlane.loading import entry_id

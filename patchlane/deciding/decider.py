@@ -39,6 +39,7 @@ from ..targets import resolve as resolve_target
 from ..targets.place import (
     copies_left,
     current,
+    defined_elsewhere,
     ours_at,
     place,
     reaches,
@@ -584,6 +585,10 @@ class Decider:
             # Applied where a lookup goes, but not on every call path: said, on every rank.
             skipped = (f"{', '.join(left)} still holds upstream's function (taken when its "
                        "module ran): calls through it skip the overlay")
+            home = defined_elsewhere(self._applied[entry.id])
+            if home is not None:
+                skipped += (f"; fix: name the target where it is defined, `{home}`, so it is "
+                            "patched before other modules import it")
             log.warning("%s: %s", entry.id, skipped)
             note += f"; but {skipped}"
         return decision(Outcome.APPLIED, f"{gate.reason}; the target is "

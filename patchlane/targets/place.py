@@ -17,7 +17,8 @@ from typing import Any
 from .find import Found, Refused, holder_of
 from .protocol import Placement, forget_value, layers_at
 
-__all__ = ["copies_left", "current", "ours_at", "place", "reaches", "still_placed", "unplace"]
+__all__ = ["copies_left", "current", "defined_elsewhere", "ours_at", "place", "reaches",
+           "still_placed", "unplace"]
 
 _MISSING = object()
 
@@ -47,11 +48,13 @@ def reaches(placement: Placement) -> bool:
 
 
 def copies_left(placements: Sequence[Placement], most: int = 3) -> list[str]:
-    """Where the module that defines a target still holds upstream's function itself, as a
+    """Where the module that holds a target still holds upstream's function itself, as a
     global or in a table (a dict's value, a list's or tuple's item), one level deep:
-    ``ops.DISPATCH['f']``. Taken while the module ran, before the overlay was placed, those
-    calls skip the overlay, whatever a lookup through the owner finds. Only plain functions are
-    looked for (a value, a small int or a string, may be the same object by chance).
+    ``ops.DISPATCH['f']``; and, for a function a module re-exports (a package's ``__init__``),
+    the module that defines it, under its own name. Taken while the module ran, before the
+    overlay was placed, those calls skip the overlay, whatever a lookup through the owner
+    finds. Only plain functions are looked for (a value, a small int or a string, may be the
+    same object by chance).
 
     It only reads: exact types, and a dict subclass's own storage (``dict.items``), never its
     ``items()`` (transformers' lazy mappings import a module per key there) nor a proxy's
@@ -71,25 +74,67 @@ def copies_left(placements: Sequence[Placement], most: int = 3) -> list[str]:
                                                _function(placement.below)) if fn is not None}
             if module is None or not originals:
                 continue
-            name_of = getattr(module, "__name__", "?")
-            for name, value in list(vars(module).items()):
-                if module is owner and name == placement.attribute:
-                    continue
-                kind = type(value)
-                if id(value) in originals:
-                    places.append(f"{name_of}.{name}")
-                elif issubclass(kind, dict):
-                    places.extend(f"{name_of}.{name}[{key!r}]"
-                                  for key, item in list(dict.items(value))
-                                  if id(item) in originals)
-                elif kind is list or kind is tuple:
-                    places.extend(f"{name_of}.{name}[{at}]"
-                                  for at, item in enumerate(value) if id(item) in originals)
+            for holder in _modules_holding(module, originals.values()):
+                places.extend(_copies_in(holder, owner, placement.attribute, originals))
                 if len(places) >= most:
                     return places[:most]
     except Exception:  # a module's odd global is no reason to fail its import
         return places[:most]
     return places
+
+
+def _modules_holding(module: Any, originals: Any) -> list[Any]:
+    """The module whose globals to read: the owner's, and where a module re-exports a function
+    defined in another (a package's ``__init__`` importing it from a submodule), that defining
+    module too, which holds upstream's function under its own name."""
+    import sys
+    import types
+
+    found = [module]
+    for fn in originals:
+        defining = sys.modules.get(getattr(fn, "__module__", None) or "")
+        if type(defining) is types.ModuleType and all(defining is not m for m in found):
+            found.append(defining)
+    return found
+
+
+def _copies_in(module: Any, owner: Any, attribute: str, originals: dict[int, Any]) -> list[str]:
+    """Where ``module``'s globals hold one of ``originals`` (see :func:`copies_left`)."""
+    places: list[str] = []
+    name_of = getattr(module, "__name__", "?")
+    for name, value in list(vars(module).items()):
+        if module is owner and name == attribute:
+            continue
+        kind = type(value)
+        if id(value) in originals:
+            places.append(f"{name_of}.{name}")
+        elif issubclass(kind, dict):
+            places.extend(f"{name_of}.{name}[{key!r}]"
+                          for key, item in list(dict.items(value)) if id(item) in originals)
+        elif kind is list or kind is tuple:
+            places.extend(f"{name_of}.{name}[{at}]"
+                          for at, item in enumerate(value) if id(item) in originals)
+    return places
+
+
+def defined_elsewhere(placements: Sequence[Placement]) -> str | None:
+    """``module:name`` where a function placed on a module that only re-exports it is defined,
+    or None: named there, the target would be patched when that module is imported, before
+    the modules that import the function from it take their copy."""
+    import sys
+    import types
+
+    for placement in placements:
+        fn: types.FunctionType | None = _function(placement.original)
+        if type(placement.owner) is not types.ModuleType or fn is None:
+            continue
+        defining = getattr(fn, "__module__", None)
+        # `__module__` is only a claim (torch sets "torch" on functions defined elsewhere):
+        # the defining module is one that holds the very function under its own name
+        if defining and defining != getattr(placement.owner, "__name__", defining) and \
+                vars(sys.modules.get(defining, types)).get(fn.__name__) is fn:
+            return f"{defining}:{placement.original.__qualname__}"
+    return None
 
 
 def _function(obj: Any) -> Any:

@@ -137,6 +137,9 @@ def test_a_fresh_entry_never_passes_in_the_sweep(fake_target: FakeTarget,
 
 def test_refusals_are_usage_errors_and_write_nothing(fake_target: FakeTarget) -> None:
     fake_target.write_registry()
+    # the package re-exports shout: patched there, the module that defines it keeps its own
+    (fake_target.root / fake_target.package / "__init__.py").write_text(
+        "from .target import shout\n")
     before = fake_target.registry.read_bytes()
     listing = sorted(fake_target.root.rglob("*"))
     cases = [
@@ -151,6 +154,10 @@ def test_refusals_are_usage_errors_and_write_nothing(fake_target: FakeTarget) ->
         # "applied" while nothing calls it
         (["new", ENTRY, "--target", f"{fake_target.module}:Greeter.greet.__code__"],
          "Greeter.greet itself"),
+        (["new", ENTRY, "--target", f"{fake_target.package}:shout"],
+         f"is a re-export; found shout is defined in {fake_target.module}, expected the module "
+         f"that defines it, patched when it is imported, before other modules take their "
+         f"copy; fix: --target {fake_target.module}:shout"),
     ]
     for args, needle in cases:
         out = cli(fake_target, *args, "--registry", str(fake_target.registry))

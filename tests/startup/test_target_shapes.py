@@ -7,6 +7,7 @@ re-applies after a revert. And every target no shape can carry is refused, never
 from __future__ import annotations
 
 import functools
+import importlib
 import textwrap
 from dataclasses import dataclass
 from typing import Any
@@ -220,6 +221,32 @@ def test_a_table_the_module_built_from_the_function_is_named_in_the_decision(
     assert decision.reason.endswith(f"; but {where} still holds upstream's function (taken "
                                     "when its module ran): calls through it skip the overlay")
     assert any(r.levelname == "WARNING" and where in r.getMessage() for r in caplog.records)
+
+
+def test_a_function_named_where_a_package_re_exports_it_says_where_it_is_defined(
+        fake_target: FakeTarget, caplog: pytest.LogCaptureFixture) -> None:
+    """Named through the package that re-exports it (how a user spells it), the function is
+    patched on the package only: the module that defines it, and every module that imported
+    it from there, keep upstream's. Applied (a lookup through the package reaches it), and the
+    decision and a warning say where it does not, and where to name the target instead."""
+    fake = fake_target
+    _setup(fake, next(c for c in CASES if c.shape == "function"))
+    (fake.root / fake.package / "__init__.py").write_text("from .target import shout\n")
+    fake.write_registry(fake.entry(
+        target={"distribution": fake.distribution, "object": f"{fake.package}:shout",
+                "shape": "function"},
+        fingerprint={"policy": "refuse", "sha256": [fake.fingerprint(("shout",))]}))
+    decider = fake.decider()
+    package = importlib.import_module(fake.package)
+    decision = decider.audit.latest()[fake.entry_id]
+    assert decision.outcome is Outcome.APPLIED, decision.reason
+    assert package.shout("hi") == "HI!" and fake.import_target().shout("hi") == "HI"
+    said = (f"; but {fake.module}.shout still holds upstream's function (taken when its module "
+            f"ran): calls through it skip the overlay; fix: name the target where it is "
+            f"defined, `{fake.module}:shout`, so it is patched before other modules import it")
+    assert decision.reason.endswith(said), decision.reason
+    assert any(r.levelname == "WARNING" and f"`{fake.module}:shout`" in r.getMessage()
+               for r in caplog.records)
 
 
 def test_looking_for_copies_only_reads_a_modules_globals(fake_target: FakeTarget) -> None:
