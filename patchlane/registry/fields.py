@@ -55,9 +55,15 @@ class Fields:
         folder joined with the text; what it resolved to). What the validated-registry cache
         must see unchanged to stand for this validation."""
 
-    def exists(self, written: Path, resolved: Path) -> bool:
+    def exists(self, written: Path, resolved: Path, key: str) -> bool:
         self.checked.append((written, resolved))
-        return written.is_file()
+        try:
+            return written.is_file()
+        except OSError as exc:  # a name too long, a folder unreadable: this file's refusal
+            raise self.fail("cannot look the file up", key=key,
+                            found=os.path.relpath(written, self.path.parent),
+                            expected=f"a file the filesystem can find ({exc.strerror or exc})",
+                            fix="correct the path, or make its folder readable") from None
 
     def fail(
         self,
@@ -168,7 +174,7 @@ def relative_file(ctx: Fields, value: object, key: str, entry_id: str) -> Path:
     text = expect_type(ctx, value, str, key, "a path relative to the registry file")
     inside_folder(ctx, text, key)
     path: Path = (ctx.path.parent / text).resolve()
-    if not ctx.exists(ctx.path.parent / text, path):
+    if not ctx.exists(ctx.path.parent / text, path, key):
         raise ctx.fail(
             "file does not exist",
             key=key,

@@ -154,7 +154,7 @@ def _draft(ctx: Fields, value: object) -> Path | None:
                         "file, e.g. drafts/<id>.md")
     inside_folder(ctx, text, "upstream.draft")
     path: Path = (ctx.path.parent / text).resolve()
-    if ctx.drafts_required and not ctx.exists(ctx.path.parent / text, path):
+    if ctx.drafts_required and not ctx.exists(ctx.path.parent / text, path, "upstream.draft"):
         raise ctx.fail("draft does not exist", key="upstream.draft", found=text,
                        expected=f"an existing file relative to {ctx.path.parent}",
                        fix=f"run `patchlane draft {ctx.entry_id}` to write {path} from sweep "

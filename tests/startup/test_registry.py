@@ -403,6 +403,10 @@ BAD: dict[str, Bad] = {
     "reproducer-missing": Bad(
         missing_file("reproducers"), "file does not exist", key="reproducer",
         found=f"reproducers/{ENTRY_ID}.py", expected="an existing file"),
+    "overlay-name-too-long": Bad(  # the lookup itself fails (ENAMETOOLONG): refused alike
+        entry_with("overlay", "patches/" + "x" * 300 + ".py"), "cannot look the file up",
+        key="overlay", found="patches/" + "x" * 300 + ".py",
+        expected="a file the filesystem can find (File name too long)"),
     "overlay-not-named-after-id": Bad(
         misnamed_overlay, "named after their entry id", key="overlay",
         found="patches/other_fix.py", expected=f"a file named {ENTRY_ID}.py"),
