@@ -11,6 +11,8 @@ error".
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import signal
 import sys
@@ -481,11 +483,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[FULL_WIDTH_ENV] = "1"
     restore_logs = _logs_to_stderr()
     restore_sigterm = _stop_on_sigterm(args.command)
+    restore_streams = _print_any_text()
     try:
         return _main(args)
     finally:
+        restore_streams()
         restore_sigterm()
         restore_logs()
+
+
+def _print_any_text() -> Callable[[], None]:
+    """stdout and stderr write what they cannot encode as escapes (``\\udcff``), as Python's
+    own tracebacks do, for the command's run. A reproducer's message or a path may hold a lone
+    surrogate (a file name read with ``os.fsdecode``): printed strictly, a UTF-8 locale's
+    stdout raised UnicodeEncodeError, and a sweep that went well exited 70, "a bug in
+    patchlane". Returns what puts each stream's own setting back."""
+    restore: list[Callable[[], None]] = []
+    for stream in (sys.stdout, sys.stderr):
+        errors = getattr(stream, "errors", None)
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is None or errors in (None, "backslashreplace", "surrogateescape"):
+            continue
+        try:
+            reconfigure(errors="backslashreplace")
+        except (ValueError, OSError):  # a detached or closed stream: left as it is
+            continue
+        restore.append(functools.partial(reconfigure, errors=errors))
+
+    def back() -> None:
+        for undo in restore:
+            with contextlib.suppress(ValueError, OSError):
+                undo()
+
+    return back
 
 
 def _logs_to_stderr() -> Callable[[], None]:

@@ -251,6 +251,28 @@ def test_the_command_exits_with(fake_target: FakeTarget, tmp_path: Path, code: E
     assert "Traceback" not in out.stderr  # an expected failure is one line, never a bug report
 
 
+@pytest.mark.parametrize("command", ["reproduce", "sweep"])
+def test_a_message_that_cannot_be_encoded_is_printed_escaped(fake_target: FakeTarget,
+                                                             tmp_path: Path,
+                                                             command: str) -> None:
+    """A reproducer's message holding a lone surrogate (a file name read with os.fsdecode),
+    under a UTF-8 locale whose stdout is strict: printed escaped, with the verdict's own exit
+    code (it was UnicodeEncodeError and exit 70, "a bug in patchlane")."""
+    _reproducer(fake_target, f"    import os\n    import {fake_target.module} as t\n"
+                             "    got = t.Greeter().greet('q')\n"
+                             "    assert got == 'patched hello q', os.fsdecode(b'ckpt-\\xff')\n")
+    env = _env(fake_target, PYTHONIOENCODING="utf-8:strict")
+    if command == "reproduce":
+        out = cli("reproduce", fake_target.entry_id, "--without-overlay", env=env)
+        assert out.returncode == ExitCode.REPRODUCER_FAILED, out.stderr
+    else:
+        out = cli("sweep", "--only", fake_target.entry_id, "--run-dir", str(tmp_path / "run"),
+                  env=env)
+        assert out.returncode == 0, out.stdout + out.stderr  # guarding
+    assert "ckpt-\\udcff" in out.stdout + out.stderr, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+
+
 @pytest.mark.parametrize("module", ["wrapt", "yaml", "packaging"])
 def test_the_version_is_said_with_a_dependency_missing(fake_target: FakeTarget, tmp_path: Path,
                                                        module: str) -> None:
