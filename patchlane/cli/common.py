@@ -9,6 +9,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .. import startup
@@ -20,8 +21,16 @@ from ..registry import Entry, Registry
 if TYPE_CHECKING:
     from ..sweep.wheelhouse_manifest import Wheelhouse
 
-__all__ = ["add_comparison_options", "decider", "positive_int", "positive_seconds",
-           "stdout_for_output", "table", "upstream_fixed_advice"]
+__all__ = [
+    "add_comparison_options",
+    "decider",
+    "import_for_output",
+    "positive_int",
+    "positive_seconds",
+    "stdout_for_output",
+    "table",
+    "upstream_fixed_advice",
+]
 
 
 def decider(refused_ok: bool = False) -> Decider:
@@ -102,6 +111,21 @@ def upstream_fixed_advice(entry_id: str, release: str | None, applies_to: str | 
                 "other releases: keep it while any job runs one (`patchlane usage` over the "
                 f"jobs' reports), then `patchlane retire {entry_id} --evidence RUN`")
     return f"{entry_id} is fixed upstream{on}: `patchlane retire {entry_id} --evidence RUN`"
+
+
+def import_for_output(module_name: str) -> ModuleType:
+    """``module_name`` imported for a command whose stdout is its output (a fingerprint to
+    record, ``status --json``): what the import prints goes to stderr, and a logging handler it
+    puts on stdout is moved there (:func:`stdout_for_output`). Megatron-LM's training code does
+    both."""
+    import contextlib
+    import importlib
+
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            return importlib.import_module(module_name)
+    finally:
+        stdout_for_output()
 
 
 def stdout_for_output() -> None:

@@ -17,7 +17,7 @@ from ..common.files import read_regular
 from ..installed import fingerprint
 from ..installed.gates import resolve_version
 from ..registry import Entry
-from .common import one_entry
+from .common import import_for_output, one_entry
 
 
 def run_fingerprint(entry_id: str, source: Path | None = None, record: bool = False) -> int:
@@ -34,7 +34,7 @@ def run_fingerprint(entry_id: str, source: Path | None = None, record: bool = Fa
         label = f"{source} (read from source: nothing ran)"
     else:
         try:
-            module = importlib.import_module(entry.target.module)
+            module = import_for_output(entry.target.module)
         except StrictModeError:
             # Strict mode refused the import (drift is exactly when a maintainer runs this):
             # read the installed module's source instead of importing it.
@@ -125,7 +125,7 @@ def _import_target(target: str, module_name: str) -> ModuleType:
     """``module_name`` imported; a module that is not there is a usage error with the closest
     module that is (a typo in ``--object``), never a traceback."""
     try:
-        return importlib.import_module(module_name)
+        return import_for_output(module_name)
     except ModuleNotFoundError as exc:
         missing = exc.name or module_name
         if module_name != missing and not module_name.startswith(missing + "."):

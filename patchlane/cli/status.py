@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,7 +16,7 @@ from ..deciding.decider import Decider
 from ..deciding.reporting import build_report
 from ..installed.gates import resolve_version
 from ..registry import KINDS, DecidedBy, Entry
-from .common import decider, registry_label, stdout_for_output, table
+from .common import decider, import_for_output, registry_label, stdout_for_output, table
 
 
 def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] = ()) -> int:
@@ -90,7 +89,6 @@ def decide_now(current: Decider, entries: Iterable[Entry]) -> None:
     imported (its post-import hook decides and records), each floor or pin whose module nothing
     imported checked eagerly (and marked so) rather than importing e.g. triton just to show it.
     ``status`` and ``show`` both report after this, so they say the same."""
-    import sys
 
     entries = list(entries)
     for entry in entries:
@@ -101,8 +99,8 @@ def decide_now(current: Decider, entries: Iterable[Entry]) -> None:
             # a release without that module: the entry stays pending, and says so. What the
             # import prints, or a logging handler it puts on stdout, goes to stderr: the
             # command's stdout is its output (`status --json` parses).
-            with contextlib.suppress(ImportError), contextlib.redirect_stdout(sys.stderr):
-                importlib.import_module(entry.target.module)
+            with contextlib.suppress(ImportError):
+                import_for_output(entry.target.module)
     for entry in entries:
         now = current.audit.get(entry.id)
         if entry.active and entry.when is not None and now is not None \

@@ -112,6 +112,22 @@ def test_fingerprint_matches_the_registry(fake_target: FakeTarget) -> None:
     assert "matches the registry" in out.stdout
 
 
+def test_a_fingerprint_is_the_first_line_whatever_the_target_prints(
+        fake_target: FakeTarget) -> None:
+    """A target that prints, and puts logging on stdout, at its import (Megatron-LM's training
+    code does): the value a maintainer records, or takes with $(...), is stdout's first line."""
+    env = fake_cli_env(fake_target)  # its registry holds the fingerprint of the file as it was
+    fake_target.target_file.write_text(
+        "import logging, sys\nlogging.basicConfig(stream=sys.stdout, level=logging.INFO)\n"
+        "logging.getLogger('upstream').info('loaded')\nprint('banner')\n"
+        + fake_target.target_file.read_text())
+    for args in ([fake_target.entry_id], ["--object", f"{fake_target.module}:Greeter.greet"]):
+        out = cli("fingerprint", *args, env=env)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines()[0] == fake_target.fingerprint(), out.stdout
+        assert "banner" in out.stderr and "banner" not in out.stdout
+
+
 def test_fingerprint_from_source_file(fake_target: FakeTarget) -> None:
     env = fake_cli_env(fake_target)
     changed = fake_target.root / "changed.py"
