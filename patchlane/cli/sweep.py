@@ -182,6 +182,15 @@ def run_sweep_command(options: SweepOptions) -> ExitCode:
                                   f"({run.manifest.get('registry_digest')} -> "
                                   f"{registry.digest}); start a new run instead of resuming "
                                   "(the run directory was left as it was)")
+            recorded_set = run.manifest.get("patch_set")
+            if recorded_set is not None and recorded_set != patch_set_digest(registry):
+                # A finished case of one reproducer joined to a resumed one of another makes a
+                # row neither proves (a verdict of two different files).
+                raise RunDirError(f"{resume}: an overlay, reproducer or check changed since this "
+                                  f"run started ({recorded_set} -> "
+                                  f"{patch_set_digest(registry)}); a resumed case would join "
+                                  "a finished one of other code in one row; start a new run "
+                                  "instead of resuming (the run directory was left as it was)")
             known = {e.id for e in registry.entries}
             gone = sorted({str(c.get("entry_id")) for c in run.manifest["cases"].values()
                            if c.get("entry_id") not in known})

@@ -377,6 +377,24 @@ def test_resume_of_a_run_naming_an_entry_no_longer_there_is_refused(
     assert (run_dir / "manifest.json").read_bytes() == before
 
 
+def test_resume_of_a_run_whose_reproducer_changed_is_refused(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    # A finished case of one reproducer joined to a resumed case of another makes a row whose
+    # verdict neither proves: refused, the run left as it was, as for a changed registry.
+    run_dir, env, cmd, manifest = _finished_run(fake_target, tmp_path)
+    case = next(c for c in manifest["cases"].values() if c["mode"] == "with")
+    case["state"] = "queued"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    before = (run_dir / "manifest.json").read_bytes()
+    reproducer = fake_target.root / "reproducers" / f"{fake_target.entry_id}_a.py"
+    reproducer.write_text(reproducer.read_text() + "\n# weakened since\n")
+    out = subprocess.run([*cmd, "--resume", str(run_dir)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "an overlay, reproducer or check changed since this run started" in out.stderr
+    assert (run_dir / "manifest.json").read_bytes() == before
+
+
 def test_resume_installs_from_the_wheelhouse_the_run_started_with(
         fake_target: FakeTarget, tmp_path: Path) -> None:
     # An air-gapped night's run, resumed as its stop line says (no --wheelhouse): its releases
