@@ -37,6 +37,19 @@ def run_reproduce(entry_id: str, without: bool, lane_name: Lane, sizes: list[int
         print(f"{entry_id} [{mode.value} overlay, {lane_name}]: SKIPPED: needs "
               f"{', '.join(absent)}, not installed here (the reproducer's REQUIRES)")
         return ExitCode.OK
+    if lane_name not in spec.lanes:  # as the sweep says it: the reproducer is not for it
+        print(f"{entry_id} [{mode.value} overlay, {lane_name}]: SKIPPED: the reproducer "
+              f"declares lanes {list(spec.lanes)}")
+        return ExitCode.OK
+    if lane_name == "cuda":
+        from ..sweep.engine import cuda_devices
+
+        devices, wanted = cuda_devices(), max(sizes or spec.world_sizes)
+        if devices < wanted:  # a pass here would be a CPU's, printed as the cuda lane's
+            print(f"{entry_id} [{mode.value} overlay, cuda]: NOT RUN: lane unavailable: "
+                  f"{devices} CUDA device(s), world size {wanted}; run it where the GPUs are, "
+                  "or --lane cpu")
+            return ExitCode.REPRODUCER_ERROR
     worst = ExitCode.OK
     for size in sizes or spec.world_sizes:
         result = run_case(entry, mode, lane=lane_name, world_size=size, timeout=timeout,

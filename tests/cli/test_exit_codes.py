@@ -251,6 +251,27 @@ def test_the_command_exits_with(fake_target: FakeTarget, tmp_path: Path, code: E
     assert "Traceback" not in out.stderr  # an expected failure is one line, never a bug report
 
 
+def test_reproduce_on_a_lane_it_cannot_run_says_so(fake_target: FakeTarget) -> None:
+    """`reproduce --lane cuda` on a reproducer for the CPU alone is skipped, as the sweep
+    says; one for both lanes, where there is no GPU, is not run (exit 7): it printed a CUDA
+    PASS that never touched a GPU."""
+    from patchlane.sweep.engine import cuda_devices
+
+    if cuda_devices():
+        pytest.skip("this machine has a GPU: the cuda lane runs")
+    body = f"    import {fake_target.module} as t\n    assert t.Greeter().greet('q')\n"
+    _reproducer(fake_target, body)
+    out = cli("reproduce", fake_target.entry_id, "--lane", "cuda", env=_env(fake_target))
+    assert out.returncode == 0, out.stderr
+    assert "SKIPPED: the reproducer declares lanes ['cpu']" in out.stdout, out.stdout
+    (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
+        "LANES = ('cpu', 'cuda')\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n" + body)
+    out = cli("reproduce", fake_target.entry_id, "--lane", "cuda", env=_env(fake_target))
+    assert out.returncode == ExitCode.REPRODUCER_ERROR, out.stdout + out.stderr
+    assert "NOT RUN: lane unavailable: 0 CUDA device(s), world size 1" in out.stdout
+    assert "PASS" not in out.stdout
+
+
 @pytest.mark.parametrize("command", ["reproduce", "sweep"])
 def test_a_message_that_cannot_be_encoded_is_printed_escaped(fake_target: FakeTarget,
                                                              tmp_path: Path,
