@@ -122,6 +122,19 @@ _LEVELS = {Outcome.APPLIED: logging.INFO, Outcome.CONFIG_APPLIED: logging.INFO,
            **{o: logging.WARNING for o in Outcome if o.is_problem}}
 
 
+def _still_loading(name: str) -> str | None:
+    """``name``, or the package of it, whose body is still running (importlib's mark, CPython
+    3.10-3.13), the outermost first; None when none is."""
+    parts = name.split(".")
+    for depth in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:depth])
+        module = sys.modules.get(prefix)
+        if module is not None and getattr(getattr(module, "__spec__", None), "_initializing",
+                                          False):
+            return prefix
+    return None
+
+
 class _Locks(dict[str, threading.RLock]):
     """entry id -> its RLock, created on first use (thread-safely, one per id)."""
 
@@ -465,12 +478,16 @@ class Decider:
             latest = self.audit.get(dep_id)
             if latest is None or latest.outcome is Outcome.PENDING:
                 module = sys.modules.get(dep.target.module)
+                loading = _still_loading(dep.target.module)
                 # importlib marks a module whose body is still running (CPython 3.10-3.13):
-                # deciding the dependency now would look up names not defined yet.
-                if module is not None and getattr(module.__spec__, "_initializing", False):
+                # deciding the dependency now would look up names not defined yet; and while
+                # a package of it is still running (torch/__init__ importing torch.nn, whose
+                # hook decides this entry), importing it from here would import that half-run
+                # package's names: a circular import raised in the job's own `import torch`.
+                if loading is not None:
                     if self._wait_for(entry.id, dep_id):
-                        return (f"waiting for {dep_id}, which it depends on: "
-                                f"{dep.target.module} is still being imported", dep_id)
+                        return (f"waiting for {dep_id}, which it depends on: {loading} is "
+                                "still being imported", dep_id)
                     # else decided meanwhile, by another thread: judged below
                 elif module is None:
                     # Nothing recorded yet, and importing the module is what decides it: only
@@ -479,7 +496,11 @@ class Decider:
                     # the module, and that is the gate judged below.
                     if not dep.read_gate().open:
                         continue
-                    importlib.import_module(dep.target.module)  # its hook decides it
+                    try:
+                        importlib.import_module(dep.target.module)  # its hook decides it
+                    except Exception as exc:  # never raised into the import that got here
+                        return (f"depends on {dep_id}, whose module {dep.target.module} "
+                                f"failed to import: {type(exc).__name__}: {exc}", None)
                 else:
                     self.decide(dep, module)
                 latest = self.audit.get(dep_id)
