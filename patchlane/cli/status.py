@@ -47,6 +47,12 @@ def run_status(as_json: bool, import_targets: bool, evidence: tuple[Path, ...] =
             tree = (decision["version_source"] or "metadata") not in ("metadata", "none")
             version = (decision["installed"] or "-") + (" (tree)" if tree else "")
             outcome, reason = decision["outcome"], decision["reason"]
+            if outcome == Outcome.APPLIED.value and not item["applied"]:
+                # checked afresh: code that replaced the attribute since has taken it off the
+                # call path, and "applied" would say more than is true
+                outcome = "displaced"
+                reason = ("applied, but no longer where the calls go: something replaced the "
+                          f"attribute since; {reason}")
         row = [item["id"], item["kind"], item["target"], version, outcome, str(item["hits"])]
         if several:  # whose entry it is: the catalog's or a team's file
             row.insert(1, registry_label(item["registry"]))

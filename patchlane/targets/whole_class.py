@@ -31,7 +31,7 @@ from typing import Any
 from .descriptor import PatchProperty
 from .find import Found, Refused, holder_of
 from .function import wrap_callable
-from .protocol import Hit, LayerView, comment, innermost, mark, remember_value
+from .protocol import Hit, LayerView, comment, innermost, layers_at, mark, remember_value
 
 __all__ = ["WHOLE_CLASS"]
 
@@ -106,6 +106,17 @@ class _WholeClass:
                               "replaces what upstream has (a new member would be dead code "
                               "upstream never calls)")
             upstream = vars(holder)[name]
+            others = sorted({view.entry_id for view in layers_at(holder, name, upstream)
+                             if view.entry_id not in (None, entry_id)})
+            if others:
+                # Grafted over it, the override would replace that entry's layer: its fix
+                # would no longer run while it still read "applied".
+                raise Refused(f"{where}: {target}.{name} is already patched by "
+                              f"{', '.join(others)}; overriding it would replace that entry's "
+                              "layer, and its fix would no longer run. Fix: leave the member "
+                              "out of Overlay and carry the change in that entry, or make it "
+                              "a method entry of its own with depends_on: [that entry] (a "
+                              "method entry stacks on the other's layer)")
             if _kind(member) != _kind(upstream):
                 raise Refused(f"{where} is a {_kind(member)}, {target}.{name} is a "
                               f"{_kind(upstream)}: the override would change how it is used "

@@ -114,3 +114,26 @@ def test_every_command_the_parser_knows_has_its_handler() -> None:
     parser = cli_main._parser()
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     assert set(sub.choices) == set(cli_main._COMMANDS)
+
+
+def test_status_says_an_applied_overlay_that_something_replaced_since(
+        fake_target: Any, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """"Applied" is checked afresh: code that replaced the attribute after the overlay was
+    placed took it off the call path, and the table says so rather than "applied"."""
+    from patchlane.cli import status
+
+    decider = fake_target.decider()
+    module = fake_target.import_target()
+    assert decider.is_applied(fake_target.entry_id)
+    monkeypatch.setattr(status, "decider", lambda refused_ok=False: decider)
+    monkeypatch.setattr(status.startup, "startup_error", lambda: None)
+    assert status.run_status(False, False) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith(fake_target.entry_id))
+    assert " applied " in row and "displaced" not in row
+    module.Greeter.greet = lambda self, name: "someone else's"  # a later monkeypatch
+    assert status.run_status(False, False) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith(fake_target.entry_id))
+    assert " displaced " in row and "no longer where the calls go" in row, row

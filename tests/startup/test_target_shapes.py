@@ -612,3 +612,40 @@ def test_a_c_classmethod_inherited_by_a_python_class_is_a_classmethod() -> None:
     for placement in placements:
         unplace(placement)
     assert "fromkeys" not in vars(module.Table) and module.Table.fromkeys("a") == {"a": None}
+
+
+@pytest.mark.parametrize("class_first", [False, True], ids=["method-first", "class-first"])
+def test_a_class_override_never_replaces_another_entrys_layer(fake_target: FakeTarget,
+                                                              class_first: bool) -> None:
+    """A method entry on Greeter.greet, and a class entry whose Overlay overrides greet too.
+    Grafted second, the override would replace the method entry's layer: that fix would no
+    longer run while it read "applied". It is refused, naming the entry. Grafted first, the
+    method entry finds the override's code where its fingerprint expects upstream's: refused
+    as drift. Either way no entry reads "applied" while its fix does not run."""
+    fake = fake_target
+    cls_id = "greeter_class_fix"
+    (fake.root / "patches" / f"{cls_id}.py").write_text(
+        "class Overlay:\n    def greet(self, name):\n        return f'hey {name}'\n")
+    (fake.root / "reproducers" / f"{cls_id}.py").write_text(
+        "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n    pass\n")
+    method = fake.entry()
+    whole = fake.entry(id=cls_id, overlay=f"patches/{cls_id}.py",
+                       reproducer=f"reproducers/{cls_id}.py",
+                       target={"distribution": fake.distribution,
+                               "object": f"{fake.module}:Greeter", "shape": "class"},
+                       fingerprint={"policy": "refuse", "sha256": [fake.fingerprint(("Greeter",))]})
+    fake.write_registry(*([whole, method] if class_first else [method, whole]))
+    decider = fake.decider()
+    module = fake.import_target()
+    latest = decider.audit.latest()
+    if class_first:
+        assert latest[cls_id].outcome is Outcome.APPLIED, latest[cls_id].reason
+        assert latest[fake.entry_id].outcome is Outcome.REFUSED_DRIFT
+        assert module.Greeter().greet("a") == "hey a"
+        assert decider.is_applied(cls_id) and not decider.is_applied(fake.entry_id)
+    else:
+        assert latest[fake.entry_id].outcome is Outcome.APPLIED
+        assert latest[cls_id].outcome is Outcome.FAILED_ERROR
+        assert f"Greeter.greet is already patched by {fake.entry_id}" in latest[cls_id].reason
+        assert module.Greeter().greet("a") == "patched hello a"
+        assert decider.is_applied(fake.entry_id) and decider.audit.hits[fake.entry_id] == 1
