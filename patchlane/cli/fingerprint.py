@@ -14,6 +14,7 @@ from types import ModuleType
 
 from ..common.errors import StrictModeError, UsageError
 from ..common.files import read_regular
+from ..common.versions import parse_version
 from ..installed import fingerprint
 from ..installed.gates import resolve_version
 from ..registry import Entry
@@ -57,8 +58,11 @@ def run_fingerprint(entry_id: str, source: Path | None = None, record: bool = Fa
     if record:
         # From an installed release it is that release's value, recorded under it as well;
         # read from a file it is recorded in sha256 alone (nothing ran: no release claims it).
-        release = version if source is None else None
-        note = (f"{release} ({version_source})" if release is not None
+        # Under its public release, as `patchlane new` records it: the registry refuses a
+        # local label (2.13.0+cu128 is a build of 2.13.0, and a label does not order)
+        parsed = parse_version(version) if source is None and version is not None else None
+        release = (parsed.public if parsed is not None else version) if source is None else None
+        note = (f"{version} ({version_source})" if release is not None
                 else f"read from {source.name if source else '?'}, not run")
         _record(entry, release, value, note)
         print(f"# {label}: recorded in {entry.source} (fingerprint.sha256"

@@ -172,6 +172,23 @@ def test_fingerprint_record_writes_what_the_drift_error_asks_for(fake_target: Fa
     assert "read from changed.py, not run" in fake_target.registry.read_text()
 
 
+def test_fingerprint_record_on_a_local_build_records_its_public_release(tmp_path: Path) -> None:
+    """A CUDA build's version carries a local label (2.13.0+cu128): recorded under the public
+    release, as `patchlane new` records it. It was refused by the registry (exit 3, blaming
+    the user's spelling) for every torch target."""
+    from ..conftest import make_fake
+
+    fake = make_fake(tmp_path, version="1.2.0+cu128")
+    env = fake_cli_env(fake)
+    fake.target_file.write_text(fake.target_file.read_text().replace("hello", "howdy"))
+    out = cli("fingerprint", fake.entry_id, "--record", env=env)
+    assert out.returncode == 0, out.stderr
+    value = out.stdout.splitlines()[0]
+    data = yaml.safe_load(fake.registry.read_text())["entries"][0]["fingerprint"]
+    assert data["releases"] == {"1.2.0": value}
+    assert "# 1.2.0+cu128 (metadata)" in fake.registry.read_text()
+
+
 def test_fingerprint_object_gives_a_new_entry_its_first_value(fake_target: FakeTarget) -> None:
     # A new entry with no value yet is refused by the registry, and the refusal's fix names
     # `fingerprint --object`, which reads no registry: following it must work.
