@@ -25,7 +25,8 @@ _VALUED = {"--registry": "registry", "--reports": "reports", "--evidence": "evid
 def _fast_run(args: "Sequence[str]") -> "tuple[dict[str, object], list[str]] | None":
     """``(options, command)`` for ``patchlane run ARGS`` when every argument is one this
     parser reads exactly as argparse would; None otherwise."""
-    options: dict[str, object] = {"registry": None, "strict": False, "reports": None,
+    registries: list[str] = []
+    options: dict[str, object] = {"registry": registries, "strict": False, "reports": None,
                                   "evidence": None}
     i = 0
     while i < len(args):
@@ -40,7 +41,10 @@ def _fast_run(args: "Sequence[str]") -> "tuple[dict[str, object], list[str]] | N
         if arg in _VALUED:
             if i + 1 >= len(args) or args[i + 1].startswith("-"):
                 return None
-            options[_VALUED[arg]] = args[i + 1]
+            if arg == "--registry":  # repeatable: each file is added
+                registries.append(args[i + 1])
+            else:
+                options[_VALUED[arg]] = args[i + 1]
             i += 2
             continue
         if arg.startswith("-"):
@@ -51,8 +55,8 @@ def _fast_run(args: "Sequence[str]") -> "tuple[dict[str, object], list[str]] | N
         return None
     if not command:
         return None
-    registry, evidence = options["registry"], options["evidence"]
-    if registry is not None and not os.path.isfile(str(registry)):
+    evidence = options["evidence"]
+    if not all(os.path.isfile(path) for path in registries):
         return None
     if evidence is not None and not os.path.isdir(str(evidence)):
         return None

@@ -137,8 +137,8 @@ def _run_command(sub: Any) -> None:
         "PYTHONPATH does `import patchlane`; an existing sitecustomize still runs. E.g. "
         "`patchlane run -- torchrun --nproc-per-node 8 pretrain_gpt.py ...`, "
         "`srun patchlane run -- python train.py`.")
-    p.add_argument("--registry", type=Path, metavar="FILE",
-                   help="an extra registry file (added to PATCHLANE_REGISTRY)")
+    p.add_argument("--registry", type=Path, metavar="FILE", action="append", default=[],
+                   help="an extra registry file (added to PATCHLANE_REGISTRY); repeatable")
     p.add_argument("--strict", action="store_true",
                    help="PATCHLANE_STRICT=1: a refused or failed entry stops the process")
     p.add_argument("--reports", type=Path, metavar="DIR",

@@ -39,14 +39,16 @@ BOOTSTRAP = Path(environment.BOOTSTRAP)
 """The folder whose ``sitecustomize.py`` activates patchlane (:mod:`.environment`)."""
 
 
-def run_command(command: Sequence[str], *, registry: Path | None = None, strict: bool = False,
+def run_command(command: Sequence[str], *, registry: Sequence[Path] = (), strict: bool = False,
                 reports: Path | None = None, evidence: Path | None = None) -> int:
-    """Exec ``command`` with :func:`launch_env`; returns only if it cannot be started."""
+    """Exec ``command`` with :func:`launch_env`; returns only if it cannot be started.
+    ``registry``: each ``--registry`` file (repeatable)."""
     if not command:
         raise ValueError("patchlane run: no command; usage: patchlane run [options] -- CMD ...")
-    if registry is not None and not registry.is_file():
-        raise FileNotFoundError(f"patchlane run: --registry {registry}: no such file; fix: "
-                                "give the path of a registry.yaml")
+    for path in registry:
+        if not path.is_file():
+            raise FileNotFoundError(f"patchlane run: --registry {path}: no such file; fix: "
+                                    "give the path of a registry.yaml")
     if summary_setting() is None:
         # read by every process at exit, where nothing can refuse it: refused here, once
         raise UsageError("run: " + switch_values.unreadable(

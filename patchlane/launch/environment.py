@@ -12,7 +12,7 @@ from .job import RUN_ID_ENV, new_run_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
 __all__ = ["BOOTSTRAP", "EVIDENCE_ENV", "launch_env"]
 
@@ -26,18 +26,21 @@ def _absolute(path: "str | os.PathLike[str]") -> str:
     return os.path.realpath(os.fspath(path))
 
 
-def launch_env(env: "Mapping[str, str]", *, registry: "str | os.PathLike[str] | None" = None,
+def launch_env(env: "Mapping[str, str]", *,
+               registry: "Sequence[str | os.PathLike[str]] | None" = None,
                strict: bool = False, reports: "str | os.PathLike[str] | None" = None,
                evidence: "str | os.PathLike[str] | None" = None) -> dict[str, str]:
     """``env`` with the bootstrap folder first on ``PYTHONPATH`` (once) and the options as the
-    startup's own variables, absolute paths so ranks started in other directories agree."""
+    startup's own variables, absolute paths so ranks started in other directories agree.
+    ``registry``: each ``--registry`` file, in the order given, before those
+    ``PATCHLANE_REGISTRY`` names already (each once)."""
     out = dict(env)
     out["PYTHONPATH"] = _pythonpath(out.get("PYTHONPATH", ""))
-    if registry is not None:
-        first = _absolute(registry)
+    if registry:
+        given = list(dict.fromkeys(_absolute(path) for path in registry))
         out["PATCHLANE_REGISTRY"] = os.pathsep.join(
-            [first, *[p for p in out.get("PATCHLANE_REGISTRY", "").split(os.pathsep)
-                      if p and _absolute(p) != first]])
+            [*given, *[p for p in out.get("PATCHLANE_REGISTRY", "").split(os.pathsep)
+                       if p and _absolute(p) not in given]])
     if strict:
         out["PATCHLANE_STRICT"] = "1"
     if reports is not None:

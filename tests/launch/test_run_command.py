@@ -37,7 +37,7 @@ PROBE = ("import json, os, sys; print(json.dumps({'patchlane': 'patchlane' in sy
 
 def test_launch_env_puts_the_bootstrap_first_once_and_absolute_paths(tmp_path: Path) -> None:
     registry = tmp_path / "r.yaml"
-    env = launch_env({"PYTHONPATH": f"a{os.pathsep}{BOOTSTRAP}"}, registry=registry,
+    env = launch_env({"PYTHONPATH": f"a{os.pathsep}{BOOTSTRAP}"}, registry=[registry],
                      strict=True, reports=tmp_path / "rep")
     assert env["PYTHONPATH"].split(os.pathsep) == [str(BOOTSTRAP), "a"]
     assert env["PATCHLANE_REGISTRY"] == str(registry.resolve())
@@ -192,6 +192,23 @@ def test_torchrun_s_agent_by_its_console_script_stays_quiet(tmp_path: Path) -> N
     out = run(["--", str(script)])
     assert out.returncode == 0 and out.stdout.strip() == "agent ran", out.stderr
     assert "patchlane run: " not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("module", ["patchlane", "patchlane.cli.main"],
+                         ids=["first-step", "full-parser"])
+def test_registry_is_repeatable_and_each_file_is_added(tmp_path: Path, module: str) -> None:
+    # `--registry A --registry B` kept only B: a team's first file was never applied, silently
+    files = [tmp_path / name for name in ("a.yaml", "b.yaml", "c.yaml")]
+    for path in files:
+        path.write_text("schema: 1\nentries: []\n")
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    full["PATCHLANE_REGISTRY"] = str(files[2])
+    code = "import os; print(os.environ['PATCHLANE_REGISTRY'])"
+    out = subprocess.run([sys.executable, "-m", module, "run", "--registry", str(files[0]),
+                          "--registry", str(files[1]), "--", sys.executable, "-c", code],
+                         capture_output=True, text=True, env=full, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == os.pathsep.join(str(p) for p in files)
 
 
 def test_usage_errors() -> None:
