@@ -122,6 +122,21 @@ _LEVELS = {Outcome.APPLIED: logging.INFO, Outcome.CONFIG_APPLIED: logging.INFO,
            **{o: logging.WARNING for o in Outcome if o.is_problem}}
 
 
+def _raised(step: str, exc: BaseException, entry: Entry) -> str:
+    """What an exception while deciding ``entry`` says: the step that raised it, the
+    exception, where in the entry's own overlay file (else the innermost frame), and the
+    fix."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    overlay = str(entry.overlay) if entry.overlay is not None else None
+    ours = [f for f in frames if overlay is not None and f.filename == overlay]
+    last = ours or frames[-1:]
+    at = f" at {last[-1].filename}:{last[-1].lineno}" if last else ""
+    return (f"{step} raised {type(exc).__name__}: {exc}{at}; fix: correct the overlay "
+            f"file, or leave the entry out with PATCHLANE_DISABLE={entry.id}")
+
+
 def _still_loading(name: str) -> str | None:
     """``name``, or the package of it, whose body is still running (importlib's mark, CPython
     3.10-3.13), the outermost first; None when none is."""
@@ -559,6 +574,7 @@ class Decider:
             return decision(Outcome.PENDING, unmet or ""), False
         if unmet is not None:
             return decision(Outcome.SKIPPED_DEPENDENCY, unmet), False
+        step = "finding the target"
         try:
             assert entry.target.qualname is not None
             # Where the overlay would go, and in what shape, before any overlay code runs: a
@@ -573,8 +589,10 @@ class Decider:
                 unproven = self._unproven(entry, gate.found, source)
                 if unproven is not None:
                     return decision(Outcome.REFUSED_EVIDENCE, unproven), False
+            step = "running the overlay file's top level"
             overlay = load_overlay(entry, source)
             probe = getattr(overlay, "probe", None)
+            step = "the overlay's probe(module)"
             if probe is not None and probe(module):
                 return decision(Outcome.UPSTREAM_FIXED,
                                 f"probe: upstream already behaves correctly on {gate.found}"), False
@@ -583,16 +601,18 @@ class Decider:
             # Imported here, not at module level: ast/hashlib stay out of `import patchlane`.
             from ..installed.fingerprint import matches
 
+            step = "fingerprinting the target"
             found, matched = matches(module, spec.qualnames(entry.target.qualname), spec.sha256)
             drift = not matched
             if drift and spec.policy is FingerprintPolicy.REFUSE:
                 return decision(Outcome.REFUSED_DRIFT,
                                 drift_reason(entry.id, spec.sha256, found), found), False
+            step = "placing the overlay"
             self._place(entry, target, overlay)
         except Refused as exc:
             return decision(Outcome.FAILED_ERROR, str(exc)), True
         except Exception as exc:  # recorded, logged, raised in strict mode: never swallowed
-            return decision(Outcome.FAILED_ERROR, f"{type(exc).__name__}: {exc}"), True
+            return decision(Outcome.FAILED_ERROR, _raised(step, exc, entry)), True
         except SystemExit as exc:
             # An overlay file or probe calling sys.exit() would end the training process at
             # the target's import, silently. It is a failed entry like any other.

@@ -441,3 +441,23 @@ def test_with_no_logging_configured_a_warning_is_named(fake_target: FakeTarget) 
                          env=env, capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     assert f"patchlane: {fake_target.entry_id} refused: drift:" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(("source", "step", "line"), [
+    ("import os\nraise RuntimeError('boom at import')\n", "running the overlay file's top level",
+     2),
+    ("def overlay(wrapped, instance, args, kwargs):\n    return wrapped(*args, **kwargs)\n\n\n"
+     "def probe(module):\n    raise ValueError('probe boom')\n", "the overlay's probe(module)", 6),
+], ids=["top-level", "probe"])
+def test_an_overlay_that_raises_is_named_with_the_step_the_line_and_the_fix(
+        fake_target: FakeTarget, source: str, step: str, line: int) -> None:
+    # It said only "RuntimeError: boom": no file, no line, nothing of what ran
+    fake_target.write_overlay(source)
+    decider = fake_target.decider()
+    fake_target.import_target()
+    decision = decider.audit.latest()[fake_target.entry_id]
+    assert decision.outcome is Outcome.FAILED_ERROR
+    overlay = fake_target.root / "patches" / f"{fake_target.entry_id}.py"
+    assert decision.reason.startswith(f"{step} raised "), decision.reason
+    assert f" at {overlay}:{line}; fix: correct the overlay file, or leave the entry out with " \
+        f"PATCHLANE_DISABLE={fake_target.entry_id}" in decision.reason, decision.reason
