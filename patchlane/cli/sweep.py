@@ -272,9 +272,27 @@ def _known_upstream(registry: Registry) -> dict[str, dict[str, object]]:
                         github_api=settings.github_api)
 
 
-def _run_and_report(registry: Registry, run: RunDir, *, jobs: int, timeout: float,
-                    quiet: bool, previous: RunIndex | None, history: list[Path] | None,
-                    as_json: bool, start: RankStart = RankStart.FRESH) -> ExitCode:
+def _run_and_report(registry: Registry, run: RunDir, **options: object) -> ExitCode:
+    """The sweep, then its reports, with SIGINT and SIGTERM recorded until the reports are
+    written: a second Ctrl-C, or a scheduler's repeated SIGTERM, while the sweep stopped in
+    order or wrote its reports killed the writing, and the night was left without summary,
+    junit.xml, index.json or report.html. A signal that lands after every case finished
+    stops the command once the reports are written, with the signal's own exit code."""
+    from ..sweep.stopping import stopped, stopping_signals
+
+    with stopping_signals() as late:
+        code = _sweep_and_report(registry, run, **options)  # type: ignore[arg-type]
+    if late.signum is not None and code not in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
+        error = stopped(late.signum, "every case had finished; the reports are written",
+                        "sweep")
+        print(f"patchlane: {error}", file=sys.stderr)
+        return error.exit_code
+    return code
+
+
+def _sweep_and_report(registry: Registry, run: RunDir, *, jobs: int, timeout: float,
+                      quiet: bool, previous: RunIndex | None, history: list[Path] | None,
+                      as_json: bool, start: RankStart = RankStart.FRESH) -> ExitCode:
     progress = Progress(quiet)
     try:
         rows = run_sweep(registry, run, jobs=jobs, timeout=timeout, on_event=progress,

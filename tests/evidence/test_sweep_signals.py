@@ -5,6 +5,7 @@ report of what finished and exit 130 / 143; ``--resume`` then runs the rest."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -131,3 +132,40 @@ def test_a_signal_stops_the_sweep_in_order_and_resume_finishes_it(
     assert len(after) == 6 and all(after[name] == data for name, data in before.items())
     # the stopped case ran again in a new attempt directory
     assert manifest["cases"][f"{slow_id}--cpu--ws1--without"]["attempts"] == 2
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_repeated_signals_never_cost_the_report(fake_target: FakeTarget, tmp_path: Path,
+                                                signum: signal.Signals) -> None:
+    """Ctrl-C pressed again and again, a scheduler's repeated SIGTERM: the orderly stop still
+    writes the report of what finished (the second signal killed the writing of it, leaving
+    the manifest and receipts alone)."""
+    multi_registry(fake_target, {"a": GUARDING, "b": SLOW})
+    slow_id = f"{fake_target.entry_id}_b"
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir", str(run_dir),
+           "--jobs", "1", "--quiet"]
+    proc = subprocess.Popen(cmd, env=env_for(fake_target) | {"PL_TEST_SLOW": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=_foreground_job)
+    pid_file = run_dir / "cases" / f"{slow_id}--cpu--ws1--without" / "attempt1" / "pid0"
+    try:
+        _wait_for(pid_file.exists, 90, "the slow case's rank to start")
+        for _ in range(8):
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signum)
+            time.sleep(0.03)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    # its code, or the same signal's death once the report is written (a shell's $? is the
+    # same 128 + signal either way)
+    code = ExitCode.INTERRUPTED if signum == signal.SIGINT else ExitCode.TERMINATED
+    assert proc.returncode in (code, -signum), err
+    for name in ("index.json", "summary.md", "junit.xml", "report.html"):
+        assert (run_dir / name).is_file(), (name, err)
+    index = json.loads((run_dir / "index.json").read_text())
+    assert {r["entry_id"]: r["verdict"] for r in index["rows"]}[f"{fake_target.entry_id}_a"] \
+        == "guarding"
