@@ -301,7 +301,13 @@ def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str 
 
     ev_lines = [f"{' ' * (key_indent + 4)}- {yaml_scalar(item)}{newline}" for item in evidence]
     ev = key_line(lines, start, end, key_indent, "evidence")
-    if ev is not None and lines[ev].rstrip().endswith("evidence:"):
+    # A block key: nothing after the colon but a comment (`evidence:  # what ran`)
+    block = ev is not None and yaml.safe_load(lines[ev].split(":", 1)[1]) is None
+    if ev is not None and block and _items_under(lines, ev, end, key_indent):
+        raise RetireError(f"{path}: entry {entry.id!r}: `evidence:` is a list; the retirement "
+                          "is recorded under a `retirement:` key beside what it holds; fix: "
+                          "make it a mapping first (e.g. its items under `ran:`)")
+    if ev is not None and block:
         stop = child_end(lines, ev, end, key_indent)
         lines[stop:stop] = [f"{' ' * (key_indent + 2)}retirement:{newline}", *ev_lines]
     else:
@@ -314,6 +320,15 @@ def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str 
     text = stored.text()
     write_validated(path, text)
     return text
+
+
+def _items_under(lines: list[str], at: int, end: int, indent: int) -> bool:
+    """Whether the block under key line ``at`` is a list (its first line an item)."""
+    for line in lines[at + 1:child_end(lines, at, end, indent)]:
+        text = line.strip()
+        if text and not text.startswith("#"):
+            return text.startswith("- ") or text == "-"
+    return False
 
 
 def delete_entry(entry: Entry) -> str:

@@ -414,3 +414,34 @@ def test_concurrent_retirements_of_different_entries_both_land(registry_file: Pa
         assert [p.wait(timeout=120) for p in procs] == [0, 0]
         registry = load_registries([registry_file])
         assert [registry.get(i).status for i in ids] == [Status.RETIRED, Status.RETIRED]
+
+
+def test_an_evidence_mapping_with_a_comment_on_its_key_line_takes_the_retirement(
+        registry_file: Path) -> None:
+    # `evidence:  # what ran` is a mapping like any other (it was refused as "inline")
+    text = registry_file.read_text()
+    at = text.index("    evidence:\n", text.index(f"- id: {ENTRY}"))
+    registry_file.write_text(text[:at] + "    evidence:  # what ran, by whom\n"
+                             + text[at + len("    evidence:\n"):])
+    entry = load_registries([registry_file]).get(ENTRY)
+    retire_entry(entry, date=dt.date(2026, 11, 22), applied_upstream="megatron-core 0.18.0",
+                 evidence=["sweep run-1: upstream-fixed on 0.18.0"])
+    retired = load_registries([registry_file]).get(ENTRY)
+    assert retired.status is Status.RETIRED
+    assert retired.evidence["retirement"] == ["sweep run-1: upstream-fixed on 0.18.0"]
+    assert "ran_guarding" in retired.evidence
+    assert "    evidence:  # what ran, by whom\n" in registry_file.read_text()
+
+
+def test_an_evidence_list_is_refused_with_the_fix_and_the_file_left(registry_file: Path) -> None:
+    text = registry_file.read_text()
+    start = text.index("    evidence:\n", text.index(f"- id: {ENTRY}"))
+    stop = text.index("    owner:", start)
+    registry_file.write_text(text[:start] + "    evidence:\n      - ran on 0.16.1\n"
+                             + text[stop:])
+    before = registry_file.read_bytes()
+    entry = load_registries([registry_file]).get(ENTRY)
+    with pytest.raises(RetireError, match=r"`evidence:` is a list.*fix: make it a mapping"):
+        retire_entry(entry, date=dt.date(2026, 11, 22), applied_upstream=None,
+                     evidence=["sweep run-1: upstream-fixed on 0.18.0"])
+    assert registry_file.read_bytes() == before
