@@ -734,7 +734,8 @@ def _no_entries_yet(raw: str) -> bool:
     ``entries:`` as the last top-level line, comments aside."""
     tops = [line for line in raw.splitlines() if re.match(r"[A-Za-z_]", line)]
     items = [line for line in raw.splitlines() if re.match(r"\s+-", line)]
-    return (not items and bool(tops) and re.fullmatch(r"entries:\s*(#.*)?", tops[-1]) is not None
+    return (not items and bool(tops)
+            and re.fullmatch(r"entries:\s*(\[\s*\]\s*)?(#.*)?", tops[-1]) is not None
             and any(re.fullmatch(r"schema:\s*1\s*(#.*)?", line) for line in tops))
 
 
@@ -742,6 +743,8 @@ def _compose(raw: str, block: list[str]) -> str:
     newline = "\r\n" if raw.partition("\n")[0].endswith("\r") else "\n"
     indent = _item_indent(raw)
     text = raw or NEW_REGISTRY_HEADER
+    # `entries: []` (a registry whose last entry was deleted) takes its first item as a block
+    text = re.sub(r"(?m)^entries:[ \t]*\[[ \t]*\]", "entries:", text, count=1)
     if not text.endswith(("\n", "\r")):
         text += newline
     if not re.search(r"(^|\n)entries:\s*(#.*)?\r?\n$", text):

@@ -25,6 +25,7 @@ guarding in the sweep. ``delete`` (only of a retired entry) is its own command.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -348,6 +349,16 @@ def delete_entry(entry: Entry) -> str:
         stored = stored_lines(raw)
         start, end, _ = entry_block(stored.lines, entry.id, path, RetireError)
         del stored.lines[start:end]  # comments around it stay: they may belong to a section
+        if not any(e.id != entry.id for e in parse_registry(path, raw)):
+            # The last entry: `entries:` holding nothing reads as null, which the registry
+            # refuses; `entries: []` is a registry of none (and `patchlane new` appends to it).
+            at = next((i for i, line in enumerate(stored.lines)
+                       if re.match(r"entries:\s*(#.*)?$", line.rstrip("\r\n"))), None)
+            if at is not None:
+                line = stored.lines[at]
+                ending = line[len(line.rstrip("\r\n")):]
+                stored.lines[at] = re.sub(r"^entries:\s*", "entries: [] ",
+                                          line.rstrip("\r\n")).rstrip() + ending
         text = stored.text()
         write_validated(path, text)
         return text

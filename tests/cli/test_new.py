@@ -415,3 +415,18 @@ def test_new_for_an_editable_install_gates_on_its_metadata(tmp_path: Path) -> No
     decision = entry["decision"]  # nothing to gate on: not applied, and why
     assert decision["outcome"] == "failed: error" and not entry["applied"], decision
     assert "not from the installed teamcode 1.2.0" in decision["reason"], decision
+
+
+def test_the_last_entry_deleted_leaves_a_registry_new_appends_to(fake_target: FakeTarget) -> None:
+    # `delete` of a file's only entry left a bare `entries:` (null), which the registry
+    # refuses: exit 3, and the entry could not be deleted by the tool
+    from patchlane.registry import load_registries
+
+    fake_target.write_registry(fake_target.entry(status="retired", retired="2026-11-23"))
+    out = cli(fake_target, "delete", fake_target.entry_id, "--yes")
+    assert out.returncode == 0, out.stderr
+    assert "entries: []" in fake_target.registry.read_text()
+    assert load_registries([fake_target.registry]).entries == ()
+    assert new(fake_target).returncode == 0
+    (entry,) = load_registries([fake_target.registry]).entries
+    assert entry.id == ENTRY and "\nentries:\n" in fake_target.registry.read_text()
