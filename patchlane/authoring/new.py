@@ -826,8 +826,15 @@ def new_entry(request: Request, others: Mapping[str, Path] | None = None) -> Cre
                                     fix="check the end of the registry file")
             atomic_write(path, text)  # a new registry gets the umask's mode, as open() gives
         table = docs_table(path)  # the docs' entries table beside the registry: its row
-        if table is not None and add_row(table, entry, draft.applies_to):
-            draft.notes.append(f"added its row to the entries table in {table}")
+        try:
+            if table is not None and add_row(table, entry, draft.applies_to):
+                draft.notes.append(f"added its row to the entries table in {table}")
+        except OSError as exc:
+            # The entry and its files are written and valid: the docs' row is a courtesy, and
+            # failing here (exit 74 naming a temporary file) left them in place while a rerun
+            # refused the id as taken.
+            draft.notes.append(f"could not add its row to the entries table in {table} "
+                               f"({exc.strerror or exc}); add it by hand")
     return Created(entry, draft.applies_to, path, tuple(made), draft.installed,
                    tuple(draft.notes))
 

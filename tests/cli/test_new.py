@@ -430,3 +430,33 @@ def test_the_last_entry_deleted_leaves_a_registry_new_appends_to(fake_target: Fa
     assert new(fake_target).returncode == 0
     (entry,) = load_registries([fake_target.registry]).entries
     assert entry.id == ENTRY and "\nentries:\n" in fake_target.registry.read_text()
+
+
+def test_a_docs_table_that_cannot_be_written_is_a_note_not_a_half_written_entry(
+        fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # It exited 74 naming a temporary file, with the entry and its files already written, and
+    # a rerun refused the id as taken
+    from patchlane.authoring import new as authoring
+    from patchlane.authoring.entries_table import HEAD
+    from patchlane.cli.new import run_new
+    from patchlane.registry import load_registries
+
+    fake_target.write_registry()
+    docs = fake_target.root / "docs" / "entries.md"
+    docs.parent.mkdir()
+    docs.write_text(f"# Entries\n\n{HEAD}\n|---|---|---|---|---|\n")
+
+    def refused(*args: object) -> bool:
+        raise PermissionError(13, "Permission denied", str(docs))
+
+    monkeypatch.setattr(authoring, "add_row", refused)
+    from patchlane.cli.main import _parser
+
+    args = _parser().parse_args(["new", ENTRY, "--target", f"{fake_target.module}:shout",
+                                 "--registry", str(fake_target.registry), "--owner", "tests"])
+    assert run_new(args) == 0
+    out = capsys.readouterr().out
+    assert f"could not add its row to the entries table in {docs} (Permission denied); add " \
+        "it by hand" in out, out
+    assert ENTRY in {e.id for e in load_registries([fake_target.registry]).entries}
