@@ -451,6 +451,15 @@ def test_a_docs_table_that_cannot_be_written_is_a_note_not_a_half_written_entry(
         raise PermissionError(13, "Permission denied", str(docs))
 
     monkeypatch.setattr(authoring, "add_row", refused)
+    # the process's own startup is not this test's: never started here (it would hook the
+    # catalog's targets for every later test in this worker)
+    from patchlane.cli import new as cli_new
+    from patchlane.common.errors import PatchlaneError
+
+    def not_started() -> None:
+        raise PatchlaneError("not started in this test")
+
+    monkeypatch.setattr(cli_new.startup, "current", not_started)
     from patchlane.cli.main import _parser
 
     args = _parser().parse_args(["new", ENTRY, "--target", f"{fake_target.module}:shout",
