@@ -464,11 +464,24 @@ def track_git(entry: Entry, repo: GitRepo | Path | str, *, tag_template: str,
                       f"{landed}; {why}. Keep carrying the patch until a release has it"
                       + _shallow(repo) + notes, pr, latest=latest)
     released_in, tag = first
+    newest = next((t for parsed, _, t in reversed(tags) if not parsed.is_prerelease), None)
+    if newest is not None and newest in undone:
+        # Released once, then reverted: the releases a job installs from now on lack the fix,
+        # and a retirement (or `release: '>=FIRST'`) would name releases that have the bug.
+        return report(UpstreamState.MERGED_UNRELEASED,
+                      f"{landed}; first released in {dist} {released_in} (tag {tag}), but the "
+                      f"newest release, {latest} (tag {newest}), does not carry it. Keep "
+                      "carrying the patch until a release has it again"
+                      + _shallow(repo) + notes, pr, released_in=released_in, latest=latest)
     via = carrying[tag]
     reason = (f"{landed}; first released in {dist} {released_in} (tag {tag}"
               + ("" if via is main else f", which carries {via.sha[:10]}") + ")")
     reason += release_note(entry, released_in, [version for _, version, _ in tags], dist=dist,
                            carrier="a landing commit")
+    if newest is not None and newest not in carrying:
+        # A backport to an older release line only: the newest release never had it
+        reason += (f"; but the newest release, {latest} (tag {newest}), does not carry it: a "
+                   f"retirement on '>={released_in}' would name releases with the bug")
     return report(UpstreamState.RELEASED, reason + notes, pr, released_in=released_in,
                   latest=latest)
 

@@ -290,6 +290,9 @@ def test_a_pr_only_cherry_picked_is_found_from_refs_pull(
     assert report.pr is not None and report.pr.merge_commit_sha == sha
     assert report.pr.title == "release: clip before all-reduce"
     assert f"landed as cherry-pick {sha[:10]} on core_r0.17.0" in report.reason
+    # only on the 0.17 line: 0.18.0 never had it, and the reason says so
+    assert "but the newest release, 0.18.0 (tag core_v0.18.0), does not carry it" \
+        in report.reason
 
 
 def test_landed_but_in_no_tag(repo: GitRepo, upstream_repo: Upstream, entry: Entry) -> None:
@@ -309,6 +312,11 @@ def test_a_revert_takes_the_fix_out_of_the_tags_that_carry_it(
     assert f"reverted by {upstream_repo.shas['4700-revert'][:10]} on main" in report.reason
     with_rc = track_git(pr(entry, 4700), repo, tag_template=TEMPLATE, include_prereleases=True)
     assert with_rc.released_in == "0.18.0rc1"  # before the revert
+    # released once, then reverted: the newest release lacks it, so it is not "released" (a
+    # retirement, or `release: '>=0.18.0rc1'`, would name releases that have the bug)
+    assert with_rc.state is UpstreamState.MERGED_UNRELEASED, with_rc.reason
+    assert "but the newest release, 0.18.0 (tag core_v0.18.0), does not carry it" \
+        in with_rc.reason
 
 
 def test_a_proposed_pr_that_never_landed(repo: GitRepo, upstream_repo: Upstream,
