@@ -133,6 +133,13 @@ def run_retire(entry_id: str, evidence: list[Path] | None, offline: bool, skip_u
     except ValueError:
         raise UsageError(f"--date {date!r} is not a date; expected YYYY-MM-DD") from None
     entry = one_entry(entry_id)[1]
+    for run_dir in evidence or []:
+        # Before anything is asked of upstream: a mistyped run is a usage error, as `status
+        # --evidence` and `draft` say it, not exit 74 after the tracker ran
+        if not (run_dir / "index.json").is_file():
+            what = "no such directory" if not run_dir.exists() else "no index.json in it"
+            raise UsageError(f"retire: --evidence {run_dir}: {what}; fix: give a sweep's run "
+                             "directory (the one its last line printed)")
     report = None
     if not skip_upstream and (entry.upstream.pr or entry.upstream.issue):
         with _tracker(offline, cache_dir, git) as track_one:

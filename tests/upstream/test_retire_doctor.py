@@ -111,6 +111,18 @@ def test_retire_refuses_an_index_edited_to_say_upstream_fixed(
     assert registry_copy.read_bytes() == before
 
 
+def test_retire_of_a_mistyped_run_is_a_usage_error_before_upstream_is_asked(
+        registry_copy: Path, upstream: FakeUpstream, tmp_path: Path) -> None:
+    before = registry_copy.read_bytes()
+    for given in (tmp_path / "no-such-run", tmp_path):
+        out = cli("retire", ENTRY, "--evidence", str(given), registry=registry_copy,
+                  fake=upstream)
+        assert out.returncode == 2, out.stderr  # was 74, after the tracker had run
+        assert f"--evidence {given}: " in out.stderr and "fix: give a sweep's run" in out.stderr
+    assert upstream.requests() == []
+    assert registry_copy.read_bytes() == before
+
+
 def test_retire_round_trip_changes_only_the_entry(registry_copy: Path,
                                                   upstream: FakeUpstream) -> None:
     before = registry_copy.read_text()
