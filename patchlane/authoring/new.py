@@ -810,6 +810,15 @@ def new_entry(request: Request, others: Mapping[str, Path] | None = None) -> Cre
             try:
                 entries = parse_registry(path, text)
             except RegistryError as exc:
+                if exc.entry_id == request.entry_id:
+                    # The new block itself, as the options made it (`--applies-to '>=1.0'`):
+                    # the registry's own words and fix, not a hint at the file's end
+                    key = f"`{exc.key}`: " if exc.key else ""
+                    raise NewEntryError(request.entry_id, f"the entry as asked is refused by "
+                                        f"the registry ({key}{exc.problem}); nothing was "
+                                        "written", found=exc.found,
+                                        expected=exc.expected or "a value the registry accepts",
+                                        fix=exc.fix or "correct the option it names") from None
                 raise NewEntryError(request.entry_id, "the registry does not validate with "
                                     "the new block appended; nothing was written",
                                     found=str(exc), expected="a registry the loader accepts",

@@ -173,6 +173,8 @@ class RegistryError(PatchlaneError, ValueError):
         fix: str | None = None,
     ) -> None:
         self.path = str(path)
+        self.problem = message
+        """What is wrong, without the file, key, found, expected and fix around it."""
         self.entry_id = entry_id
         self.key = key
         self.found = found

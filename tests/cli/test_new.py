@@ -154,6 +154,9 @@ def test_refusals_are_usage_errors_and_write_nothing(fake_target: FakeTarget) ->
         # "applied" while nothing calls it
         (["new", ENTRY, "--target", f"{fake_target.module}:Greeter.greet.__code__"],
          "Greeter.greet itself"),
+        (["new", ENTRY, "--target", f"{fake_target.module}:shout", "--applies-to", ">=1.0"],
+         "refused by the registry (`applies_to`: source patches need an upper bound); nothing "
+         "was written; found >=1.0, expected a specifier with '<'"),
         (["new", ENTRY, "--target", f"{fake_target.package}:shout"],
          f"is a re-export; found shout is defined in {fake_target.module}, expected the module "
          f"that defines it, patched when it is imported, before other modules take their "
