@@ -887,7 +887,7 @@ def _overlay_stub(request: Request, installed: Installed, shape: str | None) -> 
 
 from __future__ import annotations
 
-from types import FunctionType, ModuleType
+from types import ModuleType
 from typing import Any
 
 from patchlane.loading import entry_id

@@ -90,6 +90,13 @@ def test_the_guide_end_to_end(fake_target: FakeTarget, tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert fake_target.registry.read_bytes().startswith(before)
     assert f"patchlane reproduce {ENTRY} --without-overlay" in out.stdout
+    # the files it writes pass the project's own lint as they stand (an unused import in the
+    # overlay stub failed a team's pre-commit at once)
+    stubs = [str(fake_target.root / folder / f"{ENTRY}.py") for folder in ("patches",
+                                                                           "reproducers")]
+    linted = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--select",
+                             "F", *stubs], capture_output=True, text=True, timeout=120)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
 
     # 2. write the reproducer; watch it fail on the unpatched release
     reproducer = fake_target.root / "reproducers" / f"{ENTRY}.py"
