@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "after_loading",
     "fire",
     "first_spec",
     "install",
@@ -146,6 +147,42 @@ def uninstall() -> None:
 
 def is_installed() -> bool:
     return _finder in sys.meta_path
+
+
+def after_loading(name: str, callback: "Callable[[], object]") -> bool:
+    """Call ``callback()`` once the module ``name``, whose code is running now (a package's
+    ``__init__`` importing the module whose hook asks), has finished: True when armed, False
+    when it is not loading (nothing to wait for). It is the moment importlib clears the
+    spec's ``_initializing`` mark (CPython 3.10-3.13, as the depends_on wait reads it): the
+    spec's class becomes a subclass that sees that write, calls ``callback`` and turns back.
+    An exception in ``callback`` is its own to handle: it must not fail the import."""
+    module = sys.modules.get(name)
+    spec = getattr(module, "__spec__", None)
+    if spec is None or not getattr(spec, "_initializing", False):
+        return False
+    base = type(spec)
+    if getattr(base, "_patchlane_after", None) is not None:  # armed already: one more
+        base._patchlane_after.append(callback)
+        return True
+    callbacks = [callback]
+
+    class _Loading(base):  # type: ignore[misc, valid-type]
+        _patchlane_after = callbacks
+
+        @property
+        def _initializing(self) -> bool:
+            return bool(self.__dict__.get("_initializing", False))
+
+        @_initializing.setter
+        def _initializing(self, value: bool) -> None:
+            self.__dict__["_initializing"] = value
+            if not value and type(self) is _Loading:
+                self.__class__ = base
+                for call in callbacks:
+                    call()
+
+    spec.__class__ = _Loading
+    return True
 
 
 def when_imported(name: str, callback: "Callable[[ModuleType], object] | str") -> None:

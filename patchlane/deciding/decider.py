@@ -23,6 +23,7 @@ from .. import import_hook
 from ..common.errors import (
     DriftError,
     OverlayError,
+    PatchlaneError,
     StrictModeError,
     StrictOverlayError,
     clipped,
@@ -205,6 +206,10 @@ class Decider:
         # waiters are taken, under the same lock. So a waiter is either taken (and decided
         # again) or sees the settled dependency and judges it at once: never left pending.
         self._wait_lock = threading.Lock()
+        self._parked: dict[str, str] = {}
+        """entry id -> the package whose import was still running when the entry's
+        dependency had to be imported: decided again once it has finished (guarded by
+        _wait_lock)."""
         self._gates: dict[str, GateResult] = {}
         """entry id -> the gate its latest walk read: what an entry that depends on it asks."""
         self._hook_lock = threading.Lock()
@@ -422,6 +427,51 @@ class Decider:
         for entry in self.registry.by_module(module.__name__):
             if entry.active and KINDS[entry.kind].decided_by is DecidedBy.WRAP:
                 self.decide(entry, module)
+        if self._parked:
+            self._unpark()
+
+    def _unpark_safely(self) -> None:
+        """:meth:`_unpark` as the package's import ends: a strict-mode refusal is raised from
+        that import, as at any target's; anything else is logged, never raised into it."""
+        try:
+            self._unpark()
+        except PatchlaneError:
+            raise
+        except Exception as exc:
+            log.error("deciding the entries that waited for a package's import failed: %s: %s",
+                      type(exc).__name__, exc)
+
+    def _unpark(self) -> None:
+        """Decide again each entry parked while its dependency's package was still being
+        imported (:meth:`_unmet_dependency`), now that the package has finished: its
+        dependency's module can be imported safely."""
+        with self._wait_lock:
+            ready = [entry_id for entry_id, package in self._parked.items()
+                     if _still_loading(package) is None]
+            for entry_id in ready:
+                del self._parked[entry_id]
+        import importlib
+
+        for entry_id in ready:
+            entry = self.registry.get(entry_id)
+            for dep_id in entry.depends_on:
+                # Importing the dependency's module decides it (its hook), and that wakes this
+                # entry (it waits for it): never decided twice over, nested in its own walk.
+                dep = self.registry.get(dep_id)
+                latest = self.audit.get(dep_id)
+                if dep.target.module and dep.target.module not in sys.modules and (
+                        latest is None or latest.outcome is Outcome.PENDING) \
+                        and dep.read_gate().open:
+                    try:
+                        importlib.import_module(dep.target.module)
+                    except PatchlaneError:
+                        raise
+                    except Exception:  # judged by the walk below, with the reason
+                        pass
+            latest = self.audit.get(entry_id)
+            target = sys.modules.get(entry.target.module or "")
+            if latest is not None and latest.outcome is Outcome.PENDING and target is not None:
+                self.decide(entry, target)
 
     # -- one entry -------------------------------------------------------------------------
 
@@ -493,16 +543,12 @@ class Decider:
             latest = self.audit.get(dep_id)
             if latest is None or latest.outcome is Outcome.PENDING:
                 module = sys.modules.get(dep.target.module)
-                loading = _still_loading(dep.target.module)
                 # importlib marks a module whose body is still running (CPython 3.10-3.13):
-                # deciding the dependency now would look up names not defined yet; and while
-                # a package of it is still running (torch/__init__ importing torch.nn, whose
-                # hook decides this entry), importing it from here would import that half-run
-                # package's names: a circular import raised in the job's own `import torch`.
-                if loading is not None:
+                # deciding the dependency now would look up names not defined yet.
+                if module is not None and getattr(module.__spec__, "_initializing", False):
                     if self._wait_for(entry.id, dep_id):
-                        return (f"waiting for {dep_id}, which it depends on: {loading} is "
-                                "still being imported", dep_id)
+                        return (f"waiting for {dep_id}, which it depends on: "
+                                f"{dep.target.module} is still being imported", dep_id)
                     # else decided meanwhile, by another thread: judged below
                 elif module is None:
                     # Nothing recorded yet, and importing the module is what decides it: only
@@ -511,11 +557,34 @@ class Decider:
                     # the module, and that is the gate judged below.
                     if not dep.read_gate().open:
                         continue
-                    try:
-                        importlib.import_module(dep.target.module)  # its hook decides it
-                    except Exception as exc:  # never raised into the import that got here
-                        return (f"depends on {dep_id}, whose module {dep.target.module} "
-                                f"failed to import: {type(exc).__name__}: {exc}", None)
+                    loading = _still_loading(dep.target.module)
+                    if loading is not None:
+                        # A package of it is still running (torch/__init__ importing torch.nn,
+                        # whose hook decides this entry): imported from here, the module would
+                        # read the half-run package's names, and a failed import leaves the
+                        # package half-built for the job (a circular-import error in its own
+                        # `import torch`, or later). Decided when its module is imported, or
+                        # once the package has finished and another target is imported.
+                        if self._wait_for(entry.id, dep_id):
+                            with self._wait_lock:
+                                first = loading not in self._parked.values()
+                                self._parked[entry.id] = loading
+                            if first:
+                                import_hook.after_loading(loading, self._unpark_safely)
+                            return (f"waiting for {dep_id}, which it depends on: "
+                                    f"{dep.target.module} is not imported yet, and {loading} "
+                                    "is still being imported", dep_id)
+                        latest = self.audit.get(dep_id)  # decided meanwhile: judged below
+                    else:
+                        with self._wait_lock:  # judged here, right after: never woken too,
+                            self._waiting.get(dep_id, set()).discard(entry.id)  # nested in it
+                        try:
+                            importlib.import_module(dep.target.module)  # its hook decides it
+                        except PatchlaneError:
+                            raise  # the dependency's own strict-mode refusal, as it is
+                        except Exception as exc:  # never raised into the import that got here
+                            return (f"depends on {dep_id}, whose module {dep.target.module} "
+                                    f"failed to import: {type(exc).__name__}: {exc}", None)
                 else:
                     self.decide(dep, module)
                 latest = self.audit.get(dep_id)

@@ -234,6 +234,69 @@ def test_a_dependency_in_a_package_still_importing_is_waited_for_not_imported(
     assert package.dep_mod.A().f() == "a!" and package.follow_mod.g() == "b!"
 
 
+def _package_pair(fake: FakeTarget, init: str, dep_source: str,
+                  drifted: bool = False) -> Decider:
+    """dep_entry on pkg.dep_mod's A.f, follow_entry on pkg.follow_mod's g depending on it;
+    the package's ``__init__`` is ``init``. ``drifted``: dep_entry's fingerprint is wrong."""
+    from patchlane.installed.fingerprint import compute_from_source
+
+    pkg = fake.root / fake.package
+    (pkg / "__init__.py").write_text(init)
+    (pkg / "dep_mod.py").write_text(dep_source)
+    (pkg / "follow_mod.py").write_text("def g():\n    return 'b'\n")
+    entries = []
+    for entry_id, module, qualname, deps in (("dep_entry", "dep_mod", "A.f", []),
+                                             ("follow_entry", "follow_mod", "g", ["dep_entry"])):
+        for folder, body in (("patches", "def overlay(w, i, a, k):\n    return w(*a, **k) + '!'\n"),
+                             ("reproducers", "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n"
+                                             "def run(ctx):\n    pass\n")):
+            (fake.root / folder / f"{entry_id}.py").write_text(body)
+        value = compute_from_source((pkg / f"{module}.py").read_text(), (qualname,))
+        if drifted and entry_id == "dep_entry":
+            value = "sha256-v2:" + "0" * 32
+        entries.append(fake.entry(
+            id=entry_id, overlay=f"patches/{entry_id}.py", reproducer=f"reproducers/{entry_id}.py",
+            target={"distribution": fake.distribution,
+                    "object": f"{fake.package}.{module}:{qualname}"},
+            fingerprint={"policy": "refuse", "sha256": [value]},
+            upstream={"forwarded": "https://example.invalid/pull/9"}, depends_on=deps))
+    fake.write_registry(*entries)
+    decider = Decider(load_registries([fake.registry]), Controls.from_env(
+        {"PATCHLANE_STRICT": "1"} if drifted else {}), AuditLog())
+    decider.start()
+    return decider
+
+
+def test_a_dependency_a_loading_package_never_imports_is_imported_and_decided(
+        fake_target: FakeTarget) -> None:
+    # The package's __init__ imports only the follow-up's module: the dependency's module
+    # imports fine from the follow-up's hook, and both apply (waiting would leave both
+    # pending for good, and the follow-up's fix off)
+    import importlib
+
+    decider = _package_pair(fake_target, "from . import follow_mod\n",
+                            "class A:\n    def f(self):\n        return 'a'\n")
+    package = importlib.import_module(fake_target.package)
+    latest = decider.audit.latest()
+    assert latest["dep_entry"].outcome is Outcome.APPLIED, latest["dep_entry"].reason
+    assert latest["follow_entry"].outcome is Outcome.APPLIED, latest["follow_entry"].reason
+    assert package.follow_mod.g() == "b!"
+
+
+def test_a_dependencys_strict_refusal_is_raised_through_the_dependent(
+        fake_target: FakeTarget) -> None:
+    # Strict mode: the dependency's drift, met while the dependent's hook imports it, is the
+    # DriftError it is (exit 4), never recorded as the dependent's skip
+    import importlib
+
+    from patchlane.common.errors import DriftError
+
+    _package_pair(fake_target, "", "class A:\n    def f(self):\n        return 'a'\n",
+                  drifted=True)
+    with pytest.raises(DriftError, match="dep_entry"):
+        importlib.import_module(f"{fake_target.package}.follow_mod")
+
+
 # -- a chain whose root imports its top ----------------------------------------------------
 
 

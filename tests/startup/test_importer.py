@@ -461,3 +461,27 @@ def test_an_overlay_that_raises_is_named_with_the_step_the_line_and_the_fix(
     assert decision.reason.startswith(f"{step} raised "), decision.reason
     assert f" at {overlay}:{line}; fix: correct the overlay file, or leave the entry out with " \
         f"PATCHLANE_DISABLE={fake_target.entry_id}" in decision.reason, decision.reason
+
+
+def test_after_loading_calls_back_once_the_package_has_finished(tmp_path: Path) -> None:
+    """What a depends_on wait parked on a package still running (torch/__init__) is woken by:
+    called once, after the package's last line, with the spec's own class back."""
+    from patchlane import import_hook
+
+    pkg = tmp_path / "pl_after_loading_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(
+        "from patchlane import import_hook\n"
+        "SEEN = []\n"
+        "ARMED = import_hook.after_loading(__name__, lambda: SEEN.append(DONE))\n"
+        "DONE = 'the whole body ran'\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = importlib.import_module("pl_after_loading_pkg")
+        assert module.ARMED is True and module.SEEN == ["the whole body ran"]
+        assert type(module.__spec__).__name__ == "ModuleSpec"
+        assert module.__spec__._initializing is False
+        assert import_hook.after_loading("pl_after_loading_pkg", lambda: None) is False
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("pl_after_loading_pkg", None)
