@@ -31,7 +31,6 @@ import json
 import math
 import re
 import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -269,26 +268,22 @@ def _known_modules(module_name: str) -> list[str]:
 def _resolve_target(request: Request, module: ModuleType | None, module_name: str,
                     qualname: str) -> str | None:
     from ..targets import Refused, resolve
+    from ..targets.place import defining_module
 
     if module is None:
         return None  # strict mode refused the import; the source read below finds it or not
     try:
         shape = resolve(module, qualname).shape.name
         found = getattr(module, qualname) if "." not in qualname else None
-        fn: FunctionType | None = found if isinstance(found, FunctionType) else None
-        home = fn.__module__ if fn is not None else None
-        where = f"{home}:{fn.__qualname__}" if fn is not None else ""
-        # `__module__` is only a claim (torch sets "torch" on functions defined elsewhere):
-        # a re-export is a module that holds the very function under its name
-        if fn is not None and home and home != module_name and \
-                getattr(sys.modules.get(home), fn.__name__, None) is fn:
+        home = defining_module(found) if isinstance(found, FunctionType) else None
+        if home is not None and home is not module and found is not None:
             # Patched on the module that re-exports it, the function would stay upstream's in
             # the module that defines it and in every module that imported it from there.
             raise NewEntryError(request.entry_id, f"{module_name}:{qualname} is a re-export",
-                                found=f"{qualname} is defined in {home}",
+                                found=f"{qualname} is defined in {home.__name__}",
                                 expected="the module that defines it, patched when it is "
                                 "imported, before other modules take their copy",
-                                fix=f"--target {where}")
+                                fix=f"--target {home.__name__}:{found.__qualname__}")
         return shape
     except Refused as exc:
         raise NewEntryError(request.entry_id, f"{module_name}:{qualname} cannot be overlaid "

@@ -17,8 +17,8 @@ from typing import Any
 from .find import Found, Refused, holder_of
 from .protocol import Placement, forget_value, layers_at
 
-__all__ = ["copies_left", "current", "defined_elsewhere", "ours_at", "place", "reaches",
-           "still_placed", "unplace"]
+__all__ = ["copies_left", "current", "defined_elsewhere", "defining_module", "ours_at", "place",
+           "reaches", "still_placed", "unplace"]
 
 _MISSING = object()
 
@@ -87,13 +87,10 @@ def _modules_holding(module: Any, originals: Any) -> list[Any]:
     """The module whose globals to read: the owner's, and where a module re-exports a function
     defined in another (a package's ``__init__`` importing it from a submodule), that defining
     module too, which holds upstream's function under its own name."""
-    import sys
-    import types
-
     found = [module]
     for fn in originals:
-        defining = sys.modules.get(getattr(fn, "__module__", None) or "")
-        if type(defining) is types.ModuleType and all(defining is not m for m in found):
+        defining = defining_module(fn)
+        if defining is not None and all(defining is not m for m in found):
             found.append(defining)
     return found
 
@@ -117,23 +114,44 @@ def _copies_in(module: Any, owner: Any, attribute: str, originals: dict[int, Any
     return places
 
 
+def defining_module(fn: Any) -> Any:
+    """The module whose file defines the plain function ``fn`` (unwrapped through
+    ``__wrapped__``, as a decorator leaves it) and that holds ``fn`` itself under its name;
+    None when none does. ``__module__`` is only a claim: torch sets ``"torch.func"`` on
+    ``vmap``, which ``torch._functorch.apis`` defines, so the file decides."""
+    import inspect
+    import sys
+    import types
+
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    name = getattr(fn, "__name__", None)
+    if code is None or name is None:
+        return None
+
+    def defines(module: Any) -> bool:
+        return type(module) is types.ModuleType and \
+            getattr(module, "__file__", None) == code.co_filename and \
+            vars(module).get(name) is fn
+
+    claimed = sys.modules.get(getattr(fn, "__module__", None) or "")
+    if defines(claimed):
+        return claimed
+    return next((m for m in list(sys.modules.values()) if defines(m)), None)
+
+
 def defined_elsewhere(placements: Sequence[Placement]) -> str | None:
     """``module:name`` where a function placed on a module that only re-exports it is defined,
     or None: named there, the target would be patched when that module is imported, before
     the modules that import the function from it take their copy."""
-    import sys
     import types
 
     for placement in placements:
         fn: types.FunctionType | None = _function(placement.original)
         if type(placement.owner) is not types.ModuleType or fn is None:
             continue
-        defining = getattr(fn, "__module__", None)
-        # `__module__` is only a claim (torch sets "torch" on functions defined elsewhere):
-        # the defining module is one that holds the very function under its own name
-        if defining and defining != getattr(placement.owner, "__name__", defining) and \
-                vars(sys.modules.get(defining, types)).get(fn.__name__) is fn:
-            return f"{defining}:{placement.original.__qualname__}"
+        home = defining_module(fn)
+        if home is not None and home is not placement.owner:
+            return f"{home.__name__}:{placement.original.__qualname__}"
     return None
 
 

@@ -479,3 +479,20 @@ def test_a_docs_table_that_cannot_be_written_is_a_note_not_a_half_written_entry(
     assert f"could not add its row to the entries table in {docs} (Permission denied); add " \
         "it by hand" in out, out
     assert ENTRY in {e.id for e in load_registries([fake_target.registry]).entries}
+
+
+def test_a_function_whose_module_names_its_public_home_is_no_re_export_where_defined(
+        fake_target: FakeTarget) -> None:
+    # torch sets __module__ = "torch.func" on vmap, which torch._functorch.apis defines: the
+    # file decides where a function is defined, never that claim (the fix named the
+    # re-exporter as the place to target)
+    fake_target.write_registry()
+    (fake_target.root / fake_target.package / "__init__.py").write_text(
+        "from .target import shout\n")
+    fake_target.target_file.write_text(
+        fake_target.target_file.read_text() + f"\nshout.__module__ = {fake_target.package!r}\n")
+    there = cli(fake_target, "new", ENTRY, "--target", f"{fake_target.package}:shout",
+                "--registry", str(fake_target.registry), "--owner", "tests")
+    assert there.returncode == 2, there.stderr
+    assert f"fix: --target {fake_target.module}:shout" in there.stderr, there.stderr
+    assert new(fake_target).returncode == 0  # where it is defined: taken
