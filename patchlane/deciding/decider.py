@@ -123,19 +123,35 @@ _LEVELS = {Outcome.APPLIED: logging.INFO, Outcome.CONFIG_APPLIED: logging.INFO,
            **{o: logging.WARNING for o in Outcome if o.is_problem}}
 
 
+_FIXES = {
+    "finding the target": "check target.object against the installed release",
+    "reading the overlay file": "make the overlay file readable",
+    "checking its proof": "check PATCHLANE_EVIDENCE and its runs",
+    "fingerprinting the target": "check target.object and fingerprint against the installed "
+                                 "release (`patchlane fingerprint ID`)",
+}
+"""The fix an exception in each step of a walk asks for; the overlay's own steps (its top
+level, its probe, the placing) ask to correct the overlay file."""
+
+
 def _raised(step: str, exc: BaseException, entry: Entry) -> str:
     """What an exception while deciding ``entry`` says: the step that raised it, the
-    exception, where in the entry's own overlay file (else the innermost frame), and the
-    fix."""
+    exception, the line of the entry's overlay file it came from (when it came from there),
+    and the fix for that step."""
     import traceback
 
-    frames = traceback.extract_tb(exc.__traceback__)
     overlay = str(entry.overlay) if entry.overlay is not None else None
-    ours = [f for f in frames if overlay is not None and f.filename == overlay]
-    last = ours or frames[-1:]
-    at = f" at {last[-1].filename}:{last[-1].lineno}" if last else ""
-    return (f"{step} raised {type(exc).__name__}: {exc}{at}; fix: correct the overlay "
-            f"file, or leave the entry out with PATCHLANE_DISABLE={entry.id}")
+    at = ""
+    syntax = exc if isinstance(exc, SyntaxError) else exc.__cause__
+    if isinstance(syntax, SyntaxError) and syntax.filename:
+        at = f" at {syntax.filename}:{syntax.lineno}"
+    else:
+        ours = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == overlay]
+        if ours:
+            at = f" at {ours[-1].filename}:{ours[-1].lineno}"
+    fix = _FIXES.get(step, "correct the overlay file")
+    return (f"{step} raised {type(exc).__name__}: {exc}{at}; fix: {fix}, or leave the entry "
+            f"out with PATCHLANE_DISABLE={entry.id}")
 
 
 def _still_loading(name: str) -> str | None:
@@ -653,8 +669,10 @@ class Decider:
             # file's top level, its probe): a refused overlay must not run at all, it could
             # patch anything at import. The bytes the proof hashed are the bytes executed
             # (load_overlay(..., source)).
+            step = "reading the overlay file"
             source = entry.overlay.read_bytes() if entry.overlay is not None else None
             if self.controls.require_evidence:
+                step = "checking its proof"
                 unproven = self._unproven(entry, gate.found, source)
                 if unproven is not None:
                     return decision(Outcome.REFUSED_EVIDENCE, unproven), False

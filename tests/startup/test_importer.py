@@ -485,3 +485,26 @@ def test_after_loading_calls_back_once_the_package_has_finished(tmp_path: Path) 
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("pl_after_loading_pkg", None)
+
+
+def test_a_missing_target_and_a_syntax_error_are_named_where_they_are(
+        fake_target: FakeTarget) -> None:
+    # A target gone from the release is no fault of the overlay file, and a file that does not
+    # compile is named at its own line, not inside patchlane
+    fake_target.write_registry(fake_target.entry(
+        target={"distribution": fake_target.distribution,
+                "object": f"{fake_target.module}:Greeter.nope"}))
+    decider = fake_target.decider()
+    fake_target.import_target()
+    reason = decider.audit.latest()[fake_target.entry_id].reason
+    assert reason.startswith("finding the target raised ") or "Greeter.nope" in reason, reason
+    assert "patchlane/" not in reason and "correct the overlay file" not in reason, reason
+
+
+def test_an_overlay_that_does_not_compile_is_named_at_its_line(fake_target: FakeTarget) -> None:
+    fake_target.write_overlay("def overlay(wrapped, instance, args, kwargs):\n    return (\n")
+    decider = fake_target.decider()
+    fake_target.import_target()
+    reason = decider.audit.latest()[fake_target.entry_id].reason
+    overlay = fake_target.root / "patches" / f"{fake_target.entry_id}.py"
+    assert f"{overlay}" in reason and "patchlane/deciding" not in reason, reason
