@@ -303,7 +303,8 @@ def _retire_in(entry: Entry, raw: str, *, date: _dt.date, applied_upstream: str 
     ev_lines = [f"{' ' * (key_indent + 4)}- {yaml_scalar(item)}{newline}" for item in evidence]
     ev = key_line(lines, start, end, key_indent, "evidence")
     # A block key: nothing after the colon but a comment (`evidence:  # what ran`)
-    block = ev is not None and yaml.safe_load(lines[ev].split(":", 1)[1]) is None
+    block = ev is not None and re.fullmatch(r"\s*(#.*)?", lines[ev].split(":", 1)[1].rstrip(
+        "\r\n")) is not None
     if ev is not None and block and _items_under(lines, ev, end, key_indent):
         raise RetireError(f"{path}: entry {entry.id!r}: `evidence:` is a list; the retirement "
                           "is recorded under a `retirement:` key beside what it holds; fix: "

@@ -445,3 +445,22 @@ def test_an_evidence_list_is_refused_with_the_fix_and_the_file_left(registry_fil
         retire_entry(entry, date=dt.date(2026, 11, 22), applied_upstream=None,
                      evidence=["sweep run-1: upstream-fixed on 0.18.0"])
     assert registry_file.read_bytes() == before
+
+
+@pytest.mark.parametrize("written", ["    evidence: ~\n",
+                                     "    evidence: {ran: [a],\n      more: b}\n"],
+                         ids=["null", "flow-over-two-lines"])
+def test_an_inline_evidence_value_is_refused_in_one_line(registry_file: Path,
+                                                         written: str) -> None:
+    # Only a key with nothing after it but a comment is a block: a flow mapping continued on
+    # the next line raised yaml's ParserError, and `~` was written into as a block
+    text = registry_file.read_text()
+    start = text.index("    evidence:\n", text.index(f"- id: {ENTRY}"))
+    stop = text.index("    owner:", start)
+    registry_file.write_text(text[:start] + written + text[stop:])
+    before = registry_file.read_bytes()
+    entry = load_registries([registry_file]).get(ENTRY)
+    with pytest.raises(RetireError, match="inline `evidence:` value; make it a mapping first"):
+        retire_entry(entry, date=dt.date(2026, 11, 22), applied_upstream=None,
+                     evidence=["sweep run-1: upstream-fixed on 0.18.0"])
+    assert registry_file.read_bytes() == before
