@@ -206,7 +206,8 @@ def evaluate(entry: Entry, upstream: TrackReport | None,
         current = [r for r in claimed if "reproducer" not in r.stale]
         # The newest run of today's reproducer on a release decides, as for "proven here": an
         # older upstream-fixed is revoked by a newer run on that release where the bug shows.
-        newest = _newest_by_release(r for r in evidence.sweep if "reproducer" not in r.stale)
+        newest = _newest_by_release(r for r in evidence.sweep if "reproducer" not in r.stale
+                                    and r.verdict in _JUDGED)
         fixed = [r for r in current if newest[r.release_class] is r]
         if claimed and not current:
             runs = ", ".join(sorted({f"{r.run} ({', '.join(r.stale)})" for r in claimed}))
@@ -237,6 +238,13 @@ def evaluate(entry: Entry, upstream: TrackReport | None,
         if broken:
             evidence.missing.append(f"sweep: {len(broken)} case(s) broken or in error")
     return evidence
+
+
+_JUDGED = frozenset({Verdict.GUARDING, Verdict.UPSTREAM_FIXED, Verdict.STILL_AFFECTED,
+                     Verdict.COVERED})
+"""Verdicts that say whether the bug shows without the overlay: only those revoke an older
+run (a skipped lane, or a case in error, judged nothing; broken and error rows refuse a
+retirement on their own)."""
 
 
 def _newest_by_release(rows: Iterable[SweepRow]) -> dict[tuple[str, int, str | None], SweepRow]:

@@ -77,10 +77,14 @@ def sweep_run(root: Path, entry_id: str, *rows: tuple[str, str, str | None],
     run = RunDir.create(root / name, {"run_id": name, "lanes": ["cpu"], "shard": "1/1"})
     planned = [(entry_id, i + 1, *row) for i, row in enumerate(rows)]
     planned.append(("someone_else", 1, "broken", "0.18.0", None))
-    run.manifest["rows"] = [PlannedRow(e, "cpu", ws, RowRule.BOTH_WAYS, installed).as_dict()
-                            for e, ws, _, installed, _ in planned]
+    run.manifest["rows"] = [
+        (PlannedRow(e, "cpu", ws, RowRule.SKIPPED, installed, "lane unavailable")
+         if verdict == "skipped" else PlannedRow(e, "cpu", ws, RowRule.BOTH_WAYS, installed)
+         ).as_dict() for e, ws, verdict, installed, _ in planned]
     run.save()
     for e, ws, verdict, installed, probe in planned:
+        if verdict == "skipped":  # planned, never run: no case
+            continue
         for mode, outcome in zip((Mode.WITHOUT, Mode.WITH), OUTCOMES[verdict], strict=True):
             cid = case_id(e, "cpu", ws, mode)
             run.add_case(cid, {"entry_id": e, "lane": "cpu", "world_size": ws,

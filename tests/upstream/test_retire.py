@@ -100,6 +100,10 @@ def test_a_newer_run_of_the_same_release_revokes_an_older_upstream_fixed(
     newest = run_dir(tmp_path, ("upstream-fixed", "0.18.0", "upstream-fixed"), name="run-3")
     edit_json(newest / "index.json", lambda d: d.update(created="2026-11-22T00:00:00+00:00"))
     assert evaluate(sourced, report(), [older, newer, newest]).ready
+    # a newer run that judged nothing there (skipped) revokes nothing
+    skipped = run_dir(tmp_path, ("skipped", "0.18.0", None), name="run-5")
+    edit_json(skipped / "index.json", lambda d: d.update(created="2026-11-24T00:00:00+00:00"))
+    assert evaluate(sourced, report(), [older, skipped]).ready
     # another world size or release is its own class: run-2's row does not revoke it
     other = run_dir(tmp_path, ("guarding", "0.18.1", None), name="run-4")
     edit_json(other / "index.json", lambda d: d.update(created="2026-11-23T00:00:00+00:00"))
