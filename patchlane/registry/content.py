@@ -27,6 +27,7 @@ filesystem or its timestamps.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -108,14 +109,16 @@ def _overlay_hash(overlay: Path, source: bytes | None = None) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def _imported(source: bytes, package: str) -> set[str]:
+@functools.lru_cache(maxsize=512)
+def _imported(source: bytes, package: str) -> frozenset[str]:
     """Module names ``source`` imports, at any depth of the file, relative imports resolved
     against ``package`` (the importing module's package; ``""`` for a top-level one). For
-    ``from a import b`` both ``a`` and ``a.b`` (``b`` may be a submodule)."""
+    ``from a import b`` both ``a`` and ``a.b`` (``b`` may be a submodule). Cached by content:
+    every entry's parts, on every rank, read the same helpers."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return set()
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -132,7 +135,22 @@ def _imported(source: bytes, package: str) -> set[str]:
                 names.add(base)
             names.update(f"{base}.{alias.name}" if base else alias.name
                          for alias in node.names if alias.name != "*")
-    return names
+    return frozenset(names)
+
+
+@functools.lru_cache(maxsize=1)
+def _not_the_teams() -> frozenset[str]:
+    """Top-level names whose code is never a team's own: every installed distribution's
+    (upstream's, or a package installed elsewhere: the gate and the fingerprints answer for
+    those, not the proof), and the source trees patchlane reads a version from (a registry at
+    the root of a Megatron-LM fork holds ``megatron/``: hashing it would read the whole tree
+    at every start, and make every proof stale at each upstream merge)."""
+    from importlib import metadata
+
+    from ..installed.gates import KNOWN_TREE_VERSIONS
+
+    trees = {where.split(":")[0].split(".")[0] for where in KNOWN_TREE_VERSIONS.values()}
+    return frozenset(metadata.packages_distributions()) | frozenset(trees)
 
 
 def _module_files(root: Path, name: str) -> list[tuple[Path, str]]:
@@ -144,14 +162,15 @@ def _module_files(root: Path, name: str) -> list[tuple[Path, str]]:
     for depth, part in enumerate(parts):
         package = ".".join(parts[:depth])
         module, inner = folder / f"{part}.py", folder / part
-        if inner.is_dir():
-            init = inner / "__init__.py"
-            if init.is_file():
-                found.append((init, ".".join(parts[:depth + 1])))
+        # Python's own order: a package, then a module, then a namespace package's folder
+        if (inner / "__init__.py").is_file():
+            found.append((inner / "__init__.py", ".".join(parts[:depth + 1])))
             folder = inner
         elif module.is_file():
             found.append((module, package))
             break  # a module, not a package: what follows its name is an attribute
+        elif inner.is_dir():
+            folder = inner
         else:
             break
     return found
@@ -167,7 +186,7 @@ def _own_modules(path: Path, source: bytes, roots: tuple[Path, ...],
     seen: dict[Path, tuple[str, bytes]] = {}
     done: set[str] = set()
 
-    def ours(names: set[str]) -> list[str]:
+    def ours(names: frozenset[str]) -> list[str]:
         return sorted(n for n in names - done if n.split(".")[0] not in upstream)
 
     todo = ours(_imported(source, ""))
@@ -177,7 +196,10 @@ def _own_modules(path: Path, source: bytes, roots: tuple[Path, ...],
             continue
         done.add(name)
         for root in roots:
-            for file, package in _module_files(root, name):
+            files = _module_files(root, name)
+            if files and name.split(".")[0] in _not_the_teams():
+                continue  # looked up only when the folder holds it: most names are not there
+            for file, package in files:
                 resolved = file.resolve()
                 if resolved in seen or resolved == path.resolve():
                     continue

@@ -212,14 +212,19 @@ def test_the_content_hash_covers_the_teams_own_modules_the_files_import(
     (root / "team_pkg" / "inner.py").write_text("from . import deep\n")
     (root / "team_pkg" / "deep.py").write_text("VALUE = 1\n")
     (root / "unrelated.py").write_text("X = 1\n")
+    # a registry at the root of a Megatron-LM fork: upstream's tree, never the team's own
+    (root / "megatron").mkdir()
+    (root / "megatron" / "__init__.py").write_text("")
+    (root / "megatron" / "core.py").write_text("VERSION = 1\n")
     overlay.write_bytes(plain + (
         f"\n\ndef _scale():\n    import team_helpers\n    from {fake.package} import target\n"
-        "    return team_helpers.SCALE, target\n").encode())
+        "    import megatron.core\n    return team_helpers.SCALE, target\n").encode())
     with_helper = parts()
     assert with_helper["entry"] == before["entry"]
     for edit, counts in ((root / "team_helpers.py", True), (root / "team_pkg" / "deep.py", True),
                          (root / "team_pkg" / "__init__.py", True),
-                         (root / "unrelated.py", False), (fake.target_file, False)):
+                         (root / "unrelated.py", False), (fake.target_file, False),
+                         (root / "megatron" / "core.py", False)):
         was = parts()
         edit.write_text(edit.read_text() + "\n# edited\n")
         now = parts()
