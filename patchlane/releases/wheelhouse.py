@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -212,19 +212,49 @@ def _held_from_before(out: Path) -> None:
 
     if not out.is_dir() or not any(takes(p.name) for p in out.iterdir()):
         return
-    recorded: dict[str, object] = {}
-    try:
-        data = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
-        if isinstance(data, dict) and isinstance(data.get("hashes"), dict):
-            recorded = data["hashes"]
-    except (OSError, ValueError):
-        pass  # no readable manifest: nothing in the folder was recorded
-    there = {name: str(value) for name, value in recorded.items()
-             if isinstance(name, str) and (out / name).is_file()}
+    recorded = _recorded(out)
+    there = {name: value for name, value in recorded.items() if (out / name).is_file()}
     why = unfit(out, there, "fix: remove it from the folder; the prepare downloads it again")
     if why is not None:
         raise WheelhouseError(f"wheelhouse {out}: {why}. A prepare records every wheel the "
                               "folder holds as trusted, so it refuses one it did not put there")
+
+
+_PENDING = ".prepare-unfinished.json"
+"""What a prepare that did not finish had written into the folder (name -> sha256): its own
+downloads, trusted by the next prepare as the manifest's wheels are."""
+
+
+def _recorded(out: Path) -> dict[str, str]:
+    """The hashes the last prepare recorded (its manifest), with those of a prepare that did
+    not finish since (:data:`_PENDING`); nothing for a file that cannot be read."""
+    recorded: dict[str, str] = {}
+    for name in (MANIFEST, _PENDING):
+        try:
+            data = json.loads((out / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # none (or unreadable): nothing in the folder was recorded by it
+        hashes = data.get("hashes") if isinstance(data, dict) else None
+        if isinstance(hashes, dict):
+            recorded.update({k: v for k, v in hashes.items()
+                             if isinstance(k, str) and isinstance(v, str)})
+    return recorded
+
+
+def _note_unfinished(out: Path, before: Mapping[str, str]) -> None:
+    """A prepare stopped half-way (the index refused, Ctrl-C): record what it wrote, so the
+    next prepare trusts its own downloads rather than refusing every night after until the
+    folder is cleaned by hand."""
+    from ..sweep.wheelhouse_files import takes
+
+    try:
+        written = {p.name: sha256(p) for p in sorted(out.iterdir())
+                   if takes(p.name) and p.is_file() and before.get(p.name) != sha256(p)}
+        unfinished = {**_recorded(out), **written}
+        (out / _PENDING).write_text(json.dumps({"hashes": unfinished}, indent=1) + "\n",
+                                    encoding="utf-8")
+    except OSError:
+        pass  # the folder refuses: the next prepare names what it cannot trust
 
 
 def prepare(out: Path, sets: Sequence[MatrixSet], *, python: str,
@@ -235,6 +265,24 @@ def prepare(out: Path, sets: Sequence[MatrixSet], *, python: str,
     """Download into ``out`` what a night needs (see the module docstring)."""
     _held_from_before(out)
     out.mkdir(parents=True, exist_ok=True)
+    before = _recorded(out)
+    try:
+        house = _prepare(out, sets, python=python, platforms=platforms,
+                         project_root=project_root, constraints_for=constraints_for,
+                         matrix_file=matrix_file, registry=registry, torch_builds=torch_builds,
+                         log=log)
+    except BaseException:
+        _note_unfinished(out, before)
+        raise
+    (out / _PENDING).unlink(missing_ok=True)
+    return house
+
+
+def _prepare(out: Path, sets: Sequence[MatrixSet], *, python: str,
+             platforms: Sequence[str], project_root: Path | None,
+             constraints_for: Callable[[str], Path | None], matrix_file: Path,
+             registry: Registry | None, torch_builds: bool,
+             log: Callable[[str], None]) -> Wheelhouse:
     target = _target_args(python, platforms)
     constraints = constraints_for(python)
     pins = ["-c", str(constraints)] if constraints is not None else []

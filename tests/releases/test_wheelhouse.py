@@ -229,6 +229,24 @@ def test_a_prepare_refuses_a_release_file_it_did_not_record(tmp_path: Path,
         (out / planted).unlink()
     prepare()  # a recorded wheel that is gone is fetched again
     assert (out / "wrapt-1.0-py3-none-any.whl").read_bytes() == b"wrapt-1.0-py3-none-any.whl"
+    # a night whose prepare stopped half-way (the index refused) after writing patchlane's own
+    # wheel anew: the next prepare trusts what that prepare wrote (it refused every night after)
+    from patchlane.releases.wheelhouse import WheelhouseDownloadError
+
+    def own_v2(out: Path, project_root: object, log: object) -> str:
+        (out / "patchlane-0.1.0-py3-none-any.whl").write_bytes(b"ours, rebuilt")
+        return "patchlane-0.1.0-py3-none-any.whl"
+
+    def refused(args: list[str], what: str, log: object) -> None:
+        raise WheelhouseDownloadError(f"{what}: pip exited 1")
+
+    monkeypatch.setattr(wheelhouse, "_own_wheel", own_v2)
+    monkeypatch.setattr(wheelhouse, "_pip", refused)
+    with pytest.raises(WheelhouseDownloadError):
+        prepare()
+    monkeypatch.setattr(wheelhouse, "_pip", pip)
+    prepare()
+    assert not (out / ".prepare-unfinished.json").exists()
     (out / "wheelhouse.json").unlink()  # wheels no prepare recorded
     with pytest.raises(WheelhouseError, match="is no wheel it recorded"):
         prepare()
