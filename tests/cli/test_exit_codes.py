@@ -263,12 +263,14 @@ def test_reproduce_on_a_lane_it_cannot_run_says_so(fake_target: FakeTarget) -> N
     _reproducer(fake_target, body)
     out = cli("reproduce", fake_target.entry_id, "--lane", "cuda", env=_env(fake_target))
     assert out.returncode == 0, out.stderr
-    assert "SKIPPED: the reproducer declares lanes ['cpu']" in out.stdout, out.stdout
+    assert "SKIPPED: the reproducer declares lanes ['cpu']; run it with --lane cpu" \
+        in out.stdout, out.stdout
     (fake_target.root / "reproducers" / f"{fake_target.entry_id}.py").write_text(
         "LANES = ('cpu', 'cuda')\nWORLD_SIZES = (1,)\n\ndef run(ctx):\n" + body)
     out = cli("reproduce", fake_target.entry_id, "--lane", "cuda", env=_env(fake_target))
     assert out.returncode == ExitCode.REPRODUCER_ERROR, out.stdout + out.stderr
-    assert "NOT RUN: lane unavailable: 0 CUDA device(s), world size 1" in out.stdout
+    assert "[with overlay, cuda, world size 1]: NOT RUN: lane unavailable: 0 CUDA device(s)" \
+        in out.stdout
     assert "PASS" not in out.stdout
 
 
