@@ -32,6 +32,7 @@ __all__ = [
     "inside_folder",
     "policy",
     "relative_file",
+    "resolved_file",
     "specifier",
     "when_condition",
 ]
@@ -170,10 +171,21 @@ def inside_folder(ctx: Fields, text: str, key: str) -> None:
                        "it relative to it")
 
 
+def resolved_file(ctx: Fields, text: str, key: str) -> Path:
+    """The file ``text`` names, relative to the registry: a symlink loop (RuntimeError on
+    Python 3.11) or a name the filesystem refuses is this file's refusal, as a missing one."""
+    try:
+        return (ctx.path.parent / text).resolve()
+    except (OSError, RuntimeError) as exc:
+        raise ctx.fail("cannot look the file up", key=key, found=text,
+                       expected=f"a file the filesystem can find ({exc})",
+                       fix="correct the path (a symlink that points at itself?)") from None
+
+
 def relative_file(ctx: Fields, value: object, key: str, entry_id: str) -> Path:
     text = expect_type(ctx, value, str, key, "a path relative to the registry file")
     inside_folder(ctx, text, key)
-    path: Path = (ctx.path.parent / text).resolve()
+    path = resolved_file(ctx, text, key)
     if not ctx.exists(ctx.path.parent / text, path, key):
         raise ctx.fail(
             "file does not exist",

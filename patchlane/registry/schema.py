@@ -25,6 +25,7 @@ from .fields import (
     expect_type,
     inside_folder,
     relative_file,
+    resolved_file,
     specifier,
 )
 from .kinds import KINDS, Kind
@@ -153,7 +154,7 @@ def _draft(ctx: Fields, value: object) -> Path | None:
     text = expect_type(ctx, value, str, "upstream.draft", "a path relative to the registry "
                         "file, e.g. drafts/<id>.md")
     inside_folder(ctx, text, "upstream.draft")
-    path: Path = (ctx.path.parent / text).resolve()
+    path = resolved_file(ctx, text, "upstream.draft")
     if ctx.drafts_required and not ctx.exists(ctx.path.parent / text, path, "upstream.draft"):
         raise ctx.fail("draft does not exist", key="upstream.draft", found=text,
                        expected=f"an existing file relative to {ctx.path.parent}",

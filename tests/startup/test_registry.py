@@ -271,6 +271,15 @@ def missing_file(folder: str) -> Builder:
     return build
 
 
+def looping_overlay(root: Path) -> list[Path]:
+    """The overlay a symlink to itself: resolving it raises (RuntimeError on 3.11)."""
+    path = write_registry(root)
+    overlay = root / "patches" / f"{ENTRY_ID}.py"
+    overlay.unlink()
+    overlay.symlink_to(overlay.name)
+    return [path]
+
+
 def misnamed_overlay(root: Path) -> list[Path]:
     path = write_registry(root, [mutate(patch_entry(), "overlay", "patches/other_fix.py")])
     (root / "patches" / "other_fix.py").write_text("# the right content under the wrong name\n")
@@ -407,6 +416,9 @@ BAD: dict[str, Bad] = {
         entry_with("overlay", "patches/" + "x" * 300 + ".py"), "cannot look the file up",
         key="overlay", found="patches/" + "x" * 300 + ".py",
         expected="a file the filesystem can find (File name too long)"),
+    "overlay-a-symlink-loop": Bad(
+        looping_overlay, "cannot look the file up", key="overlay",
+        found=f"patches/{ENTRY_ID}.py", expected="a file the filesystem can find"),
     "overlay-not-named-after-id": Bad(
         misnamed_overlay, "named after their entry id", key="overlay",
         found="patches/other_fix.py", expected=f"a file named {ENTRY_ID}.py"),
