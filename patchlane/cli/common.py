@@ -58,13 +58,14 @@ def entry_of(registry: Registry, entry_id: str) -> Entry:
     except UnknownEntryError as unknown:
         if not registry.rejected:
             raise
-        refused = registry.rejected[0]
         close = unknown.closest
         hint = f" (the closest that loaded: {close!r})" if close else ""
+        refused = "; ".join(str(r) for r in registry.rejected)
+        files = ", ".join(r.path for r in registry.rejected)
         # Exit 3, not 2: the id is unknown only to the registries that loaded
         raise RegistryError(
-            refused.path, f"no registry that loaded has entry {entry_id!r}{hint}; this file, "
-            f"refused, may hold it: {refused}") from None
+            files, f"no registry that loaded has entry {entry_id!r}{hint}, and the refused "
+            f"file(s) may hold it: {refused}") from None
 
 
 def one_entry(entry_id: str) -> tuple[Decider, Entry]:

@@ -214,6 +214,9 @@ class Decider:
         # Made on first use: building one per entry here would read every entry at startup.
         self._locks = _Locks()
         self._hooked: set[str] = set()
+        self._elsewhere: dict[str, tuple[Any, str]] = {}
+        """entry id -> where another decider of this process placed its overlay (owner,
+        attribute): applied, and checked afresh there."""
         self._seen: set[str] = set()
         self._waiting: dict[str, set[str]] = {}
         """dependency id -> entries (depends_on) waiting for its decision."""
@@ -504,6 +507,7 @@ class Decider:
             if found is not None and ours_at(found.owner, found.attribute, entry.id):
                 # Wrapped by another Decider in this process (e.g. a second registry load): never
                 # stack a second wrapper on top of the first.
+                self._elsewhere[entry.id] = (found.owner, found.attribute)
                 return self._finish(entry, Decision(
                     entry.id, Outcome.APPLIED, "already wrapped by another patchlane decider",
                     distribution=entry.target.distribution))
@@ -903,4 +907,7 @@ class Decider:
         """Whether the overlay sits where the calls go now: a lookup through each owner reaches
         what it set (checked afresh, so code that replaced the attribute since shows)."""
         applied = self._applied.get(entry_id)
+        if applied is None and entry_id in self._elsewhere:
+            owner, attribute = self._elsewhere[entry_id]  # another decider's layer: still there?
+            return ours_at(owner, attribute, entry_id)
         return applied is not None and all(reaches(p) for p in applied)

@@ -137,3 +137,17 @@ def test_status_says_an_applied_overlay_that_something_replaced_since(
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith(fake_target.entry_id))
     assert " displaced " in row and "no longer where the calls go" in row, row
+
+
+def test_an_entry_another_decider_placed_reads_applied_while_it_is_there(
+        fake_target: Any) -> None:
+    # A second registry load in one process finds the first decider's layer and records
+    # "applied" without placing one: checked afresh there, not read as displaced
+    first = fake_target.decider()
+    fake_target.import_target()
+    second = fake_target.decider()
+    decision = second.audit.latest()[fake_target.entry_id]
+    assert decision.reason == "already wrapped by another patchlane decider"
+    assert second.is_applied(fake_target.entry_id)
+    first.revert(fake_target.entry_id)
+    assert not second.is_applied(fake_target.entry_id)

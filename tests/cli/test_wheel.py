@@ -97,8 +97,8 @@ def test_from_the_wheel_a_broken_team_file_refuses_its_own_entries_only(
     assert f"registry {broken} refused" in shown.stderr
     theirs = command("show", "team_fix", "--no-import")
     assert theirs.returncode == 3 and "entry 'team_fix'" in theirs.stderr, theirs.stderr
-    assert "no registry that loaded has entry 'team_fix'; this file, refused, may hold it: " \
-        f"{broken}: entry 'team_fix'" in theirs.stderr, theirs.stderr
+    assert "no registry that loaded has entry 'team_fix', and the refused file(s) may hold " \
+        f"it: {broken}: entry 'team_fix'" in theirs.stderr, theirs.stderr
     typo = command("show", "mcore_rerun_sentinal", "--no-import")  # a typo of one that loaded
     assert typo.returncode == 3, typo.stderr
     assert "(the closest that loaded: 'mcore_rerun_sentinel')" in typo.stderr, typo.stderr
