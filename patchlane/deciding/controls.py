@@ -178,13 +178,17 @@ class Controls:
     @classmethod
     def unreadable(cls, env: Mapping[str, str] | None = None) -> Controls:
         """The controls of a process whose settings cannot be read (:meth:`from_env` raised):
-        no registry, no rank check, so nothing is applied. Strict unless ``PATCHLANE_STRICT``
-        is plainly off: a job that asked for strict mode, with a typo in that very variable
-        or another one, must not start unchecked (fail closed)."""
+        no registry, so nothing is applied. Strict unless ``PATCHLANE_STRICT`` is plainly
+        off: a job that asked for strict mode, with a typo in that very variable or another
+        one, must not start unchecked (fail closed). The rank check stays on unless
+        ``PATCHLANE_VERIFY_RANKS`` is plainly off: the check is a collective, and a rank that
+        left it out while the others joined hung the whole job until the process group's
+        timeout; joined, its empty patch set and its startup error stop every rank (exit 8)."""
         env = os.environ if env is None else env
         strict = (env.get("PATCHLANE_STRICT") or "").strip().lower() not in ("", *_FALSE)
+        verify = (env.get("PATCHLANE_VERIFY_RANKS") or "").strip().lower() not in _FALSE
         return cls(disable=frozenset(), only=None, strict=strict, registries=(),
-                   default_registry=False, entry_points=False, verify_ranks=False)
+                   default_registry=False, entry_points=False, verify_ranks=verify)
 
     def disabled_reason(self, entry_id: str) -> str | None:
         return switch_values.disabled_reason(entry_id, self.disable, self.only)

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import startup
 from .._version import __version__
-from ..common.errors import PatchlaneError
+from ..common.errors import ControlsError, PatchlaneError, exit_if_uncaught
 from ..common.exit_codes import ExitCode
 from ..deciding.audit import Outcome
 from ..deciding.controls import Controls
@@ -70,7 +70,10 @@ def local_patch_set() -> dict[str, Any]:
             "fingerprint": None if decision is None else decision.fingerprint_found,
             "depends_on": list(entry.depends_on),
         }
+    error = startup.startup_error()
     return {"patchlane": __version__, "registry_digest": decider.registry.digest,
+            # a rank that read no settings (or no registry) applied nothing: named as such
+            "startup_error": None if error is None else f"{type(error).__name__}: {error}",
             "entries": entries}
 
 
@@ -93,7 +96,7 @@ def _span(ranks: list[int]) -> str:
 def compare_patch_sets(records: Sequence[dict[str, Any]]) -> list[str]:
     """Human-readable differences between the ranks' records (empty when they agree)."""
     problems: list[str] = []
-    for key in ("patchlane", "registry_digest"):
+    for key in ("patchlane", "startup_error", "registry_digest"):
         values = {r: rec.get(key) for r, rec in enumerate(records)}
         if len(set(map(json.dumps, values.values()))) > 1:
             problems.append(f"{key}: {_groups(values)}")
@@ -197,7 +200,11 @@ def _wrap_init_process_group(module: Any) -> None:
     """Post-import hook on torch.distributed: verify ranks right after the group exists."""
     import wrapt
 
-    if not Controls.from_env().verify_ranks:  # one parser for every switch (deciding/controls.py)
+    try:  # one parser for every switch (deciding/controls.py)
+        controls = Controls.from_env()
+    except ControlsError:  # this rank applied nothing; it still joins the check (a collective)
+        controls = Controls.unreadable()
+    if not controls.verify_ranks:
         return
     current = getattr(module, "init_process_group", None)
     if current is None or getattr(getattr(current, "_self_wrapper", None),
@@ -207,7 +214,13 @@ def _wrap_init_process_group(module: Any) -> None:
     def after_init(wrapped: Any, instance: Any, args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> Any:
         result = wrapped(*args, **kwargs)
-        verify_ranks(kwargs.get("group"))  # init's own kwargs never name a group: default
+        try:
+            verify_ranks(kwargs.get("group"))  # init's own kwargs never name a group: default
+        except RankMismatchError as error:
+            # raised in the job's own init_process_group: uncaught (a script under `patchlane
+            # run`), one line and exit 8 as the table says, not a traceback and exit 1
+            exit_if_uncaught(error, "`torch.distributed.init_process_group`")
+            raise
         return result
 
     after_init.__patchlane_rank_check__ = True  # type: ignore[attr-defined]

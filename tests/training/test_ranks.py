@@ -48,10 +48,16 @@ def launch(tmp_path: Path, world: int, env_per_rank: dict[int, dict[str, str]],
                                        store], env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, cwd=tmp_path))
     results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert out.strip(), err
-        results.append(json.loads(out.strip().splitlines()[-1]))
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            assert out.strip(), err
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    finally:  # a rank that never joins leaves the others in the collective: never left running
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     return results
 
 
@@ -73,6 +79,42 @@ def test_a_rank_started_with_disable_fails_every_rank(tmp_path: Path, world: int
         assert "entry mcore_rerun_sentinel enabled" in error
         assert f"ranks {odd} = false" in error
         assert "ranks " + ",".join(str(i) for i in range(odd)) + " = true" in error
+
+
+def test_a_rank_whose_settings_cannot_be_read_still_joins_and_every_rank_stops(
+        tmp_path: Path) -> None:
+    # It left the check out (a collective) while the others joined: the job hung until the
+    # process group's timeout, then died of a gloo error. Joined, it names its startup error.
+    results = launch(tmp_path, 2, {1: {"PATCHLANE_DEFAULT_REGISTRY": "maybe"}})
+    assert not any(r["ok"] for r in results), results
+    for r in results:
+        assert r["type"] == "RankMismatchError", r
+        assert "startup_error: " in str(r["error"]) and "PATCHLANE_DEFAULT_REGISTRY='maybe'" \
+            in str(r["error"]), r
+
+
+def test_an_uncaught_mismatch_is_one_line_and_exit_8(tmp_path: Path) -> None:
+    # A script under `patchlane run` cannot catch it: one line and the table's exit 8, not a
+    # traceback and exit 1
+    script = tmp_path / "train.py"
+    script.write_text("import sys\nimport patchlane\nimport torch.distributed as dist\n"
+                      "dist.init_process_group('gloo', init_method=sys.argv[3], "
+                      "rank=int(sys.argv[1]), world_size=int(sys.argv[2]))\nprint('trained')\n")
+    store = (tmp_path / "store").as_uri()
+    procs = []
+    for rank in range(2):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+        if rank == 1:
+            env["PATCHLANE_DISABLE"] = "mcore_rerun_sentinel"
+        procs.append(subprocess.Popen([sys.executable, str(script), str(rank), "2", store],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, cwd=tmp_path))
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 8, err
+        assert "trained" not in out and "Traceback" not in err, err
+        (line,) = [x for x in err.splitlines() if "RankMismatchError" in x]
+        assert line.startswith("patchlane: RankMismatchError: ") and "exit 8" in line, line
 
 
 def test_explicit_verify_returns_the_shared_hash(tmp_path: Path) -> None:
