@@ -198,14 +198,33 @@ def run_stamp() -> dict[str, Any]:
 
 def _wrap_init_process_group(module: Any) -> None:
     """Post-import hook on torch.distributed: verify ranks right after the group exists."""
-    import wrapt
-
     try:  # one parser for every switch (deciding/controls.py)
         controls = Controls.from_env()
     except ControlsError:  # this rank applied nothing; it still joins the check (a collective)
         controls = Controls.unreadable()
     if not controls.verify_ranks:
         return
+    _wrap_where_called(module)
+    # The same function under the names other modules call it by: init_device_mesh (FSDP2,
+    # torchtitan) calls device_mesh's own global, taken from distributed_c10d at import, and a
+    # script may import it from there too. Wrapped only torch.distributed's, those jobs ran
+    # with ranks that disagreed and no check.
+    for name in _ALSO_CALLED_FROM:
+        if name in sys.modules:
+            _wrap_where_called(sys.modules[name])
+        else:
+            from .. import import_hook
+
+            import_hook.when_imported(name, _wrap_where_called)
+
+
+_ALSO_CALLED_FROM = ("torch.distributed.distributed_c10d", "torch.distributed.device_mesh")
+
+
+def _wrap_where_called(module: Any) -> None:
+    """``module.init_process_group`` wrapped to verify ranks once the group exists (once)."""
+    import wrapt
+
     current = getattr(module, "init_process_group", None)
     if current is None or getattr(getattr(current, "_self_wrapper", None),
                                   "__patchlane_rank_check__", False):

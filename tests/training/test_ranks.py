@@ -23,7 +23,11 @@ rank, world, store = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 explicit = os.environ.get("EXPLICIT") == "1"
 out = {"rank": rank}
 try:
-    dist.init_process_group("gloo", init_method=store, rank=rank, world_size=world)
+    if os.environ.get("MESH") == "1":  # FSDP2 / torchtitan: the group made by the mesh
+        from torch.distributed.device_mesh import init_device_mesh
+        init_device_mesh("cpu", (world,))
+    else:
+        dist.init_process_group("gloo", init_method=store, rank=rank, world_size=world)
     out["hash"] = patchlane.verify_ranks() if explicit else "auto"
     out["ok"] = True
 except patchlane.PatchlaneError as exc:
@@ -115,6 +119,20 @@ def test_an_uncaught_mismatch_is_one_line_and_exit_8(tmp_path: Path) -> None:
         assert "trained" not in out and "Traceback" not in err, err
         (line,) = [x for x in err.splitlines() if "RankMismatchError" in x]
         assert line.startswith("patchlane: RankMismatchError: ") and "exit 8" in line, line
+
+
+def test_a_group_made_by_init_device_mesh_is_checked_too(tmp_path: Path) -> None:
+    # init_device_mesh calls the init_process_group device_mesh took from distributed_c10d:
+    # the ranks disagreed and trained on, unchecked
+    from ..conftest import free_port
+
+    port = str(free_port())
+    results = launch(tmp_path, 2, {
+        rank: {"RANK": str(rank), **({"PATCHLANE_DISABLE": "mcore_rerun_sentinel"}
+                                     if rank == 1 else {})} for rank in range(2)},
+        {"MESH": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port})
+    assert not any(r["ok"] for r in results), results
+    assert all(r["type"] == "RankMismatchError" for r in results), results
 
 
 def test_explicit_verify_returns_the_shared_hash(tmp_path: Path) -> None:
