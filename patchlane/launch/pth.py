@@ -14,11 +14,13 @@ idempotent. The file is named to be processed last in its directory (``site`` re
 name order): the lazy start keys its watch list on ``sys.path``, which the other ``.pth``
 files of the environment (editable installs) extend. The line
 
-- imports patchlane (the lazy path, or the full startup when no fresh watch list says what to
-  watch);
+- imports patchlane once ``site`` has finished (every site directory on ``sys.path``: see
+  :data:`_CODE`), the lazy path, or the full startup when no fresh watch list says what to
+  watch;
 - stops the interpreter with the error's one line and exit code when strict mode refuses at
   import (``site`` would print a traceback and run the command anyway), as the ``patchlane
-  run`` bootstrap does;
+  run`` bootstrap does; a requirement of patchlane that is missing is said in one line and
+  the interpreter runs on without it (pip among them);
 - says, on stderr, when patchlane is no longer installed: the file outlived it (``pip
   uninstall`` does not know about it) and should be removed.
 
@@ -43,24 +45,53 @@ _CODE = (
     # a symlinked prefix) twice, and the notice below would print twice.
     "if not getattr(sys, '_patchlane_pth_done', False):\n"
     "  sys._patchlane_pth_done = True\n"
-    "  try:\n"
-    "    import patchlane\n"
-    "  except ModuleNotFoundError as e:\n"
-    "    if e.name != 'patchlane':\n"
+    "  def _activate():\n"
+    "    try:\n"
+    "      import patchlane\n"
+    "    except ModuleNotFoundError as e:\n"
+    "      if e.name != 'patchlane':\n"
     "        raise\n"
-    "    sys.stderr.write('patchlane: ' + {where!r} + ' activates patchlane, which this '\n"
-    "                     'interpreter cannot import: remove that file (patchlane activate '\n"
-    "                     '--remove), or install patchlane\\n')\n"
-    "  except Exception as e:\n"
-    "    code = getattr(e, 'exit_code', None)\n"
-    "    if code is None:\n"
+    "      sys.stderr.write('patchlane: ' + {where!r} + ' activates patchlane, which this '\n"
+    "                       'interpreter cannot import: remove that file (patchlane activate '\n"
+    "                       '--remove), or install patchlane\\n')\n"
+    "    except Exception as e:\n"
+    "      code = getattr(e, 'exit_code', None)\n"
+    "      if code is None:\n"
     "        raise\n"
-    "    sys.stderr.write('patchlane: ' + type(e).__name__ + ': ' + str(e).replace('\\n', ' ')\n"
-    "                     + ' (stopped at ' + {where!r} + ', exit ' + str(int(code)) + ')\\n')\n"
-    "    sys.stderr.flush()\n"
-    "    import os\n"
-    "    os._exit(int(code))\n"
+    "      line = type(e).__name__ + ': ' + str(e).replace('\\n', ' ')\n"
+    "      if int(code) == 69:\n"
+    "        sys.stderr.write('patchlane: ' + line + ' (' + {where!r} + ' left it off: this '\n"
+    "                         'interpreter runs without patchlane)\\n')\n"
+    "        return\n"
+    "      sys.stderr.write('patchlane: ' + line + ' (stopped at ' + {where!r} + ', exit '\n"
+    "                       + str(int(code)) + ')\\n')\n"
+    "      sys.stderr.flush()\n"
+    "      import os\n"
+    "      os._exit(int(code))\n"
+    # Never taken off sys.meta_path: the import system walks that list as it asks, and a
+    # finder removed during a lookup makes it skip the next one (sitecustomize's own finder).
+    "  class _AfterSite:\n"
+    "    done = False\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "      if not self.done and name in ('sitecustomize', 'usercustomize'):\n"
+    "        type(self).done = True\n"
+    "        _activate()\n"
+    "      return None\n"
+    # At startup `site` is still running (its spec's `_initializing`): wait for its end. A
+    # program's own site.addsitedir() later reads this file with site done: at once.
+    "  _site = getattr(sys.modules.get('site'), '__spec__', None)\n"
+    "  if getattr(_site, '_initializing', False):\n"
+    "    sys.meta_path.insert(0, _AfterSite())\n"
+    "  else:\n"
+    "    _activate()\n"
 )
+"""Run by ``site`` while it reads the site directories: it only arms a one-shot finder.
+patchlane is imported once ``site`` has put every site directory on ``sys.path`` and asks for
+``sitecustomize`` (it always does, last): imported at once, from the ``.pth`` line, patchlane
+and its requirements were looked up before the user site, a ``--system-site-packages`` base
+and any ``.pth`` after this one were on ``sys.path``, and every interpreter of the
+environment, pip included, stopped with exit 69. A requirement missing for good is said and
+the interpreter runs on without patchlane, never stopped: pip must stay able to install it."""
 
 
 def content(where: Path) -> str:
@@ -68,7 +99,8 @@ def content(where: Path) -> str:
     code = _CODE.format(where=str(where))
     return ("# Written by `patchlane activate --pth`: every interpreter of this environment does "
             "`import patchlane`.\n# `patchlane activate --remove` takes it away.\n"
-            f"import sys; exec({code!r})\n")
+            # its own namespace: the functions it defines find each other as globals
+            f"import sys; exec({code!r}, {{'sys': sys}})\n")
 
 
 def site_dir() -> Path:
