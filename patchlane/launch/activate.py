@@ -184,11 +184,25 @@ def _write_report(folder: "Path", report: "Report") -> None:
         sys.stderr.write(f"patchlane run: could not write the process report: {exc}\n")
 
 
+_BOOTSTRAP_TAIL = os.sep + os.path.join("patchlane", "launch", "bootstrap")
+
+
+def is_bootstrap(path: str) -> bool:
+    """Whether ``path`` is the bootstrap folder of this patchlane or of another install (a
+    launcher's venv and a job's venv, nested ``patchlane run``): only one stays on
+    ``PYTHONPATH`` (patchlane.launch.environment), and :func:`chain` runs neither as the
+    ``sitecustomize`` a bootstrap shadows (each ran the other's, until RecursionError)."""
+    return os.path.realpath(path).endswith(_BOOTSTRAP_TAIL)
+
+
 def chain(here: str) -> None:
     """Run the ``sitecustomize`` that ``here`` (the bootstrap folder) shadows: the next one on
     ``sys.path``, exactly as ``site`` would have run it, under the same module name."""
+    # Every patchlane's bootstrap, not this one's alone: another install's (nested `patchlane
+    # run` across two venvs) would run this one's in turn, and so on until RecursionError.
     here = os.path.realpath(here)
-    rest = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
+    rest = [p for p in sys.path
+            if os.path.realpath(p or os.curdir) != here and not is_bootstrap(p or os.curdir)]
     # importlib.machinery.PathFinder and importlib.util.module_from_spec are these two, from
     # the import system's own frozen modules (always loaded): importlib.util alone would cost
     # ~3 ms in every interpreter, for a sitecustomize that is usually not there.

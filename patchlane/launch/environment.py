@@ -7,7 +7,7 @@ it and execs without loading the rest of the command line or the startup.
 
 import os
 
-from .activate import REPORTS_ENV
+from .activate import REPORTS_ENV, is_bootstrap
 from .job import RUN_ID_ENV, new_run_id
 
 TYPE_CHECKING = False
@@ -62,5 +62,6 @@ def _pythonpath(user: str) -> str:
     so it stays first and once."""
     if not user:
         return BOOTSTRAP
-    kept = [p for p in user.split(os.pathsep) if not p or _absolute(p) != BOOTSTRAP]
+    kept = [p for p in user.split(os.pathsep) if not p or not is_bootstrap(p)]
     return os.pathsep.join([BOOTSTRAP, *kept]) if kept else BOOTSTRAP
+

@@ -342,3 +342,24 @@ def test_an_empty_evidence_path_is_refused_not_read_as_here() -> None:
     out = run(["--evidence", "", "--", sys.executable, "-c", "pass"])
     assert out.returncode == 2 and "--evidence: found '', expected a path" in out.stderr, \
         out.stderr
+
+
+def test_another_installs_bootstrap_is_dropped_and_never_chained(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    # A launcher venv's `patchlane run` around a job venv's: each bootstrap ran the other's as
+    # the sitecustomize it shadows, until RecursionError, and the site's own never ran
+    from patchlane.launch import activate
+
+    other = tmp_path / "other-venv" / "patchlane" / "launch" / "bootstrap"
+    other.mkdir(parents=True)
+    (other / "sitecustomize.py").write_text("raise RuntimeError('the other bootstrap ran')\n")
+    site_own = tmp_path / "site"
+    site_own.mkdir()
+    (site_own / "sitecustomize.py").write_text("RAN = 'the site sitecustomize'\n")
+    env = launch_env({"PYTHONPATH": os.pathsep.join([str(other), "a"])})
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(BOOTSTRAP), "a"]
+    monkeypatch.setattr(sys, "path", [str(BOOTSTRAP), str(other), str(site_own)])
+    monkeypatch.delitem(sys.modules, "sitecustomize", raising=False)
+    activate.chain(str(BOOTSTRAP))
+    assert sys.modules["sitecustomize"].RAN == "the site sitecustomize"
