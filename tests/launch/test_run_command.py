@@ -363,3 +363,20 @@ def test_another_installs_bootstrap_is_dropped_and_never_chained(tmp_path: Path,
     monkeypatch.delitem(sys.modules, "sitecustomize", raising=False)
     activate.chain(str(BOOTSTRAP))
     assert sys.modules["sitecustomize"].RAN == "the site sitecustomize"
+
+
+def test_an_evidence_option_of_the_command_is_the_commands(tmp_path: Path) -> None:
+    # `patchlane run python x.py --evidence D`: the command starts at its first word, and
+    # the script's own --evidence set PATCHLANE_EVIDENCE for the whole job
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    code = "import os; print(os.environ.get('PATCHLANE_EVIDENCE'))"
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHLANE_")}
+    for args, seen in ((["run", sys.executable, "-c", code, "--evidence", str(runs)], "None"),
+                       (["run", "--evidence", str(runs), "--", sys.executable, "-c", code],
+                        str(runs))):
+        out = subprocess.run([sys.executable, str(ROOT / "bin" / "patchlane"), *args],
+                             capture_output=True, text=True, env=full, cwd=tmp_path,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip().splitlines()[0] == seen, (args, out.stdout)
