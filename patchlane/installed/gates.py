@@ -20,6 +20,7 @@ says.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import runpy
 import sys
@@ -127,8 +128,14 @@ def _owns(dist: metadata.Distribution, module: ModuleType | None,
         return True  # a namespace or built-in module: nothing better than the metadata
     try:
         here = Path(file).resolve()
-        return any(here.is_relative_to(root) for root in distribution_roots(dist))
-    except (OSError, ValueError):
+        if any(here.is_relative_to(root) for root in distribution_roots(dist)):
+            return True
+        # A site directory of symlinks (Spack and Nix views, Bazel's symlink trees): each
+        # package a link to its real prefix, the metadata a link beside it. Resolved, the
+        # module leaves the folder its metadata names; as imported, it is in it.
+        beside = Path(os.path.abspath(str(dist.locate_file(""))))
+        return Path(os.path.abspath(file)).is_relative_to(beside)
+    except (OSError, ValueError, RuntimeError):
         return True
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.specifiers import SpecifierSet
@@ -282,3 +283,24 @@ def test_a_target_with_a_5000_digit_version_is_decided_not_raised(fake_target,
     decision = decider.audit.latest()[fake_target.entry_id]
     assert decision.outcome is Outcome.FAILED_ERROR
     assert "longer than 640 digits" in decision.reason
+
+
+def test_a_site_directory_of_symlinks_still_owns_its_modules(fake_target: Any, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    # Spack and Nix views, Bazel's symlink trees: each package and its metadata a link into
+    # the real prefix. Resolved, the module left the folder its metadata names: the gate said
+    # "not from the installed" release and the entry failed
+    import importlib
+
+    view = tmp_path / "view"
+    view.mkdir()
+    for item in fake_target.root.iterdir():
+        if item.name == fake_target.package or item.name.endswith(".dist-info"):
+            (view / item.name).symlink_to(item, target_is_directory=True)
+    monkeypatch.syspath_prepend(str(view))
+    importlib.invalidate_caches()
+    module = fake_target.import_target()
+    assert module.__file__.startswith(str(view))
+    result = check_gate(fake_target.distribution, SpecifierSet(">=1.0,<2.0"), module)
+    assert result.open and result.found == "1.2.0", result.reason
