@@ -249,7 +249,11 @@ def collect(roots: Sequence[Path]) -> tuple[list[ProcessReport], list[Unreadable
         if not root.exists():
             raise FileNotFoundError(2, "no such file or folder", str(root))
         for path in _files(root, bad):
-            key = path.resolve()
+            try:
+                key = path.resolve()
+            except (OSError, RuntimeError) as exc:  # a symlink loop: RuntimeError on 3.11
+                bad.append(Unreadable(path, f"cannot read: {exc}"))
+                continue
             if key in seen:
                 continue
             seen.add(key)

@@ -260,6 +260,16 @@ def test_an_oversized_or_unreadable_report_is_listed(tmp_path: Path,
         assert [(b.path, b.reason) for b in bad] == [(locked, "cannot read: Permission denied")]
 
 
+def test_a_report_link_that_loops_is_listed_not_a_crash(tmp_path: Path) -> None:
+    # one self-referencing *.json link in a reports folder: exit 70, a traceback
+    write(tmp_path, [entry("e")])
+    (tmp_path / "loop.json").symlink_to("loop.json")
+    reports, bad = collect([tmp_path])
+    assert len(reports) == 1
+    assert [b.path.name for b in bad] == ["loop.json"]
+    assert bad[0].reason.startswith("cannot read: ")
+
+
 # -- the command ------------------------------------------------------------------------------
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
