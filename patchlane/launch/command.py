@@ -6,6 +6,7 @@ directly and its exit status is the job's)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections.abc import Sequence
@@ -46,9 +47,9 @@ def run_command(command: Sequence[str], *, registry: Sequence[Path] = (), strict
     if not command:
         raise ValueError("patchlane run: no command; usage: patchlane run [options] -- CMD ...")
     for path in registry:
-        if not path.is_file():
-            raise FileNotFoundError(f"patchlane run: --registry {path}: no such file; fix: "
-                                    "give the path of a registry.yaml")
+        if not path.is_file():  # a usage error, as a missing --evidence folder is
+            raise UsageError(f"run: --registry {path}: no such file; fix: give the path of a "
+                             "registry.yaml")
     if summary_setting() is None:
         # read by every process at exit, where nothing can refuse it: refused here, once
         raise UsageError("run: " + switch_values.unreadable(
@@ -63,6 +64,12 @@ def run_command(command: Sequence[str], *, registry: Sequence[Path] = (), strict
     try:
         os.execvpe(command[0], list(command), env)
     except OSError as exc:
+        tried = os.fsdecode(exc.filename) if exc.filename is not None else command[0]
+        if exc.errno == errno.ENOEXEC and os.path.isfile(tried):
+            # A script with no #! line: as `env` (glibc's execvp) and the shells run it, with
+            # /bin/sh; what sh cannot run it says itself, with its own 126
+            with contextlib.suppress(OSError):
+                os.execve("/bin/sh", ["/bin/sh", tried, *command[1:]], env)
         raise _not_started(command[0], exc) from None
     raise AssertionError("unreachable")  # pragma: no cover
 

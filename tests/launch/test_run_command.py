@@ -215,7 +215,7 @@ def test_usage_errors() -> None:
     assert run([]).returncode == 2
     assert run(["--"]).returncode == 2
     missing = run(["--registry", "/no/such.yaml", "--", sys.executable, "-c", "pass"])
-    assert missing.returncode != 0 and "/no/such.yaml" in missing.stderr
+    assert missing.returncode == 2 and "/no/such.yaml" in missing.stderr
 
 
 def test_an_interpreter_without_patchlane_warns_and_runs(tmp_path: Path) -> None:
@@ -380,3 +380,15 @@ def test_an_evidence_option_of_the_command_is_the_commands(tmp_path: Path) -> No
                              timeout=120)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip().splitlines()[0] == seen, (args, out.stdout)
+
+
+def test_a_script_with_no_shebang_line_runs_with_sh_as_env_runs_it(tmp_path: Path) -> None:
+    # env and the shells run it with /bin/sh; run said 126 ("not a program this machine runs")
+    script = tmp_path / "train.sh"
+    script.write_text("echo ran with \"$1\"\n")
+    script.chmod(0o755)
+    out = run(["--", str(script), "an-argument"], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ran with an-argument"
+    assert subprocess.run(["env", str(script), "an-argument"], capture_output=True,
+                          text=True).stdout == out.stdout  # what env answers
