@@ -53,7 +53,13 @@ def activate() -> None:
     # the mark and stay quiet.
     me: str | None = None
     identity = _identity()
-    if os.environ.get(_ROOT_MARK) != identity and summary_setting() is not False:
+    # torchrun's agent trains nothing and never claims the line: under `srun patchlane run --
+    # torchrun` it read SLURM_PROCID as its rank, claimed "rank 0", and the real rank 0 then
+    # took the mark as its own and stayed quiet
+    if _torchrun_agent():
+        identity = "torchrun agent"
+    if os.environ.get(_ROOT_MARK) != identity and summary_setting() is not False \
+            and identity != "torchrun agent":
         _claim[:] = [os.environ.get(_ROOT_MARK)]
         os.environ[_ROOT_MARK] = me = identity
     if folder or me:
@@ -107,12 +113,14 @@ def _report(folder: str | None) -> "Report":
     return patchlane.report()
 
 
-def _print_summary(me: str, report: "Report") -> None:
+def _torchrun_agent() -> bool:
+    """Whether this process is torchrun's agent (`torchrun` or `python -m
+    torch.distributed.run`): it trains nothing; its ranks speak for themselves."""
     program = sys.argv[0] if sys.argv else ""
-    if me == "main" and ("torch/distributed/run.py" in program
-                         or os.path.basename(program) == "torchrun"):
-        return  # torchrun's agent (`torchrun` or `python -m torch.distributed.run`): it trains
-        # nothing; its ranks speak for themselves
+    return "torch/distributed/run.py" in program or os.path.basename(program) == "torchrun"
+
+
+def _print_summary(me: str, report: "Report") -> None:
     # One line per rank that fits a log: the entries someone reads it for (what is on the call
     # path, with its hits, and anything that went wrong) by name; the rest counted. Every entry
     # and its reason is in `patchlane status` and the report (`patchlane run --reports DIR`).

@@ -392,3 +392,20 @@ def test_a_script_with_no_shebang_line_runs_with_sh_as_env_runs_it(tmp_path: Pat
     assert out.stdout.strip() == "ran with an-argument"
     assert subprocess.run(["env", str(script), "an-argument"], capture_output=True,
                           text=True).stdout == out.stdout  # what env answers
+
+
+def test_under_slurm_the_torchrun_agent_leaves_the_rank_line_to_the_rank(
+        tmp_path: Path) -> None:
+    # `srun patchlane run -- torchrun ...`: the agent read SLURM_PROCID as its rank, printed
+    # "rank 0" itself, and the real rank 0 took the mark as its own and stayed quiet
+    script = tmp_path / "torchrun"
+    script.write_text(f"#!{sys.executable}\nimport os, subprocess, sys\n"
+                      "subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], "
+                      "env={**os.environ, 'RANK': '0'}, check=True)\n")
+    script.chmod(0o755)
+    out = run(["--", str(script)], env={"SLURM_PROCID": "0", "SLURM_JOB_ID": "5"})
+    assert out.returncode == 0, out.stderr
+    rank_pid = out.stdout.strip().splitlines()[-1]
+    lines = [ln for ln in out.stderr.splitlines() if ln.startswith("patchlane run: ")]
+    assert len(lines) == 1 and lines[0].startswith("patchlane run: rank 0 "), out.stderr
+    assert f"(pid {rank_pid}," in lines[0], (rank_pid, lines)
