@@ -197,33 +197,12 @@ def test_a_dependency_in_a_package_still_importing_is_waited_for_not_imported(
     # the dependency's module, which reads that name (torch/__init__ importing torch.nn before
     # torch.utils.checkpoint). Importing the dependency from the follow-up's hook would import
     # it from a half-run package: an ImportError raised in the job's own `import pkg`.
-    pkg = fake_target.root / fake_target.package
-    (pkg / "__init__.py").write_text("from . import follow_mod\nLATE = 1\nfrom . import dep_mod\n")
-    (pkg / "dep_mod.py").write_text(f"from {fake_target.package} import LATE\n\n\nclass A:\n"
-                                    "    def f(self):\n        return 'a'\n")
-    (pkg / "follow_mod.py").write_text("def g():\n    return 'b'\n")
-    from patchlane.installed.fingerprint import compute_from_source
-
-    def entry(entry_id: str, module: str, qualname: str, **extra: Any) -> dict[str, Any]:
-        for folder, body in (("patches", "def overlay(w, i, a, k):\n    return w(*a, **k) + '!'\n"),
-                             ("reproducers", "LANES = ('cpu',)\nWORLD_SIZES = (1,)\n"
-                                             "def run(ctx):\n    pass\n")):
-            (fake_target.root / folder / f"{entry_id}.py").write_text(body)
-        source = (pkg / f"{module}.py").read_text()
-        return fake_target.entry(
-            id=entry_id, overlay=f"patches/{entry_id}.py", reproducer=f"reproducers/{entry_id}.py",
-            target={"distribution": fake_target.distribution,
-                    "object": f"{fake_target.package}.{module}:{qualname}"},
-            fingerprint={"policy": "refuse", "sha256": [compute_from_source(source, (qualname,))]},
-            upstream={"forwarded": "https://example.invalid/pull/9"}, **extra)
-
-    fake_target.write_registry(entry("dep_entry", "dep_mod", "A.f"),
-                               entry("follow_entry", "follow_mod", "g",
-                                     depends_on=["dep_entry"]))
-    decider = Decider(load_registries([fake_target.registry]), Controls.from_env({}), AuditLog())
-    decider.start()
     import importlib
 
+    decider = _package_pair(
+        fake_target, "from . import follow_mod\nLATE = 1\nfrom . import dep_mod\n",
+        f"from {fake_target.package} import LATE\n\n\nclass A:\n"
+        "    def f(self):\n        return 'a'\n")
     package = importlib.import_module(fake_target.package)
     latest = decider.audit.latest()
     assert latest["dep_entry"].outcome is Outcome.APPLIED
