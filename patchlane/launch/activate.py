@@ -53,13 +53,13 @@ def activate() -> None:
     # the mark and stay quiet.
     me: str | None = None
     identity = _identity()
-    # torchrun's agent trains nothing and never claims the line: under `srun patchlane run --
-    # torchrun` it read SLURM_PROCID as its rank, claimed "rank 0", and the real rank 0 then
-    # took the mark as its own and stayed quiet
+    # torchrun's agent trains nothing: it holds the rankless mark (so rankless processes it
+    # starts stay quiet) and prints nothing (_print_summary), never a rank's. Under `srun
+    # patchlane run -- torchrun` it read SLURM_PROCID as its rank, claimed "rank 0", and the
+    # real rank 0 then took the mark as its own and stayed quiet.
     if _torchrun_agent():
-        identity = "torchrun agent"
-    if os.environ.get(_ROOT_MARK) != identity and summary_setting() is not False \
-            and identity != "torchrun agent":
+        identity = "main"
+    if os.environ.get(_ROOT_MARK) != identity and summary_setting() is not False:
         _claim[:] = [os.environ.get(_ROOT_MARK)]
         os.environ[_ROOT_MARK] = me = identity
     if folder or me:
@@ -121,6 +121,8 @@ def _torchrun_agent() -> bool:
 
 
 def _print_summary(me: str, report: "Report") -> None:
+    if me == "main" and _torchrun_agent():
+        return  # torchrun's agent: its ranks speak for themselves
     # One line per rank that fits a log: the entries someone reads it for (what is on the call
     # path, with its hits, and anything that went wrong) by name; the rest counted. Every entry
     # and its reason is in `patchlane status` and the report (`patchlane run --reports DIR`).
