@@ -74,7 +74,10 @@ def copies_left(placements: Sequence[Placement], most: int = 3) -> list[str]:
                                                _function(placement.below)) if fn is not None}
             if module is None or not originals:
                 continue
-            for holder in _modules_holding(module, originals.values()):
+            # only a function stored on a module can be a re-export of another module's
+            holders = _modules_holding(module, originals.values()) \
+                if type(owner) is types.ModuleType else [module]
+            for holder in holders:
                 places.extend(_copies_in(holder, owner, placement.attribute, originals))
                 if len(places) >= most:
                     return places[:most]
@@ -136,6 +139,9 @@ def defining_module(fn: Any) -> Any:
     claimed = sys.modules.get(getattr(fn, "__module__", None) or "")
     if defines(claimed):
         return claimed
+    if getattr(claimed, "__file__", None) == code.co_filename:
+        return None  # its own module's file, not under its name there: a method, a closure
+    # `__module__` names another module than the file's (a public re-exporter): the file's
     return next((m for m in list(sys.modules.values()) if defines(m)), None)
 
 
