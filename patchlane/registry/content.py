@@ -46,29 +46,15 @@ def _sha(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def _overlaylib_imports(source: str, package_relative: bool) -> set[str]:
+def _overlaylib_imports(source: bytes, package_relative: bool) -> set[str]:
     """Module names of ``patchlane.overlaylib`` that ``source`` imports (at any depth of the
-    file: imports inside functions count, the DSA overlay imports its kernels on first use)."""
-    names: set[str] = set()
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return names
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if module == "patchlane.overlaylib" or (package_relative and node.level == 1
-                                                     and not module):
-                names.update(alias.name for alias in node.names)
-            elif module.startswith("patchlane.overlaylib."):
-                names.add(module.split(".")[2])
-            elif package_relative and node.level == 1 and module:
-                names.add(module.split(".")[0])
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.startswith("patchlane.overlaylib."):
-                    names.add(alias.name.split(".")[2])
-    return names
+    file: imports inside functions count, the DSA overlay imports its kernels on first use).
+    ``package_relative``: ``source`` is a module of that package, whose relative imports name
+    its siblings. Read from :func:`_imported`, which the team-module rule parses the same file
+    with."""
+    prefix = "patchlane.overlaylib."
+    imported = _imported(source, prefix[:-1] if package_relative else "")
+    return {name[len(prefix):].split(".")[0] for name in imported if name.startswith(prefix)}
 
 
 def _library_files(name: str) -> list[tuple[str, Path]]:
@@ -90,7 +76,7 @@ def _overlay_hash(overlay: Path, source: bytes | None = None) -> str:
     source = overlay.read_bytes() if source is None else source
     digest.update(source)
     seen: set[str] = set()
-    todo = sorted(_overlaylib_imports(source.decode("utf-8", "replace"), False))
+    todo = sorted(_overlaylib_imports(source, False))
     if todo:
         init = _OVERLAYLIB / "__init__.py"
         digest.update(b"\0__init__\0")
@@ -104,8 +90,7 @@ def _overlay_hash(overlay: Path, source: bytes | None = None) -> str:
             data = path.read_bytes()
             digest.update(f"\0{label}\0".encode())
             digest.update(data)
-            todo.extend(sorted(_overlaylib_imports(data.decode("utf-8", "replace"), True)
-                               - seen))
+            todo.extend(sorted(_overlaylib_imports(data, True) - seen))
     return "sha256:" + digest.hexdigest()
 
 
