@@ -469,24 +469,10 @@ class Decider:
                      if _still_loading(package) is None]
             for entry_id in ready:
                 del self._parked[entry_id]
-        import importlib
-
         for entry_id in ready:
+            # Its walk imports the dependency's module now (_unmet_dependency: no package of
+            # it is loading any more), judged there, without waking this entry a second time
             entry = self.registry.get(entry_id)
-            for dep_id in entry.depends_on:
-                # Importing the dependency's module decides it (its hook), and that wakes this
-                # entry (it waits for it): never decided twice over, nested in its own walk.
-                dep = self.registry.get(dep_id)
-                latest = self.audit.get(dep_id)
-                if dep.target.module and dep.target.module not in sys.modules and (
-                        latest is None or latest.outcome is Outcome.PENDING) \
-                        and dep.read_gate().open:
-                    try:
-                        importlib.import_module(dep.target.module)
-                    except PatchlaneError:
-                        raise
-                    except Exception:  # judged by the walk below, with the reason
-                        pass
             latest = self.audit.get(entry_id)
             target = sys.modules.get(entry.target.module or "")
             if latest is not None and latest.outcome is Outcome.PENDING and target is not None:
