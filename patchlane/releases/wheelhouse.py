@@ -248,8 +248,9 @@ def _note_unfinished(out: Path, before: Mapping[str, str]) -> None:
     from ..sweep.wheelhouse_files import takes
 
     try:
-        written = {p.name: sha256(p) for p in sorted(out.iterdir())
-                   if takes(p.name) and p.is_file() and before.get(p.name) != sha256(p)}
+        hashes = {p.name: sha256(p) for p in sorted(out.iterdir())
+                  if takes(p.name) and p.is_file()}  # each wheel read once: gigabytes of them
+        written = {name: value for name, value in hashes.items() if before.get(name) != value}
         unfinished = {**_recorded(out), **written}
         (out / _PENDING).write_text(json.dumps({"hashes": unfinished}, indent=1) + "\n",
                                     encoding="utf-8")

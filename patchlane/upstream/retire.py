@@ -350,7 +350,8 @@ def delete_entry(entry: Entry) -> str:
         if status is not Status.RETIRED:
             raise RetireError(f"{path}: entry {entry.id!r} is {status.value}; only a retired "
                               f"entry can be deleted (`patchlane retire {entry.id}` first)")
-        dependents = [e.id for e in parse_registry(path, raw) if entry.id in e.depends_on]
+        entries = parse_registry(path, raw)
+        dependents = [e.id for e in entries if entry.id in e.depends_on]
         if dependents:
             raise RetireError(f"{path}: entries {dependents} depend on {entry.id!r} "
                               "(depends_on); deleting it would leave them naming nothing. Fix: "
@@ -358,7 +359,7 @@ def delete_entry(entry: Entry) -> str:
         stored = stored_lines(raw)
         start, end, _ = entry_block(stored.lines, entry.id, path, RetireError)
         del stored.lines[start:end]  # comments around it stay: they may belong to a section
-        if not any(e.id != entry.id for e in parse_registry(path, raw)):
+        if not any(e.id != entry.id for e in entries):
             # The last entry: `entries:` holding nothing reads as null, which the registry
             # refuses; `entries: []` is a registry of none (and `patchlane new` appends to it).
             at = next((i for i, line in enumerate(stored.lines)
