@@ -4,7 +4,6 @@ declares: guarding where the bug is, skipped where the gate excludes the release
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -12,28 +11,18 @@ import pytest
 
 from patchlane.common.exit_codes import sweep_exit_code
 from patchlane.registry import load_registries
-from patchlane.releases.matrix import MatrixSet, interpreter, load_matrix, run_set
+from patchlane.releases.matrix import MatrixSet, load_matrix, run_set
 from patchlane.runs.verdicts import Verdict, exit_bits
 from patchlane.sweep.rank_start import warm_allowed
 from patchlane.sweep.reproduce import RunOutcome, read_spec
 
 from . import case_checks
 from .conftest import CACHE, ROOT
+from .matrix_sets import not_swept_here
 
 SETS = load_matrix(ROOT / "matrix.yaml")
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow, pytest.mark.independent]
-
-
-def home_interpreter(matrix_set: MatrixSet) -> str | None:
-    """The one interpreter of this suite run (``PATCHLANE_TEST_PYTHONS``, set by
-    scripts/test) that sweeps ``matrix_set``: the newest it allows, the nightly's (3.12 on the
-    H200 boxes). None when pytest runs alone: the set runs wherever it may."""
-    from packaging.version import Version
-
-    pythons = os.environ.get("PATCHLANE_TEST_PYTHONS", "").split()
-    allowed = [p for p in pythons if not matrix_set.python or p in matrix_set.python]
-    return max(allowed, key=Version) if allowed else None
 
 
 def _shared_install(matrix_set: MatrixSet) -> list[pytest.MarkDecorator]:
@@ -49,17 +38,9 @@ def _shared_install(matrix_set: MatrixSet) -> list[pytest.MarkDecorator]:
 @pytest.mark.parametrize("matrix_set", [pytest.param(s, marks=_shared_install(s)) for s in SETS],
                          ids=[s.name for s in SETS])
 def test_release_set_gets_its_expected_verdicts(matrix_set: MatrixSet, tmp_path: Path) -> None:
-    if not matrix_set.runs_here():
-        pytest.skip(f"{matrix_set.name} needs Python {matrix_set.python}: it runs in the "
-                    "other interpreter's suite (scripts/test runs both)")
-    home = home_interpreter(matrix_set)
-    if home is not None and home != interpreter():
-        pytest.skip(f"{matrix_set.name} runs on every interpreter; this suite run sweeps it "
-                    f"once, with Python {home} (`patchlane matrix` on each interpreter sweeps it "
-                    "there)")
-    if "cpu" not in matrix_set.lanes:
-        pytest.skip(f"{matrix_set.name} is swept on {list(matrix_set.lanes)}: the prepared GPU "
-                    "check runs it (gpu-runs/ holds what it found)")
+    reason = not_swept_here(matrix_set)
+    if reason is not None:
+        pytest.skip(reason)
     # Warm ranks (forked from a server that imported torch) where the rank start allows them:
     # tests/evidence/test_rank_start.py shows that they give each case the outcome a fresh
     # start gives, and every receipt below says which start it had.
