@@ -14,22 +14,19 @@ reproducer keeps its tensor-parallel dropout at 0."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from .conftest import ROOT, megatron_version, release_dir
+from .matrix_sets import CHECKPOINTING_RELEASES
 from .warm_python import WarmPython
 
 pytestmark = [pytest.mark.upstream, pytest.mark.slow, pytest.mark.independent]
 
 torch = pytest.importorskip("torch")
 
-# Python 3.11 installs megatron-core up to 0.16 (0.17 and newer ship cp312 wheels only); the
-# 3.12 suite runs the installed 0.19.2 and the matrix's 0.17.1.
-RELEASES = (["0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.1", "0.14.0", "0.15.3", "0.16.1"]
-            if sys.version_info[:2] == (3, 11) else ["0.17.1", "installed"])
+RELEASES = CHECKPOINTING_RELEASES
 
 STEP = r'''
 import sys, warnings
