@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import logging
 import platform
 import sys
 from collections import defaultdict
@@ -28,6 +29,8 @@ from ..common.errors import ControlsError, PatchlaneError, exit_if_uncaught
 from ..common.exit_codes import ExitCode
 from ..deciding.audit import Outcome
 from ..deciding.controls import Controls
+
+log = logging.getLogger(__name__)
 
 __all__ = ["RankMismatchError", "compare_patch_sets", "local_patch_set", "patch_set_hash",
            "run_stamp", "verify_ranks"]
@@ -221,6 +224,18 @@ def _wrap_init_process_group(module: Any) -> None:
 _ALSO_CALLED_FROM = ("torch.distributed.distributed_c10d", "torch.distributed.device_mesh")
 
 
+def _destroy_quietly() -> None:
+    """Destroy the default process group, never masking the rank mismatch being raised."""
+    import torch.distributed as dist
+
+    try:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception as exc:  # the mismatch is the error to report; this is only said
+        log.warning("after the rank mismatch, the process group could not be destroyed: %s",
+                    exc)
+
+
 def _wrap_where_called(module: Any) -> None:
     """``module.init_process_group`` wrapped to verify ranks once the group exists (once)."""
     import wrapt
@@ -236,6 +251,12 @@ def _wrap_where_called(module: Any) -> None:
         try:
             verify_ranks(kwargs.get("group"))  # init's own kwargs never name a group: default
         except RankMismatchError as error:
+            # The group this call made is taken down before the error leaves it, as a failed
+            # init leaves none. Left to the interpreter's exit, gloo's threads were at times
+            # destroyed unjoined and the rank died by SIGABRT ("terminate called without an
+            # active exception", exit -6), not with the table's exit 8. Every rank got the
+            # same answer from the all-gather, so no rank still waits on this group.
+            _destroy_quietly()
             # raised in the job's own init_process_group: uncaught (a script under `patchlane
             # run`), one line and exit 8 as the table says, not a traceback and exit 1
             exit_if_uncaught(error, "`torch.distributed.init_process_group`")

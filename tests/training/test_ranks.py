@@ -97,13 +97,13 @@ def test_a_rank_whose_settings_cannot_be_read_still_joins_and_every_rank_stops(
             in str(r["error"]), r
 
 
-def test_an_uncaught_mismatch_is_one_line_and_exit_8(tmp_path: Path) -> None:
-    # A script under `patchlane run` cannot catch it: one line and the table's exit 8, not a
-    # traceback and exit 1
+def _two_ranks_disagreeing(tmp_path: Path, body: str) -> list[tuple[int, str, str]]:
+    """``body`` run as a script on two gloo ranks, rank 1 with one entry disabled: each rank's
+    exit code, stdout and stderr."""
     script = tmp_path / "train.py"
     script.write_text("import sys\nimport patchlane\nimport torch.distributed as dist\n"
-                      "dist.init_process_group('gloo', init_method=sys.argv[3], "
-                      "rank=int(sys.argv[1]), world_size=int(sys.argv[2]))\nprint('trained')\n")
+                      "def init():\n    dist.init_process_group('gloo', init_method=sys.argv[3], "
+                      "rank=int(sys.argv[1]), world_size=int(sys.argv[2]))\n" + body)
     store = (tmp_path / "store").as_uri()
     procs = []
     for rank in range(2):
@@ -113,12 +113,32 @@ def test_an_uncaught_mismatch_is_one_line_and_exit_8(tmp_path: Path) -> None:
         procs.append(subprocess.Popen([sys.executable, str(script), str(rank), "2", store],
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, cwd=tmp_path))
+    ended = []
     for proc in procs:
         out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 8, err
+        ended.append((proc.returncode, out, err))
+    return ended
+
+
+def test_an_uncaught_mismatch_is_one_line_and_exit_8(tmp_path: Path) -> None:
+    # A script under `patchlane run` cannot catch it: one line and the table's exit 8, not a
+    # traceback and exit 1
+    for code, out, err in _two_ranks_disagreeing(tmp_path, "init()\nprint('trained')\n"):
+        assert code == 8, err
         assert "trained" not in out and "Traceback" not in err, err
         (line,) = [x for x in err.splitlines() if "RankMismatchError" in x]
         assert line.startswith("patchlane: RankMismatchError: ") and "exit 8" in line, line
+
+
+def test_a_mismatch_leaves_no_group_behind(tmp_path: Path) -> None:
+    # init_process_group that raised leaves no group, as a failed init does. Left alive to the
+    # interpreter's exit, gloo's threads were at times destroyed unjoined: the rank died by
+    # SIGABRT ("terminate called without an active exception", -6), not with exit 8
+    body = ("try:\n    init()\nexcept patchlane.RankMismatchError:\n"
+            "    print('group left:', dist.is_initialized())\n")
+    for code, out, err in _two_ranks_disagreeing(tmp_path, body):
+        assert code == 0, err
+        assert "group left: False" in out, (out, err)
 
 
 def test_a_group_made_by_init_device_mesh_is_checked_too(tmp_path: Path) -> None:
