@@ -26,8 +26,6 @@ pytestmark = [pytest.mark.upstream, pytest.mark.slow, pytest.mark.independent]
 
 torch = pytest.importorskip("torch")
 
-RELEASES = CHECKPOINTING_RELEASES
-
 STEP = r'''
 import sys, warnings
 warnings.simplefilter("ignore")
@@ -69,7 +67,7 @@ print("release:", __import__("importlib.metadata").metadata.version("megatron-co
 '''
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", CHECKPOINTING_RELEASES)
 def test_checkpointing_runs_on_the_cpu_with_the_stand_ins(release: str,
                                                          warm_python: WarmPython) -> None:
     if torch.cuda.is_available():
