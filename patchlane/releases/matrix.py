@@ -10,6 +10,7 @@ download, not a torch install.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -26,9 +27,11 @@ from packaging.utils import canonicalize_name
 from ..common.errors import MatrixError, MatrixRunError
 from ..common.exit_codes import SWEEP_BASE
 from ..common.files import read_regular
+from ..registry import Entry
 from ..reproducer import LANES, Lane
 from ..runs.index import RunIndex
 from ..runs.verdicts import Verdict
+from ..sweep import rank_start as rank_start_mod
 from ..sweep.installs import RELEASE_SPEC, install_dir
 from ..sweep.stopping import SIGNAL_POLL_SECONDS, stopped, stopping_signals
 
@@ -167,8 +170,9 @@ def sweep_releases(name: str, install: Sequence[str], only: Sequence[str], *, ca
     paths = [str(install_dir(spec, cache, spec in deps, wheelhouse=wheelhouse))
              for spec in install]
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("PYTHONWARNINGS", "ignore")
+    own = dict(env)
+    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
     cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir", str(run_dir),
            "--jobs", str(jobs), "--timeout", str(timeout), "--quiet",
            *(["--rank-start", rank_start] if rank_start else [])]
@@ -176,7 +180,13 @@ def sweep_releases(name: str, install: Sequence[str], only: Sequence[str], *, ca
         cmd += ["--lane", lane]
     for entry_id in only:
         cmd += ["--only", entry_id]
-    returncode, output = _run_child_sweep(cmd, env, name, command)
+    # Warm ranks: this process lends the child its warm-rank server, kept for the next set's
+    # child, so a matrix imports torch once and not once per set.
+    lending: contextlib.AbstractContextManager[dict[str, str]] = (
+        rank_start_mod.lend(own, paths) if _warm_cases(only, lanes or ["cpu"], rank_start)
+        else contextlib.nullcontext({}))
+    with lending as lent:
+        returncode, output = _run_child_sweep(cmd, {**env, **lent}, name, command)
     # The sweep's own index on disk, read through the one model (not its stdout); only a
     # sweep that finished (0, or 32 | bits) wrote one for this run.
     try:
@@ -186,6 +196,20 @@ def sweep_releases(name: str, install: Sequence[str], only: Sequence[str], *, ca
     except (OSError, ValueError, KeyError, TypeError):
         raise MatrixRunError(f"{name}: the sweep wrote no readable index in {run_dir} (exit "
                              f"{returncode}):\n{output[-3000:]}") from None
+
+
+def _warm_cases(only: Sequence[str], lanes: Sequence[str], rank_start: str | None) -> bool:
+    """Whether a child sweep of ``only`` (empty: every entry) may start a case's ranks warm:
+    warm asked for (``rank_start``, else the setting), the CPU lane, and an entry a warm start
+    is allowed for."""
+    from ..deciding.controls import ToolSettings
+
+    start = rank_start or ToolSettings.from_env().rank_start
+    if start != rank_start_mod.RankStart.WARM.value or "cpu" not in lanes:
+        return False
+    wanted = set(only)
+    return any(rank_start_mod.warm_allowed(e, "cpu", False) is None
+               for e in _registry_entries() if not wanted or e.id in wanted)
 
 
 def _run_child_sweep(cmd: list[str], env: Mapping[str, str], name: str,
@@ -218,14 +242,18 @@ cannot run world size 2, and a CPU-only reproducer has no cuda case. Such a row 
 to compare with the set's expectation; it is listed as not run."""
 
 
-def _registry_ids() -> set[str]:
-    """The ids of the registry set a child sweep started from here loads (the same settings:
-    this process's environment)."""
+def _registry_entries() -> list[Entry]:
+    """The entries of the registry set a child sweep started from here loads (the same
+    settings: this process's environment)."""
     from ..deciding.controls import Controls
     from ..registry import load_registries
     from ..startup import registry_paths
 
-    return {e.id for e in load_registries(registry_paths(Controls.from_env())).entries}
+    return list(load_registries(registry_paths(Controls.from_env())).entries)
+
+
+def _registry_ids() -> set[str]:
+    return {e.id for e in _registry_entries()}
 
 
 def run_set(matrix_set: MatrixSet, *, cache: Path, runs_root: Path, jobs: int = 1,

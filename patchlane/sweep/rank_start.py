@@ -37,6 +37,12 @@ server's only by folders that hold nothing the server imported or looked for whi
 preloaded (:func:`shadowing`) is served by that server, with the ``sys.path`` a fresh rank has
 (``warm_server.rebuild_path``): a changed copy of a release (``patchlane draft --verify``) or a
 bisect step's release shares the server instead of importing torch again.
+
+A process that starts child sweeps (a release-matrix set's, the radar's) lends them a server
+of its own (:func:`lend`): the child's cases it serves fork from it, so the sets of one
+``patchlane matrix`` import torch once, not once per set. The child never stops a lent server;
+a case it does not serve (another environment, a set whose own torch comes first on the path)
+gets a server of the child's own, as before.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import ast
 import atexit
 import contextlib
 import enum
+import hashlib
 import importlib.machinery
 import json
 import os
@@ -53,20 +60,29 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..registry import Entry
 from ..registry.kinds import KINDS, DecidedBy
 
-__all__ = ["KEPT_SERVERS", "RankStart", "rank_starts", "shadowing", "shutdown",
-           "warm_allowed"]
+__all__ = ["KEPT_SERVERS", "LENT", "RankStart", "lend", "rank_starts", "shadowing",
+           "shutdown", "warm_allowed"]
 
 _HERE = Path(__file__).resolve().parent
 _PER_CASE = ("MASTER_ADDR", "MASTER_PORT")
 """Set per case, read by no import: a server serves every case whose environment differs from
 its own only in these and in ``PATCHLANE_*`` (patchlane's settings, read by the rank's
 ``import patchlane``, after the fork)."""
+_SET_OR_NOT = ("PYTEST_CURRENT_TEST",)
+"""Whose value no import reads, only whether it is set: pytest names the test it runs in
+``PYTEST_CURRENT_TEST``, a new value for each test (and each of its phases). A server serves a
+case that has it set as the server had it set, whatever the value; a rank gets the case's own
+value (its environment is the case's, whole, after the fork)."""
+LENT = "PATCHLANE_WARM_SERVER"
+"""The setting a process that starts a child sweep hands it down (:func:`lend`): the server it
+lends, as JSON. Written by patchlane for its own child sweeps; nobody sets it by hand."""
 KEPT_SERVERS = 2
 """Servers one process keeps. Each holds torch's pages (about 0.5 GB); a process that runs
 cases in many environments (``patchlane draft --verify``: each change on its own copy of the
@@ -205,15 +221,16 @@ class _Server:
         self.used = time.monotonic()
 
     def serves(self, env: Mapping[str, str]) -> bool:
-        """Whether a case in ``env`` may fork from this server: the same environment but for
-        folders of ``PYTHONPATH`` that hold nothing it imported, so what it imported is what a
-        fresh rank in ``env`` would import."""
-        def rest(of: Mapping[str, str]) -> dict[str, str]:
-            return {k: v for k, v in _server_key(of) if k != "PYTHONPATH"}
+        """Whether a case in ``env`` may fork from this server (:func:`_may_serve`)."""
+        return self.ready and _may_serve(_rest(self.env), self.env.get("PYTHONPATH", ""),
+                                         self.modules, env)
 
-        return (self.ready and rest(env) == rest(self.env)
-                and not shadowing(self.env.get("PYTHONPATH", ""), env.get("PYTHONPATH", ""),
-                                  self.modules))
+    def handle(self) -> str:
+        """What :data:`LENT` says of this server: how to reach it, and what
+        :func:`_may_serve` reads of it (its environment only as a digest)."""
+        return json.dumps({"socket": self.socket, "pid": self.proc.pid,
+                           "rest": _rest(self.env), "pythonpath": self.env.get("PYTHONPATH", ""),
+                           "modules": sorted(self.modules), "preloaded": self.preloaded})
 
     def stop(self) -> None:
         with contextlib.suppress(OSError, ValueError):
@@ -231,8 +248,66 @@ class _Server:
             os.rmdir(self.folder)
 
 
+class _Lent:
+    """A server another process holds and lent this one (:data:`LENT`): its cases fork from it
+    where it serves them; this process never stops it (its holder does, when it ends)."""
+
+    def __init__(self, handle: Mapping[str, Any]) -> None:
+        self.socket = str(handle["socket"])
+        self.pid = int(handle["pid"])
+        self.rest = str(handle["rest"])
+        self.pythonpath = str(handle["pythonpath"])
+        self.modules = frozenset(str(m) for m in handle["modules"])
+        self.preloaded = [str(m) for m in handle["preloaded"]]
+        self.ready, self.error = True, ""
+        self.cases = 0
+        self.used = time.monotonic()
+
+    def serves(self, env: Mapping[str, str]) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except OSError:  # gone (its holder ended): this process starts its own
+            return False
+        return (os.path.exists(self.socket)
+                and _may_serve(self.rest, self.pythonpath, self.modules, env))
+
+    def handle(self) -> str:
+        return json.dumps({"socket": self.socket, "pid": self.pid, "rest": self.rest,
+                           "pythonpath": self.pythonpath, "modules": sorted(self.modules),
+                           "preloaded": self.preloaded})
+
+
 _SERVERS: dict[tuple[tuple[str, str], ...], _Server] = {}
 _LOCK = threading.Lock()
+_LENT_TO_ME: dict[str, _Lent | None] = {}
+"""The server :data:`LENT` names, read once per value (None: unreadable)."""
+
+
+def _rest(env: Mapping[str, str]) -> str:
+    """A digest of what of ``env`` a server must share with a case besides ``PYTHONPATH``."""
+    rest = [[k, v] for k, v in _server_key(env) if k != "PYTHONPATH"]
+    return hashlib.sha256(json.dumps(rest).encode()).hexdigest()
+
+
+def _may_serve(rest: str, pythonpath: str, modules: frozenset[str],
+               env: Mapping[str, str]) -> bool:
+    """Whether a case in ``env`` may fork from a server whose environment is ``rest`` (less
+    ``PYTHONPATH``: :func:`_rest`) and ``pythonpath``, which imported or looked for
+    ``modules``: the same environment but for folders of ``PYTHONPATH`` that hold nothing it
+    imported, so what it imported is what a fresh rank in ``env`` would import."""
+    return rest == _rest(env) and not shadowing(pythonpath, env.get("PYTHONPATH", ""), modules)
+
+
+def _lent_to_me() -> _Lent | None:
+    value = os.environ.get(LENT)
+    if not value:
+        return None
+    if value not in _LENT_TO_ME:
+        try:
+            _LENT_TO_ME[value] = _Lent(json.loads(value))
+        except (ValueError, TypeError, KeyError):
+            _LENT_TO_ME[value] = None  # not one patchlane wrote: this process starts its own
+    return _LENT_TO_ME[value]
 
 
 def shadowing(mine: str, theirs: str, modules: frozenset[str]) -> list[str]:
@@ -272,20 +347,27 @@ def _holds_any(folder: str, modules: frozenset[str]) -> bool:
     return False
 
 
+def _server_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment a server for a case in ``env`` runs in: ``env`` less :data:`_PER_CASE`
+    and ``PATCHLANE_*``."""
+    return {k: v for k, v in env.items() if not k.startswith("PATCHLANE_") and k not in _PER_CASE}
+
+
 def _server_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """Which server serves a case in ``env``: its environment less :data:`_PER_CASE` and
-    ``PATCHLANE_*``, the environment that server runs in."""
-    return tuple(sorted((k, v) for k, v in env.items()
-                        if not k.startswith("PATCHLANE_") and k not in _PER_CASE))
+    """Which server serves a case in ``env``: its :func:`_server_env`, with only whether each
+    of :data:`_SET_OR_NOT` is set."""
+    return tuple(sorted((k, "(set)" if k in _SET_OR_NOT else v)
+                        for k, v in _server_env(env).items()))
 
 
-def _hold(env: Mapping[str, str]) -> _Server:
-    """The server for ``env``, started if none runs, held for one case; idle servers past
-    :data:`KEPT_SERVERS` stopped."""
+def _hold(env: Mapping[str, str]) -> _Server | _Lent:
+    """The server for ``env``, started if none runs (none of this process's, and the one lent
+    to it does not serve ``env``), held for one case; idle servers past :data:`KEPT_SERVERS`
+    stopped."""
     key = _server_key(env)
     with _LOCK:
-        server = _SERVERS.get(key)
-        if server is not None and server.proc.poll() is not None:  # it died: the next starts
+        server: _Server | _Lent | None = _SERVERS.get(key)
+        if isinstance(server, _Server) and server.proc.poll() is not None:  # it died
             del _SERVERS[key]
             server.stop()
             server = None
@@ -293,7 +375,10 @@ def _hold(env: Mapping[str, str]) -> _Server:
             server = next((s for s in _SERVERS.values()
                            if s.proc.poll() is None and s.serves(env)), None)
         if server is None:
-            server = _SERVERS[key] = _Server(dict(key))
+            lent = _lent_to_me()
+            server = lent if lent is not None and lent.serves(env) else None
+        if server is None:
+            server = _SERVERS[key] = _Server(_server_env(env))
         server.cases += 1
         server.used = time.monotonic()
         idle = sorted((s.used, k) for k, s in _SERVERS.items() if s.cases == 0)
@@ -328,6 +413,28 @@ def rank_starts(env: Mapping[str, str], start: RankStart
             warm: dict[str, object] = {"rank_start": RankStart.WARM.value,
                                        "preloaded": server.preloaded}
             yield lambda args: ([*shim, *args], warm)
+    finally:
+        with _LOCK:
+            server.cases -= 1
+            server.used = time.monotonic()
+
+
+@contextlib.contextmanager
+def lend(env: Mapping[str, str], first: Sequence[str] = ()) -> Iterator[dict[str, str]]:
+    """For a child process that sweeps in ``env`` with the folders ``first`` first on its
+    ``PYTHONPATH`` (a matrix set's releases): a server of this process for ``env`` (kept from
+    an earlier child, or started), held until the block ends, and the setting that lends it
+    (``{LENT: ...}``). Nothing is lent (``{}``) where the server could not serve the child's
+    cases: a folder of ``first`` holds torch (a set's own torch build: the child starts a
+    server of its own, as it would have), or the server could not preload torch."""
+    if any(_holds_any(folder, frozenset({"torch"})) for folder in first):
+        yield {}
+        return
+    child = dict(env)
+    child["PYTHONPATH"] = os.pathsep.join([*first, *filter(None, [env.get("PYTHONPATH")])])
+    server = _hold(env)
+    try:
+        yield {LENT: server.handle()} if server.serves(child) else {}
     finally:
         with _LOCK:
             server.cases -= 1

@@ -323,6 +323,60 @@ def test_a_process_keeps_two_servers_and_never_stops_one_with_a_case_running(
     rank_start.shutdown()
 
 
+def test_the_test_pytest_runs_parts_no_servers() -> None:
+    """pytest names the test it runs in ``PYTEST_CURRENT_TEST``, anew for each test: a server
+    serves the next test's cases (a suite's sweeps share one), but not a process where it is
+    unset."""
+    from patchlane.sweep import rank_start
+
+    base = {"PATH": "/usr/bin", "PYTHONPATH": "/x"}
+    key = rank_start._server_key({**base, "PYTEST_CURRENT_TEST": "t.py::a (call)"})
+    assert key == rank_start._server_key({**base, "PYTEST_CURRENT_TEST": "t.py::b (setup)"})
+    assert key != rank_start._server_key(base)
+
+
+def test_a_child_sweep_forks_from_the_server_its_parent_lent(
+        fake_target: FakeTarget, tmp_path: Path) -> None:
+    """A process that starts child sweeps (a matrix set's, the radar's) lends them its server:
+    a child's warm case forks from it (the rank's parent is that server), and the server is
+    kept for the next child. A child in another environment starts a server of its own, and a
+    child whose folders first on the path hold torch (a set's own torch build) is lent none."""
+    import subprocess
+    import sys
+
+    from patchlane.sweep import rank_start
+
+    rank_start.shutdown()
+    source = HEAD + ("import os, pathlib\n\ndef run(ctx):\n    import torch, {module} as t\n"
+                     "    pathlib.Path(os.environ['RECORD_TO']).write_text(str(os.getppid()))\n"
+                     "    assert t.Greeter().greet('a') == 'patched hello a', 'bug shows'\n")
+    entry_id = f"{fake_target.entry_id}_good"
+    multi_registry(fake_target, {"good": source})
+    record = tmp_path / "parent.txt"
+    env = {**torch_first(tmp_path / "torch", env_for(fake_target)), "RECORD_TO": str(record)}
+
+    def child_rank_parent(child_env: dict[str, str]) -> int:
+        record.unlink(missing_ok=True)
+        out = subprocess.run([sys.executable, "-m", "patchlane.cli.main", "reproduce", entry_id],
+                             env={**child_env, "PATCHLANE_RANK_START": "warm"},
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return int(record.read_text())
+
+    pids = []
+    for _ in range(2):
+        with rank_start.lend(env) as lent:
+            pid = json.loads(lent[rank_start.LENT])["pid"]
+            assert child_rank_parent({**env, **lent}) == pid
+            # another environment: a server of the child's own, never the lent one
+            assert child_rank_parent({**env, **lent, "ANOTHER": "1"}) != pid
+        pids.append(pid)
+    assert pids[0] == pids[1]  # kept between children
+    with rank_start.lend(env, [str(tmp_path / "torch")]) as lent:
+        assert lent == {}
+    rank_start.shutdown()
+
+
 def test_a_server_that_cannot_preload_torch_starts_ranks_fresh_and_says_why(
         fake_target: FakeTarget, tmp_path: Path) -> None:
     """A stack without torch (here a torch that fails to import, a stand-in for the harness's
