@@ -5,10 +5,10 @@ Those releases (a torch with its CUDA libraries, 5.3 GB from a 3 GB download, an
 megatron-core and liger-kernel releases) used to be installed by the first test that needed
 each (the matrix, the fingerprints, a release's fixture), a pytest worker waiting on the
 download meanwhile. ``scripts/test`` runs this instead while the lint and the other set-ups run
-(the first interpreter) or while the tests run (the second): into the same cache, under the
-same lock, so a test that comes to a release still being installed waits for it and then finds
-it complete, and one whose install failed here installs it itself (and says why it could
-not)."""
+(the first interpreter) or while the first interpreter's tests run (the second, on fewer than 4
+CPUs, where the two take turns): into the same cache, under the same lock, so a test that
+comes to a release still being installed waits for it and then finds it complete, and one whose
+install failed here installs it itself (and says why it could not)."""
 
 from __future__ import annotations
 
