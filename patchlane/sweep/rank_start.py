@@ -252,7 +252,9 @@ class _Lent:
     """A server another process holds and lent this one (:data:`LENT`): its cases fork from it
     where it serves them; this process never stops it (its holder does, when it ends)."""
 
-    def __init__(self, handle: Mapping[str, Any]) -> None:
+    def __init__(self, value: str) -> None:
+        handle: Mapping[str, Any] = json.loads(value)
+        self.value = value
         self.socket = str(handle["socket"])
         self.pid = int(handle["pid"])
         self.rest = str(handle["rest"])
@@ -272,9 +274,7 @@ class _Lent:
                 and _may_serve(self.rest, self.pythonpath, self.modules, env))
 
     def handle(self) -> str:
-        return json.dumps({"socket": self.socket, "pid": self.pid, "rest": self.rest,
-                           "pythonpath": self.pythonpath, "modules": sorted(self.modules),
-                           "preloaded": self.preloaded})
+        return self.value  # lent on as it was lent (a child sweep's own child)
 
 
 _SERVERS: dict[tuple[tuple[str, str], ...], _Server] = {}
@@ -304,7 +304,7 @@ def _lent_to_me() -> _Lent | None:
         return None
     if value not in _LENT_TO_ME:
         try:
-            _LENT_TO_ME[value] = _Lent(json.loads(value))
+            _LENT_TO_ME[value] = _Lent(value)
         except (ValueError, TypeError, KeyError):
             _LENT_TO_ME[value] = None  # not one patchlane wrote: this process starts its own
     return _LENT_TO_ME[value]
