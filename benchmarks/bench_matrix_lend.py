@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import resource
 import sys
 import tempfile
 import time
@@ -31,29 +29,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _cpu_of_children() -> float:
-    while True:  # reap what this process adopted (a warm rank's leftovers), so it is counted
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            break
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", action="append", dest="sets", help="a matrix.yaml set's name")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
 
-    import ctypes
+    # what a warm rank leaves behind comes back here and is counted (bench_rank_start's way)
+    from bench_rank_start import _adopt_orphans, _children_cpu
 
-    with contextlib.suppress(OSError, AttributeError):  # subreaper: nothing it starts is lost
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
-
+    _adopt_orphans()
     from patchlane.releases import matrix
     from patchlane.sweep import rank_start
 
@@ -75,7 +60,7 @@ def main() -> int:
             rank_start.shutdown()
             lending = (contextlib.nullcontext() if way == "lent"
                        else mock.patch.object(matrix, "_warm_cases", return_value=False))
-            cpu0, wall0 = _cpu_of_children(), time.monotonic()
+            cpu0, wall0 = _children_cpu(), time.monotonic()
             with lending, tempfile.TemporaryDirectory() as runs:
                 for matrix_set in sets:
                     result = matrix.run_set(matrix_set, cache=cache, runs_root=Path(runs),
@@ -84,7 +69,7 @@ def main() -> int:
                         print(f"{matrix_set.name} ({way}): {result.mismatches}", file=sys.stderr)
                         return 1
                 rank_start.shutdown()  # the lent server's CPU is counted with its way
-            wall, cpu = time.monotonic() - wall0, _cpu_of_children() - cpu0
+            wall, cpu = time.monotonic() - wall0, _children_cpu() - cpu0
             totals[way].append((wall, cpu))
             print(f"round {round_ + 1} {way:4}: {wall:6.1f} s wall, {cpu:6.1f} CPU-s")
     for way, runs_of in totals.items():
