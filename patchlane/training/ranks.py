@@ -225,7 +225,9 @@ _ALSO_CALLED_FROM = ("torch.distributed.distributed_c10d", "torch.distributed.de
 
 
 def _destroy_quietly() -> None:
-    """Destroy the default process group, never masking the rank mismatch being raised."""
+    """Destroy the process groups (``destroy_process_group()`` with no group: the default one
+    this init made, and any the job made before it), never masking the rank mismatch being
+    raised."""
     import torch.distributed as dist
 
     try:
