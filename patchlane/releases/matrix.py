@@ -32,7 +32,7 @@ from ..reproducer import LANES, Lane
 from ..runs.index import RunIndex
 from ..runs.verdicts import Verdict
 from ..sweep import rank_start as rank_start_mod
-from ..sweep.installs import RELEASE_SPEC, install_dir
+from ..sweep.installs import RELEASE_SPEC, first_on_path, install_dir
 from ..sweep.stopping import SIGNAL_POLL_SECONDS, stopped, stopping_signals
 
 __all__ = ["MatrixResult", "MatrixSet", "install_dir", "interpreter", "load_matrix", "parse_matrix",
@@ -169,10 +169,9 @@ def sweep_releases(name: str, install: Sequence[str], only: Sequence[str], *, ca
     (None: its ``PATCHLANE_RANK_START``, as this process has it)."""
     paths = [str(install_dir(spec, cache, spec in deps, wheelhouse=wheelhouse))
              for spec in install]
-    env = dict(os.environ)
-    env.setdefault("PYTHONWARNINGS", "ignore")
-    own = dict(env)
-    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
+    own = dict(os.environ)
+    own.setdefault("PYTHONWARNINGS", "ignore")
+    env = first_on_path(own, paths)
     cmd = [sys.executable, "-m", "patchlane.cli.main", "sweep", "--run-dir", str(run_dir),
            "--jobs", str(jobs), "--timeout", str(timeout), "--quiet",
            *(["--rank-start", rank_start] if rank_start else [])]

@@ -33,6 +33,7 @@ __all__ = [
     "RELEASE_SPEC",
     "ReleaseCacheError",
     "default_cache",
+    "first_on_path",
     "install_dir",
     "installed_content",
     "record_install",
@@ -264,8 +265,12 @@ def with_releases(env: Mapping[str, str], specs: Iterable[str],
                   cache: Path | None = None, deps: Collection[str] = ()) -> dict[str, str]:
     """``env`` with each of ``specs`` installed and first on ``PYTHONPATH``; those also in
     ``deps`` with their dependencies."""
-    paths = [str(install_dir(spec, cache or default_cache(), deps=spec in deps))
-             for spec in specs]
+    return first_on_path(env, [str(install_dir(spec, cache or default_cache(),
+                                               deps=spec in deps)) for spec in specs])
+
+
+def first_on_path(env: Mapping[str, str], folders: Iterable[str]) -> dict[str, str]:
+    """``env`` with ``folders`` first on its ``PYTHONPATH``, in their order."""
     out = dict(env)
-    out["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
+    out["PYTHONPATH"] = os.pathsep.join([*folders, *filter(None, [env.get("PYTHONPATH")])])
     return out

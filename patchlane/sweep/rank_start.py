@@ -66,6 +66,7 @@ from typing import Any
 
 from ..registry import Entry
 from ..registry.kinds import KINDS, DecidedBy
+from .installs import first_on_path
 
 __all__ = ["KEPT_SERVERS", "LENT", "RankStart", "lend", "rank_starts", "shadowing",
            "shutdown", "warm_allowed"]
@@ -215,6 +216,8 @@ class _Server:
         """The top-level names its preload imported or looked for: what a folder it is asked to
         serve must not hold."""
         self.env = dict(env)
+        self.rest = _rest(env)
+        """What :func:`_may_serve` compares of its environment besides ``PYTHONPATH``."""
         self.error = str(ready.get("error", ""))
         self.cases = 0
         """Cases whose ranks it starts now (:func:`rank_starts`): while any, it is kept."""
@@ -222,14 +225,14 @@ class _Server:
 
     def serves(self, env: Mapping[str, str]) -> bool:
         """Whether a case in ``env`` may fork from this server (:func:`_may_serve`)."""
-        return self.ready and _may_serve(_rest(self.env), self.env.get("PYTHONPATH", ""),
+        return self.ready and _may_serve(self.rest, self.env.get("PYTHONPATH", ""),
                                          self.modules, env)
 
     def handle(self) -> str:
         """What :data:`LENT` says of this server: how to reach it, and what
         :func:`_may_serve` reads of it (its environment only as a digest)."""
         return json.dumps({"socket": self.socket, "pid": self.proc.pid,
-                           "rest": _rest(self.env), "pythonpath": self.env.get("PYTHONPATH", ""),
+                           "rest": self.rest, "pythonpath": self.env.get("PYTHONPATH", ""),
                            "modules": sorted(self.modules), "preloaded": self.preloaded})
 
     def stop(self) -> None:
@@ -389,6 +392,18 @@ def _hold(env: Mapping[str, str]) -> _Server | _Lent:
 
 
 @contextlib.contextmanager
+def _held(env: Mapping[str, str]) -> Iterator[_Server | _Lent]:
+    """The server for ``env`` (:func:`_hold`), held until the block ends."""
+    server = _hold(env)
+    try:
+        yield server
+    finally:
+        with _LOCK:
+            server.cases -= 1
+            server.used = time.monotonic()
+
+
+@contextlib.contextmanager
 def rank_starts(env: Mapping[str, str], start: RankStart
                 ) -> Iterator[Callable[[list[str]], tuple[list[str], dict[str, object]]]]:
     """For one case: a function giving the command that starts one rank (the runner's
@@ -401,8 +416,7 @@ def rank_starts(env: Mapping[str, str], start: RankStart
     if start is RankStart.FRESH:
         yield lambda args: (fresh(args), {"rank_start": RankStart.FRESH.value})
         return
-    server = _hold(env)
-    try:
+    with _held(env) as server:
         if not server.ready:
             how: dict[str, object] = {
                 "rank_start": RankStart.FRESH.value,
@@ -413,10 +427,6 @@ def rank_starts(env: Mapping[str, str], start: RankStart
             warm: dict[str, object] = {"rank_start": RankStart.WARM.value,
                                        "preloaded": server.preloaded}
             yield lambda args: ([*shim, *args], warm)
-    finally:
-        with _LOCK:
-            server.cases -= 1
-            server.used = time.monotonic()
 
 
 @contextlib.contextmanager
@@ -430,15 +440,8 @@ def lend(env: Mapping[str, str], first: Sequence[str] = ()) -> Iterator[dict[str
     if any(_holds_any(folder, frozenset({"torch"})) for folder in first):
         yield {}
         return
-    child = dict(env)
-    child["PYTHONPATH"] = os.pathsep.join([*first, *filter(None, [env.get("PYTHONPATH")])])
-    server = _hold(env)
-    try:
-        yield {LENT: server.handle()} if server.serves(child) else {}
-    finally:
-        with _LOCK:
-            server.cases -= 1
-            server.used = time.monotonic()
+    with _held(env) as server:
+        yield {LENT: server.handle()} if server.serves(first_on_path(env, first)) else {}
 
 
 def shutdown() -> None:
