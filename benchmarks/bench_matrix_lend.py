@@ -72,20 +72,18 @@ def main() -> int:
             wall, cpu = time.monotonic() - wall0, _children_cpu() - cpu0
             totals[way].append((wall, cpu))
             print(f"round {round_ + 1} {way:4}: {wall:6.1f} s wall, {cpu:6.1f} CPU-s")
-    for way, runs_of in totals.items():
-        wall = sum(w for w, _ in runs_of) / len(runs_of)
-        cpu = sum(c for _, c in runs_of) / len(runs_of)
+    # each way's mean (wall, CPU); the ratios of means are those of the sums (same rounds)
+    mean = {way: tuple(sum(r[i] for r in runs_of) / len(runs_of) for i in (0, 1))
+            for way, runs_of in totals.items()}
+    for way, (wall, cpu) in mean.items():
         print(f"mean {way:4}: {wall:6.1f} s wall, {cpu:6.1f} CPU-s")
-    lent_wall = sum(w for w, _ in totals["lent"])
-    own_wall = sum(w for w, _ in totals["own"])
-    lent_cpu = sum(c for _, c in totals["lent"])
-    own_cpu = sum(c for _, c in totals["own"])
-    print(f"lent / own: wall {lent_wall / own_wall:.2f}x, CPU {lent_cpu / own_cpu:.2f}x")
+    wall_ratio, cpu_ratio = (mean["lent"][i] / mean["own"][i] for i in (0, 1))
+    print(f"lent / own: wall {wall_ratio:.2f}x, CPU {cpu_ratio:.2f}x")
     print("RESULT " + json.dumps({
         "sets": [s.name for s in sets], "rounds": args.rounds,
-        "wall_ratio": round(lent_wall / own_wall, 3), "cpu_ratio": round(lent_cpu / own_cpu, 3),
-        **{f"{way}_{what}_s": round(sum(r[i] for r in runs_of) / len(runs_of), 1)
-           for way, runs_of in totals.items() for i, what in enumerate(("wall", "cpu"))}}))
+        "wall_ratio": round(wall_ratio, 3), "cpu_ratio": round(cpu_ratio, 3),
+        **{f"{way}_{what}_s": round(mean[way][i], 1)
+           for way in mean for i, what in enumerate(("wall", "cpu"))}}))
     return 0
 
 
